@@ -1,0 +1,42 @@
+"""Options shared by several commands, so their names and help never drift apart."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+
+def output_option(*choices: str, default: str | None = None) -> Callable[[Any], Any]:
+    """`-o/--output FORMAT`: every command that prints data offers `json` for CI."""
+    return click.option(
+        "-o",
+        "--output",
+        "output",
+        type=click.Choice(list(choices)),
+        default=default or choices[0],
+        show_default=True,
+        help="Output format.",
+    )
+
+
+def echo_json(data: object) -> None:
+    click.echo(json.dumps(data, indent=2, sort_keys=False))
+
+
+project_option = click.option(
+    "--project",
+    help="Google Cloud project. Precedence: this flag, then the job file's `project`, "
+    "then VTRAIN_PROJECT, then GOOGLE_CLOUD_PROJECT.",
+)
+
+set_option = click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="KEY.PATH=VALUE",
+    help="Override a key of the job file (repeatable; VALUE is parsed as YAML). "
+    "Precedence: --set beats the job file; later --set beats earlier ones.",
+)
