@@ -22,7 +22,7 @@ COMMANDS: dict[str, str] = {
     "render": "vtrain.commands.dryrun:render",
     "estimate": "vtrain.commands.estimate:estimate",
     "init": "vtrain.commands.trainer:init",
-    "package": "vtrain.commands.trainer:package",
+    "package": "vtrain.commands.package:package",
     "local": "vtrain.commands.local:local",
     "submit": "vtrain.commands.vertex:submit",
     "status": "vtrain.commands.vertex:status",
