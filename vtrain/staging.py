@@ -191,6 +191,11 @@ def stage(
     local_file = Path(local_file)
     if not local_file.is_file():
         raise PackagingError(f"cannot stage {local_file}: no such file")
+    if target.kind == "gcs" and client is None:
+        client = default_client()
+    existing = lookup(target, local_file.name, client)
+    if existing is not None:
+        return existing
     if target.kind == "local":
         return _stage_local(local_file, target)
     return _stage_gcs(local_file, target, client or default_client(), progress)
@@ -217,8 +222,6 @@ def lookup(target: StagingTarget, filename: str, client: storage.Client | None =
 def _stage_local(local_file: Path, target: StagingTarget) -> StagedObject:
     dest = target.local_dir / local_file.name
     size = local_file.stat().st_size
-    if dest.exists():
-        return StagedObject(dest.as_uri(), uploaded=False, size=size)
     try:
         target.local_dir.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=target.local_dir, prefix=f".{local_file.name}.")
@@ -244,8 +247,6 @@ def _stage_gcs(
     size = local_file.stat().st_size
     blob = client.bucket(target.bucket).blob(target.prefix + local_file.name)
     try:
-        if blob.exists():
-            return StagedObject(uri, uploaded=False, size=size)
         if size > _CHUNKED_ABOVE:
             blob.chunk_size = _CHUNK_SIZE
         with local_file.open("rb") as fh:
