@@ -132,10 +132,7 @@ def test_planned_uri_shape(trainer: Path) -> None:
     digest = P.scan_package(trainer).digest
     assert len(digest) == 12 and int(digest, 16) >= 0
     assert P.dist_name(trainer) == "my_trainer"  # "My.Trainer", normalized
-    assert (
-        P.planned_uri(trainer, "gs://bkt/some/prefix/")
-        == f"gs://bkt/some/prefix/vtrain/my_trainer-{digest}.tar.gz"
-    )
+    assert P.planned_uri(trainer, "gs://bkt/some/prefix/") == f"gs://bkt/some/prefix/vtrain/my_trainer-{digest}.tar.gz"
     assert P.dist_name(DATA / "setup_py_only") == "setup_py_only"  # no pyproject: directory name
     runtime = P.planned_runtime_uri("gs://bkt")
     assert runtime.startswith(f"gs://bkt/vtrain/vtrain-{__version__}-") and runtime.endswith(".tar.gz")
@@ -362,3 +359,76 @@ def test_isolated_and_plain_builds_agree(trainer: Path, tmp_path: Path) -> None:
         results[isolation] = (sdist.name, P.sdist_members(sdist), time.perf_counter() - start)
     assert results[False][:2] == results[True][:2]
     print(f"\nsdist build: in-process env {results[False][2]:.2f}s, isolated {results[True][2]:.2f}s")
+
+
+# --- `vtrain package` ---------------------------------------------------------------------------
+
+JOB = """\
+name: package-test
+region: us-central1
+staging_bucket: {staging}
+trainer:
+  package: {package}
+  module: trainer.task
+  image: tf-cpu.2-17
+cluster:
+  chief: {{machine_type: n1-standard-4}}
+"""
+
+
+def _job(tmp_path: Path, package: Path, staging: str) -> Path:
+    job = tmp_path / "job.yaml"
+    job.write_text(JOB.format(staging=staging, package=package))
+    return job
+
+
+def test_cli_package_text_then_json(gcs, trainer: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from click.testing import CliRunner
+
+    from vtrain.cli import cli
+
+    gcs.create_bucket("cli-bkt")
+    job = _job(tmp_path, trainer, "gs://cli-bkt/s")
+    planned = [P.planned_uri(trainer, "gs://cli-bkt/s"), P.planned_runtime_uri("gs://cli-bkt/s")]
+    first = CliRunner().invoke(cli, ["package", str(job)])
+    assert first.exit_code == 0, first.output
+    lines = first.output.splitlines()
+    assert [line.split()[:2] for line in lines] == [["trainer", "uploaded"], ["runtime", "uploaded"]]
+    assert [line.split()[2] for line in lines] == planned
+    second = CliRunner().invoke(cli, ["package", str(job), "-o", "json"])
+    assert second.exit_code == 0, second.output
+    rows = json.loads(second.output)
+    assert [(r["role"], r["uri"], r["uploaded"]) for r in rows] == [
+        ("trainer", planned[0], False),
+        ("runtime", planned[1], False),
+    ]
+
+
+def test_cli_package_refuses_credentials(trainer: Path, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from vtrain.cli import cli
+
+    (trainer / "trainer" / "sa.json").write_text(SERVICE_ACCOUNT)
+    stage_dir = tmp_path / "stage"
+    stage_dir.mkdir()
+    job = _job(tmp_path, trainer, str(stage_dir))
+    result = CliRunner().invoke(cli, ["package", str(job), "--target", "local"])
+    assert result.exit_code == 1
+    assert "error: refusing to package 1 file in" in result.output
+    assert "error:   trainer/sa.json: service-account key" in result.output
+    assert not (stage_dir / "vtrain").exists()
+    allowed = CliRunner().invoke(cli, ["package", str(job), "--target", "local", "--allow-credentials"])
+    assert allowed.exit_code == 0, allowed.output
+    assert len(list((stage_dir / "vtrain").iterdir())) == 2
+
+
+def test_cli_package_missing_bucket_subprocess(gcs, trainer: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    job = _job(tmp_path, trainer, "gs://absent-bkt/s")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    result = subprocess.run(
+        [sys.executable, "-m", "vtrain", "package", str(job)], env=env, capture_output=True, text=True
+    )
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert result.stderr.startswith("error: staging bucket gs://absent-bkt does not exist;")

@@ -80,8 +80,7 @@ def check_module(scan: Scan, module: str) -> None:
         excluded = [c for c in candidates if (scan.root / c).is_file()]
         why = f" ({excluded[0]} exists but is excluded by an ignore file)" if excluded else ""
         raise PackagingError(
-            f"trainer module {module!r} not found in {scan.root}: expected {candidates[0]} "
-            f"or {candidates[1]}{why}"
+            f"trainer module {module!r} not found in {scan.root}: expected {candidates[0]} or {candidates[1]}{why}"
         )
 
 
@@ -157,9 +156,7 @@ def run_backend(source_dir: Path, out_dir: Path, *, isolation: bool | None = Non
         raise PackagingError(f"building the sdist failed: {err}") from err
 
 
-def _captured_runner(
-    cmd: list[str], cwd: str | None = None, extra_environ: dict[str, str] | None = None
-) -> None:
+def _captured_runner(cmd: list[str], cwd: str | None = None, extra_environ: dict[str, str] | None = None) -> None:
     """Run a backend hook quietly, keeping its output for the error message if it fails."""
     import subprocess
 
@@ -201,9 +198,7 @@ vtrain = ["py.typed"]
 
 def _runtime_entries() -> list[tuple[str, Path | bytes]]:
     pkg = Path(__file__).resolve().parent
-    out: list[tuple[str, Path | bytes]] = [
-        ("pyproject.toml", _RUNTIME_PYPROJECT.format(version=__version__).encode())
-    ]
+    out: list[tuple[str, Path | bytes]] = [("pyproject.toml", _RUNTIME_PYPROJECT.format(version=__version__).encode())]
     for dirpath, dirnames, filenames in os.walk(pkg):
         dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and not d.startswith("."))
         for f in filenames:
@@ -229,9 +224,7 @@ def build_runtime_sdist(out_dir: Path, *, isolation: bool | None = None) -> Path
     return _build_entries(entries, _runtime_name(entries), Path(out_dir), isolation)
 
 
-def _build_entries(
-    entries: list[tuple[str, Path | bytes]], name: str, out_dir: Path, isolation: bool | None
-) -> Path:
+def _build_entries(entries: list[tuple[str, Path | bytes]], name: str, out_dir: Path, isolation: bool | None) -> Path:
     with tempfile.TemporaryDirectory(prefix="vtrain-runtime-") as tmp:
         src = Path(tmp) / "src"
         for rel, value in entries:

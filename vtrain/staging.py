@@ -238,9 +238,7 @@ def _stage_local(local_file: Path, target: StagingTarget) -> StagedObject:
     return StagedObject(dest.as_uri(), uploaded=True, size=size)
 
 
-def _stage_gcs(
-    local_file: Path, target: StagingTarget, client: storage.Client, progress: bool
-) -> StagedObject:
+def _stage_gcs(local_file: Path, target: StagingTarget, client: storage.Client, progress: bool) -> StagedObject:
     from google.api_core import exceptions as gexc
 
     uri = target.uri_for(local_file.name)
