@@ -32,8 +32,12 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 from vtrain.errors import VtrainError
+
+if TYPE_CHECKING:
+    from vtrain.config import JobConfig
 
 DTYPE_BYTES: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2}
 DEFAULT_ALPHA_S = 30e-6
@@ -53,7 +57,9 @@ class EstimateError(VtrainError):
 
 _SCALE = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9, "g": 10**9, "t": 10**12}
 _PARAMS_RE = re.compile(r"^\s*(?P<num>\d[\d_]*(?:\.\d+)?(?:e\d+)?)\s*(?P<unit>[kmbgt]?)\s*$", re.I)
-_SECONDS = {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+#: unit -> (multiply, divide); dividing keeps 30us exactly 3e-05 rather than 2.9999999999999997e-05.
+_SECONDS = {"us": (1, 1e6), "µs": (1, 1e6), "ms": (1, 1e3), "s": (1, 1), "": (1, 1), "m": (60, 1), "min": (60, 1),
+            "h": (3600, 1)}  # fmt: skip
 _DURATION_RE = re.compile(r"^\s*(?P<num>\d+(?:\.\d*)?(?:e-?\d+)?|\.\d+)\s*(?P<unit>[a-zµ]*)\s*$", re.I)
 
 
@@ -76,7 +82,8 @@ def parse_seconds(text: str, what: str = "--step-compute") -> float:
     unit = match["unit"].lower() if match else ""
     if not match or unit not in _SECONDS:
         raise EstimateError(f"{what}: cannot read {text!r} as a duration (examples: 0.4s, 400ms, 30us)")
-    return float(match["num"]) * _SECONDS[unit]
+    multiply, divide = _SECONDS[unit]
+    return float(match["num"]) * multiply / divide
 
 
 def gradient_bytes(params: int, dtype: str = "fp32") -> int:
@@ -189,7 +196,7 @@ class Estimate:
     min_reducers_to_beat_ring: int | None  # None: no pool size beats the ring
     speedup: float  # reduction server steps/sec over ring steps/sec
     ceiling: float  # 2(N−1)/N: bandwidth-only speed-up with enough reducers
-    #: A reducer-hour may cost up to this many worker-VM-hours before reducers stop paying.
+    #: A reducer-hour may cost up to this many worker-VM-hours before reducers stop paying (0: never pay).
     break_even_worker_hours: float | None
 
     def to_dict(self) -> dict[str, object]:
@@ -223,9 +230,7 @@ def estimate(
     sizing = n * worker_gbps if sizing_gbps is None else sizing_gbps
     ring_sent = 2 * (ranks - 1) / ranks * s if n > 1 else 0.0
     rs_sent = s if n > 1 else 0.0
-    ring = _exchange(
-        "ring", ring_sent, ring_seconds(n, ranks, worker_gbps, s, alpha_s), step_compute_s, n, g, 0, False
-    )
+    ring = _exchange("ring", ring_sent, ring_seconds(n, ranks, worker_gbps, s, alpha_s), step_compute_s, n, g, 0, False)
 
     def server(m: int) -> Exchange:
         comm, bound = reduction_server_seconds(n, worker_gbps, m, reducer_gbps, s, alpha_s, sizing)
@@ -250,7 +255,7 @@ def estimate(
         min_reducers_to_beat_ring=_min_reducers(ring.comm_seconds, server, rec),
         speedup=speedup,
         ceiling=2 * (ranks - 1) / ranks if n > 1 else 1.0,
-        break_even_worker_hours=(speedup - 1) * n / reducers if n > 1 else None,
+        break_even_worker_hours=max(0.0, (speedup - 1) * n / reducers) if n > 1 else None,
     )
 
 
@@ -388,3 +393,79 @@ def low_communication(
             )
         )
     return rows
+
+
+# --------------------------------------------------------------------------- from a job file
+
+
+@dataclass(frozen=True)
+class JobCluster:
+    """What the model needs from a JobConfig: pools 0+1 and the reducers (job's or assumed)."""
+
+    workers: int
+    machines: tuple[str, ...]  # distinct machine types of pools 0+1
+    worker_gbps: float  # the slowest NIC of pools 0+1
+    sizing_gbps: float  # Σ replicas × NIC Gbps, for the sizing rule
+    gpus_per_worker: int  # the fewest GPUs of any replica of pools 0+1
+    reducer_machine: str
+    reducer_gbps: float
+    job_reducers: int | None  # None: the job has no reduction_server pool
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def job_cluster(config: JobConfig, reducer_machine: str | None = None) -> JobCluster:
+    """Read the cluster of a loaded job; an unknown machine type is an EstimateError."""
+    from vtrain import catalog
+
+    pools = [p for p in (config.chief, config.workers) if p is not None and int(p.replicas) > 0]
+    red = config.reduction_server
+    job_reducers = int(red.replicas) if red is not None and isinstance(red.replicas, int) else None
+    machine = reducer_machine or (red.machine_type if red is not None else None)
+    machine = machine or catalog.REDUCTION_SERVER_DEFAULT_MACHINE
+
+    def gbps(machine_type: str, where: str) -> float:
+        try:
+            return catalog.nic_gbps(machine_type)
+        except KeyError:
+            raise EstimateError(f"{where}: unknown machine type {machine_type!r}") from None
+
+    nics = [gbps(p.machine_type, f"cluster.{p.role}.machine_type") for p in pools]
+    return JobCluster(
+        workers=sum(int(p.replicas) for p in pools),
+        machines=tuple(dict.fromkeys(p.machine_type for p in pools)),
+        worker_gbps=min(nics, default=0.0),
+        sizing_gbps=sum(int(p.replicas) * nic for p, nic in zip(pools, nics, strict=True)),
+        gpus_per_worker=min((catalog.gpus_per_machine(p.machine_type, p.gpus) for p in pools), default=0),
+        reducer_machine=machine,
+        reducer_gbps=gbps(machine, "--reducer-machine" if reducer_machine else "reducer machine type"),
+        job_reducers=job_reducers if job_reducers else None,
+    )
+
+
+def estimate_hint(config: JobConfig) -> str | None:
+    """One line for `vtrain render`: GPU replicas that all-reduce over a ring and could use reducers.
+
+    None when the hint does not apply (fewer than 2 GPU replicas in pools 0+1,
+    reducers or parameter servers already there) or the cluster cannot be read.
+    """
+    if config.reduction_server is not None and config.reduction_server.replicas != 0:
+        return None
+    if config.parameter_servers is not None and config.parameter_servers.replicas != 0:
+        return None
+    try:
+        cluster = job_cluster(config)
+    except (EstimateError, TypeError, ValueError):
+        return None
+    if cluster.workers < 2 or cluster.gpus_per_worker < 1:
+        return None
+    rule = recommended_reducers(cluster.sizing_gbps, cluster.reducer_gbps)
+    ranks = cluster.workers * cluster.gpus_per_worker
+    job = config.source.name if config.source is not None else "JOB.yaml"
+    return (
+        f"estimate: {cluster.workers} GPU replicas exchange gradients by ring all-reduce; "
+        f"a Reduction Server ({rule} × {cluster.reducer_machine} by the sizing rule) could make "
+        f"the exchange up to {2 * (ranks - 1) / ranks:.2f}× faster. "
+        f"See `vtrain estimate {job} --params N` for whether it pays."
+    )
