@@ -64,6 +64,9 @@ def gcloud_command(
     labels = body.get("labels") or {}
     if labels:
         argv.append("--labels=" + ",".join(f"{k}={v}" for k, v in labels.items()))
+    kms = (body.get("encryptionSpec") or {}).get("kmsKeyName")
+    if kms:
+        argv.append(f"--kms-key={kms}")
     argv.append(f"--config={config_file}")
     return argv
 
