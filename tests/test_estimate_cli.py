@@ -25,20 +25,22 @@ BERT = HEAD.format(name="bert-finetune") + (
 SMALL = HEAD.format(name="small") + (
     "  chief: {machine_type: n1-standard-16, accelerator: t4, accelerator_count: 2}\n  workers: {replicas: 3}\n"
 )
+PS = HEAD.replace("tf-gpu", "tf-cpu").format(name="ps") + (
+    "  chief: {machine_type: n1-standard-8}\n  workers: {replicas: 3}\n  parameter_servers: {replicas: 2}\n"
+)
 ONE = HEAD.format(name="one") + "  chief: {machine_type: a2-highgpu-8g}\n"
 PRICES = "machines:\n  a2-highgpu-8g: 10.0\n  n1-highcpu-16: 0.5\naccelerators:\n  a100: 2.5\n"
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.startswith(("GOOGLE_", "CLOUDSDK_", "VTRAIN_")):
-            monkeypatch.delenv(name)
-
-
 @pytest.fixture
 def jobs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    for name, text in {"bert.yaml": BERT, "small.yaml": SMALL, "one.yaml": ONE, "prices.yaml": PRICES}.items():
+    for name, text in {
+        "bert.yaml": BERT,
+        "small.yaml": SMALL,
+        "one.yaml": ONE,
+        "ps.yaml": PS,
+        "prices.yaml": PRICES,
+    }.items():
         (tmp_path / name).write_text(text, encoding="utf-8")
     monkeypatch.chdir(tmp_path)
     return tmp_path
@@ -166,6 +168,17 @@ def test_single_replica_exchanges_nothing(jobs: Path) -> None:
     data = json.loads(run("one.yaml", "--params", "340M", "-o", "json").stdout)
     assert data["ring"]["comm_seconds"] == 0 and data["ring"]["steps_per_sec"] is None
     assert data["verdict"].startswith("verdict: one replica")
+
+
+def test_hypothetical_comparisons_say_so(jobs: Path) -> None:
+    result = run("ps.yaml", "--params", "10M")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[-2:] == [
+        "note: this job uses parameter servers, not all-reduce: the numbers show what switching would give",
+        "note: Vertex's Reduction Server needs GPU workers using NCCL all-reduce; this is hypothetical",
+    ]
+    assert estimate_hint(load_config("ps.yaml")) is None
+    assert len(json.loads(run("ps.yaml", "--params", "10M", "-o", "json").stdout)["notes"]) == 2
 
 
 def test_plot_writes_a_png(jobs: Path) -> None:

@@ -111,6 +111,7 @@ def estimate(
         worker_price, reducer_price = cluster_prices(load_prices(prices), config, cluster.reducer_machine)
         money = model.costs(est, worker_price, reducer_price)
     verdict = verdict_line(est, money)
+    caveats = notes(config, cluster)
     if plot is not None:
         from vtrain.plot import plot_scaling
 
@@ -126,12 +127,30 @@ def estimate(
                 "low_communication": [row.to_dict() for row in low],
                 "costs": money.to_dict() if money else None,
                 "verdict": verdict,
+                "notes": caveats,
             }
         )
         return
     click.echo(format_text(job_file, config, cluster, n_params, grad_dtype, est, low, money, verdict))
+    for note in caveats:
+        click.echo(f"note: {note}")
     if plot is not None:
         click.echo(f"plot: {plot}")
+
+
+def notes(config: JobConfig, cluster: JobCluster) -> list[str]:
+    """Where the comparison is hypothetical for this job, and why."""
+    from vtrain.catalog import is_tpu_machine
+
+    out = []
+    if config.parameter_servers is not None and config.parameter_servers.replicas != 0:
+        out.append("this job uses parameter servers, not all-reduce: the numbers show what switching would give")
+    if cluster.workers > 1 and cluster.gpus_per_worker == 0:
+        if any(is_tpu_machine(machine) for machine in cluster.machines):
+            out.append("TPUs exchange gradients over their own interconnect; Reduction Server is for GPU workers")
+        else:
+            out.append("Vertex's Reduction Server needs GPU workers using NCCL all-reduce; this is hypothetical")
+    return out
 
 
 # --------------------------------------------------------------------------- prices
