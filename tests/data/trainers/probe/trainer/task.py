@@ -1,0 +1,82 @@
+"""Reports what the replica sees, then behaves as told: exit, raise, sleep, listen, fork.
+
+Every flag naming replicas takes labels like chief-0,worker-1 (or `all`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+ROLES = {"workerpool0": "chief", "workerpool1": "worker", "workerpool2": "ps", "workerpool3": "evaluator"}
+
+
+def label() -> str:
+    task = json.loads(os.environ["CLUSTER_SPEC"])["task"]
+    return f"{ROLES[task['type']]}-{task['index']}"
+
+
+def port() -> int:
+    spec = json.loads(os.environ["CLUSTER_SPEC"])
+    task = spec["task"]
+    return int(spec["cluster"][task["type"]][task["index"]].rsplit(":", 1)[1])
+
+
+def picked(value: str, me: str) -> bool:
+    return value == "all" or me in value.split(",")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--dump", help="write what this replica sees to DIR/<label>.json")
+    p.add_argument("--fail", default="", help="replicas that exit with --code")
+    p.add_argument("--code", type=int, default=3)
+    p.add_argument("--raise", dest="raise_", default="", help="replicas that raise")
+    p.add_argument("--sleep", default="", help="replicas that sleep --seconds before exiting 0")
+    p.add_argument("--seconds", type=float, default=3600)
+    p.add_argument("--listen", default="", help="replicas that listen on their port (a TF server)")
+    p.add_argument("--fork", default="", help="replicas that leave a sleeping child process behind")
+    p.add_argument("--fail-after", type=float, default=0.0, help="delay before --fail/--raise")
+    args = p.parse_args()
+    me = label()
+    print(f"probe {me} starting, pid {os.getpid()}", flush=True)
+    if args.dump:
+        import trainer
+
+        os.makedirs(args.dump, exist_ok=True)
+        seen = {"env": dict(os.environ), "argv": sys.argv, "cwd": os.getcwd(), "sys_path": sys.path,
+                "trainer_file": trainer.__file__, "executable": sys.executable}
+        try:
+            import vtrain
+
+            seen["vtrain_file"] = vtrain.__file__
+        except ImportError:
+            seen["vtrain_file"] = None
+        with open(os.path.join(args.dump, f"{me}.json"), "w") as f:
+            json.dump(seen, f)
+    server = None
+    if picked(args.listen, me) if args.listen else False:
+        server = socket.create_server(("127.0.0.1", port()))
+        print(f"{me} listening on {port()}", flush=True)
+    if args.fork and picked(args.fork, me):
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
+        print(f"{me} forked {child.pid}", flush=True)
+    if (args.fail and picked(args.fail, me)) or (args.raise_ and picked(args.raise_, me)):
+        time.sleep(args.fail_after)
+        if args.raise_ and picked(args.raise_, me):
+            raise RuntimeError(f"probe {me} was told to raise")
+        print(f"{me} exiting with {args.code}", flush=True)
+        sys.exit(args.code)
+    if args.sleep and picked(args.sleep, me):
+        time.sleep(args.seconds)
+    print(f"probe {me} done", flush=True)
+    del server
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,93 @@
+"""`vtrain local`: run the job on this machine as Vertex AI would start it, one process per replica."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+from types import FrameType
+
+import click
+
+from vtrain.commands._options import output_option, set_option
+
+
+def _duration(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
+    if value is None:
+        return None
+    from vtrain.schema import parse_duration
+
+    seconds = parse_duration(value)
+    if seconds is None or seconds <= 0:
+        raise click.BadParameter(f"expected a duration like 90s, 10m or 2h, got {value!r}")
+    return float(seconds)
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+@click.command()
+@click.argument("job_file", metavar="JOB.yaml", type=click.Path(dir_okay=False))
+@click.option("--output-dir", type=click.Path(file_okay=False),
+              help="Base output dir (AIP_MODEL_DIR = DIR/model/, ...; logs in DIR/vtrain-local/). "
+              "Default: the job's base_output_dir when it is local, else a temporary dir removed "
+              "on success unless --keep.")
+@click.option("--max-replicas", type=click.IntRange(min=1), help="Shrink the cluster to at most N processes, "
+              "keeping every role (chief, >= 1 worker, ps, evaluator).")
+@click.option("--timeout", callback=_duration, help="Fail the job after this long (e.g. 10m). "
+              "Default: the job's scheduling.timeout.")
+@click.option("--startup-timeout", callback=_duration, default="120s", show_default=True,
+              help="Fail when a replica's TensorFlow server is not up this long after a peer's.")
+@click.option("--keep", is_flag=True, help="Keep the temporary output dir and the replicas' working dirs.")
+@click.option("--allow-credentials", is_flag=True, help="Package files that look like credentials.")
+@set_option
+@output_option("text", "json")
+def local(job_file: str, output_dir: str | None, max_replicas: int | None, timeout: float | None,
+          startup_timeout: float, keep: bool, allow_credentials: bool, overrides: tuple[str, ...],
+          output: str) -> None:
+    """Run JOB.yaml on this machine: the CustomJob `submit` would send, one process per replica.
+
+    Each replica gets the environment Vertex AI gives it (CLUSTER_SPEC, TF_CONFIG on
+    127.0.0.1 ports, AIP_* dirs, CLOUD_ML_JOB_ID) and runs the packaged trainer from an
+    isolated environment. Logs stream prefixed [chief-0], [worker-1]; the job fails fast when a
+    replica fails, and succeeds when the chief does. Exit code: 0 SUCCEEDED, 10 FAILED,
+    11 CANCELLED (Ctrl-C).
+    """
+    from vtrain.backends.local import SUCCEEDED, run_local
+    from vtrain.config import load_config
+    from vtrain.errors import JobFailed
+
+    config = load_config(job_file, overrides, target="local")
+    for warning in config.warnings:
+        click.echo(str(warning), err=True)
+    signal.signal(signal.SIGTERM, _interrupt)  # `kill` cancels like Ctrl-C: children never orphaned
+    logs = sys.stderr if output == "json" else sys.stdout
+    job = None
+    try:
+        job = run_local(config, output_dir=output_dir, max_replicas=max_replicas, timeout=timeout,
+                        startup_timeout=startup_timeout or 120.0, keep=keep, out=logs, notices=sys.stderr,
+                        allow_credentials=allow_credentials)
+        state = job.wait()
+    except KeyboardInterrupt:
+        if job is None:
+            raise
+        click.echo("[vtrain] interrupted: stopping every replica (Ctrl-C again to kill at once)", err=True)
+        job.cancel()
+        try:
+            state = job.wait()
+        except KeyboardInterrupt:
+            job.cancel(force=True)
+            state = job.wait()
+    result = job.result
+    if output == "json":
+        click.echo(json.dumps(result, indent=2))
+    if state == SUCCEEDED:
+        where = result["output_dir"]
+        kept = "" if not (job._temporary and not keep) else " (temporary: removed; --keep or --output-dir keeps it)"
+        click.echo(f"[vtrain] {job.display_name} ({job.name}) {state} in {result['seconds']:.1f} s; "
+                   f"outputs in {where}{kept}", err=True)
+        return
+    detail = f": {job.error}" if job.error and job.error != "cancelled" else ""
+    raise JobFailed(f"job {job.display_name} ({job.name}) ended {state} after {result['seconds']:.1f} s{detail}\n"
+                    f"logs: {job.run_dir}", state=state, exit_code=job.exit_code)
