@@ -38,8 +38,9 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def make_job(name: str = "train", labels: dict[str, str] | None = None, pools: int = 1) -> v1.CustomJob:
     chief = v1.WorkerPoolSpec(
-        machine_spec=v1.MachineSpec(machine_type="n1-standard-8", accelerator_type="NVIDIA_TESLA_T4",
-                                    accelerator_count=1),
+        machine_spec=v1.MachineSpec(
+            machine_type="n1-standard-8", accelerator_type="NVIDIA_TESLA_T4", accelerator_count=1
+        ),
         replica_count=1,
         disk_spec=v1.DiskSpec(boot_disk_type="pd-ssd", boot_disk_size_gb=100),
         python_package_spec=v1.PythonPackageSpec(
@@ -50,8 +51,11 @@ def make_job(name: str = "train", labels: dict[str, str] | None = None, pools: i
             env=[v1.EnvVar(name="A", value="1")],
         ),
     )
-    worker = v1.WorkerPoolSpec(machine_spec=v1.MachineSpec(machine_type="n1-standard-8"), replica_count=3,
-                               container_spec=v1.ContainerSpec(image_uri="gcr.io/p/img:1"))
+    worker = v1.WorkerPoolSpec(
+        machine_spec=v1.MachineSpec(machine_type="n1-standard-8"),
+        replica_count=3,
+        container_spec=v1.ContainerSpec(image_uri="gcr.io/p/img:1"),
+    )
     specs = [chief] + [worker] * (pools - 1)
     return v1.CustomJob(
         display_name=name,
@@ -78,8 +82,15 @@ def rest_job(**overrides: Any) -> dict[str, Any]:
     """A valid REST body; `overrides` replace top-level keys (None removes one)."""
     body: dict[str, Any] = {
         "displayName": "raw",
-        "jobSpec": {"workerPoolSpecs": [{"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": "1",
-                                         "containerSpec": {"imageUri": "gcr.io/p/i"}}]},
+        "jobSpec": {
+            "workerPoolSpecs": [
+                {
+                    "machineSpec": {"machineType": "n1-standard-4"},
+                    "replicaCount": "1",
+                    "containerSpec": {"imageUri": "gcr.io/p/i"},
+                }
+            ]
+        },
     }
     for key, value in overrides.items():
         if value is None:
@@ -116,8 +127,9 @@ def test_wire_encoding_follows_the_client(vertex_emulator: Emulator, vertex_clie
     pool = request["body"]["jobSpec"]["workerPoolSpecs"][0]
     assert pool["machineSpec"]["acceleratorType"] == v1.AcceleratorType.NVIDIA_TESLA_T4.value
     assert pool["replicaCount"] == "1"  # int64 as a string, as proto3 JSON says
-    with_ints = requests.get(f"{vertex_emulator.url}/v1/{created.name}",
-                             params={"$alt": "json;enum-encoding=int"}, timeout=10).json()
+    with_ints = requests.get(
+        f"{vertex_emulator.url}/v1/{created.name}", params={"$alt": "json;enum-encoding=int"}, timeout=10
+    ).json()
     assert with_ints["state"] in (2, 3) and with_ints["jobSpec"]["workerPoolSpecs"][0]["replicaCount"] == "1"
     plain = requests.get(f"{vertex_emulator.url}/v1/{created.name}", timeout=10).json()
     assert plain["jobSpec"]["workerPoolSpecs"][0]["machineSpec"]["acceleratorType"] == "NVIDIA_TESLA_T4"
@@ -125,7 +137,9 @@ def test_wire_encoding_follows_the_client(vertex_emulator: Emulator, vertex_clie
 
 
 def test_output_only_fields_in_the_body_are_ignored(vertex_emulator: Emulator) -> None:
-    answer = post(vertex_emulator, rest_job(name="projects/x/locations/y/customJobs/1", state="JOB_STATE_FAILED"))
+    answer = post(
+        vertex_emulator, rest_job(name="projects/x/locations/y/customJobs/1", state="JOB_STATE_FAILED")
+    )
     assert answer.status_code == 200
     assert answer.json()["state"] == "JOB_STATE_PENDING" and answer.json()["name"].startswith(PARENT)
 
@@ -138,12 +152,18 @@ def test_unknown_field_is_invalid_argument(vertex_emulator: Emulator) -> None:
     assert answer.status_code == 400
     error = answer.json()["error"]
     assert error["code"] == 400 and error["status"] == "INVALID_ARGUMENT"
-    assert error["message"] == ('Invalid JSON payload received. Unknown name "machinType" at '
-                                "'custom_job.job_spec.worker_pool_specs[0].machine_spec': Cannot find field.")
+    assert error["message"] == (
+        'Invalid JSON payload received. Unknown name "machinType" at '
+        "'custom_job.job_spec.worker_pool_specs[0].machine_spec': Cannot find field."
+    )
     assert vertex_emulator.jobs() == []
 
 
-POOL = {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": "1", "containerSpec": {"imageUri": "i"}}
+POOL = {
+    "machineSpec": {"machineType": "n1-standard-4"},
+    "replicaCount": "1",
+    "containerSpec": {"imageUri": "i"},
+}
 
 
 @pytest.mark.parametrize(
@@ -152,33 +172,94 @@ POOL = {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": "1", "c
         (rest_job(displayName=None), "display_name"),
         (rest_job(jobSpec={}), "job_spec.worker_pool_specs"),
         (rest_job(jobSpec={"workerPoolSpecs": [POOL] * 5}), "job_spec.worker_pool_specs"),
-        (rest_job(jobSpec={"workerPoolSpecs": [{**POOL, "replicaCount": "2"}]}),
-         "job_spec.worker_pool_specs[0].replica_count"),
+        (
+            rest_job(jobSpec={"workerPoolSpecs": [{**POOL, "replicaCount": "2"}]}),
+            "job_spec.worker_pool_specs[0].replica_count",
+        ),
         (rest_job(jobSpec={"workerPoolSpecs": [{}, POOL]}), "job_spec.worker_pool_specs[0]"),
-        (rest_job(jobSpec={"workerPoolSpecs": [{**POOL, "machineSpec": {}}]}),
-         "job_spec.worker_pool_specs[0].machine_spec.machine_type"),
-        (rest_job(jobSpec={"workerPoolSpecs": [POOL, {**POOL, "replicaCount": "0"}]}),
-         "job_spec.worker_pool_specs[1].replica_count"),
-        (rest_job(jobSpec={"workerPoolSpecs": [{**POOL, "machineSpec": {"machineType": "a2-highgpu-1g",
-                                                                        "acceleratorType": "NVIDIA_TESLA_A100"}}]}),
-         "job_spec.worker_pool_specs[0].machine_spec.accelerator_count"),
-        (rest_job(jobSpec={"workerPoolSpecs": [{**POOL, "containerSpec": {}}]}),
-         "job_spec.worker_pool_specs[0].container_spec.image_uri"),
-        (rest_job(jobSpec={"workerPoolSpecs": [{"machineSpec": {"machineType": "n1-standard-4"},
-                                                "replicaCount": "1"}]}), "job_spec.worker_pool_specs[0]"),
-        (rest_job(jobSpec={"workerPoolSpecs": [{"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": "1",
-                                                "pythonPackageSpec": {"executorImageUri": "i",
-                                                                      "packageUris": ["gs://b/p.tgz"]}}]}),
-         "job_spec.worker_pool_specs[0].python_package_spec.python_module"),
+        (
+            rest_job(jobSpec={"workerPoolSpecs": [{**POOL, "machineSpec": {}}]}),
+            "job_spec.worker_pool_specs[0].machine_spec.machine_type",
+        ),
+        (
+            rest_job(jobSpec={"workerPoolSpecs": [POOL, {**POOL, "replicaCount": "0"}]}),
+            "job_spec.worker_pool_specs[1].replica_count",
+        ),
+        (
+            rest_job(
+                jobSpec={
+                    "workerPoolSpecs": [
+                        {
+                            **POOL,
+                            "machineSpec": {
+                                "machineType": "a2-highgpu-1g",
+                                "acceleratorType": "NVIDIA_TESLA_A100",
+                            },
+                        }
+                    ]
+                }
+            ),
+            "job_spec.worker_pool_specs[0].machine_spec.accelerator_count",
+        ),
+        (
+            rest_job(jobSpec={"workerPoolSpecs": [{**POOL, "containerSpec": {}}]}),
+            "job_spec.worker_pool_specs[0].container_spec.image_uri",
+        ),
+        (
+            rest_job(
+                jobSpec={
+                    "workerPoolSpecs": [
+                        {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": "1"}
+                    ]
+                }
+            ),
+            "job_spec.worker_pool_specs[0]",
+        ),
+        (
+            rest_job(
+                jobSpec={
+                    "workerPoolSpecs": [
+                        {
+                            "machineSpec": {"machineType": "n1-standard-4"},
+                            "replicaCount": "1",
+                            "pythonPackageSpec": {"executorImageUri": "i", "packageUris": ["gs://b/p.tgz"]},
+                        }
+                    ]
+                }
+            ),
+            "job_spec.worker_pool_specs[0].python_package_spec.python_module",
+        ),
         (rest_job(labels={"Team": "x"}), "labels.Team"),
-        (rest_job(jobSpec={"workerPoolSpecs": [{**POOL, "machineSpec": {"machineType": "x",
-                                                                        "acceleratorType": "BOGUS"}}]}), None),
+        (
+            rest_job(
+                jobSpec={
+                    "workerPoolSpecs": [
+                        {**POOL, "machineSpec": {"machineType": "x", "acceleratorType": "BOGUS"}}
+                    ]
+                }
+            ),
+            None,
+        ),
     ],
-    ids=["no-display-name", "no-pools", "five-pools", "chief-replicas", "empty-chief", "no-machine-type",
-         "zero-workers", "accelerator-without-count", "no-image", "no-task", "no-python-module",
-         "bad-label", "bad-enum"],
+    ids=[
+        "no-display-name",
+        "no-pools",
+        "five-pools",
+        "chief-replicas",
+        "empty-chief",
+        "no-machine-type",
+        "zero-workers",
+        "accelerator-without-count",
+        "no-image",
+        "no-task",
+        "no-python-module",
+        "bad-label",
+        "bad-enum",
+    ],
 )
-def test_invalid_jobs_are_rejected(vertex_emulator: Emulator, body: dict[str, Any], field: str | None) -> None:
+def test_invalid_jobs_are_rejected(
+    vertex_emulator: Emulator, body: dict[str, Any], field: str | None
+) -> None:
     answer = post(vertex_emulator, body)
     assert answer.status_code == 400, answer.text
     error = answer.json()["error"]
@@ -189,13 +270,16 @@ def test_invalid_jobs_are_rejected(vertex_emulator: Emulator, body: dict[str, An
 
 
 def test_empty_middle_pool_is_accepted(vertex_emulator: Emulator) -> None:
-    answer = post(vertex_emulator, rest_job(jobSpec={"workerPoolSpecs": [POOL, {}, {}, {**POOL, "replicaCount": "1"}]}))
+    answer = post(
+        vertex_emulator, rest_job(jobSpec={"workerPoolSpecs": [POOL, {}, {}, {**POOL, "replicaCount": "1"}]})
+    )
     assert answer.status_code == 200, answer.text
     assert answer.json()["jobSpec"]["workerPoolSpecs"][1] == {}
 
 
-@pytest.mark.parametrize("parent", ["projects/Bad_Project/locations/us-central1",
-                                    "projects/test-project/locations/uscentral"])
+@pytest.mark.parametrize(
+    "parent", ["projects/Bad_Project/locations/us-central1", "projects/test-project/locations/uscentral"]
+)
 def test_malformed_parent_is_rejected(vertex_emulator: Emulator, vertex_client: Any, parent: str) -> None:
     with pytest.raises(gexc.BadRequest, match="Invalid resource field value"):
         vertex_client.create_custom_job(parent=parent, custom_job=make_job())
@@ -214,8 +298,9 @@ def test_denied_and_quota_projects(vertex_emulator: Emulator, vertex_client: Any
     assert denied.value.reason == "IAM_PERMISSION_DENIED"
     assert denied.value.metadata["permission"] == "aiplatform.customJobs.list"
     with pytest.raises(gexc.TooManyRequests, match="exceed quota limits"):
-        vertex_client.create_custom_job(parent="projects/quota-project/locations/us-central1",
-                                        custom_job=make_job())
+        vertex_client.create_custom_job(
+            parent="projects/quota-project/locations/us-central1", custom_job=make_job()
+        )
 
 
 # ---- cancel / delete -------------------------------------------------------------------
@@ -237,9 +322,15 @@ def test_cancel_then_delete(vertex_emulator: Emulator, vertex_client: Any) -> No
 
 # ---- list --------------------------------------------------------------------------------
 def test_list_filters_and_pages(vertex_emulator: Emulator, vertex_client: Any) -> None:
-    names = [vertex_client.create_custom_job(parent=PARENT, custom_job=make_job(
-        f"job-{i}", {"team": "a" if i % 2 else "b"})).name for i in range(5)]
-    vertex_client.create_custom_job(parent="projects/other-project/locations/us-central1", custom_job=make_job())
+    names = [
+        vertex_client.create_custom_job(
+            parent=PARENT, custom_job=make_job(f"job-{i}", {"team": "a" if i % 2 else "b"})
+        ).name
+        for i in range(5)
+    ]
+    vertex_client.create_custom_job(
+        parent="projects/other-project/locations/us-central1", custom_job=make_job()
+    )
     vertex_client.cancel_custom_job(name=names[0])
     wait_state(vertex_client, names[0], "JOB_STATE_CANCELLED")
 
@@ -257,8 +348,12 @@ def test_list_filters_and_pages(vertex_emulator: Emulator, vertex_client: Any) -
     assert listed("labels.team:* AND labels.other:*") == []
     past = "2000-01-01T00:00:00Z"
     assert len(listed(f'create_time>"{past}"')) == 5
-    for bad in ['state="RUNNING"', "state=JOB_STATE_RUNNING OR labels.team=a", "(state=JOB_STATE_RUNNING)",
-                "foo=bar"]:
+    for bad in [
+        'state="RUNNING"',
+        "state=JOB_STATE_RUNNING OR labels.team=a",
+        "(state=JOB_STATE_RUNNING)",
+        "foo=bar",
+    ]:
         with pytest.raises(gexc.BadRequest):
             listed(bad)
 
@@ -276,8 +371,13 @@ def test_fail_next_answers_unavailable_then_recovers(vertex_emulator: Emulator, 
     for _ in range(2):
         answer = requests.get(f"{vertex_emulator.url}/v1/{PARENT}/customJobs", timeout=10)
         assert answer.status_code == 503
-        assert answer.json() == {"error": {"code": 503, "message": "The service is currently unavailable.",
-                                           "status": "UNAVAILABLE"}}
+        assert answer.json() == {
+            "error": {
+                "code": 503,
+                "message": "The service is currently unavailable.",
+                "status": "UNAVAILABLE",
+            }
+        }
     assert list(vertex_client.list_custom_jobs(parent=PARENT)) == []
 
 
@@ -306,9 +406,15 @@ def test_custom_runner_sees_the_job_logs_and_fails_it() -> None:
         client = emu.client()
         created = client.create_custom_job(parent=PARENT, custom_job=make_job(pools=2))
         done = wait_state(client, created.name, "JOB_STATE_FAILED")
-        logs = requests.post(f"{emu.url}/v2/entries:list", timeout=10, json={
-            "resourceNames": ["projects/test-project"],
-            "filter": f'resource.type="ml_job" AND resource.labels.job_id="{created.name.rsplit("/", 1)[1]}"'}).json()
+        job_id = created.name.rsplit("/", 1)[1]
+        logs = requests.post(
+            f"{emu.url}/v2/entries:list",
+            timeout=10,
+            json={
+                "resourceNames": ["projects/test-project"],
+                "filter": f'resource.type="ml_job" AND resource.labels.job_id="{job_id}"',
+            },
+        ).json()
     assert done.error.message == "replica workerpool1-2 exited with 1"
     assert seen[0].name == created.name and seen[0].job_spec.worker_pool_specs[1].replica_count == 3
     [entry] = logs["entries"]
@@ -329,8 +435,10 @@ def test_runner_errors_fail_the_job_and_cancel_reaches_the_runner() -> None:
     with Emulator(runner=runner, pending_seconds=0, cancel_seconds=0) as emu:
         client = emu.client()
         crash = client.create_custom_job(parent=PARENT, custom_job=make_job("crash"))
-        assert wait_state(client, crash.name, "JOB_STATE_FAILED").error.message == \
-            "job runner raised RuntimeError: boom"
+        assert (
+            wait_state(client, crash.name, "JOB_STATE_FAILED").error.message
+            == "job runner raised RuntimeError: boom"
+        )
         slow = client.create_custom_job(parent=PARENT, custom_job=make_job("slow"))
         assert started.wait(5)
         client.cancel_custom_job(name=slow.name)
@@ -348,8 +456,11 @@ def test_stop_ends_live_jobs_promptly() -> None:
 
 def test_load_runner() -> None:
     assert load_runner("vtrain.emulator.runner:sleep_runner") is sleep_runner
-    for bad, why in [("nocolon", "MODULE:ATTRIBUTE"), ("vtrain.nope:x", "cannot import"),
-                     ("vtrain.emulator:nope", "no callable")]:
+    for bad, why in [
+        ("nocolon", "MODULE:ATTRIBUTE"),
+        ("vtrain.nope:x", "cannot import"),
+        ("vtrain.emulator:nope", "no callable"),
+    ]:
         with pytest.raises(BackendError, match=why):
             load_runner(bad)
 
@@ -361,7 +472,9 @@ def test_command_run_jobs_without_local_runner_is_one_line_error() -> None:
     result = CliRunner().invoke(cli, ["emulator", "--port", "0", "--run-jobs"])
     assert result.exit_code == 1
     assert result.output.count("\n") == 1
-    assert result.output.startswith("error: --run-jobs needs the local runner vtrain.backends.local:emulator_runner")
+    assert result.output.startswith(
+        "error: --run-jobs needs the local runner vtrain.backends.local:emulator_runner"
+    )
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
@@ -369,16 +482,33 @@ def test_command_serves_the_real_client_and_stops_on_signal(sig: signal.Signals)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GOOGLE_", "CLOUDSDK_", "VTRAIN_"))}
     env["PYTHONPATH"] = str(ROOT)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "vtrain", "emulator", "--port", "0", "--fail-next", "1",
-         "--pending-seconds", "0", "--run-seconds", "0.1"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
+        [
+            sys.executable,
+            "-m",
+            "vtrain",
+            "emulator",
+            "--port",
+            "0",
+            "--fail-next",
+            "1",
+            "--pending-seconds",
+            "0",
+            "--run-seconds",
+            "0.1",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
     )
     try:
         assert proc.stdout is not None
         url = proc.stdout.readline().strip()
         assert url.startswith("http://127.0.0.1:")
-        client = v1.JobServiceClient(transport="rest", client_options={"api_endpoint": url},
-                                     credentials=AnonymousCredentials())
+        client = v1.JobServiceClient(
+            transport="rest", client_options={"api_endpoint": url}, credentials=AnonymousCredentials()
+        )
         with pytest.raises(gexc.ServiceUnavailable):
             client.create_custom_job(parent=PARENT, custom_job=make_job())
         created = client.create_custom_job(parent=PARENT, custom_job=make_job())

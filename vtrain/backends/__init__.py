@@ -8,6 +8,13 @@ Importing this package is cheap; `vertex` pulls in google-cloud-aiplatform only 
     job.wait(); job.exit_code
 """
 
-from vtrain.backends.handle import EXIT_CODES, TERMINAL_STATES, JobHandle, WaitTimeout, exit_code, raise_for_state
+from vtrain.backends.handle import (
+    EXIT_CODES,
+    TERMINAL_STATES,
+    JobHandle,
+    WaitTimeout,
+    exit_code,
+    raise_for_state,
+)
 
 __all__ = ["EXIT_CODES", "TERMINAL_STATES", "JobHandle", "WaitTimeout", "exit_code", "raise_for_state"]

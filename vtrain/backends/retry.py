@@ -26,7 +26,9 @@ ADC_HELP = (
 )
 QUOTA_PAGE = "https://console.cloud.google.com/iam-admin/quotas?project={project}"
 _PERMISSION_RE = re.compile(r"Permission '([^']+)' denied")
-_QUOTA_RE = re.compile(r"exceed quota limits: ([\w./-]+)|[Qq]uota exceeded for (?:quota metric )?'?([\w./-]+)")
+_QUOTA_RE = re.compile(
+    r"exceed quota limits: ([\w./-]+)|[Qq]uota exceeded for (?:quota metric )?'?([\w./-]+)"
+)
 _API_DISABLED = ("SERVICE_DISABLED", "ACCESS_NOT_CONFIGURED")
 
 
@@ -119,8 +121,9 @@ class TransientExhausted(Exception):
         self.elapsed = elapsed
 
 
-def call_with_retry(fn: Callable[[], T], policy: RetryPolicy,
-                    before_retry: Callable[[BaseException], None] | None = None) -> T:
+def call_with_retry(
+    fn: Callable[[], T], policy: RetryPolicy, before_retry: Callable[[BaseException], None] | None = None
+) -> T:
     """Call `fn` until it succeeds, fails for good, or `policy.attempts` run out.
 
     `before_retry(err)` runs before each new attempt; it may return normally or raise
@@ -144,8 +147,9 @@ def call_with_retry(fn: Callable[[], T], policy: RetryPolicy,
                 before_retry(err)
 
 
-def explain(err: BaseException, *, action: str, resource: str, project: str, region: str,
-            permission: str) -> BackendError:
+def explain(
+    err: BaseException, *, action: str, resource: str, project: str, region: str, permission: str
+) -> BackendError:
     """One line: what failed, why, and what to do about it."""
     from google.api_core import exceptions as gexc
     from google.auth import exceptions as aexc
@@ -163,11 +167,15 @@ def explain(err: BaseException, *, action: str, resource: str, project: str, reg
     if isinstance(err, aexc.DefaultCredentialsError):
         return BackendError(f"cannot {action}: no Google Cloud credentials found; {ADC_HELP}")
     if isinstance(err, aexc.RefreshError):
-        return BackendError(f"cannot {action}: Google Cloud credentials were refused "
-                            f"({str(err).splitlines()[0] if str(err) else 'refresh failed'}); {ADC_HELP}")
+        return BackendError(
+            f"cannot {action}: Google Cloud credentials were refused "
+            f"({str(err).splitlines()[0] if str(err) else 'refresh failed'}); {ADC_HELP}"
+        )
     if isinstance(err, gexc.Unauthorized):
-        return BackendError(f"cannot {action}: the credentials were rejected (401 {api_status(err)}: "
-                            f"{api_message(err)}); {ADC_HELP}")
+        return BackendError(
+            f"cannot {action}: the credentials were rejected (401 {api_status(err)}: "
+            f"{api_message(err)}); {ADC_HELP}"
+        )
     if isinstance(err, gexc.Forbidden):
         reason = getattr(err, "reason", None) or ""
         message = api_message(err)
@@ -192,6 +200,7 @@ def explain(err: BaseException, *, action: str, resource: str, project: str, reg
     if isinstance(err, gexc.NotFound):
         return BackendError(f"cannot {action}: {resource} not found ({api_message(err)})")
     if isinstance(err, gexc.GoogleAPICallError):
-        return BackendError(f"cannot {action}: Vertex AI answered {err.code} {api_status(err)}: "
-                            f"{api_message(err)}")
+        return BackendError(
+            f"cannot {action}: Vertex AI answered {err.code} {api_status(err)}: {api_message(err)}"
+        )
     return BackendError(f"cannot {action}: {type(err).__name__}: {err}")

@@ -32,7 +32,10 @@ def gcloud_config_value(prop: str) -> str | None:
     try:
         done = subprocess.run(
             [gcloud, "config", "get-value", prop],
-            capture_output=True, text=True, timeout=15, check=False,
+            capture_output=True,
+            text=True,
+            timeout=15,
+            check=False,
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
@@ -47,14 +50,21 @@ def _first(*candidates: tuple[str | None, str]) -> tuple[str, str] | None:
     return None
 
 
-def resolve_project(flag: str | None = None, job_file: str | None = None, *,
-                    env: Mapping[str, str] | None = None,
-                    gcloud: GcloudLookup | None = gcloud_config_value) -> str:
+def resolve_project(
+    flag: str | None = None,
+    job_file: str | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    gcloud: GcloudLookup | None = gcloud_config_value,
+) -> str:
     """The project to use; BackendError naming every place it can be set when none is."""
     env = os.environ if env is None else env
-    found = _first((flag, "--project"), (job_file, "the job file's `project`"),
-                   (env.get("VTRAIN_PROJECT"), "VTRAIN_PROJECT"),
-                   (env.get("GOOGLE_CLOUD_PROJECT"), "GOOGLE_CLOUD_PROJECT"))
+    found = _first(
+        (flag, "--project"),
+        (job_file, "the job file's `project`"),
+        (env.get("VTRAIN_PROJECT"), "VTRAIN_PROJECT"),
+        (env.get("GOOGLE_CLOUD_PROJECT"), "GOOGLE_CLOUD_PROJECT"),
+    )
     if found is None and gcloud is not None:
         found = _first((gcloud("project"), "gcloud config"))
     if found is None:
@@ -71,18 +81,26 @@ def resolve_project(flag: str | None = None, job_file: str | None = None, *,
     return value
 
 
-def resolve_region(flag: str | None = None, job_file: str | None = None, *,
-                   env: Mapping[str, str] | None = None,
-                   gcloud: GcloudLookup | None = gcloud_config_value) -> str:
+def resolve_region(
+    flag: str | None = None,
+    job_file: str | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    gcloud: GcloudLookup | None = gcloud_config_value,
+) -> str:
     """The region to use, us-central1 when nothing names one."""
     env = os.environ if env is None else env
-    found = _first((flag, "--region"), (job_file, "the job file's `region`"),
-                   (env.get("VTRAIN_REGION"), "VTRAIN_REGION"),
-                   (env.get("GOOGLE_CLOUD_REGION"), "GOOGLE_CLOUD_REGION"))
+    found = _first(
+        (flag, "--region"),
+        (job_file, "the job file's `region`"),
+        (env.get("VTRAIN_REGION"), "VTRAIN_REGION"),
+        (env.get("GOOGLE_CLOUD_REGION"), "GOOGLE_CLOUD_REGION"),
+    )
     if found is None and gcloud is not None:
         found = _first((gcloud("ai/region"), "gcloud config ai/region"))
     value, source = found or (DEFAULT_REGION, "the default")
     if not REGION_RE.match(value):
-        raise BackendError(f"region '{value}' (from {source}) is not a Vertex AI region such as "
-                           f"{DEFAULT_REGION}")
+        raise BackendError(
+            f"region '{value}' (from {source}) is not a Vertex AI region such as {DEFAULT_REGION}"
+        )
     return value

@@ -26,7 +26,9 @@ from vtrain.errors import BackendError
 LOGGING_ENDPOINT = "https://logging.googleapis.com"
 SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
 SUBMIT_LABEL = "vtrain-submit-id"
-CONSOLE_URL = "https://console.cloud.google.com/vertex-ai/locations/{region}/training/{id}/cpu?project={project}"
+CONSOLE_URL = (
+    "https://console.cloud.google.com/vertex-ai/locations/{region}/training/{id}/cpu?project={project}"
+)
 _NAME_RE = re.compile(r"^projects/([^/]+)/locations/([^/]+)/customJobs/([0-9]+)$")
 _ID_RE = re.compile(r"^[0-9]+$")
 
@@ -92,8 +94,15 @@ class VertexBackend:
         self._session: Any = None
 
     @classmethod
-    def from_endpoint(cls, project: str, region: str, api_endpoint: str | None = None, *,
-                      credentials: Any = None, retry: RetryPolicy | None = None) -> VertexBackend:
+    def from_endpoint(
+        cls,
+        project: str,
+        region: str,
+        api_endpoint: str | None = None,
+        *,
+        credentials: Any = None,
+        retry: RetryPolicy | None = None,
+    ) -> VertexBackend:
         """The default wiring: `{region}-aiplatform.googleapis.com` with ADC, or, for an
         `http://` endpoint (the emulator), the same REST client with anonymous credentials."""
         from google.auth.credentials import AnonymousCredentials
@@ -110,12 +119,25 @@ class VertexBackend:
             try:
                 credentials, _ = google.auth.default(scopes=SCOPES)
             except DefaultCredentialsError as err:
-                raise explain(err, action="connect to Vertex AI", resource=endpoint, project=project,
-                              region=region, permission="") from None
-        client = JobServiceClient(transport="rest", credentials=credentials,
-                                  client_options={"api_endpoint": endpoint})
-        return cls(client, project, region, retry=retry, credentials=credentials,
-                   logging_endpoint=endpoint if local else LOGGING_ENDPOINT)
+                raise explain(
+                    err,
+                    action="connect to Vertex AI",
+                    resource=endpoint,
+                    project=project,
+                    region=region,
+                    permission="",
+                ) from None
+        client = JobServiceClient(
+            transport="rest", credentials=credentials, client_options={"api_endpoint": endpoint}
+        )
+        return cls(
+            client,
+            project,
+            region,
+            retry=retry,
+            credentials=credentials,
+            logging_endpoint=endpoint if local else LOGGING_ENDPOINT,
+        )
 
     @property
     def parent(self) -> str:
@@ -130,11 +152,14 @@ class VertexBackend:
             return f"{self.parent}/customJobs/{text}"
         m = _NAME_RE.match(text)
         if not m:
-            raise BackendError(f"'{job}' is neither a job ID (digits) nor a resource name "
-                               "projects/PROJECT/locations/REGION/customJobs/ID")
+            raise BackendError(
+                f"'{job}' is neither a job ID (digits) nor a resource name "
+                "projects/PROJECT/locations/REGION/customJobs/ID"
+            )
         if m.group(2) != self.region:
-            raise BackendError(f"job {text} is in region {m.group(2)}, not {self.region}; "
-                               f"pass --region {m.group(2)}")
+            raise BackendError(
+                f"job {text} is in region {m.group(2)}, not {self.region}; pass --region {m.group(2)}"
+            )
         return text
 
     # ---- calls ------------------------------------------------------------------------
@@ -151,8 +176,14 @@ class VertexBackend:
             from vtrain.backends.retry import TransientExhausted
 
             if isinstance(err, (GoogleAPICallError, GoogleAuthError, RequestException, TransientExhausted)):
-                raise explain(err, action=action, resource=resource, project=self.project,
-                              region=self.region, permission=f"aiplatform.customJobs.{verb}") from None
+                raise explain(
+                    err,
+                    action=action,
+                    resource=resource,
+                    project=self.project,
+                    region=self.region,
+                    permission=f"aiplatform.customJobs.{verb}",
+                ) from None
             raise
 
     def create(self, job: Any) -> VertexJob:
@@ -176,13 +207,19 @@ class VertexBackend:
                 return found[0]
             return self.client.create_custom_job(parent=self.parent, custom_job=body)
 
-        proto = self._call(attempt, action=f"create job '{job.display_name}'", resource=self.parent,
-                           verb="create", before_retry=look_for_earlier_attempt)
+        proto = self._call(
+            attempt,
+            action=f"create job '{job.display_name}'",
+            resource=self.parent,
+            verb="create",
+            before_retry=look_for_earlier_attempt,
+        )
         return VertexJob(self, proto)
 
     def _get_proto(self, name: str) -> Any:
-        return self._call(lambda: self.client.get_custom_job(name=name), action=f"get job {name}",
-                          resource=name, verb="get")
+        return self._call(
+            lambda: self.client.get_custom_job(name=name), action=f"get job {name}", resource=name, verb="get"
+        )
 
     def get(self, job: str | VertexJob) -> VertexJob:
         return VertexJob(self, self._get_proto(self.job_name(job)))
@@ -194,16 +231,24 @@ class VertexBackend:
         token = ""
         while limit is None or len(out) < limit:
             size = 100 if limit is None else min(100, limit - len(out))
-            request = ListCustomJobsRequest(parent=self.parent, filter=filter, page_size=size, page_token=token)
-            page = self._call(lambda request=request: self.client.list_custom_jobs(request=request),
-                              action="list jobs", resource=self.parent, verb="list")
+            request = ListCustomJobsRequest(
+                parent=self.parent, filter=filter, page_size=size, page_token=token
+            )
+            page = self._call(
+                lambda request=request: self.client.list_custom_jobs(request=request),
+                action="list jobs",
+                resource=self.parent,
+                verb="list",
+            )
             out.extend(page.custom_jobs)
             token = page.next_page_token
             if not token:
                 break
         return out if limit is None else out[:limit]
 
-    def list(self, *, state: str | None = None, limit: int | None = 50, filter: str | None = None) -> list[VertexJob]:
+    def list(
+        self, *, state: str | None = None, limit: int | None = 50, filter: str | None = None
+    ) -> list[VertexJob]:
         """Newest first. `state` accepts RUNNING or JOB_STATE_RUNNING; `filter` is Vertex's
         filter syntax, ANDed with the state."""
         from google.cloud.aiplatform_v1 import JobState
@@ -212,7 +257,9 @@ class VertexBackend:
         if state:
             full = state.upper() if state.upper().startswith("JOB_STATE_") else f"JOB_STATE_{state.upper()}"
             if full not in JobState.__members__:
-                names = ", ".join(s[len("JOB_STATE_"):] for s in JobState.__members__ if s != "JOB_STATE_UNSPECIFIED")
+                names = ", ".join(
+                    s[len("JOB_STATE_") :] for s in JobState.__members__ if s != "JOB_STATE_UNSPECIFIED"
+                )
                 raise BackendError(f"unknown job state '{state}'; use one of {names}")
             terms.append(f'state="{full}"')
         if filter:
@@ -227,16 +274,24 @@ class VertexBackend:
         current = job if isinstance(job, VertexJob) else self.get(name)
         if current.refresh() in TERMINAL_STATES:
             return current
-        self._call(lambda: self.client.cancel_custom_job(name=name), action=f"cancel job {name}",
-                   resource=name, verb="cancel")
+        self._call(
+            lambda: self.client.cancel_custom_job(name=name),
+            action=f"cancel job {name}",
+            resource=name,
+            verb="cancel",
+        )
         current.refresh()
         return current
 
     def delete(self, job: str | VertexJob) -> None:
         """Delete a finished job (Vertex refuses to delete a live one)."""
         name = self.job_name(job)
-        self._call(lambda: self.client.delete_custom_job(name=name).result(), action=f"delete job {name}",
-                   resource=name, verb="delete")
+        self._call(
+            lambda: self.client.delete_custom_job(name=name).result(),
+            action=f"delete job {name}",
+            resource=name,
+            verb="delete",
+        )
 
     # ---- logs -------------------------------------------------------------------------
     def _logging_session(self) -> Any:
@@ -257,14 +312,19 @@ class VertexBackend:
         text = f'resource.type="ml_job" AND resource.labels.job_id="{job_id}"'
         if since:
             text += f' AND timestamp>="{since}"'
-        body = {"resourceNames": [f"projects/{self.project}"], "filter": text,
-                "orderBy": "timestamp asc", "pageSize": 1000}
+        body = {
+            "resourceNames": [f"projects/{self.project}"],
+            "filter": text,
+            "orderBy": "timestamp asc",
+            "pageSize": 1000,
+        }
         if page_token:
             body["pageToken"] = page_token
 
         def fetch() -> dict[str, Any]:
-            response = self._logging_session().post(f"{self.logging_endpoint}/v2/entries:list", json=body,
-                                                    timeout=60)
+            response = self._logging_session().post(
+                f"{self.logging_endpoint}/v2/entries:list", json=body, timeout=60
+            )
             if response.status_code >= 400:
                 raise from_http_response(response)
             return dict(response.json())
@@ -279,9 +339,14 @@ class VertexBackend:
             from vtrain.backends.retry import TransientExhausted
 
             if isinstance(err, (GoogleAPICallError, GoogleAuthError, RequestException, TransientExhausted)):
-                raise explain(err, action=f"read logs of job {job_id}", resource=f"projects/{self.project}",
-                              project=self.project, region=self.region,
-                              permission="logging.logEntries.list") from None
+                raise explain(
+                    err,
+                    action=f"read logs of job {job_id}",
+                    resource=f"projects/{self.project}",
+                    project=self.project,
+                    region=self.region,
+                    permission="logging.logEntries.list",
+                ) from None
             raise
 
     def _logs(self, job: VertexJob, *, follow: bool, poll: float) -> Iterator[str]:

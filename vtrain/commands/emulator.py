@@ -10,22 +10,57 @@ import click
 
 
 @click.command()
-@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535),
-              help="Port on 127.0.0.1 (0 picks a free one).")
-@click.option("--run-jobs/--no-run-jobs", default=False, show_default=True,
-              help="Run each job through `vtrain local` (the local runner) instead of "
-              "pretending: jobs then succeed or fail as their code does.")
-@click.option("--runner", "runner_spec", metavar="MODULE:ATTR",
-              help="Use this job runner instead (see vtrain.emulator.runner for the interface).")
-@click.option("--run-seconds", default=10.0, show_default=True, type=click.FloatRange(0),
-              help="Without --run-jobs: how long each job stays RUNNING before it SUCCEEDS.")
-@click.option("--pending-seconds", default=2.0, show_default=True, type=click.FloatRange(0),
-              help="How long each new job stays PENDING.")
-@click.option("--fail-next", default=0, show_default=True, type=click.IntRange(0),
-              help="Answer the next N requests with 503 UNAVAILABLE (to exercise retries).")
+@click.option(
+    "--port",
+    default=8080,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="Port on 127.0.0.1 (0 picks a free one).",
+)
+@click.option(
+    "--run-jobs/--no-run-jobs",
+    default=False,
+    show_default=True,
+    help="Run each job through `vtrain local` (the local runner) instead of "
+    "pretending: jobs then succeed or fail as their code does.",
+)
+@click.option(
+    "--runner",
+    "runner_spec",
+    metavar="MODULE:ATTR",
+    help="Use this job runner instead (see vtrain.emulator.runner for the interface).",
+)
+@click.option(
+    "--run-seconds",
+    default=10.0,
+    show_default=True,
+    type=click.FloatRange(0),
+    help="Without --run-jobs: how long each job stays RUNNING before it SUCCEEDS.",
+)
+@click.option(
+    "--pending-seconds",
+    default=2.0,
+    show_default=True,
+    type=click.FloatRange(0),
+    help="How long each new job stays PENDING.",
+)
+@click.option(
+    "--fail-next",
+    default=0,
+    show_default=True,
+    type=click.IntRange(0),
+    help="Answer the next N requests with 503 UNAVAILABLE (to exercise retries).",
+)
 @click.option("--quiet", "-q", is_flag=True, help="Do not print one line per request.")
-def emulator(port: int, run_jobs: bool, runner_spec: str | None, run_seconds: float,
-             pending_seconds: float, fail_next: int, quiet: bool) -> None:
+def emulator(
+    port: int,
+    run_jobs: bool,
+    runner_spec: str | None,
+    run_seconds: float,
+    pending_seconds: float,
+    fail_next: int,
+    quiet: bool,
+) -> None:
     """Serve a local Vertex AI CustomJob API on 127.0.0.1 for the real client.
 
     Point a JobServiceClient at it with api_endpoint http://127.0.0.1:PORT, the REST
@@ -42,11 +77,18 @@ def emulator(port: int, run_jobs: bool, runner_spec: str | None, run_seconds: fl
         try:
             runner = load_runner(LOCAL_RUNNER)
         except BackendError as err:
-            raise BackendError(f"--run-jobs needs the local runner {LOCAL_RUNNER}, which this vtrain "
-                               f"does not provide yet ({err})") from None
+            raise BackendError(
+                f"--run-jobs needs the local runner {LOCAL_RUNNER}, which this vtrain "
+                f"does not provide yet ({err})"
+            ) from None
     try:
-        emu = Emulator(port=port, runner=runner, run_seconds=run_seconds, pending_seconds=pending_seconds,
-                       access_log=None if quiet else print_access_log)
+        emu = Emulator(
+            port=port,
+            runner=runner,
+            run_seconds=run_seconds,
+            pending_seconds=pending_seconds,
+            access_log=None if quiet else print_access_log,
+        )
     except OSError as err:
         raise BackendError(f"cannot listen on 127.0.0.1:{port}: {err.strerror or err}") from None
     if fail_next:

@@ -84,8 +84,9 @@ class Emulator:
     # ---- lifecycle --------------------------------------------------------------------
     def start(self) -> Emulator:
         if self._thread is None:
-            self._thread = threading.Thread(target=self._server.serve_forever, name="vertex-emulator",
-                                            daemon=True)
+            self._thread = threading.Thread(
+                target=self._server.serve_forever, name="vertex-emulator", daemon=True
+            )
             self._thread.start()
         return self
 

@@ -54,9 +54,7 @@ def not_found(message: str) -> ApiError:
 
 def permission_denied(permission: str, resource: str) -> ApiError:
     """The exact wording IAM uses, including the '(or it may not exist)' hedge."""
-    message = (
-        f"Permission '{permission}' denied on resource '//{DOMAIN}/{resource}' (or it may not exist)."
-    )
+    message = f"Permission '{permission}' denied on resource '//{DOMAIN}/{resource}' (or it may not exist)."
     info = {
         "@type": ERROR_INFO,
         "reason": "IAM_PERMISSION_DENIED",

@@ -22,7 +22,7 @@ from vtrain.emulator.errors import invalid_argument
 Predicate = Callable[[Any], bool]
 
 _TERM_RE = re.compile(
-    r'^(?P<neg>NOT\s+|-)?(?P<field>[A-Za-z_][A-Za-z0-9_.\-]*)\s*(?P<op><=|>=|!=|=|<|>|:)\s*'
+    r"^(?P<neg>NOT\s+|-)?(?P<field>[A-Za-z_][A-Za-z0-9_.\-]*)\s*(?P<op><=|>=|!=|=|<|>|:)\s*"
     r'(?P<value>"(?:[^"\\]|\\.)*"|[^\s"()]+)$'
 )
 _TIME_FIELDS = ("create_time", "update_time", "start_time", "end_time")
@@ -69,8 +69,12 @@ def _timestamp(value: str) -> datetime:
 
 def _compare(op: str, left: Any, right: Any) -> bool:
     return {
-        "=": left == right, "!=": left != right, "<": left < right,
-        "<=": left <= right, ">": left > right, ">=": left >= right,
+        "=": left == right,
+        "!=": left != right,
+        "<": left < right,
+        "<=": left <= right,
+        ">": left > right,
+        ">=": left >= right,
     }[op]
 
 
@@ -82,8 +86,9 @@ def _term(text: str) -> Predicate:
     pred: Predicate
     if field == "state":
         if op not in ("=", "!=") or value not in _STATES:
-            raise invalid_argument(f"Invalid filter: state supports = and != with a JobState name, got "
-                                   f"'{text}'.")
+            raise invalid_argument(
+                f"Invalid filter: state supports = and != with a JobState name, got '{text}'."
+            )
         number = JobState[value].value
         pred = (lambda j: j.state == number) if op == "=" else (lambda j: j.state != number)
     elif field == "display_name":
@@ -96,7 +101,7 @@ def _term(text: str) -> Predicate:
     elif field == "labels" and op == ":":
         pred = lambda j: value in j.labels  # noqa: E731
     elif field.startswith("labels.") and op in ("=", "!=", ":"):
-        key = field[len("labels."):]
+        key = field[len("labels.") :]
         if op == ":" and value == "*":
             pred = lambda j: key in j.labels  # noqa: E731
         elif op == "!=":

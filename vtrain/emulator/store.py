@@ -112,12 +112,17 @@ class JobStore:
                 )
             del self._jobs[name]
 
-    def log_entries(self, job_id: str, after: datetime | None, inclusive: bool = False) -> list[dict[str, Any]]:
+    def log_entries(
+        self, job_id: str, after: datetime | None, inclusive: bool = False
+    ) -> list[dict[str, Any]]:
         with self._lock:
             for rec in self._jobs.values():
                 if rec.job.name.rsplit("/", 1)[-1] == job_id:
-                    return [e for e in rec.entries
-                            if after is None or e["_when"] > after or (inclusive and e["_when"] == after)]
+                    return [
+                        e
+                        for e in rec.entries
+                        if after is None or e["_when"] > after or (inclusive and e["_when"] == after)
+                    ]
             return []
 
     def snapshot(self) -> list[Any]:
@@ -198,8 +203,11 @@ class JobStore:
         with self._lock:
             self._set_state(rec, "JOB_STATE_RUNNING")
             job = CustomJob.wrap(self._copy(rec.job))
-        ctx = RunContext(job_id=job.name.rsplit("/", 1)[-1], cancelled=rec.cancel,
-                         _sink=lambda m, t, s: self._log(rec, m, t, s))
+        ctx = RunContext(
+            job_id=job.name.rsplit("/", 1)[-1],
+            cancelled=rec.cancel,
+            _sink=lambda m, t, s: self._log(rec, m, t, s),
+        )
         try:
             result = self.runner(job, ctx)
         except Exception as err:  # a runner bug fails the job, never the emulator

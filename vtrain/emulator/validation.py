@@ -28,8 +28,18 @@ MAX_DISPLAY_NAME = 128
 MAX_PACKAGE_URIS = 100
 MAX_ENV = 100
 BOOT_DISK_TYPES = {"pd-ssd", "pd-standard", "pd-balanced", "hyperdisk-balanced"}
-OUTPUT_ONLY = ("name", "state", "create_time", "start_time", "end_time", "update_time", "error",
-               "web_access_uris", "satisfies_pzs", "satisfies_pzi")
+OUTPUT_ONLY = (
+    "name",
+    "state",
+    "create_time",
+    "start_time",
+    "end_time",
+    "update_time",
+    "error",
+    "web_access_uris",
+    "satisfies_pzs",
+    "satisfies_pzi",
+)
 
 _UNKNOWN_RE = re.compile(r'has no field named "([^"]+)" at "([^"]+)"')
 
@@ -98,18 +108,25 @@ def _check_pool(i: int, pool: Any, problems: list[tuple[str, str]]) -> None:
     count = pool.machine_spec.accelerator_count
     if has_type and count <= 0:
         problems.append(
-            (f"{where}.machine_spec.accelerator_count", "accelerator_count must be positive "
-             "when accelerator_type is set.")
+            (
+                f"{where}.machine_spec.accelerator_count",
+                "accelerator_count must be positive when accelerator_type is set.",
+            )
         )
     if count and not has_type:
         problems.append(
-            (f"{where}.machine_spec.accelerator_type", "accelerator_type is required when "
-             "accelerator_count is set.")
+            (
+                f"{where}.machine_spec.accelerator_type",
+                "accelerator_type is required when accelerator_count is set.",
+            )
         )
     if i == 0 and pool.replica_count != 1:
         problems.append(
-            (f"{where}.replica_count", f"The replica count of the first worker pool (the chief) must "
-             f"be 1, got {pool.replica_count}.")
+            (
+                f"{where}.replica_count",
+                f"The replica count of the first worker pool (the chief) must "
+                f"be 1, got {pool.replica_count}.",
+            )
         )
     elif pool.replica_count < 1:
         problems.append((f"{where}.replica_count", "replica_count must be positive."))
@@ -129,8 +146,10 @@ def _check_pool(i: int, pool: Any, problems: list[tuple[str, str]]) -> None:
             problems.append((f"{where}.python_package_spec.python_module", "is required."))
         if not 1 <= len(spec.package_uris) <= MAX_PACKAGE_URIS:
             problems.append(
-                (f"{where}.python_package_spec.package_uris", f"1 to {MAX_PACKAGE_URIS} package URIs "
-                 "are required.")
+                (
+                    f"{where}.python_package_spec.package_uris",
+                    f"1 to {MAX_PACKAGE_URIS} package URIs are required.",
+                )
             )
         if len(spec.env) > MAX_ENV:
             problems.append((f"{where}.python_package_spec.env", f"At most {MAX_ENV} env entries."))
@@ -151,8 +170,10 @@ def check_custom_job(job: Any) -> None:
         problems.append(("job_spec.worker_pool_specs", "At least one worker pool spec is required."))
     elif len(pools) > MAX_POOLS:
         problems.append(
-            ("job_spec.worker_pool_specs", f"At most {MAX_POOLS} worker pool specs are allowed, "
-             f"got {len(pools)}.")
+            (
+                "job_spec.worker_pool_specs",
+                f"At most {MAX_POOLS} worker pool specs are allowed, got {len(pools)}.",
+            )
         )
     else:
         for i, pool in enumerate(pools):
@@ -161,11 +182,17 @@ def check_custom_job(job: Any) -> None:
         problems.append(("labels", f"At most {MAX_LABELS} labels are allowed."))
     for key, value in job.labels.items():
         if not LABEL_KEY_RE.match(key):
-            problems.append((f"labels.{key}", "Label keys must start with a lowercase letter and hold "
-                             "at most 63 lowercase letters, digits, '_' or '-'."))
+            problems.append(
+                (
+                    f"labels.{key}",
+                    "Label keys must start with a lowercase letter and hold "
+                    "at most 63 lowercase letters, digits, '_' or '-'.",
+                )
+            )
         if not LABEL_VALUE_RE.match(value):
-            problems.append((f"labels.{key}", "Label values hold at most 63 lowercase letters, digits, "
-                             "'_' or '-'."))
+            problems.append(
+                (f"labels.{key}", "Label values hold at most 63 lowercase letters, digits, '_' or '-'.")
+            )
     if problems:
         field, message = problems[0]
         raise invalid_argument(f"{field}: {message}", problems)
