@@ -148,7 +148,14 @@ def call_with_retry(
 
 
 def explain(
-    err: BaseException, *, action: str, resource: str, project: str, region: str, permission: str
+    err: BaseException,
+    *,
+    action: str,
+    resource: str,
+    project: str,
+    region: str,
+    permission: str,
+    role: str = "roles/aiplatform.user",
 ) -> BackendError:
     """One line: what failed, why, and what to do about it."""
     from google.api_core import exceptions as gexc
@@ -167,10 +174,10 @@ def explain(
     if isinstance(err, aexc.DefaultCredentialsError):
         return BackendError(f"cannot {action}: no Google Cloud credentials found; {ADC_HELP}")
     if isinstance(err, aexc.RefreshError):
-        return BackendError(
-            f"cannot {action}: Google Cloud credentials were refused "
-            f"({str(err).splitlines()[0] if str(err) else 'refresh failed'}); {ADC_HELP}"
-        )
+        # google-auth raises RefreshError(message, response): keep the message only
+        first = err.args[0] if err.args and isinstance(err.args[0], str) else str(err)
+        detail = (first.splitlines() or ["refresh failed"])[0]
+        return BackendError(f"cannot {action}: Google Cloud credentials were refused ({detail}); {ADC_HELP}")
     if isinstance(err, gexc.Unauthorized):
         return BackendError(
             f"cannot {action}: the credentials were rejected (401 {api_status(err)}: "
@@ -189,7 +196,7 @@ def explain(
         needed = metadata.get("permission") or (found.group(1) if found else permission)
         return BackendError(
             f"cannot {action}: permission {needed} denied on {resource} for the current credentials; "
-            f"grant them roles/aiplatform.user (or a role with {needed}) in project {project}"
+            f"grant them {role} (or a role with {needed}) in project {project}"
         )
     if isinstance(err, gexc.TooManyRequests):
         metric = quota_metric(err) or "a Vertex AI quota"

@@ -20,7 +20,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from vtrain.backends.handle import TERMINAL_STATES, JobHandle
-from vtrain.backends.retry import RetryPolicy, call_with_retry, explain
+from vtrain.backends.logs import entries_request, iter_log_lines
+from vtrain.backends.retry import RetryPolicy, TransientExhausted, call_with_retry, explain
 from vtrain.errors import BackendError
 
 LOGGING_ENDPOINT = "https://logging.googleapis.com"
@@ -163,48 +164,65 @@ class VertexBackend:
         return text
 
     # ---- calls ------------------------------------------------------------------------
-    def _call(self, fn: Any, *, action: str, resource: str, verb: str, before_retry: Any = None) -> Any:
+    def _call(
+        self,
+        fn: Any,
+        *,
+        action: str,
+        resource: str,
+        verb: str = "",
+        permission: str = "",
+        role: str = "roles/aiplatform.user",
+        before_retry: Any = None,
+    ) -> Any:
+        """Run one API call under the retry policy; refusals become one BackendError line."""
+        from google.api_core.exceptions import GoogleAPICallError
+        from google.auth.exceptions import GoogleAuthError
+        from requests.exceptions import RequestException
+
         try:
             return call_with_retry(fn, self.retry, before_retry)
-        except Exception as err:
-            if isinstance(err, BackendError):
-                raise
-            from google.api_core.exceptions import GoogleAPICallError
-            from google.auth.exceptions import GoogleAuthError
-            from requests.exceptions import RequestException
-
-            from vtrain.backends.retry import TransientExhausted
-
-            if isinstance(err, (GoogleAPICallError, GoogleAuthError, RequestException, TransientExhausted)):
-                raise explain(
-                    err,
-                    action=action,
-                    resource=resource,
-                    project=self.project,
-                    region=self.region,
-                    permission=f"aiplatform.customJobs.{verb}",
-                ) from None
-            raise
+        except (GoogleAPICallError, GoogleAuthError, RequestException, TransientExhausted) as err:
+            raise explain(
+                err,
+                action=action,
+                resource=resource,
+                project=self.project,
+                region=self.region,
+                permission=permission or f"aiplatform.customJobs.{verb}",
+                role=role,
+            ) from None
 
     def create(self, job: Any) -> VertexJob:
-        """Submit a CustomJob (the caller's object is not modified) and return its handle."""
-        from google.cloud.aiplatform_v1 import CustomJob
+        """Submit a CustomJob (the caller's object is not modified) and return its handle.
+
+        One retry budget covers the whole submission: each attempt after an ambiguous
+        failure first lists jobs by this submission's label (one call, no nested retries)
+        and returns the job it finds instead of sending the create again.
+        """
+        from google.api_core.exceptions import TooManyRequests
+        from google.cloud.aiplatform_v1 import CustomJob, ListCustomJobsRequest
 
         body = CustomJob.deserialize(CustomJob.serialize(job))
         token = uuid.uuid4().hex
         body.labels[SUBMIT_LABEL] = token
-        found: list[Any] = []
+        lookup = ListCustomJobsRequest(
+            parent=self.parent, filter=f'labels.{SUBMIT_LABEL}="{token}"', page_size=1
+        )
+        maybe_created = False
 
-        def look_for_earlier_attempt(err: BaseException) -> None:
-            from google.api_core.exceptions import TooManyRequests
-
-            if isinstance(err, TooManyRequests):  # refused before any work: nothing to find
-                return
-            found.extend(self._list_protos(f'labels.{SUBMIT_LABEL}="{token}"', limit=1))
+        def note_failure(err: BaseException) -> None:
+            nonlocal maybe_created
+            if not isinstance(err, TooManyRequests):  # a 429 is refused before any work
+                maybe_created = True
 
         def attempt() -> Any:
-            if found:
-                return found[0]
+            nonlocal maybe_created
+            if maybe_created:
+                earlier = list(self.client.list_custom_jobs(request=lookup).custom_jobs)
+                maybe_created = False
+                if earlier:
+                    return earlier[0]
             return self.client.create_custom_job(parent=self.parent, custom_job=body)
 
         proto = self._call(
@@ -212,7 +230,7 @@ class VertexBackend:
             action=f"create job '{job.display_name}'",
             resource=self.parent,
             verb="create",
-            before_retry=look_for_earlier_attempt,
+            before_retry=note_failure,
         )
         return VertexJob(self, proto)
 
@@ -309,74 +327,27 @@ class VertexBackend:
     def _log_page(self, job_id: str, since: str | None, page_token: str) -> dict[str, Any]:
         from google.api_core.exceptions import from_http_response
 
-        text = f'resource.type="ml_job" AND resource.labels.job_id="{job_id}"'
-        if since:
-            text += f' AND timestamp>="{since}"'
-        body = {
-            "resourceNames": [f"projects/{self.project}"],
-            "filter": text,
-            "orderBy": "timestamp asc",
-            "pageSize": 1000,
-        }
-        if page_token:
-            body["pageToken"] = page_token
+        body = entries_request(self.project, job_id, since, page_token)
 
         def fetch() -> dict[str, Any]:
-            response = self._logging_session().post(
-                f"{self.logging_endpoint}/v2/entries:list", json=body, timeout=60
-            )
+            url = f"{self.logging_endpoint}/v2/entries:list"
+            response = self._logging_session().post(url, json=body, timeout=60)
             if response.status_code >= 400:
                 raise from_http_response(response)
             return dict(response.json())
 
-        try:
-            return call_with_retry(fetch, self.retry)
-        except Exception as err:
-            from google.api_core.exceptions import GoogleAPICallError
-            from google.auth.exceptions import GoogleAuthError
-            from requests.exceptions import RequestException
-
-            from vtrain.backends.retry import TransientExhausted
-
-            if isinstance(err, (GoogleAPICallError, GoogleAuthError, RequestException, TransientExhausted)):
-                raise explain(
-                    err,
-                    action=f"read logs of job {job_id}",
-                    resource=f"projects/{self.project}",
-                    project=self.project,
-                    region=self.region,
-                    permission="logging.logEntries.list",
-                ) from None
-            raise
+        return self._call(  # type: ignore[no-any-return]
+            fetch,
+            action=f"read logs of job {job_id}",
+            resource=f"projects/{self.project}",
+            permission="logging.logEntries.list",
+            role="roles/logging.viewer",
+        )
 
     def _logs(self, job: VertexJob, *, follow: bool, poll: float) -> Iterator[str]:
-        since: str | None = None
-        seen: set[str] = set()
-        while True:
-            finished = job.refresh() in TERMINAL_STATES if follow else True
-            token = ""
-            while True:
-                page = self._log_page(job.job_id, since, token)
-                for entry in page.get("entries", []):
-                    key = entry.get("insertId") or repr(entry)
-                    if key in seen:
-                        continue
-                    if entry.get("timestamp") != since:
-                        seen.clear()  # only entries at the newest timestamp can come back
-                    since = entry.get("timestamp", since)
-                    seen.add(key)
-                    yield _format_entry(entry)
-                token = page.get("nextPageToken", "")
-                if not token:
-                    break
-            if finished:
-                return
-            job._sleep(poll)
-
-
-def _format_entry(entry: dict[str, Any]) -> str:
-    labels = entry.get("resource", {}).get("labels", {})
-    task = labels.get("task_name") or entry.get("labels", {}).get("ml.googleapis.com/task_name", "")
-    payload = entry.get("jsonPayload") or {}
-    message = entry.get("textPayload") or payload.get("message") or (str(payload) if payload else "")
-    return f"{entry.get('timestamp', '')} {task}: {str(message).rstrip()}".strip()
+        return iter_log_lines(
+            lambda since, token: self._log_page(job.job_id, since, token),
+            job_done=lambda: job.refresh() in TERMINAL_STATES,
+            sleep=lambda: job._sleep(poll),
+            follow=follow,
+        )

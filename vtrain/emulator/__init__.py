@@ -85,7 +85,7 @@ class Emulator:
     def start(self) -> Emulator:
         if self._thread is None:
             self._thread = threading.Thread(
-                target=self._server.serve_forever, name="vertex-emulator", daemon=True
+                target=self._server.serve_forever, args=(0.05,), name="vertex-emulator", daemon=True
             )
             self._thread.start()
         return self

@@ -52,9 +52,9 @@ def not_found(message: str) -> ApiError:
     return ApiError(404, "NOT_FOUND", message)
 
 
-def permission_denied(permission: str, resource: str) -> ApiError:
+def permission_denied(permission: str, resource: str, domain: str = DOMAIN) -> ApiError:
     """The exact wording IAM uses, including the '(or it may not exist)' hedge."""
-    message = f"Permission '{permission}' denied on resource '//{DOMAIN}/{resource}' (or it may not exist)."
+    message = f"Permission '{permission}' denied on resource '//{domain}/{resource}' (or it may not exist)."
     info = {
         "@type": ERROR_INFO,
         "reason": "IAM_PERMISSION_DENIED",

@@ -190,6 +190,10 @@ class Handler(BaseHTTPRequestHandler):
             request = json.loads(body or b"{}")
         except ValueError as err:
             raise invalid_argument("Invalid JSON payload received.") from err
+        for resource in request.get("resourceNames", []):
+            project = resource.split("/")[1] if resource.startswith("projects/") else ""
+            if project in self.server.deny_projects:
+                raise permission_denied("logging.logEntries.list", resource, domain="logging.googleapis.com")
         text = request.get("filter", "")
         job = _LOG_JOB.search(text)
         if not job:
