@@ -14,7 +14,7 @@ from vtrain.backends.handle import EXIT_CODES, WaitTimeout, exit_code, raise_for
 from vtrain.backends.retry import RetryPolicy
 from vtrain.backends.settings import resolve_project, resolve_region
 from vtrain.backends.vertex import SUBMIT_LABEL, VertexBackend, VertexJob
-from vtrain.emulator import Emulator, RunContext, RunResult, sleep_runner
+from vtrain.emulator import Emulator, GatedRunner, RunContext, RunResult, sleep_runner
 from vtrain.errors import BackendError, JobFailed
 
 FAST_RETRY = RetryPolicy(attempts=4, initial=0.01, maximum=0.02)
@@ -107,11 +107,13 @@ def test_failed_job_maps_to_exit_code_and_jobfailed(backend: VertexBackend) -> N
     assert str(failed.value) == f"job {job.name} ended JOB_STATE_FAILED: workerpool1-0 exited with status 3"
 
 
-def test_wait_timeout_is_distinct(backend: VertexBackend) -> None:
-    job = backend.create(make_job())
-    with pytest.raises(WaitTimeout) as timeout:
-        job.wait(timeout=0.05, poll=POLL)
+def test_wait_timeout_is_distinct() -> None:
+    with Emulator(runner=GatedRunner(), pending_seconds=0) as emu:
+        job = backend_for(emu).create(make_job())
+        with pytest.raises(WaitTimeout) as timeout:
+            job.wait(timeout=0.1, poll=POLL)
     assert timeout.value.exit_code == 12 and timeout.value.state in ("JOB_STATE_PENDING", "JOB_STATE_RUNNING")
+    assert str(timeout.value).startswith(f"job {job.name} is still JOB_STATE_")
     assert "keeps running" in str(timeout.value)
 
 
@@ -131,17 +133,22 @@ def test_exit_code_table() -> None:
 
 
 # ---- cancel / delete ---------------------------------------------------------------------
-def test_cancel_reaches_cancelled(emu: Emulator, backend: VertexBackend) -> None:
-    job = backend.create(make_job())
-    cancelled = backend.cancel(job.job_id)
-    assert cancelled.state == "JOB_STATE_CANCELLING"
-    assert cancelled.wait(poll=POLL) == "JOB_STATE_CANCELLED" and cancelled.exit_code == 11
-    calls = len(emu.requests)
-    job.cancel()  # already over: refreshed, nothing sent
-    assert job.state == "JOB_STATE_CANCELLED" and [r["method"] for r in emu.requests[calls:]] == ["GET"]
-    backend.delete(job)
-    with pytest.raises(BackendError, match="not found"):
-        backend.get(job.name)
+def test_cancel_reaches_cancelled() -> None:
+    gate = GatedRunner()
+    with Emulator(runner=gate, pending_seconds=0, cancel_seconds=0) as emu:
+        backend = backend_for(emu)
+        job = backend.create(make_job())
+        assert gate.started.wait(5)
+        cancelled = backend.cancel(job.job_id)
+        assert cancelled.state == "JOB_STATE_CANCELLING" and not cancelled.done
+        gate.release()
+        assert cancelled.wait(poll=POLL) == "JOB_STATE_CANCELLED" and cancelled.exit_code == 11
+        calls = len(emu.requests)
+        job.cancel()  # already over: refreshed, nothing sent
+        assert job.state == "JOB_STATE_CANCELLED" and [r["method"] for r in emu.requests[calls:]] == ["GET"]
+        backend.delete(job)
+        with pytest.raises(BackendError, match="not found"):
+            backend.get(job.name)
 
 
 def test_job_references(backend: VertexBackend) -> None:

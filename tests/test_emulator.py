@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,7 @@ from google.auth.credentials import AnonymousCredentials
 from google.cloud import aiplatform_v1 as v1
 from google.protobuf import empty_pb2
 
-from vtrain.emulator import Emulator, RunContext, RunResult, load_runner, sleep_runner
+from vtrain.emulator import Emulator, GatedRunner, RunContext, RunResult, load_runner, sleep_runner
 from vtrain.emulator.filters import compile_filter
 from vtrain.errors import BackendError
 
@@ -105,19 +107,33 @@ def post(emu: Emulator, body: Any, parent: str = PARENT) -> requests.Response:
 
 
 # ---- create / get / lifecycle --------------------------------------------------------
-def test_create_get_and_lifecycle(vertex_emulator: Emulator, vertex_client: Any) -> None:
+@pytest.fixture
+def gate() -> GatedRunner:
+    return GatedRunner()
+
+
+@pytest.fixture
+def gated(gate: GatedRunner) -> Iterator[Emulator]:
+    """An emulator whose jobs stay RUNNING until the test releases them."""
+    with Emulator(runner=gate, pending_seconds=0, cancel_seconds=0) as emu:
+        yield emu
+
+
+def test_create_get_and_lifecycle(gated: Emulator, gate: GatedRunner) -> None:
+    client = gated.client()
     sent = make_job(labels={"team": "ml"}, pools=2)
-    created = vertex_client.create_custom_job(parent=PARENT, custom_job=sent)
+    created = client.create_custom_job(parent=PARENT, custom_job=sent)
     assert created.name.startswith(PARENT + "/customJobs/")
     job_id = created.name.rsplit("/", 1)[1]
     assert job_id.isdigit() and len(job_id) == 19
     assert created.state == v1.JobState.JOB_STATE_PENDING
     assert created.create_time and created.job_spec == sent.job_spec and created.labels == sent.labels
-    running = wait_state(vertex_client, created.name, "JOB_STATE_RUNNING")
-    assert running.start_time >= running.create_time
-    done = wait_state(vertex_client, created.name, "JOB_STATE_SUCCEEDED")
+    running = wait_state(client, created.name, "JOB_STATE_RUNNING")
+    assert running.start_time >= running.create_time and not running.end_time
+    gate.release()
+    done = wait_state(client, created.name, "JOB_STATE_SUCCEEDED")
     assert done.end_time >= done.start_time and not done.error.message
-    assert [j.name for j in vertex_emulator.jobs()] == [created.name]
+    assert [j.name for j in gated.jobs()] == [created.name]
 
 
 def test_wire_encoding_follows_the_client(vertex_emulator: Emulator, vertex_client: Any) -> None:
@@ -130,7 +146,10 @@ def test_wire_encoding_follows_the_client(vertex_emulator: Emulator, vertex_clie
     with_ints = requests.get(
         f"{vertex_emulator.url}/v1/{created.name}", params={"$alt": "json;enum-encoding=int"}, timeout=10
     ).json()
-    assert with_ints["state"] in (2, 3) and with_ints["jobSpec"]["workerPoolSpecs"][0]["replicaCount"] == "1"
+    assert (
+        isinstance(with_ints["state"], int)
+        and with_ints["jobSpec"]["workerPoolSpecs"][0]["replicaCount"] == "1"
+    )
     plain = requests.get(f"{vertex_emulator.url}/v1/{created.name}", timeout=10).json()
     assert plain["jobSpec"]["workerPoolSpecs"][0]["machineSpec"]["acceleratorType"] == "NVIDIA_TESLA_T4"
     assert plain["jobSpec"]["scheduling"] == {"timeout": "3600s", "strategy": "SPOT"}
@@ -304,20 +323,33 @@ def test_denied_and_quota_projects(vertex_emulator: Emulator, vertex_client: Any
 
 
 # ---- cancel / delete -------------------------------------------------------------------
-def test_cancel_then_delete(vertex_emulator: Emulator, vertex_client: Any) -> None:
-    created = vertex_client.create_custom_job(parent=PARENT, custom_job=make_job())
+def test_cancel_then_delete(gated: Emulator, gate: GatedRunner) -> None:
+    client = gated.client()
+    created = client.create_custom_job(parent=PARENT, custom_job=make_job())
+    assert gate.started.wait(5)
     with pytest.raises(gexc.BadRequest, match="cannot be deleted"):
-        vertex_client.delete_custom_job(name=created.name)
-    vertex_client.cancel_custom_job(name=created.name)
-    assert vertex_client.get_custom_job(name=created.name).state.name == "JOB_STATE_CANCELLING"
-    done = wait_state(vertex_client, created.name, "JOB_STATE_CANCELLED")
+        client.delete_custom_job(name=created.name)
+    client.cancel_custom_job(name=created.name)
+    client.cancel_custom_job(name=created.name)  # cancelling twice is harmless
+    assert client.get_custom_job(name=created.name).state.name == "JOB_STATE_CANCELLING"
+    gate.release()  # the job stops only now, as a slow real one would
+    done = wait_state(client, created.name, "JOB_STATE_CANCELLED")
     assert done.error.code == 1 and done.error.message == "CANCELED"
     with pytest.raises(gexc.BadRequest, match="Cannot cancel"):
-        vertex_client.cancel_custom_job(name=created.name)
-    operation = vertex_client.delete_custom_job(name=created.name)
+        client.cancel_custom_job(name=created.name)
+    operation = client.delete_custom_job(name=created.name)
     assert operation.done() and operation.result(timeout=5) == empty_pb2.Empty()
     with pytest.raises(gexc.NotFound):
-        vertex_client.get_custom_job(name=created.name)
+        client.get_custom_job(name=created.name)
+
+
+def test_cancel_while_pending() -> None:
+    with Emulator(pending_seconds=60, cancel_seconds=0) as emu:
+        client = emu.client()
+        created = client.create_custom_job(parent=PARENT, custom_job=make_job())
+        client.cancel_custom_job(name=created.name)
+        done = wait_state(client, created.name, "JOB_STATE_CANCELLED")
+    assert not done.start_time and done.end_time
 
 
 # ---- list --------------------------------------------------------------------------------
@@ -475,6 +507,18 @@ def test_command_run_jobs_without_local_runner_is_one_line_error() -> None:
     assert result.output.startswith(
         "error: --run-jobs needs the local runner vtrain.backends.local:emulator_runner"
     )
+
+
+def test_command_port_in_use_is_one_line_error() -> None:
+    from vtrain.cli import cli
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = CliRunner().invoke(cli, ["emulator", "--port", str(port)])
+    assert result.exit_code == 1
+    assert result.output == f"error: cannot listen on 127.0.0.1:{port}: Address already in use\n"
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])

@@ -42,6 +42,7 @@ class VertexJob(JobHandle):
     def __init__(self, backend: VertexBackend, proto: Any) -> None:
         super().__init__(proto.name)
         self._backend = backend
+        self.default_poll = backend.poll
         self._update(proto)
 
     def _update(self, proto: Any) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 
 from vtrain.emulator.runner import (
     LOCAL_RUNNER,
+    GatedRunner,
     JobRunner,
     RunContext,
     RunResult,
@@ -35,6 +36,7 @@ __all__ = [
     "LOCAL_RUNNER",
     "QUOTA_PROJECT",
     "Emulator",
+    "GatedRunner",
     "JobRunner",
     "RunContext",
     "RunResult",

@@ -8,7 +8,8 @@ own thread once the job leaves JOB_STATE_PENDING (the job is then JOB_STATE_RUNN
   client sent them; mutating it changes nothing.
 - ``ctx`` is a :class:`RunContext`: ``ctx.job_id``; ``ctx.cancelled``, a ``threading.Event``
   set when the job is cancelled (a runner must then stop its work promptly and return,
-  whatever it returns the job ends JOB_STATE_CANCELLED); ``ctx.log(message, task=...)``
+  whatever it returns the job ends JOB_STATE_CANCELLED; it is also set when the emulator
+  stops, and ``ctx.stopping`` is set then only); ``ctx.log(message, task=...)``
   which appends a Cloud Logging entry served by the emulator's ``/v2/entries:list``
   (``task`` is the replica, ``workerpool0-0`` style, as Vertex labels its logs);
   ``ctx.sleep(seconds)`` which returns True early if the job was cancelled.
@@ -51,6 +52,7 @@ class RunContext:
 
     job_id: str
     cancelled: threading.Event = field(default_factory=threading.Event)
+    stopping: threading.Event = field(default_factory=threading.Event)
     _sink: Callable[[str, str, str], None] = lambda message, task, severity: None
 
     def log(self, message: str, *, task: str = "workerpool0-0", severity: str = "INFO") -> None:
@@ -76,6 +78,31 @@ def sleep_runner(seconds: float = 2.0) -> JobRunner:
         return RunResult(SUCCEEDED)
 
     return run
+
+
+class GatedRunner:
+    """Holds every job RUNNING until the test calls :meth:`release`: no timing in tests.
+
+    With ``honour_cancel=False`` (the default) a cancelled job stays JOB_STATE_CANCELLING
+    until released, as a slow real job does; the emulator stopping always ends it.
+    """
+
+    def __init__(self, *, honour_cancel: bool = False) -> None:
+        self.honour_cancel = honour_cancel
+        self.started = threading.Event()
+        self._gate = threading.Event()
+        self._result = RunResult()
+
+    def release(self, state: str = SUCCEEDED, error: str | None = None) -> None:
+        self._result = RunResult(state, error)
+        self._gate.set()
+
+    def __call__(self, job: Any, ctx: RunContext) -> RunResult:
+        self.started.set()
+        while not self._gate.wait(0.01):
+            if ctx.stopping.is_set() or (self.honour_cancel and ctx.cancelled.is_set()):
+                return RunResult(CANCELLED)
+        return self._result
 
 
 def load_runner(spec: str) -> JobRunner:

@@ -206,6 +206,7 @@ class JobStore:
         ctx = RunContext(
             job_id=job.name.rsplit("/", 1)[-1],
             cancelled=rec.cancel,
+            stopping=self._closing,
             _sink=lambda m, t, s: self._log(rec, m, t, s),
         )
         try:
