@@ -40,15 +40,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from vtrain.backends import localenv
+from vtrain.backends.handle import CANCELLED, CANCELLING, FAILED, PENDING, RUNNING, SUCCEEDED, JobHandle, WaitTimeout
 from vtrain.backends.localenv import Plan, Replica
 from vtrain.errors import BackendError, PackagingError
 
-PENDING = "JOB_STATE_PENDING"
-RUNNING = "JOB_STATE_RUNNING"
-SUCCEEDED = "JOB_STATE_SUCCEEDED"
-FAILED = "JOB_STATE_FAILED"
-CANCELLING = "JOB_STATE_CANCELLING"
-CANCELLED = "JOB_STATE_CANCELLED"
 TAIL_LINES = 15
 RUN_DIR = "vtrain-local"
 
@@ -130,14 +125,14 @@ def _pdeathsig() -> Callable[[], None] | None:
     return hook
 
 
-class LocalJob:
+class LocalJob(JobHandle):
     """A running local job: the same handle contract as a Vertex job (state, wait, cancel, logs)."""
 
     default_poll = 0.2
 
     def __init__(self, name: str, display_name: str, plan: Plan, procs: list[_Proc], output_dir: Path,
                  temporary: bool, options: Options, out: IO[str] | None, notice: Callable[[str], None]) -> None:
-        self._name = name
+        super().__init__(name)
         self.display_name = display_name
         self.plan = plan
         self.output_dir = output_dir
@@ -147,8 +142,6 @@ class LocalJob:
         self._options = options
         self._out = out
         self._notice = notice
-        self._state = PENDING
-        self._error: str | None = None
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._finished = threading.Event()
@@ -164,35 +157,32 @@ class LocalJob:
     # ----------------------------------------------------------------------- the handle
 
     @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def state(self) -> str:
-        return self._state
-
-    @property
-    def error(self) -> str | None:
-        return self._error
-
-    @property
     def done(self) -> bool:
         return self._finished.is_set()
 
     @property
-    def exit_code(self) -> int:
-        return {SUCCEEDED: 0, FAILED: 10, CANCELLED: 11}.get(self._state, 12)
+    def pids(self) -> dict[str, int]:
+        """Process id (= process group id) of each replica started, by label."""
+        return {p.label: p.popen.pid for p in self._procs if p.popen is not None}
+
+    @property
+    def ports(self) -> dict[str, int]:
+        """The 127.0.0.1 port of each replica in CLUSTER_SPEC, by label."""
+        return {p.label: self._port(p) for p in self._procs}
 
     def refresh(self) -> str:
         return self._state
 
     def wait(self, timeout: float | None = None, poll: float | None = None) -> str:
-        """Block until the job ends (every process reaped, logs flushed); return its state."""
+        """Block until the job ends (every process reaped, logs flushed); return its state.
+
+        Native blocking instead of the base class's polling; `poll` is accepted and unused.
+        """
         deadline = None if timeout is None else time.monotonic() + timeout
         # Short waits in a loop: the main thread stays responsive to Ctrl-C.
         while not self._finished.wait(0.25):
             if deadline is not None and time.monotonic() >= deadline:
-                raise TimeoutError(f"job {self._name} is still {self._state} after {timeout:g} s")
+                raise WaitTimeout(self._name, self._state, timeout or 0.0)
         return self._state
 
     def cancel(self, force: bool = False) -> None:
@@ -223,9 +213,6 @@ class LocalJob:
 
     def replica_log(self, label: str) -> Path:
         return self.run_dir / f"{label}.log"
-
-    def __repr__(self) -> str:
-        return f"LocalJob({self._name!r}, state={self._state})"
 
     # ----------------------------------------------------------------------- supervision
 
@@ -317,6 +304,10 @@ class LocalJob:
         chief_done_at: float | None = None
         first_listen: float | None = None
         members = [p for p in self._procs if p.replica.in_cluster] if len(self._procs) > 1 else []
+        # With parameter servers, workers only serve the chief (coordinator) and never exit by
+        # themselves: they stop with it, like the ps. Under all-reduce they get a grace period.
+        servers = ("ps", "evaluator", "worker") if any(p.replica.role == "ps" for p in self._procs) else (
+            "ps", "evaluator")
         while True:
             now = time.monotonic()
             for p in self._procs:
@@ -326,7 +317,7 @@ class LocalJob:
                 role = p.replica.role
                 if role == "chief" and p.returncode == 0:
                     chief_done_at = now
-                    self._stop([q for q in self._procs if q.replica.role in ("ps", "evaluator")])
+                    self._stop([q for q in self._procs if q.replica.role in servers])
                 elif p.returncode != 0 and not p.stopped and chief_done_at is None and role != "evaluator":
                     return FAILED, self._failure(p)
                 elif p.returncode != 0 and not p.stopped:
@@ -413,9 +404,11 @@ class LocalJob:
         }
         (self.run_dir / "result.json").write_text(json.dumps(self.result, indent=2) + "\n", encoding="utf-8")
         self._job_log.close()
-        for p in self._procs:
-            if not self._options.keep:
+        if not self._options.keep:
+            for p in self._procs:
                 shutil.rmtree(p.cwd, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                (self.run_dir / "work").rmdir()
         if self._temporary and state == SUCCEEDED and not self._options.keep:
             shutil.rmtree(self.output_dir, ignore_errors=True)
         with self._lock:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -42,8 +43,11 @@ def main() -> None:
     p.add_argument("--listen", default="", help="replicas that listen on their port (a TF server)")
     p.add_argument("--fork", default="", help="replicas that leave a sleeping child process behind")
     p.add_argument("--fail-after", type=float, default=0.0, help="delay before --fail/--raise")
+    p.add_argument("--ignore-term", default="", help="replicas that ignore SIGTERM")
     args = p.parse_args()
     me = label()
+    if args.ignore_term and picked(args.ignore_term, me):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     print(f"probe {me} starting, pid {os.getpid()}", flush=True)
     if args.dump:
         import trainer
