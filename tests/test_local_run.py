@@ -108,7 +108,8 @@ def assert_clean(job: LocalJob, extra_pids: list[int] = ()) -> None:  # type: ig
 
 def test_each_replica_sees_what_vertex_gives_it(tmp_path: Path, cache: Path) -> None:
     dump = tmp_path / "seen"
-    job, out = start(tmp_path, cache, [f"--dump={dump}"])
+    # The chief waits a second: a successful chief ends the job and stops every other replica.
+    job, out = start(tmp_path, cache, [f"--dump={dump}", "--sleep=chief-0", "--seconds=1"])
     assert job.wait(timeout=60) == "JOB_STATE_SUCCEEDED" and job.exit_code == 0
     labels = ["chief-0", "worker-0", "worker-1", "ps-0", "evaluator-0"]
     assert sorted(job.pids) == sorted(labels)
@@ -136,7 +137,7 @@ def test_each_replica_sees_what_vertex_gives_it(tmp_path: Path, cache: Path) -> 
         venv = env["VIRTUAL_ENV"]
         assert venv.startswith(str(cache)) and s["executable"].startswith(venv)
         assert s["trainer_file"].startswith(venv) and s["vtrain_file"].startswith(venv)
-        assert s["argv"][1:] == [f"--dump={dump}"]
+        assert s["argv"][1:] == [f"--dump={dump}", "--sleep=chief-0", "--seconds=1"]
     log = out.getvalue()
     for label in labels:
         assert f"[{label}] probe {label} done" in log
@@ -287,23 +288,22 @@ def tf_job(tmp_path: Path, cluster: str, args: list[str], extra: str = "") -> Pa
 
 @pytest.mark.slow
 def test_tf_config_parsed_by_tensorflow(tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tensorflow.distribute.cluster_resolver import TFConfigClusterResolver
+    import tensorflow as tf
 
     dump = tmp_path / "seen"
-    job, _ = start(tmp_path, cache, [f"--dump={dump}"])
+    job, _ = start(tmp_path, cache, [f"--dump={dump}", "--sleep=chief-0", "--seconds=1"])
     assert job.wait(timeout=60) == "JOB_STATE_SUCCEEDED"
     addr = {label: f"127.0.0.1:{port}" for label, port in job.ports.items()}
     for label in job.pids:
         env = json.loads((dump / f"{label}.json").read_text())["env"]
         monkeypatch.setenv("TF_CONFIG", env["TF_CONFIG"])
-        resolver = TFConfigClusterResolver()
+        resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
         assert resolver.cluster_spec().as_dict() == {
             "chief": [addr["chief-0"]], "worker": [addr["worker-0"], addr["worker-1"]], "ps": [addr["ps-0"]]}
         role, index = label.rsplit("-", 1)
         assert (resolver.task_type, resolver.task_id) == (role, int(index))
-        assert resolver.environment == "cloud"
-        if role != "evaluator":
-            assert resolver.master() == f"grpc://{addr[label]}"
+        if role != "evaluator":  # the address this replica's server binds to
+            assert resolver.master(rpc_layer="grpc") == f"grpc://{addr[label]}"
 
 
 @pytest.mark.slow
