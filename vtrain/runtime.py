@@ -92,7 +92,8 @@ class Info:
     task_type: str
     task_index: int
     is_chief: bool
-    num_workers: int
+    num_workers: int  # chief + worker replicas taking part in training
+    num_replicas_in_sync: int  # devices a global batch is split across
     strategy: str
     reason: str
     job_id: str | None
@@ -345,9 +346,9 @@ def strategy() -> Any:
 
 
 def info() -> Info:
-    d = _cached()[0]
-    return Info(d.task_type, d.task_index, d.is_chief, d.num_workers, d.strategy, d.reason,
-                os.environ.get("CLOUD_ML_JOB_ID"))
+    d, built = _cached()
+    return Info(d.task_type, d.task_index, d.is_chief, d.num_workers, built.num_replicas_in_sync,
+                d.strategy, d.reason, os.environ.get("CLOUD_ML_JOB_ID"))
 
 
 def is_chief() -> bool:
