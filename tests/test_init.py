@@ -60,35 +60,58 @@ def test_init_refuses_to_overwrite_and_writes_nothing(tmp_path: Path) -> None:
 
 
 def test_init_options_and_json_output(tmp_path: Path) -> None:
-    args = ["init", str(tmp_path / "t"), "-t", "custom-loop", "--name", "nightly",
-            "--bucket", "gs://acme-ml/", "-o", "json"]
+    args = [
+        "init",
+        str(tmp_path / "t"),
+        "-t",
+        "custom-loop",
+        "--name",
+        "nightly",
+        "--bucket",
+        "gs://acme-ml/",
+        "-o",
+        "json",
+    ]
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     assert data["template"] == "custom-loop" and len(data["files"]) == len(template_files("custom-loop")) + 1
     job = yaml.safe_load((tmp_path / "t" / "vtrain.yaml").read_text())
     assert (job["name"], job["staging_bucket"], job["base_output_dir"]) == (
-        "nightly", "gs://acme-ml/staging", "gs://acme-ml/nightly")
+        "nightly",
+        "gs://acme-ml/staging",
+        "gs://acme-ml/nightly",
+    )
 
 
-@pytest.mark.parametrize("args,message", [
-    (["--bucket", "acme-ml"], "--bucket must look like gs://BUCKET"),
-    (["--template", "pytorch"], "Invalid value for '-t' / '--template'"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--bucket", "acme-ml"], "--bucket must look like gs://BUCKET"),
+        (["--template", "pytorch"], "Invalid value for '-t' / '--template'"),
+    ],
+)
 def test_init_bad_options(tmp_path: Path, args: list[str], message: str) -> None:
     result = CliRunner().invoke(cli, ["init", str(tmp_path / "t"), *args])
     assert result.exit_code in (1, 2) and message in result.output
     assert not (tmp_path / "t").exists()
 
 
-@pytest.mark.parametrize("name,expected", [("My_Proj", "my-proj"), ("2024 run", "job-2024-run"), ("__", "my-job")])
+@pytest.mark.parametrize(
+    "name,expected", [("My_Proj", "my-proj"), ("2024 run", "job-2024-run"), ("__", "my-job")]
+)
 def test_job_name(tmp_path: Path, name: str, expected: str) -> None:
     assert job_name(tmp_path / name) == expected
 
 
 def test_init_as_a_subprocess(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-m", "vtrain", "init", str(tmp_path / "x")], env=env,
-                          capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "vtrain", "init", str(tmp_path / "x")],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "x" / "vtrain.yaml").is_file()

@@ -28,7 +28,9 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def tf_config(cluster: dict, task_type: str, index: int = 0) -> str:
-    return json.dumps({"cluster": cluster, "task": {"type": task_type, "index": index}, "environment": "cloud"})
+    return json.dumps(
+        {"cluster": cluster, "task": {"type": task_type, "index": index}, "environment": "cloud"}
+    )
 
 
 CW = {"chief": ["h0:2222"], "worker": ["h1:2222", "h2:2222"]}
@@ -43,28 +45,77 @@ AUTO_CASES = [
     ("four-gpus", {}, 4, False, ("mirrored", None, "chief", 0, True, 1)),
     ("tpu-vm", {}, 0, True, ("tpu", None, "chief", 0, True, 1)),
     ("tpu-beats-gpus", {}, 8, True, ("tpu", None, "chief", 0, True, 1)),
-    ("cluster-spec-only", {"CLUSTER_SPEC": json.dumps({"task": {"type": "workerpool0", "index": 0}})},
-     0, False, ("default", None, "chief", 0, True, 1)),
-    ("mwms-chief-cpu", {"TF_CONFIG": tf_config(CW, "chief")}, 0, False,
-     ("multi_worker_mirrored", "RING", "chief", 0, True, 3)),
-    ("mwms-worker-gpu", {"TF_CONFIG": tf_config(CW, "worker", 1)}, 2, False,
-     ("multi_worker_mirrored", "NCCL", "worker", 1, False, 3)),
-    ("master-is-chief", {"TF_CONFIG": tf_config(MASTER, "master")}, 0, False,
-     ("multi_worker_mirrored", "RING", "chief", 0, True, 2)),
-    ("worker0-is-chief", {"TF_CONFIG": tf_config(WORKERS_ONLY, "worker", 0)}, 0, False,
-     ("multi_worker_mirrored", "RING", "worker", 0, True, 2)),
-    ("worker1-not-chief", {"TF_CONFIG": tf_config(WORKERS_ONLY, "worker", 1)}, 0, False,
-     ("multi_worker_mirrored", "RING", "worker", 1, False, 2)),
-    ("ps-chief", {"TF_CONFIG": tf_config(PS, "chief")}, 0, False,
-     ("parameter_server", None, "chief", 0, True, 2)),
-    ("ps-task", {"TF_CONFIG": tf_config(PS, "ps")}, 0, False,
-     ("parameter_server", None, "ps", 0, False, 2)),
-    ("ps-beats-gpus", {"TF_CONFIG": tf_config(PS, "worker")}, 4, False,
-     ("parameter_server", None, "worker", 0, False, 2)),
-    ("evaluator", {"TF_CONFIG": tf_config(CW, "evaluator")}, 1, False,
-     ("default", None, "evaluator", 0, False, 3)),
-    ("single-chief-tf-config", {"TF_CONFIG": tf_config({"chief": ["h0:1"]}, "chief")}, 2, False,
-     ("mirrored", None, "chief", 0, True, 1)),
+    (
+        "cluster-spec-only",
+        {"CLUSTER_SPEC": json.dumps({"task": {"type": "workerpool0", "index": 0}})},
+        0,
+        False,
+        ("default", None, "chief", 0, True, 1),
+    ),
+    (
+        "mwms-chief-cpu",
+        {"TF_CONFIG": tf_config(CW, "chief")},
+        0,
+        False,
+        ("multi_worker_mirrored", "RING", "chief", 0, True, 3),
+    ),
+    (
+        "mwms-worker-gpu",
+        {"TF_CONFIG": tf_config(CW, "worker", 1)},
+        2,
+        False,
+        ("multi_worker_mirrored", "NCCL", "worker", 1, False, 3),
+    ),
+    (
+        "master-is-chief",
+        {"TF_CONFIG": tf_config(MASTER, "master")},
+        0,
+        False,
+        ("multi_worker_mirrored", "RING", "chief", 0, True, 2),
+    ),
+    (
+        "worker0-is-chief",
+        {"TF_CONFIG": tf_config(WORKERS_ONLY, "worker", 0)},
+        0,
+        False,
+        ("multi_worker_mirrored", "RING", "worker", 0, True, 2),
+    ),
+    (
+        "worker1-not-chief",
+        {"TF_CONFIG": tf_config(WORKERS_ONLY, "worker", 1)},
+        0,
+        False,
+        ("multi_worker_mirrored", "RING", "worker", 1, False, 2),
+    ),
+    (
+        "ps-chief",
+        {"TF_CONFIG": tf_config(PS, "chief")},
+        0,
+        False,
+        ("parameter_server", None, "chief", 0, True, 2),
+    ),
+    ("ps-task", {"TF_CONFIG": tf_config(PS, "ps")}, 0, False, ("parameter_server", None, "ps", 0, False, 2)),
+    (
+        "ps-beats-gpus",
+        {"TF_CONFIG": tf_config(PS, "worker")},
+        4,
+        False,
+        ("parameter_server", None, "worker", 0, False, 2),
+    ),
+    (
+        "evaluator",
+        {"TF_CONFIG": tf_config(CW, "evaluator")},
+        1,
+        False,
+        ("default", None, "evaluator", 0, False, 3),
+    ),
+    (
+        "single-chief-tf-config",
+        {"TF_CONFIG": tf_config({"chief": ["h0:1"]}, "chief")},
+        2,
+        False,
+        ("mirrored", None, "chief", 0, True, 1),
+    ),
 ]
 
 
@@ -88,7 +139,9 @@ EXPLICIT_OK = [
 ]
 
 
-@pytest.mark.parametrize("asked,env,gpus,tpu,strategy", EXPLICIT_OK, ids=[c[0] or "empty" for c in EXPLICIT_OK])
+@pytest.mark.parametrize(
+    "asked,env,gpus,tpu,strategy", EXPLICIT_OK, ids=[c[0] or "empty" for c in EXPLICIT_OK]
+)
 def test_explicit_strategy_wins(asked: str, env: dict, gpus: int, tpu: bool, strategy: str) -> None:
     d = choose_strategy({**env, "VTRAIN_DISTRIBUTION_STRATEGY": asked}, gpus, tpu)
     assert d.strategy == strategy
@@ -105,7 +158,9 @@ EXPLICIT_BAD = [
 ]
 
 
-@pytest.mark.parametrize("asked,env,tpu,message", EXPLICIT_BAD, ids=[f"{c[0]}-{i}" for i, c in enumerate(EXPLICIT_BAD)])
+@pytest.mark.parametrize(
+    "asked,env,tpu,message", EXPLICIT_BAD, ids=[f"{c[0]}-{i}" for i, c in enumerate(EXPLICIT_BAD)]
+)
 def test_explicit_mismatch_is_a_clear_error(asked: str, env: dict, tpu: bool, message: str) -> None:
     with pytest.raises(RuntimeMismatch, match=message) as err:
         choose_strategy({**env, "VTRAIN_DISTRIBUTION_STRATEGY": asked}, 0, tpu)
@@ -118,12 +173,15 @@ def test_collective_timeout(raw: str, expected: float | None) -> None:
     assert choose_strategy(env, 0, False).collective_timeout == expected
 
 
-@pytest.mark.parametrize("env,message", [
-    ({"VTRAIN_COLLECTIVE_TIMEOUT": "soon"}, "not a number"),
-    ({"VTRAIN_COLLECTIVE_TIMEOUT": "-1"}, "must be >= 0"),
-    ({"TF_CONFIG": "{cluster"}, "not valid JSON"),
-    ({"TF_CONFIG": "[1, 2]"}, "JSON object"),
-])
+@pytest.mark.parametrize(
+    "env,message",
+    [
+        ({"VTRAIN_COLLECTIVE_TIMEOUT": "soon"}, "not a number"),
+        ({"VTRAIN_COLLECTIVE_TIMEOUT": "-1"}, "must be >= 0"),
+        ({"TF_CONFIG": "{cluster"}, "not valid JSON"),
+        ({"TF_CONFIG": "[1, 2]"}, "JSON object"),
+    ],
+)
 def test_bad_environment(env: dict, message: str) -> None:
     env = {"TF_CONFIG": tf_config(CW, "chief"), **env}
     with pytest.raises(RuntimeMismatch, match=message):
@@ -138,18 +196,21 @@ def touch(path: Path) -> None:
     path.touch()
 
 
-@pytest.mark.parametrize("files,env,expected", [
-    ([], {}, None),
-    ([], {"TPU_CONFIG": json.dumps({"tpu_node_name": "n", "project": "p", "zone": "z"})}, "node"),
-    ([], {"TPU_NAME": "my-tpu"}, "node"),
-    ([], {"KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS": "grpc://10.0.0.2:8470"}, "node"),
-    (["lib/libtpu.so", "dev/accel0"], {}, "local"),  # TPU VM v2-v4
-    (["lib/libtpu.so", "dev/vfio/0"], {}, "local"),  # TPU VM v5e and later
-    (["lib/libtpu.so"], {"TPU_ACCELERATOR_TYPE": "v5litepod-8"}, "local"),
-    (["lib/libtpu.so"], {}, None),  # a library without a chip is not a TPU
-    (["dev/accel0"], {}, None),
-    (["dev/vfio/vfio"], {}, None),  # the vfio control node alone is no TPU
-])
+@pytest.mark.parametrize(
+    "files,env,expected",
+    [
+        ([], {}, None),
+        ([], {"TPU_CONFIG": json.dumps({"tpu_node_name": "n", "project": "p", "zone": "z"})}, "node"),
+        ([], {"TPU_NAME": "my-tpu"}, "node"),
+        ([], {"KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS": "grpc://10.0.0.2:8470"}, "node"),
+        (["lib/libtpu.so", "dev/accel0"], {}, "local"),  # TPU VM v2-v4
+        (["lib/libtpu.so", "dev/vfio/0"], {}, "local"),  # TPU VM v5e and later
+        (["lib/libtpu.so"], {"TPU_ACCELERATOR_TYPE": "v5litepod-8"}, "local"),
+        (["lib/libtpu.so"], {}, None),  # a library without a chip is not a TPU
+        (["dev/accel0"], {}, None),
+        (["dev/vfio/vfio"], {}, None),  # the vfio control node alone is no TPU
+    ],
+)
 def test_detect_tpu(tmp_path: Path, files: list[str], env: dict, expected: str | None) -> None:
     for name in files:
         touch(tmp_path / name)
@@ -207,13 +268,16 @@ def keras_like(name: str, version: str) -> types.ModuleType:
     return module
 
 
-@pytest.mark.parametrize("module,env,fails", [
-    (keras_like("keras", "3.15.1"), {"TF_CONFIG": tf_config(CW, "chief")}, True),
-    (keras_like("keras", "3.15.1"), {"TF_CONFIG": tf_config(PS, "chief")}, True),
-    (keras_like("keras", "2.15.0"), {"TF_CONFIG": tf_config(CW, "chief")}, False),
-    (keras_like("tf_keras", "2.21.0"), {"TF_CONFIG": tf_config(CW, "chief")}, False),
-    (keras_like("keras", "3.15.1"), {}, False),
-])
+@pytest.mark.parametrize(
+    "module,env,fails",
+    [
+        (keras_like("keras", "3.15.1"), {"TF_CONFIG": tf_config(CW, "chief")}, True),
+        (keras_like("keras", "3.15.1"), {"TF_CONFIG": tf_config(PS, "chief")}, True),
+        (keras_like("keras", "2.15.0"), {"TF_CONFIG": tf_config(CW, "chief")}, False),
+        (keras_like("tf_keras", "2.21.0"), {"TF_CONFIG": tf_config(CW, "chief")}, False),
+        (keras_like("keras", "3.15.1"), {}, False),
+    ],
+)
 def test_keras3_multi_worker_is_refused(module: types.ModuleType, env: dict, fails: bool) -> None:
     d = choose_strategy(env, 0, False)
     if fails:
@@ -237,8 +301,9 @@ def test_master_rewritten_as_chief(monkeypatch: pytest.MonkeyPatch) -> None:
 def run_python(code: str, env: dict[str, str] | None = None, timeout: float = 120) -> str:
     base = {k: v for k, v in os.environ.items() if not k.startswith(PREFIXES) and k not in EXACT}
     full = {**base, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})}
-    proc = subprocess.run([sys.executable, "-c", code], env=full, capture_output=True, text=True,
-                          timeout=timeout, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=full, capture_output=True, text=True, timeout=timeout, check=False
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout
 
@@ -270,9 +335,14 @@ print("keras", runtime.keras().__name__)
     name, info = lines["env"].split(" ", 1)
     assert name == "True"  # tf.distribute.MultiWorkerMirroredStrategy
     assert json.loads(info) == {
-        "task_type": "chief", "task_index": 0, "is_chief": True, "num_workers": 1,
-        "num_replicas_in_sync": 1, "strategy": "multi_worker_mirrored",
-        "reason": "asked for; one worker (no TF_CONFIG)", "job_id": "123",
+        "task_type": "chief",
+        "task_index": 0,
+        "is_chief": True,
+        "num_workers": 1,
+        "num_replicas_in_sync": 1,
+        "strategy": "multi_worker_mirrored",
+        "reason": "asked for; one worker (no TF_CONFIG)",
+        "job_id": "123",
     }
     pytest.importorskip("tf_keras")
     assert lines["keras"] == "tf_keras"
