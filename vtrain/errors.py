@@ -57,8 +57,9 @@ class ConfigError(VtrainError):
     exit_code = 2
 
     def __init__(self, problems: list[Problem]) -> None:
-        self.problems = [p for p in problems if p.severity == "error"]
-        self.warnings = [p for p in problems if p.severity != "error"]
+        ordered = sorted(problems, key=lambda p: (p.file or "", p.line or 0, p.column or 0))
+        self.problems = [p for p in ordered if p.severity == "error"]
+        self.warnings = [p for p in ordered if p.severity != "error"]
         n = len(self.problems)
         super().__init__(f"{n} problem{'s' if n != 1 else ''} in the job file")
 

@@ -1,0 +1,32 @@
+# Two commands on a fresh machine:  `make demo` (set up + run the quickstart job) and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test lint bench install clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev,tf]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/vtrain validate configs/quickstart.yaml
+	$(BIN)/vtrain render configs/quickstart.yaml -o gcloud
+
+test: $(STAMP)
+	$(BIN)/ruff check vtrain tests benchmarks
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check vtrain tests benchmarks
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/startup.py
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache

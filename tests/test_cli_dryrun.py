@@ -1,0 +1,149 @@
+"""`vtrain validate` and `vtrain render` through click, with exact output and exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+from click.testing import CliRunner
+
+from tests.conftest import REPO
+from tests.helpers import write_job
+from vtrain import __version__
+from vtrain.cli import cli
+
+JOB = """
+name: demo
+trainer:
+  package_uris: [gs://my-bucket/t.tar.gz]
+  module: trainer.task
+  image: tf-cpu.2-17
+  env: {API_TOKEN: s3cr3t}
+cluster:
+  chief: {machine_type: n1-standard-4}
+  workers: {replicas: 2}
+"""
+
+BAD = """
+name: demo
+trainer:
+  package_uris: [gs://my-bucket/t.tar.gz]
+  module: trainer.task
+cluster:
+  chief: {machine_type: n1-standard-4, replicas: 2}
+  workerz: {replicas: 2}
+"""
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_version() -> None:
+    assert run("--version") == (0, f"vtrain, version {__version__}\n", "")
+
+
+def test_validate_ok(tmp_path: Path) -> None:
+    job = write_job(tmp_path, JOB)
+    code, out, err = run("validate", str(job))
+    assert (code, err) == (0, "")
+    assert out == f"{job}: valid: chief 1 × n1-standard-4; workers 2 × n1-standard-4\n"
+
+
+def test_validate_reports_every_problem_with_position(tmp_path: Path) -> None:
+    job = write_job(tmp_path, BAD)
+    code, out, err = run("validate", str(job))
+    assert code == 2 and out == ""
+    assert err.splitlines() == [
+        f"{job}:7:3: cluster.workerz: unknown key 'workerz' in cluster; allowed: chief, workers, "
+        "parameter_servers, reduction_server, evaluator; did you mean 'workers'?",
+        "error: 1 problem in the job file",
+    ]
+    fixed = job.read_text().replace("workerz", "workers")
+    job.write_text(fixed)
+    code, out, err = run("validate", str(job))
+    assert code == 2
+    assert err.splitlines()[0] == (
+        f"{job}:6:50: cluster.chief.replicas: the chief pool runs exactly 1 replica, got 2; "
+        "put extra replicas under cluster.workers"
+    )
+
+
+def test_validate_json_lists_problems(tmp_path: Path) -> None:
+    job = write_job(tmp_path, BAD)
+    code, out, _ = run("validate", str(job), "-o", "json")
+    assert code == 2
+    problems = json.loads(out)
+    assert problems == [
+        {
+            "path": "cluster.workerz",
+            "message": "unknown key 'workerz' in cluster; allowed: chief, workers, parameter_servers, "
+            "reduction_server, evaluator; did you mean 'workers'?",
+            "file": str(job),
+            "line": 7,
+            "column": 3,
+            "severity": "error",
+        }
+    ]
+
+
+def test_validate_missing_file(tmp_path: Path) -> None:
+    code, out, err = run("validate", str(tmp_path / "nope.yaml"))
+    assert code == 2
+    assert f"job file not found: {tmp_path / 'nope.yaml'}" in err
+
+
+def test_render_json_redacts_secrets(tmp_path: Path) -> None:
+    job = write_job(tmp_path, JOB)
+    code, out, err = run("render", str(job))
+    assert code == 0 and err == ""
+    body = json.loads(out)
+    env = body["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]["env"]
+    assert env[0] == {"name": "API_TOKEN", "value": "<redacted>"}
+    code, out, _ = run("render", str(job), "--show-secrets")
+    assert "s3cr3t" in out
+
+
+def test_render_set_overrides_and_formats(tmp_path: Path) -> None:
+    job = write_job(tmp_path, JOB)
+    code, out, _ = run("render", str(job), "-o", "yaml", "--set", "cluster.workers.replicas=5",
+                       "--set", "scheduling.timeout=2h")
+    assert code == 0
+    body = yaml.safe_load(out)
+    assert body["jobSpec"]["workerPoolSpecs"][1]["replicaCount"] == "5"
+    assert body["jobSpec"]["scheduling"] == {"timeout": "7200s"}
+    code, out, _ = run("render", str(job), "-o", "gcloud", "--project", "p1")
+    assert code == 0
+    assert out.splitlines()[1] == (
+        "#   gcloud ai custom-jobs create --project=p1 --region=us-central1 --display-name=demo --config=job.yaml"
+    )
+
+
+def test_render_bad_set_points_at_the_flag(tmp_path: Path) -> None:
+    job = write_job(tmp_path, JOB)
+    code, _, err = run("render", str(job), "--set", "cluster.workers.replicas=many")
+    assert code == 2
+    assert err.splitlines()[0] == (
+        "--set cluster.workers.replicas=many: cluster.workers.replicas: expected a whole number, "
+        "got the text 'many'"
+    )
+
+
+def test_subprocess_cli_has_no_traceback_and_no_tensorflow(tmp_path: Path) -> None:
+    job = write_job(tmp_path, BAD)
+    proc = subprocess.run(
+        [sys.executable, "-m", "vtrain", "validate", str(job)],
+        capture_output=True, text=True, cwd=REPO, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    probe = subprocess.run(
+        [sys.executable, "-c", "import sys, vtrain.cli, vtrain.commands.dryrun, vtrain.spec, vtrain.render;"
+         "print(sorted(m for m in sys.modules if m.startswith(('tensorflow', 'google.cloud.', 'google.protobuf'))))"],
+        capture_output=True, text=True, cwd=REPO, env={"PYTHONPATH": str(REPO)}, check=True,
+    )  # fmt: skip
+    assert probe.stdout.strip() == "[]"

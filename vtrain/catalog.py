@@ -1,0 +1,287 @@
+"""What Vertex AI custom training accepts: machines, accelerators, TPUs, images, bandwidth.
+
+Plain data and small lookups only, so `validate` and `render` never import a
+Google library. Each table says where its numbers come from; when Google adds
+hardware, this is the one file to change. Bandwidths are published maximum
+egress figures per VM and are used for Reduction Server sizing and estimates.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# --------------------------------------------------------------------------- accelerators
+
+#: Every AcceleratorType enum value vtrain can emit (aiplatform_v1.AcceleratorType).
+GPU_TYPES = (
+    "NVIDIA_TESLA_T4",
+    "NVIDIA_TESLA_P4",
+    "NVIDIA_TESLA_P100",
+    "NVIDIA_TESLA_V100",
+    "NVIDIA_TESLA_A100",
+    "NVIDIA_A100_80GB",
+    "NVIDIA_L4",
+    "NVIDIA_H100_80GB",
+    "NVIDIA_H100_MEGA_80GB",
+    "NVIDIA_H200_141GB",
+    "NVIDIA_B200",
+    "NVIDIA_GB200",
+)
+TPU_TYPES = ("TPU_V2", "TPU_V3")
+ACCELERATOR_TYPES = GPU_TYPES + TPU_TYPES
+
+#: Short, case-insensitive aliases users may write instead of the enum name.
+ACCELERATOR_ALIASES: dict[str, str] = {
+    "t4": "NVIDIA_TESLA_T4",
+    "p4": "NVIDIA_TESLA_P4",
+    "p100": "NVIDIA_TESLA_P100",
+    "v100": "NVIDIA_TESLA_V100",
+    "a100": "NVIDIA_TESLA_A100",
+    "a100-40gb": "NVIDIA_TESLA_A100",
+    "a100-80gb": "NVIDIA_A100_80GB",
+    "a100_80gb": "NVIDIA_A100_80GB",
+    "l4": "NVIDIA_L4",
+    "h100": "NVIDIA_H100_80GB",
+    "h100-80gb": "NVIDIA_H100_80GB",
+    "h100-mega": "NVIDIA_H100_MEGA_80GB",
+    "h100-mega-80gb": "NVIDIA_H100_MEGA_80GB",
+    "h200": "NVIDIA_H200_141GB",
+    "b200": "NVIDIA_B200",
+    "gb200": "NVIDIA_GB200",
+    "tpu-v2": "TPU_V2",
+    "tpu_v2": "TPU_V2",
+    "v2": "TPU_V2",
+    "tpu-v3": "TPU_V3",
+    "tpu_v3": "TPU_V3",
+    "v3": "TPU_V3",
+}
+
+
+def normalize_accelerator(value: str) -> str | None:
+    """Enum name for an accelerator given by enum name or alias; None if unknown."""
+    upper = value.strip().upper()
+    if upper in ACCELERATOR_TYPES:
+        return upper
+    return ACCELERATOR_ALIASES.get(value.strip().lower())
+
+
+def accelerator_spellings() -> list[str]:
+    """Everything accepted as an accelerator, for did-you-mean suggestions."""
+    return list(ACCELERATOR_TYPES) + list(ACCELERATOR_ALIASES)
+
+
+# --------------------------------------------------------------------------- machines
+
+
+@dataclass(frozen=True)
+class GpuMachine:
+    """A machine type whose GPUs are fixed by the type (A2, A3, A4, G2)."""
+
+    accelerator: str
+    count: int
+    nic_gbps: float
+
+
+#: Accelerator-optimized machine types: the GPU type and count are part of the machine.
+GPU_MACHINES: dict[str, GpuMachine] = {
+    # A2 (A100 40 GB): 24/32/50/100 Gbps.
+    "a2-highgpu-1g": GpuMachine("NVIDIA_TESLA_A100", 1, 24),
+    "a2-highgpu-2g": GpuMachine("NVIDIA_TESLA_A100", 2, 32),
+    "a2-highgpu-4g": GpuMachine("NVIDIA_TESLA_A100", 4, 50),
+    "a2-highgpu-8g": GpuMachine("NVIDIA_TESLA_A100", 8, 100),
+    "a2-megagpu-16g": GpuMachine("NVIDIA_TESLA_A100", 16, 100),
+    # A2 ultra (A100 80 GB).
+    "a2-ultragpu-1g": GpuMachine("NVIDIA_A100_80GB", 1, 24),
+    "a2-ultragpu-2g": GpuMachine("NVIDIA_A100_80GB", 2, 32),
+    "a2-ultragpu-4g": GpuMachine("NVIDIA_A100_80GB", 4, 50),
+    "a2-ultragpu-8g": GpuMachine("NVIDIA_A100_80GB", 8, 100),
+    # A3 (H100 80 GB); 1g/2g/4g are offered for Spot and flex-start capacity only.
+    "a3-highgpu-1g": GpuMachine("NVIDIA_H100_80GB", 1, 50),
+    "a3-highgpu-2g": GpuMachine("NVIDIA_H100_80GB", 2, 100),
+    "a3-highgpu-4g": GpuMachine("NVIDIA_H100_80GB", 4, 100),
+    "a3-highgpu-8g": GpuMachine("NVIDIA_H100_80GB", 8, 1000),
+    "a3-megagpu-8g": GpuMachine("NVIDIA_H100_MEGA_80GB", 8, 1800),
+    # A3 ultra (H200 141 GB), A4 (B200), A4X (GB200).
+    "a3-ultragpu-8g": GpuMachine("NVIDIA_H200_141GB", 8, 3600),
+    "a4-highgpu-8g": GpuMachine("NVIDIA_B200", 8, 3600),
+    "a4x-highgpu-4g": GpuMachine("NVIDIA_GB200", 4, 2000),
+    # G2 (L4).
+    "g2-standard-4": GpuMachine("NVIDIA_L4", 1, 10),
+    "g2-standard-8": GpuMachine("NVIDIA_L4", 1, 16),
+    "g2-standard-12": GpuMachine("NVIDIA_L4", 1, 16),
+    "g2-standard-16": GpuMachine("NVIDIA_L4", 1, 32),
+    "g2-standard-24": GpuMachine("NVIDIA_L4", 2, 32),
+    "g2-standard-32": GpuMachine("NVIDIA_L4", 1, 32),
+    "g2-standard-48": GpuMachine("NVIDIA_L4", 4, 50),
+    "g2-standard-96": GpuMachine("NVIDIA_L4", 8, 100),
+}
+
+#: Machine types that exist only for Spot or flex-start capacity.
+SPOT_OR_FLEX_ONLY = frozenset({"a3-highgpu-1g", "a3-highgpu-2g", "a3-highgpu-4g"})
+
+#: GPUs attachable to N1 machines: legal counts, and the most vCPUs allowed with each count.
+N1_GPUS: dict[str, dict[int, int]] = {
+    "NVIDIA_TESLA_T4": {1: 48, 2: 48, 4: 96},
+    "NVIDIA_TESLA_P4": {1: 24, 2: 48, 4: 96},
+    "NVIDIA_TESLA_P100": {1: 16, 2: 32, 4: 96},
+    "NVIDIA_TESLA_V100": {1: 12, 2: 24, 4: 48, 8: 96},
+}
+
+#: General-purpose families Vertex training accepts: family -> (shapes -> vCPU counts, NIC cap Gbps).
+_CPU_FAMILIES: dict[str, tuple[dict[str, tuple[int, ...]], float]] = {
+    "n1": (
+        {
+            "standard": (4, 8, 16, 32, 64, 96),
+            "highmem": (2, 4, 8, 16, 32, 64, 96),
+            "highcpu": (16, 32, 64, 96),
+        },
+        32,
+    ),
+    "n2": (
+        {
+            "standard": (4, 8, 16, 32, 48, 64, 80),
+            "highmem": (2, 4, 8, 16, 32, 48, 64, 80),
+            "highcpu": (16, 32, 48, 64, 80),
+        },
+        32,
+    ),
+    "e2": ({"standard": (4, 8, 16, 32), "highmem": (2, 4, 8, 16), "highcpu": (16, 32)}, 16),
+    "c2": ({"standard": (4, 8, 16, 30, 60)}, 32),
+    "m1": ({"ultramem": (40, 80, 160), "megamem": (96,)}, 32),
+}
+
+CPU_MACHINES: dict[str, int] = {
+    f"{family}-{shape}-{vcpus}": vcpus
+    for family, (shapes, _cap) in _CPU_FAMILIES.items()
+    for shape, counts in shapes.items()
+    for vcpus in counts
+}
+
+
+@dataclass(frozen=True)
+class TpuVmMachine:
+    """A TPU VM machine type: chips per host and the topologies Vertex accepts for it."""
+
+    generation: str
+    chips: int
+    topologies: tuple[str, ...]
+    nic_gbps: float
+
+
+#: Legacy TPU nodes: machine `cloud-tpu` with an accelerator type and count.
+CLOUD_TPU = "cloud-tpu"
+CLOUD_TPU_COUNTS = (8,)  # a single v2-8 / v3-8 device; pods are sized in multiples of 32.
+CLOUD_TPU_POD_STEP = 32
+
+#: TPU VM machine types (v5e "lite pod", v6e): the topology picks single- or multi-host slices.
+TPU_VM_MACHINES: dict[str, TpuVmMachine] = {
+    "ct5lp-hightpu-1t": TpuVmMachine("v5e", 1, ("1x1",), 50),
+    "ct5lp-hightpu-4t": TpuVmMachine("v5e", 4, ("2x2", "2x4", "4x4", "4x8", "8x8", "8x16", "16x16"), 100),
+    "ct5lp-hightpu-8t": TpuVmMachine("v5e", 8, ("2x4",), 100),
+    "ct6e-standard-1t": TpuVmMachine("v6e", 1, ("1x1",), 100),
+    "ct6e-standard-4t": TpuVmMachine("v6e", 4, ("2x2", "2x4", "4x4", "4x8", "8x8", "8x16", "16x16"), 200),
+    "ct6e-standard-8t": TpuVmMachine("v6e", 8, ("2x4",), 200),
+}
+
+ALL_MACHINE_TYPES: tuple[str, ...] = (
+    tuple(CPU_MACHINES) + tuple(GPU_MACHINES) + tuple(TPU_VM_MACHINES) + (CLOUD_TPU,)
+)
+
+
+def is_tpu_machine(machine_type: str) -> bool:
+    return machine_type == CLOUD_TPU or machine_type in TPU_VM_MACHINES
+
+
+def vcpus(machine_type: str) -> int | None:
+    """vCPUs of a general-purpose machine type; None for accelerator-optimized types."""
+    return CPU_MACHINES.get(machine_type)
+
+
+def nic_gbps(machine_type: str) -> float:
+    """Published maximum egress bandwidth (Gbps) of one VM of this type.
+
+    N1/N2/C2 get 2 Gbps per vCPU up to 32 Gbps, E2 up to 16 Gbps; accelerator
+    machines carry their own figure. Raises KeyError for an unknown type.
+    """
+    if machine_type in GPU_MACHINES:
+        return GPU_MACHINES[machine_type].nic_gbps
+    if machine_type in TPU_VM_MACHINES:
+        return TPU_VM_MACHINES[machine_type].nic_gbps
+    if machine_type in CPU_MACHINES:
+        family = machine_type.split("-", 1)[0]
+        cap = _CPU_FAMILIES[family][1]
+        return float(min(2 * CPU_MACHINES[machine_type], cap))
+    if machine_type == CLOUD_TPU:
+        return 32.0
+    raise KeyError(machine_type)
+
+
+def gpus_per_machine(machine_type: str, accelerator_count: int = 0) -> int:
+    """GPUs one replica of this machine has (fixed by A2/A3/G2 types, else the count given)."""
+    if machine_type in GPU_MACHINES:
+        return GPU_MACHINES[machine_type].count
+    return accelerator_count
+
+
+# --------------------------------------------------------------------------- images
+
+IMAGE_REGISTRY = "docker.pkg.dev/vertex-ai/training"
+
+#: Prebuilt TensorFlow training images Vertex publishes: version -> Python suffix, per family.
+PREBUILT_TF: dict[str, dict[str, str]] = {
+    "cpu": {f"2-{n}": "py310" for n in range(12, 18)},
+    "gpu": {f"2-{n}": "py310" for n in range(12, 18)},
+    "tpu": {f"2-{n}": "py310" for n in range(15, 18)},
+}
+DEFAULT_TF_VERSION = "2-17"
+
+#: Image alias grammar: `tf-cpu.2-17`, `tf-gpu.2-17`, `tf-tpu.2-17`, or `tf.2-17` (pick per pool).
+IMAGE_ALIAS_RE = re.compile(r"^tf(?:-(?P<family>cpu|gpu|tpu))?\.(?P<version>2-\d+)$")
+#: A full prebuilt URI, so rules can check the family and version of images given in full.
+PREBUILT_URI_RE = re.compile(
+    r"^(?P<multi>us|europe|asia)-docker\.pkg\.dev/vertex-ai/training/"
+    r"tf-(?P<family>cpu|gpu|tpu)\.(?P<version>2-\d+)(?:\.py\d+)?:latest$"
+)
+
+REDUCTION_SERVER_IMAGE = "{multi}-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"
+REDUCTION_SERVER_DEFAULT_MACHINE = "n1-highcpu-16"
+
+
+def multi_region(region: str) -> str:
+    """The Artifact Registry multi-region (us, europe, asia) nearest a Vertex region."""
+    prefix = region.split("-", 1)[0]
+    if prefix in {"europe", "me", "africa"}:
+        return "europe"
+    if prefix in {"asia", "australia"}:
+        return "asia"
+    return "us"
+
+
+def prebuilt_image_uri(family: str, version: str, region: str) -> str:
+    suffix = PREBUILT_TF[family][version]
+    return f"{multi_region(region)}-{IMAGE_REGISTRY}/tf-{family}.{version}.{suffix}:latest"
+
+
+def reduction_server_image(region: str) -> str:
+    return REDUCTION_SERVER_IMAGE.format(multi=multi_region(region))
+
+
+def tf_version_tuple(version: str) -> tuple[int, int]:
+    major, minor = version.split("-")
+    return int(major), int(minor)
+
+
+# --------------------------------------------------------------------------- regions
+
+#: Regions where Vertex AI custom training runs (used for did-you-mean, not as a hard allow-list).
+REGIONS = (
+    "us-central1", "us-east1", "us-east4", "us-east5", "us-south1", "us-west1", "us-west2",
+    "us-west3", "us-west4", "northamerica-northeast1", "northamerica-northeast2",
+    "southamerica-east1", "southamerica-west1", "europe-central2", "europe-north1",
+    "europe-southwest1", "europe-west1", "europe-west2", "europe-west3", "europe-west4",
+    "europe-west6", "europe-west8", "europe-west9", "europe-west12", "me-central1",
+    "me-central2", "me-west1", "africa-south1", "asia-east1", "asia-east2", "asia-northeast1",
+    "asia-northeast2", "asia-northeast3", "asia-south1", "asia-southeast1", "asia-southeast2",
+    "australia-southeast1", "australia-southeast2",
+)  # fmt: skip

@@ -1,0 +1,98 @@
+"""`vtrain validate` and `vtrain render`: the offline, credential-free dry run for CI."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from vtrain.commands._options import output_option, project_option, set_option
+from vtrain.errors import ConfigError
+
+_JOB = click.argument("job_file", metavar="JOB.yaml", type=click.Path(dir_okay=False))
+_TARGET = click.option(
+    "--target",
+    type=click.Choice(["vertex", "local"]),
+    default="vertex",
+    show_default=True,
+    help="Check for Vertex AI (gs:// everywhere), or for `vtrain local` (local paths allowed).",
+)
+
+
+def _summary(config: object) -> str:
+    from vtrain.config import JobConfig
+
+    assert isinstance(config, JobConfig)
+    parts = []
+    for pool in config.pools():
+        machine = pool.machine_type
+        if pool.accelerator:
+            machine += f" + {pool.accelerator_count} × {pool.accelerator}"
+        if pool.tpu_topology:
+            machine += f" ({pool.tpu_topology})"
+        parts.append(f"{pool.role} {pool.replicas} × {machine}")
+    return "; ".join(parts)
+
+
+@click.command()
+@_JOB
+@output_option("text", "json")
+@set_option
+@_TARGET
+def validate(job_file: str, output: str, overrides: tuple[str, ...], target: str) -> None:
+    """Check a job file against Vertex AI's rules; list every problem.
+
+    Exit 0 when valid, 2 when not. Each problem reads
+    FILE:LINE:COL: key.path: what is wrong; what is allowed; did you mean X?
+    """
+    from vtrain.config import load_config
+
+    try:
+        config = load_config(job_file, overrides, target=target)
+    except ConfigError as err:
+        if output == "json":
+            click.echo(json.dumps([p.to_dict() for p in err.problems + err.warnings], indent=2))
+            raise SystemExit(2) from None
+        raise
+    if output == "json":
+        click.echo(json.dumps([p.to_dict() for p in config.warnings], indent=2))
+        return
+    for warning in config.warnings:
+        click.echo(str(warning), err=True)
+    click.echo(f"{job_file}: valid: {_summary(config)}")
+
+
+@click.command()
+@_JOB
+@output_option("json", "yaml", "gcloud")
+@set_option
+@project_option
+@click.option("--show-secrets", is_flag=True, help="Print env values whose names look secret instead of <redacted>.")
+def render(job_file: str, output: str, overrides: tuple[str, ...], project: str | None, show_secrets: bool) -> None:
+    """Print the exact CustomJob request, with no cloud access.
+
+    json: the REST body of projects.locations.customJobs.create; yaml: the same
+    as YAML; gcloud: the file for `gcloud ai custom-jobs create --config`.
+    """
+    from vtrain.config import load_config, resolve_project
+    from vtrain.render import render as render_job
+    from vtrain.spec import build_job_dict
+
+    config = load_config(job_file, overrides)
+    for warning in config.warnings:
+        click.echo(str(warning), err=True)
+    body = build_job_dict(config)
+    text = render_job(body, output, show_secrets=show_secrets, project=resolve_project(config, project),
+                      region=config.region)
+    click.echo(text, nl=False)
+    hint = _estimate_hint(config)
+    if hint:
+        click.echo(hint, err=True)
+
+
+def _estimate_hint(config: object) -> str | None:
+    try:
+        from vtrain.estimate import estimate_hint
+    except ImportError:
+        return None
+    return estimate_hint(config)

@@ -1,0 +1,387 @@
+"""Job file → typed, validated :class:`JobConfig`.
+
+The pipeline is: read YAML with positions (:mod:`vtrain.yamlpos`) → apply
+`--set` overrides → check the shape (:mod:`vtrain.schema`) → build frozen
+dataclasses with defaults and pool inheritance → cross-field rules
+(:mod:`vtrain.rules`). Every problem from every stage is reported together in
+one :class:`~vtrain.errors.ConfigError`. Nothing here touches the network.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from vtrain.catalog import GPU_TYPES
+from vtrain.errors import ConfigError, Problem
+from vtrain.yamlpos import Position, Positions, format_path, load_yaml
+
+DEFAULT_REGION = "us-central1"
+ROLES = ("chief", "workers", "parameter_servers", "reduction_server", "evaluator")
+#: Vertex worker pool index of each role (pool 2 is shared by parameter servers and reducers).
+POOL_INDEX = {"chief": 0, "workers": 1, "parameter_servers": 2, "reduction_server": 2, "evaluator": 3}
+DEFAULT_PS_MACHINE = "n1-standard-8"
+
+
+@dataclass(frozen=True)
+class BootDisk:
+    type: str = "pd-ssd"
+    size_gb: int = 100
+
+
+@dataclass(frozen=True)
+class PoolConfig:
+    """One worker pool. `replicas` is an int once `auto` reducers are sized."""
+
+    role: str
+    replicas: int | str
+    machine_type: str
+    accelerator: str | None = None
+    accelerator_count: int = 0
+    tpu_topology: str | None = None
+    boot_disk: BootDisk | None = None
+    args: tuple[str, ...] | None = None
+    env: Mapping[str, str] | None = None
+
+    @property
+    def index(self) -> int:
+        return POOL_INDEX[self.role]
+
+    @property
+    def gpus(self) -> int:
+        """GPUs per replica of this pool."""
+        return self.accelerator_count if self.accelerator in GPU_TYPES else 0
+
+
+@dataclass(frozen=True)
+class ContainerConfig:
+    image_uri: str
+    command: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class TrainerConfig:
+    package: Path | None = None
+    package_uris: tuple[str, ...] = ()
+    container: ContainerConfig | None = None
+    module: str | None = None
+    image: str | None = None
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SchedulingConfig:
+    timeout_s: int | None = None
+    restart_job_on_worker_restart: bool = False
+    disable_retries: bool = False
+    strategy: str | None = None
+    max_wait_s: int | None = None
+
+
+@dataclass(frozen=True)
+class ReservationConfig:
+    affinity: str = "none"
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    """A checked job file. Build the Vertex request from it with :func:`vtrain.build_job`."""
+
+    name: str
+    trainer: TrainerConfig
+    chief: PoolConfig
+    region: str = DEFAULT_REGION
+    project: str | None = None
+    staging_bucket: str | None = None
+    base_output_dir: str | None = None
+    service_account: str | None = None
+    network: str | None = None
+    reserved_ip_ranges: tuple[str, ...] = ()
+    labels: Mapping[str, str] = field(default_factory=dict)
+    tensorboard: str | None = None
+    enable_web_access: bool = False
+    enable_dashboard_access: bool = False
+    persistent_resource_id: str | None = None
+    kms_key: str | None = None
+    distribution_strategy: str = "auto"
+    workers: PoolConfig | None = None
+    parameter_servers: PoolConfig | None = None
+    reduction_server: PoolConfig | None = None
+    evaluator: PoolConfig | None = None
+    scheduling: SchedulingConfig = field(default_factory=SchedulingConfig)
+    reservation: ReservationConfig | None = None
+    source: Path | None = field(default=None, compare=False)
+    positions: Positions = field(default_factory=Positions, compare=False, repr=False)
+    warnings: tuple[Problem, ...] = field(default=(), compare=False, repr=False)
+
+    def pools(self) -> list[PoolConfig]:
+        """Pools present, in Vertex order (chief, workers, ps or reducers, evaluator)."""
+        found = [self.chief, self.workers, self.parameter_servers, self.reduction_server, self.evaluator]
+        return [p for p in found if p is not None and p.replicas != 0]
+
+    def training_replicas(self) -> int:
+        """Replicas of pools 0 and 1: the ones that all-reduce gradients."""
+        return sum(int(p.replicas) for p in (self.chief, self.workers) if p is not None)
+
+
+# --------------------------------------------------------------------------- overrides
+
+
+def apply_overrides(data: Any, overrides: Iterable[str], positions: Positions) -> tuple[Any, list[Problem]]:
+    """Apply `key.path=value` overrides (value parsed as YAML) to a copy of the raw data."""
+    problems: list[Problem] = []
+    data = _deep_copy(data) if data is not None else {}
+    for item in overrides:
+        where = Position(f"--set {item}")
+        if "=" not in item:
+            problems.append(Problem("", "--set expects KEY.PATH=VALUE, e.g. cluster.workers.replicas=4",
+                                    file=where.file))
+            continue
+        key, raw = item.split("=", 1)
+        parts = [p for p in key.strip().split(".") if p]
+        if not parts:
+            problems.append(Problem("", "--set needs a key path before '='", file=where.file))
+            continue
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            value = raw
+        node = data
+        if not isinstance(node, dict):
+            problems.append(Problem("", "the job file's top level is not a mapping", file=where.file))
+            continue
+        for i, part in enumerate(parts[:-1]):
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            if not isinstance(child, dict):
+                problems.append(Problem(".".join(parts[: i + 1]), "is not a mapping; cannot set a key inside it",
+                                        file=where.file))
+                break
+            node = child
+        else:
+            node[parts[-1]] = value
+            path = tuple(parts)
+            positions.values[path] = where
+            positions.keys[path] = where
+            for sub in _subpaths(value, path):
+                positions.values[sub] = where
+                positions.keys[sub] = where
+    return data, problems
+
+
+def _deep_copy(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _deep_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_deep_copy(v) for v in value]
+    return value
+
+
+def _subpaths(value: Any, path: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    out: list[tuple[Any, ...]] = []
+    if isinstance(value, dict):
+        for k, v in value.items():
+            out.append((*path, k))
+            out.extend(_subpaths(v, (*path, k)))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            out.append((*path, i))
+            out.extend(_subpaths(v, (*path, i)))
+    return out
+
+
+# --------------------------------------------------------------------------- building
+
+
+def _boot_disk(raw: Mapping[str, Any] | None) -> BootDisk | None:
+    if raw is None:
+        return None
+    return BootDisk(type=raw.get("type", "pd-ssd"), size_gb=raw.get("size_gb", 100))
+
+
+def _pool(role: str, raw: Mapping[str, Any], chief: PoolConfig | None) -> PoolConfig:
+    """Build a pool; workers and evaluator inherit the chief's machine when they name none."""
+    replicas = raw.get("replicas", "auto" if role == "reduction_server" else 1)
+    machine_type = raw.get("machine_type")
+    inherit = chief is not None and role in ("workers", "evaluator") and (
+        machine_type is None or machine_type == chief.machine_type
+    )
+    accelerator = raw.get("accelerator")
+    count = raw.get("accelerator_count")
+    topology = raw.get("tpu_topology")
+    if inherit and chief is not None:
+        machine_type = chief.machine_type
+        accelerator = accelerator if "accelerator" in raw else chief.accelerator
+        count = count if "accelerator_count" in raw else chief.accelerator_count
+        topology = topology if "tpu_topology" in raw else chief.tpu_topology
+    if machine_type is None:
+        if role == "reduction_server":
+            from vtrain.catalog import REDUCTION_SERVER_DEFAULT_MACHINE
+
+            machine_type = REDUCTION_SERVER_DEFAULT_MACHINE
+        elif role == "parameter_servers" and chief is not None and not chief.accelerator:
+            machine_type = chief.machine_type
+        elif role == "parameter_servers":
+            machine_type = DEFAULT_PS_MACHINE
+        else:
+            machine_type = ""
+    boot_disk = _boot_disk(raw.get("boot_disk"))
+    if boot_disk is None and chief is not None and role != "reduction_server":
+        boot_disk = chief.boot_disk
+    args = raw.get("args")
+    return PoolConfig(
+        role=role,
+        replicas=replicas,
+        machine_type=machine_type,
+        accelerator=accelerator,
+        accelerator_count=count or 0,
+        tpu_topology=topology,
+        boot_disk=boot_disk,
+        args=tuple(args) if args is not None else None,
+        env=raw.get("env"),
+    )
+
+
+def _resolve_package(raw: str | None, base: Path) -> Path | None:
+    if raw is None:
+        return None
+    path = Path(os.path.expanduser(raw))
+    return path if path.is_absolute() else (base / path).resolve()
+
+
+def build_config(data: Mapping[str, Any], *, source: Path | None, positions: Positions) -> JobConfig:
+    """Dataclasses from schema-checked data (no cross-field validation here)."""
+    base = source.parent if source is not None else Path.cwd()
+    trainer_raw = data["trainer"]
+    container = trainer_raw.get("container")
+    trainer = TrainerConfig(
+        package=_resolve_package(trainer_raw.get("package"), base),
+        package_uris=tuple(trainer_raw.get("package_uris") or ()),
+        container=ContainerConfig(container["image_uri"], tuple(container.get("command") or ()))
+        if container
+        else None,
+        module=trainer_raw.get("module"),
+        image=trainer_raw.get("image"),
+        args=tuple(trainer_raw.get("args") or ()),
+        env=dict(trainer_raw.get("env") or {}),
+    )
+    cluster = data["cluster"]
+    chief = _pool("chief", cluster["chief"], None)
+    pools = {role: _pool(role, cluster[role], chief) for role in ROLES[1:] if role in cluster}
+    sched = data.get("scheduling") or {}
+    reservation = data.get("reservation")
+    return JobConfig(
+        name=data["name"],
+        trainer=trainer,
+        chief=chief,
+        region=data.get("region", DEFAULT_REGION),
+        project=data.get("project"),
+        staging_bucket=data.get("staging_bucket"),
+        base_output_dir=data.get("base_output_dir"),
+        service_account=data.get("service_account"),
+        network=data.get("network"),
+        reserved_ip_ranges=tuple(data.get("reserved_ip_ranges") or ()),
+        labels=dict(data.get("labels") or {}),
+        tensorboard=data.get("tensorboard"),
+        enable_web_access=data.get("enable_web_access", False),
+        enable_dashboard_access=data.get("enable_dashboard_access", False),
+        persistent_resource_id=data.get("persistent_resource_id"),
+        kms_key=data.get("kms_key"),
+        distribution_strategy=data.get("distribution_strategy", "auto"),
+        workers=pools.get("workers"),
+        parameter_servers=pools.get("parameter_servers"),
+        reduction_server=pools.get("reduction_server"),
+        evaluator=pools.get("evaluator"),
+        scheduling=SchedulingConfig(
+            timeout_s=sched.get("timeout"),
+            restart_job_on_worker_restart=sched.get("restart_job_on_worker_restart", False),
+            disable_retries=sched.get("disable_retries", False),
+            strategy=sched.get("strategy"),
+            max_wait_s=sched.get("max_wait"),
+        ),
+        reservation=ReservationConfig(reservation.get("affinity", "specific" if reservation.get("name")
+                                                      else "any"), reservation.get("name"))
+        if reservation is not None
+        else None,
+        source=source,
+        positions=positions,
+    )
+
+
+def resolve_project(config: JobConfig, flag: str | None = None, env: Mapping[str, str] | None = None) -> str | None:
+    """Project by precedence: flag, job file, VTRAIN_PROJECT, GOOGLE_CLOUD_PROJECT."""
+    env = os.environ if env is None else env
+    return flag or config.project or env.get("VTRAIN_PROJECT") or env.get("GOOGLE_CLOUD_PROJECT") or None
+
+
+def parse_config(
+    text: str,
+    file: str = "<config>",
+    *,
+    source: Path | None = None,
+    overrides: Iterable[str] = (),
+    target: str = "vertex",
+) -> JobConfig:
+    """Parse and validate job-file text; raise ConfigError listing every problem."""
+    from vtrain import rules, schema
+
+    data, positions, problems = load_yaml(text, file)
+    if problems:
+        raise ConfigError(problems)
+    if data is not None and not isinstance(data, dict):
+        pos = positions.of(())
+        raise ConfigError([Problem("", "the job file must be a mapping of keys (name, trainer, cluster, ...)",
+                                   pos.file, pos.line, pos.column)])
+    overrides = list(overrides)
+    if overrides:
+        data, problems = apply_overrides(data, overrides, positions)
+        if problems:
+            raise ConfigError(problems)
+    checked, problems = schema.check_job(data, positions)
+    if checked is None or any(p.severity == "error" for p in problems):
+        raise ConfigError(problems)
+    config = build_config(checked, source=source, positions=positions)
+    config, problems = rules.validate(config, target=target)
+    if any(p.severity == "error" for p in problems):
+        raise ConfigError(problems)
+    return replace(config, warnings=tuple(problems))
+
+
+def load_config(path: str | os.PathLike[str], overrides: Iterable[str] = (), *, target: str = "vertex") -> JobConfig:
+    """Load and validate a job file. Raises ConfigError with every problem found.
+
+    `target="local"` relaxes the rules that only matter when sending to Vertex
+    (a gs:// staging bucket for package trainers), for `vtrain local`.
+    """
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError([Problem("", f"job file not found: {file}", file=str(file))]) from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError([Problem("", f"cannot read job file: {err}", file=str(file))]) from None
+    return parse_config(text, str(path), source=file.resolve(), overrides=overrides, target=target)
+
+
+__all__ = [
+    "BootDisk",
+    "ContainerConfig",
+    "JobConfig",
+    "PoolConfig",
+    "ReservationConfig",
+    "SchedulingConfig",
+    "TrainerConfig",
+    "apply_overrides",
+    "format_path",
+    "load_config",
+    "parse_config",
+    "resolve_project",
+]

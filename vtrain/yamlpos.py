@@ -1,0 +1,148 @@
+"""YAML → plain data, keeping the file position of every key and value.
+
+Errors must point at `file:line:col`, so the job file is composed into YAML
+nodes and walked by hand: each key's and value's mark is recorded under its
+key path. Duplicate keys, which PyYAML silently accepts (last one wins), are
+reported here. Only `yaml.SafeLoader` is used: no Python object tags.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from vtrain.errors import Problem
+
+PathKey = tuple[str | int, ...]
+
+
+@dataclass(frozen=True)
+class Position:
+    file: str | None
+    line: int | None = None
+    column: int | None = None
+
+
+@dataclass
+class Positions:
+    """Where each key path came from: the value's position and, for mapping entries, the key's."""
+
+    values: dict[PathKey, Position] = field(default_factory=dict)
+    keys: dict[PathKey, Position] = field(default_factory=dict)
+    default: Position = field(default_factory=lambda: Position(None))
+
+    def alias(self, written: PathKey, canonical: PathKey) -> None:
+        """Make positions recorded under a key alias (`ps`) findable by the canonical name."""
+        n = len(written)
+        for table in (self.values, self.keys):
+            for path in [p for p in table if p[:n] == written]:
+                table.setdefault(canonical + path[n:], table[path])
+
+    def of(self, path: PathKey, *, key: bool = False) -> Position:
+        """Position of `path`, falling back to the nearest ancestor that has one."""
+        table = self.keys if key else self.values
+        probe = tuple(path)
+        while probe:
+            if probe in table:
+                return table[probe]
+            if not key and probe in self.keys:
+                return self.keys[probe]
+            probe = probe[:-1]
+        return self.values.get((), self.default)
+
+
+def format_path(path: PathKey) -> str:
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def _pos(file: str, mark: yaml.Mark | None) -> Position:
+    if mark is None:
+        return Position(file)
+    return Position(file, mark.line + 1, mark.column + 1)
+
+
+def _yaml_error_problem(err: yaml.YAMLError, file: str) -> Problem:
+    mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
+    problem = getattr(err, "problem", None) or str(err)
+    text = str(problem)
+    if "'\\t'" in text or "\\t" in text:
+        text = "tab character found; YAML indentation must use spaces, not tabs"
+    else:
+        context = getattr(err, "context", None)
+        text = f"YAML syntax error: {text}" + (f" ({context})" if context else "")
+    pos = _pos(file, mark)
+    return Problem(path="", message=text, file=file, line=pos.line, column=pos.column)
+
+
+class _Walker:
+    def __init__(self, loader: yaml.SafeLoader, file: str) -> None:
+        self.loader = loader
+        self.file = file
+        self.positions = Positions(default=Position(file))
+        self.problems: list[Problem] = []
+
+    def walk(self, node: yaml.Node, path: PathKey) -> Any:
+        self.positions.values[path] = _pos(self.file, node.start_mark)
+        if isinstance(node, yaml.MappingNode):
+            self.loader.flatten_mapping(node)
+            result: dict[Any, Any] = {}
+            for key_node, value_node in node.value:
+                key = self.loader.construct_object(key_node, deep=True)
+                if not isinstance(key, (str, int, float, bool)) or key is None:
+                    self._problem(path, key_node, "mapping keys must be plain scalars")
+                    continue
+                key = str(key) if not isinstance(key, str) else key
+                child = (*path, key)
+                if key in result:
+                    first = self.positions.keys.get(child)
+                    where = f" (first defined on line {first.line})" if first and first.line else ""
+                    self._problem(child, key_node, f"duplicate key '{key}'{where}; keep only one")
+                    continue
+                self.positions.keys[child] = _pos(self.file, key_node.start_mark)
+                result[key] = self.walk(value_node, child)
+            return result
+        if isinstance(node, yaml.SequenceNode):
+            return [self.walk(item, (*path, i)) for i, item in enumerate(node.value)]
+        return self.loader.construct_object(node, deep=True)
+
+    def _problem(self, path: PathKey, node: yaml.Node, message: str) -> None:
+        pos = _pos(self.file, node.start_mark)
+        self.problems.append(
+            Problem(format_path(path), message, file=pos.file, line=pos.line, column=pos.column)
+        )
+
+
+def load_yaml(text: str, file: str) -> tuple[Any, Positions, list[Problem]]:
+    """Parse one YAML document; return (data, positions, problems). Never raises on bad YAML."""
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None, Positions(default=Position(file, 1, 1)), []
+        walker = _Walker(loader, file)
+        data = walker.walk(node, ())
+        return data, walker.positions, walker.problems
+    except yaml.YAMLError as err:
+        return None, Positions(default=Position(file)), [_yaml_error_problem(err, file)]
+    finally:
+        loader.dispose()
+
+
+def iter_paths(data: Any, path: PathKey = ()) -> Iterator[PathKey]:
+    """Every key path in plain data (for tests and overrides)."""
+    yield path
+    if isinstance(data, dict):
+        for key, value in data.items():
+            yield from iter_paths(value, (*path, key))
+    elif isinstance(data, list):
+        for i, value in enumerate(data):
+            yield from iter_paths(value, (*path, i))
