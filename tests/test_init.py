@@ -97,9 +97,7 @@ def test_init_bad_options(tmp_path: Path, args: list[str], message: str) -> None
     assert not (tmp_path / "t").exists()
 
 
-@pytest.mark.parametrize(
-    "name,expected", [("My_Proj", "my-proj"), ("2024 run", "job-2024-run"), ("__", "my-job")]
-)
+@pytest.mark.parametrize("name,expected", [("My_Proj", "my-proj"), ("2024 run", "job-2024-run"), ("__", "my-job")])
 def test_job_name(tmp_path: Path, name: str, expected: str) -> None:
     assert job_name(tmp_path / name) == expected
 
@@ -115,3 +113,18 @@ def test_init_as_a_subprocess(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "x" / "vtrain.yaml").is_file()
+
+
+@pytest.mark.parametrize("template", TEMPLATES)
+def test_written_job_file_loads_and_validates(tmp_path: Path, template: str) -> None:
+    import vtrain
+
+    target = tmp_path / "proj"
+    assert CliRunner().invoke(cli, ["init", str(target), "-t", template]).exit_code == 0
+    config = vtrain.load_config(target / "vtrain.yaml")
+    assert config.name == "proj" and config.distribution_strategy == "auto"
+    assert config.trainer.package == target.resolve() and config.trainer.module == "trainer.task"
+    assert config.training_replicas() == 2 and not config.warnings
+    result = CliRunner().invoke(cli, ["validate", str(target / "vtrain.yaml")])
+    assert result.exit_code == 0, result.output
+    assert result.output == f"{target / 'vtrain.yaml'}: valid: chief 1 × n1-standard-4; workers 1 × n1-standard-4\n"

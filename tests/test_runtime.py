@@ -28,9 +28,7 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def tf_config(cluster: dict, task_type: str, index: int = 0) -> str:
-    return json.dumps(
-        {"cluster": cluster, "task": {"type": task_type, "index": index}, "environment": "cloud"}
-    )
+    return json.dumps({"cluster": cluster, "task": {"type": task_type, "index": index}, "environment": "cloud"})
 
 
 CW = {"chief": ["h0:2222"], "worker": ["h1:2222", "h2:2222"]}
@@ -139,9 +137,7 @@ EXPLICIT_OK = [
 ]
 
 
-@pytest.mark.parametrize(
-    "asked,env,gpus,tpu,strategy", EXPLICIT_OK, ids=[c[0] or "empty" for c in EXPLICIT_OK]
-)
+@pytest.mark.parametrize("asked,env,gpus,tpu,strategy", EXPLICIT_OK, ids=[c[0] or "empty" for c in EXPLICIT_OK])
 def test_explicit_strategy_wins(asked: str, env: dict, gpus: int, tpu: bool, strategy: str) -> None:
     d = choose_strategy({**env, "VTRAIN_DISTRIBUTION_STRATEGY": asked}, gpus, tpu)
     assert d.strategy == strategy
@@ -158,9 +154,7 @@ EXPLICIT_BAD = [
 ]
 
 
-@pytest.mark.parametrize(
-    "asked,env,tpu,message", EXPLICIT_BAD, ids=[f"{c[0]}-{i}" for i, c in enumerate(EXPLICIT_BAD)]
-)
+@pytest.mark.parametrize("asked,env,tpu,message", EXPLICIT_BAD, ids=[f"{c[0]}-{i}" for i, c in enumerate(EXPLICIT_BAD)])
 def test_explicit_mismatch_is_a_clear_error(asked: str, env: dict, tpu: bool, message: str) -> None:
     with pytest.raises(RuntimeMismatch, match=message) as err:
         choose_strategy({**env, "VTRAIN_DISTRIBUTION_STRATEGY": asked}, 0, tpu)
@@ -325,6 +319,13 @@ for asked in ("auto", "one_device", "mirrored"):
 s = runtime.strategy()  # VTRAIN_DISTRIBUTION_STRATEGY from the environment: multi_worker_mirrored
 import tensorflow as tf
 print("env", isinstance(s, tf.distribute.MultiWorkerMirroredStrategy), json.dumps(runtime.info().to_dict()))
+import sys
+sys.modules["tf_keras"] = None  # as on an image without tf-keras: import fails
+try:
+    runtime.keras()
+except runtime.RuntimeMismatch as err:
+    print("missing", str(err).replace(" ", "_"))
+del sys.modules["tf_keras"]
 print("keras", runtime.keras().__name__)
 """
     env = {"VTRAIN_DISTRIBUTION_STRATEGY": "multi_worker_mirrored", "CLOUD_ML_JOB_ID": "123"}
@@ -346,3 +347,4 @@ print("keras", runtime.keras().__name__)
     }
     pytest.importorskip("tf_keras")
     assert lines["keras"] == "tf_keras"
+    assert "keras-team/keras#20585" in lines["missing"] and "add_`tf-keras`" in lines["missing"]

@@ -142,9 +142,7 @@ def test_templates_are_installable_packages() -> None:
 
 def test_every_template_file_ships_in_the_package() -> None:
     """package-data must cover each template file, or `vtrain init` breaks once installed."""
-    patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"][
-        "vtrain"
-    ]
+    patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["vtrain"]
     assert (ROOT / "vtrain" / "trainer_templates").resolve() == (ROOT / "trainer_templates").resolve()
     for template in TEMPLATES:
         for rel in template_files(template):
@@ -156,9 +154,7 @@ def test_keras_template_pins_tf_keras_to_the_image() -> None:
     """tf-keras pins TensorFlow's minor version: it must match the image vtrain init writes."""
     from vtrain.commands.trainer import JOB_FILE
 
-    deps = tomllib.loads((templates_root() / "keras" / "pyproject.toml").read_text())["project"][
-        "dependencies"
-    ]
+    deps = tomllib.loads((templates_root() / "keras" / "pyproject.toml").read_text())["project"]["dependencies"]
     image = next(line.split()[1] for line in JOB_FILE.splitlines() if line.strip().startswith("image:"))
     minor = image.rsplit(".", 1)[1].replace("-", ".")  # tf-cpu.2-17 -> 2.17
     assert deps == [f"tf-keras~={minor}.0"]
