@@ -35,6 +35,13 @@ TPU detection (:func:`detect_tpu`):
     custom-container instructions require, TPU_LIBRARY_PATH, or the `libtpu`
     Python package) together with TPU device nodes (/dev/accel* on v2-v4,
     /dev/vfio/<n> on v5e and later) or TPU_ACCELERATOR_TYPE in the environment.
+Outputs a launcher can check (:func:`save_model`): the chief saves the model to
+model_dir() with weights.json (sha256 of the final weights) beside it. Other replicas
+must save too (saving runs collectives) but into <parent of model_dir>/workertemp/
+<type>-<index>/, where the model is deleted and only weights.json stays: equal sha256
+everywhere proves the all-reduce happened. Under parameter servers the worker and ps
+replicas only serve (strategy() never returns for them; the job ends with the
+primary replica), so only the chief writes.
 """
 
 from __future__ import annotations
