@@ -333,21 +333,22 @@ def parse_config(
     """Parse and validate job-file text; raise ConfigError listing every problem."""
     from vtrain import rules, schema
 
-    data, positions, problems = load_yaml(text, file)
-    if problems:
-        raise ConfigError(problems)
+    data, positions, early = load_yaml(text, file)
+    if early and data is None:
+        raise ConfigError(early)
+    # Duplicate keys leave usable data (the first one kept): check on, to report everything at once.
     if data is not None and not isinstance(data, dict):
         pos = positions.of(())
-        raise ConfigError([Problem("", "the job file must be a mapping of keys (name, trainer, cluster, ...)",
-                                   pos.file, pos.line, pos.column)])
+        raise ConfigError([*early, Problem("", "the job file must be a mapping of keys (name, trainer, cluster, ...)",
+                                           pos.file, pos.line, pos.column)])
     overrides = list(overrides)
     if overrides:
         data, problems = apply_overrides(data, overrides, positions)
         if problems:
-            raise ConfigError(problems)
+            raise ConfigError([*early, *problems])
     checked, problems = schema.check_job(data, positions)
-    if checked is None or any(p.severity == "error" for p in problems):
-        raise ConfigError(problems)
+    if checked is None or early or any(p.severity == "error" for p in problems):
+        raise ConfigError([*early, *problems])
     config = build_config(checked, source=source, positions=positions)
     config, problems = rules.validate(config, target=target)
     if any(p.severity == "error" for p in problems):

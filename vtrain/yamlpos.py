@@ -91,7 +91,11 @@ class _Walker:
         self.problems: list[Problem] = []
 
     def walk(self, node: yaml.Node, path: PathKey) -> Any:
-        self.positions.values[path] = _pos(self.file, node.start_mark)
+        # A block collection starts on the line after its key; a problem with the whole
+        # section reads better at the key, so only scalars and flow collections are recorded.
+        block = isinstance(node, yaml.CollectionNode) and not node.flow_style
+        if not block or not path:
+            self.positions.values[path] = _pos(self.file, node.start_mark)
         if isinstance(node, yaml.MappingNode):
             self.loader.flatten_mapping(node)
             result: dict[Any, Any] = {}
