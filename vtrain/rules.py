@@ -539,13 +539,21 @@ def _check_scheduling(r: _Rules, config: JobConfig) -> None:
             r.add(("reservation", "name"), "reservation name must look like projects/P/zones/Z/reservations/R")
 
 
+def _hardware(pool: PoolConfig) -> tuple[object, ...]:
+    return (pool.machine_type, pool.accelerator, pool.accelerator_count, pool.tpu_topology)
+
+
 def validate(config: JobConfig, *, target: str = "vertex") -> tuple[JobConfig, list[Problem]]:
     """Check every rule; return the normalized config and all problems (errors and warnings)."""
     r = _Rules(config, target)
     pools = {}
+    chief_hw = _hardware(config.chief)
     for pool in [config.chief, config.workers, config.parameter_servers, config.reduction_server, config.evaluator]:
         if pool is not None:
+            before = len(r.problems)
             pools[pool.role] = _check_machine(r, pool)
+            if pool.role != "chief" and _hardware(pool) == chief_hw:
+                del r.problems[before:]  # inherited (or copied) from the chief: reported there once
             _check_boot_disk(r, pool)
     config = replace(
         config,
