@@ -175,7 +175,12 @@ class EnvValue:
             return value
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return str(value)
-        ck.add(path, f"expected text, got {_type_name(value)}; quote it")
+        if isinstance(value, bool):
+            ck.add(path, f"expected text, got a boolean; quote it: '{str(value).lower()}'")
+        elif value is None:
+            ck.add(path, "expected text, got nothing (null); quote it: ''")
+        else:
+            ck.add(path, f"expected text or a number, got {_type_name(value)}; an environment value is one string")
         return None
 
 
