@@ -276,6 +276,27 @@ def test_a_pool_with_its_own_bad_machine_is_reported_too() -> None:
     assert [p.path for p in problems] == ["cluster.chief.machine_type", "cluster.workers.machine_type"]
 
 
+def test_one_breakage_shared_by_several_pools_is_one_problem() -> None:
+    env = "".join(f"    V{i}: x\n" for i in range(100))
+    trainer = TRAINER + "  env:\n" + env
+    with pytest.raises(ConfigError) as info:
+        parse_config(job("chief: {machine_type: n1-standard-4}\nworkers: {replicas: 2}\nevaluator: {}",
+                         trainer=trainer), "job.yaml")
+    (problem,) = info.value.problems
+    assert (problem.path, problem.line) == ("trainer.env", 5)
+    assert problem.message.startswith("cluster.chief, cluster.workers, cluster.evaluator would get up to 101 ")
+    assert problem.message.endswith("Vertex allows at most 100: remove 1")
+
+
+def test_cpu_image_alias_with_reduction_server_is_reported_once() -> None:
+    trainer = "name: demo\ntrainer:\n  package_uris: [gs://b-1/t.tar.gz]\n  module: t.task\n  image: tf-cpu.2-17\n"
+    with pytest.raises(ConfigError) as info:
+        parse_config(job("chief: {machine_type: a2-highgpu-1g}\nworkers: {replicas: 1}\nreduction_server: {}",
+                         trainer=trainer), "job.yaml")
+    assert [(p.path, p.line) for p in info.value.problems] == [("trainer.image", 5)]
+    assert "use tf-gpu.2-17" in info.value.problems[0].message
+
+
 # --------------------------------------------------------------------------- warnings do not fail
 
 
