@@ -21,7 +21,7 @@ def median_seconds(argv: list[str]) -> float:
     times = []
     for _ in range(RUNS):
         start = time.perf_counter()
-        subprocess.run(argv, cwd=REPO, check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(argv, cwd=REPO, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         times.append(time.perf_counter() - start)
     return statistics.median(times)
 

@@ -21,3 +21,5 @@ def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def repo() -> Path:
     return REPO
+
+pytest_plugins = ["tests.gcs_emulator"]

@@ -338,24 +338,28 @@ def parse_config(
     """Parse and validate job-file text; raise ConfigError listing every problem."""
     from vtrain import rules, schema
 
-    data, positions, early = load_yaml(text, file)
-    if early and data is None:
-        raise ConfigError(early)
-    # Duplicate keys leave usable data (the first one kept): check on, to report everything at once.
+    data, positions, problems = load_yaml(text, file)
+    if data is None and problems:
+        raise ConfigError(problems)  # unreadable YAML: nothing more to check
     if data is not None and not isinstance(data, dict):
         pos = positions.of(())
-        raise ConfigError([*early, Problem("", "the job file must be a mapping of keys (name, trainer, cluster, ...)",
-                                           pos.file, pos.line, pos.column)])
+        raise ConfigError([*problems, Problem("", "the job file must be a mapping of keys (name, trainer, cluster, "
+                                              "...)", pos.file, pos.line, pos.column)])
     overrides = list(overrides)
     if overrides:
-        data, problems = apply_overrides(data, overrides, positions)
-        if problems:
-            raise ConfigError([*early, *problems])
-    checked, problems = schema.check_job(data, positions)
-    if checked is None or early or any(p.severity == "error" for p in problems):
-        raise ConfigError([*early, *problems])
+        data, override_problems = apply_overrides(data, overrides, positions)
+        problems += override_problems
+        if override_problems:
+            raise ConfigError(problems)
+    # Duplicate and unknown keys are reported but do not stop the checks: the rules still run on
+    # the rest, so one run lists every problem. Values of the wrong type do stop them.
+    checked, schema_problems = schema.check_job(data, positions)
+    problems += schema_problems
+    if checked is None:
+        raise ConfigError(problems)
     config = build_config(checked, source=source, positions=positions)
-    config, problems = rules.validate(config, target=target)
+    config, rule_problems = rules.validate(config, target=target)
+    problems += rule_problems
     if any(p.severity == "error" for p in problems):
         raise ConfigError(problems)
     return replace(config, warnings=tuple(problems))

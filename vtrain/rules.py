@@ -544,21 +544,25 @@ def _check_scheduling(r: _Rules, config: JobConfig) -> None:
             r.add(("reservation", "name"), "reservation name must look like projects/P/zones/Z/reservations/R")
 
 
-def _hardware(pool: PoolConfig) -> tuple[object, ...]:
-    return (pool.machine_type, pool.accelerator, pool.accelerator_count, pool.tpu_topology)
+def _machine_key(pool: PoolConfig) -> tuple[object, ...]:
+    return (pool.machine_type, pool.accelerator, pool.accelerator_count, pool.tpu_topology, pool.boot_disk)
 
 
 def validate(config: JobConfig, *, target: str = "vertex") -> tuple[JobConfig, list[Problem]]:
     """Check every rule; return the normalized config and all problems (errors and warnings)."""
     r = _Rules(config, target)
-    pools = {}
-    chief_hw = _hardware(config.chief)
+    pools: dict[str, PoolConfig] = {}
+    chief_machine = _machine_key(config.chief)
     for pool in [config.chief, config.workers, config.parameter_servers, config.reduction_server, config.evaluator]:
-        if pool is not None:
-            before = len(r.problems)
+        if pool is None:
+            continue
+        if pool.role != "chief" and _machine_key(pool) == chief_machine:
+            # Same machine as the chief (usually inherited): reuse its verdict, report nothing twice.
+            chief = pools["chief"]
+            pools[pool.role] = replace(pool, accelerator=chief.accelerator, accelerator_count=chief.accelerator_count,
+                                       tpu_topology=chief.tpu_topology)
+        else:
             pools[pool.role] = _check_machine(r, pool)
-            if pool.role != "chief" and _hardware(pool) == chief_hw:
-                del r.problems[before:]  # inherited (or copied) from the chief: reported there once
             _check_boot_disk(r, pool)
     config = replace(
         config,

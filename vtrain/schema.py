@@ -233,8 +233,7 @@ class Obj:
                     f"{did_you_mean(key, tuple(self.fields))}".rstrip(";"),
                     key=True,
                 )
-                ok = False
-                continue
+                continue  # reported; the rest of the file is still checked
             if name != key:
                 ck.positions.alias((*path, key), (*path, name))
             checked = self.fields[name].check(raw, (*path, key), ck)

@@ -1,0 +1,1 @@
+"""Sample trainer package used by vtrain's packaging tests."""

@@ -1,0 +1,1 @@
+"""A custom-training-loop trainer for vtrain: `python -m trainer.task --help`."""

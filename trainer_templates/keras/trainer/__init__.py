@@ -1,0 +1,1 @@
+"""A Keras trainer for vtrain: `python -m trainer.task --help`."""

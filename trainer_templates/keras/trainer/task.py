@@ -1,0 +1,91 @@
+"""Train a small Keras model with whatever distribution the job gives this replica.
+
+    python -m trainer.task --epochs 3 --train-data 'gs://my-bucket/data/*.csv'
+
+vtrain.runtime picks the strategy (one machine, several GPUs, several workers,
+parameter servers or a TPU) and the Keras that can train under it: tf_keras
+for multi-worker jobs, where Keras 3's model.fit fails. The chief saves the
+model to AIP_MODEL_DIR; every replica writes weights.json with a checksum of
+its final weights, so a launcher can check that all of them agree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import logging
+import time
+from types import ModuleType
+from typing import Any
+
+from vtrain import runtime
+
+log = logging.getLogger("trainer")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--steps-per-epoch", type=int, default=50)
+    p.add_argument("--batch-size", type=int, default=32, help="per replica; the global batch scales")
+    p.add_argument("--learning-rate", type=float, default=0.05)
+    p.add_argument("--train-data", help="CSV file pattern (local or gs://); default: built-in data")
+    p.add_argument("--num-features", type=int, default=8)
+    p.add_argument("--seed", type=int, default=42)
+    return p.parse_args(argv)
+
+
+def build_model(keras: ModuleType, num_features: int, learning_rate: float) -> Any:
+    model = keras.Sequential(
+        [keras.Input(shape=(num_features,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1)]
+    )
+    model.compile(optimizer=keras.optimizers.SGD(learning_rate), loss="mse")
+    return model
+
+
+def throughput(keras: ModuleType, steps: int, global_batch: int) -> Any:
+    """Logs steps/sec and examples/sec per epoch: the number to watch when adding workers.
+
+    Epoch hooks only: ParameterServerStrategy refuses batch-level callbacks.
+    """
+
+    class Throughput(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
+            self.start = time.perf_counter()
+
+        def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+            rate = steps / max(time.perf_counter() - self.start, 1e-9)
+            log.info("epoch %d: %.1f steps/sec, %.0f examples/sec, loss %.4f",
+                     epoch + 1, rate, rate * global_batch, (logs or {}).get("loss", float("nan")))
+
+    return Throughput()
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    strategy = runtime.strategy()  # first: multi-worker set-up must precede any other TF work
+    keras = runtime.keras()
+    from trainer import data  # imports TensorFlow; after the strategy on purpose
+
+    info = runtime.info()
+    global_batch = args.batch_size * strategy.num_replicas_in_sync
+    log.info("%s/%d of %d worker(s), %s, %d replica(s) in sync, global batch %d, keras %s",
+             info.task_type, info.task_index, info.num_workers, info.strategy,
+             strategy.num_replicas_in_sync, global_batch, keras.__name__)
+
+    keras.utils.set_random_seed(args.seed)
+    dataset = data.make_dataset(args.train_data, args.num_features, global_batch, args.seed)
+    with strategy.scope():
+        model = build_model(keras, args.num_features, args.learning_rate)
+
+    callbacks = [runtime.backup_and_restore(keras), throughput(keras, args.steps_per_epoch, global_batch)]
+    if info.is_chief and importlib.util.find_spec("tensorboard"):  # TF >= 2.21 no longer bundles it
+        callbacks.append(keras.callbacks.TensorBoard(runtime.tensorboard_dir()))
+    model.fit(dataset, epochs=args.epochs, steps_per_epoch=args.steps_per_epoch,
+              callbacks=callbacks, verbose=2)
+    return runtime.save_model(model)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,471 @@
+"""Will a Reduction Server pay for this job? An α–β model of gradient exchange.
+
+Pure math, independent of the job file: the CLI (`vtrain estimate`) and
+`vtrain render`'s hint turn a JobConfig into the few numbers used here.
+
+The model, and the assumptions it rests on:
+
+* n = worker replicas (pool 0 chief + pool 1 workers), one VM each. The VM's
+  NIC is the bottleneck; NVLink/PCIe inside a VM is taken as free.
+* S = gradient bytes per step = parameters × bytes of the gradient dtype.
+* Ring all-reduce (NCCL's ring) spans every GPU, N = n × GPUs per VM ranks, so
+  each VM's NIC sends 2(N−1)/N · S per step in 2(N−1) latency-bound hops:
+  ``t = 2(N−1)α + 2(N−1)/N · S/B_w``. With one GPU per VM, N = n, which is the
+  textbook formula. Counting GPUs, not VMs, is what NCCL does and is why the
+  published Vertex BERT result (8 × 8 A100, ~1.8×) beats the VM-level
+  ceiling 2·7/8 = 1.75.
+* Reduction Server: GPUs reduce inside the VM first, then each VM sends S
+  and receives S once, split across m reducers; each reducer moves n·S/m:
+  ``t = 2α + max(S/B_w, n·S/(m·B_r))`` — the second term only while the pool
+  is under-sized (m·reducer Gbps < Σ worker Gbps, Vertex's sizing rule).
+* No overlap of communication with compute: step = compute + communication.
+  Frameworks overlap some of it, so real speed-ups are at most these.
+* α (per-hop latency) defaults to 30 µs: same-zone VM round trips are a few
+  tens of µs, and NCCL's socket transport adds its own per-step cost.
+
+A single replica exchanges nothing over the network: both methods cost 0 s.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
+
+from vtrain.errors import VtrainError
+
+if TYPE_CHECKING:
+    from vtrain.config import JobConfig
+
+DTYPE_BYTES: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2}
+DEFAULT_ALPHA_S = 30e-6
+#: Compute must be busy at least this fraction of a step for a method to "keep up".
+TARGET_UTILISATION = 0.9
+DEFAULT_INNER_STEPS = (10, 100, 500)
+STEPS_PER_REPORT = 1000
+
+
+class EstimateError(VtrainError):
+    """An input to the estimate is unusable (bad number, no workers, unknown machine)."""
+
+    exit_code = 2
+
+
+# --------------------------------------------------------------------------- parsing
+
+_SCALE = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9, "g": 10**9, "t": 10**12}
+_PARAMS_RE = re.compile(r"^\s*(?P<num>\d[\d_]*(?:\.\d+)?(?:e\d+)?)\s*(?P<unit>[kmbgt]?)\s*$", re.I)
+#: unit -> (multiply, divide); dividing keeps 30us exactly 3e-05 rather than 2.9999999999999997e-05.
+_SECONDS = {"us": (1, 1e6), "µs": (1, 1e6), "ms": (1, 1e3), "s": (1, 1), "": (1, 1), "m": (60, 1), "min": (60, 1),
+            "h": (3600, 1)}  # fmt: skip
+_DURATION_RE = re.compile(r"^\s*(?P<num>\d+(?:\.\d*)?(?:e-?\d+)?|\.\d+)\s*(?P<unit>[a-zµ]*)\s*$", re.I)
+
+
+def parse_params(text: str) -> int:
+    """`340M`, `1.3B`, `7e9`, `125_000_000` -> a parameter count (≥ 1)."""
+    match = _PARAMS_RE.match(str(text))
+    if not match:
+        raise EstimateError(
+            f"--params: cannot read {text!r} as a parameter count (examples: 340M, 1.3B, 7e9, 125000000)"
+        )
+    value = float(match["num"].replace("_", "")) * _SCALE[match["unit"].lower()]
+    if value < 1:
+        raise EstimateError(f"--params: {text!r} is less than one parameter")
+    return int(round(value))
+
+
+def parse_seconds(text: str, what: str = "--step-compute") -> float:
+    """`0.4s`, `400ms`, `30us`, `0.4` (seconds), `2m` -> seconds (≥ 0)."""
+    match = _DURATION_RE.match(str(text))
+    unit = match["unit"].lower() if match else ""
+    if not match or unit not in _SECONDS:
+        raise EstimateError(f"{what}: cannot read {text!r} as a duration (examples: 0.4s, 400ms, 30us)")
+    multiply, divide = _SECONDS[unit]
+    return float(match["num"]) * multiply / divide
+
+
+def gradient_bytes(params: int, dtype: str = "fp32") -> int:
+    if dtype not in DTYPE_BYTES:
+        raise EstimateError(f"--grad-dtype: {dtype!r} is not one of {', '.join(DTYPE_BYTES)}")
+    return params * DTYPE_BYTES[dtype]
+
+
+# --------------------------------------------------------------------------- the model
+
+
+def _bytes_per_s(gbps: float) -> float:
+    return gbps * 1e9 / 8
+
+
+def _covers(reducers: int, reducer_gbps: float, sizing_gbps: float) -> bool:
+    """m · reducer Gbps ≥ Σ worker Gbps, forgiving float noise (0.1 × 3 covers 0.3)."""
+    return reducers * reducer_gbps >= sizing_gbps * (1 - 1e-9)
+
+
+def recommended_reducers(sizing_gbps: float, reducer_gbps: float) -> int:
+    """Vertex's rule: the fewest reducers whose summed bandwidth covers Σ worker bandwidth."""
+    m = max(1, math.floor(sizing_gbps / reducer_gbps))
+    while not _covers(m, reducer_gbps, sizing_gbps):
+        m += 1
+    return m
+
+
+def ring_seconds(workers: int, ranks: int, worker_gbps: float, grad_bytes: float, alpha_s: float) -> float:
+    if workers < 2:
+        return 0.0
+    return 2 * (ranks - 1) * alpha_s + 2 * (ranks - 1) / ranks * grad_bytes / _bytes_per_s(worker_gbps)
+
+
+def reduction_server_seconds(
+    workers: int,
+    worker_gbps: float,
+    reducers: int,
+    reducer_gbps: float,
+    grad_bytes: float,
+    alpha_s: float,
+    sizing_gbps: float | None = None,
+) -> tuple[float, bool]:
+    """Communication seconds per step and whether the reducers (not the workers) set the pace."""
+    if workers < 2:
+        return 0.0, False
+    sizing = workers * worker_gbps if sizing_gbps is None else sizing_gbps
+    worker_time = grad_bytes / _bytes_per_s(worker_gbps)
+    reducer_time = workers * grad_bytes / (reducers * _bytes_per_s(reducer_gbps))
+    bound = not _covers(reducers, reducer_gbps, sizing) and reducer_time > worker_time
+    return 2 * alpha_s + (reducer_time if bound else worker_time), bound
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """One way of exchanging gradients, for the whole step and per 1,000 steps."""
+
+    method: str
+    bytes_sent_per_worker: float
+    comm_seconds: float
+    step_seconds: float
+    steps_per_sec: float | None  # None: nothing to wait for (one replica, no compute given)
+    reducers: int
+    reducer_bound: bool
+    worker_hours: float  # per 1,000 steps, pools 0+1 VMs
+    gpu_hours: float
+    reducer_hours: float
+
+    def to_dict(self) -> dict[str, object]:
+        out = asdict(self)
+        if self.method == "ring":
+            for key in ("reducers", "reducer_bound", "reducer_hours"):
+                out.pop(key)
+        return out
+
+
+def _exchange(
+    method: str, sent: float, comm: float, compute: float | None, n: int, gpus: int, m: int, bound: bool
+) -> Exchange:
+    step = comm + (compute or 0.0)
+    hours = STEPS_PER_REPORT * step / 3600
+    return Exchange(
+        method=method,
+        bytes_sent_per_worker=sent,
+        comm_seconds=comm,
+        step_seconds=step,
+        steps_per_sec=1 / step if step > 0 else None,
+        reducers=m,
+        reducer_bound=bound,
+        worker_hours=n * hours,
+        gpu_hours=n * gpus * hours,
+        reducer_hours=m * hours,
+    )
+
+
+@dataclass(frozen=True)
+class Estimate:
+    workers: int
+    gpus_per_worker: int
+    ring_ranks: int
+    worker_gbps: float
+    reducer_gbps: float
+    gradient_bytes: float
+    step_compute_s: float | None
+    alpha_s: float
+    ring: Exchange
+    reduction_server: Exchange
+    recommended_reducers: int
+    at_recommended: Exchange  # the Reduction Server sized by the rule
+    min_reducers_to_beat_ring: int | None  # None: no pool size beats the ring
+    speedup: float  # reduction server steps/sec over ring steps/sec
+    ceiling: float  # 2(N−1)/N: bandwidth-only speed-up with enough reducers
+    #: A reducer-hour may cost up to this many worker-VM-hours before reducers stop paying (0: never pay).
+    break_even_worker_hours: float | None
+
+    def to_dict(self) -> dict[str, object]:
+        out = {k: v for k, v in asdict(self).items() if not isinstance(v, dict)}
+        out["ring"] = self.ring.to_dict()
+        out["reduction_server"] = self.reduction_server.to_dict()
+        out["at_recommended"] = self.at_recommended.to_dict()
+        return out
+
+
+def estimate(
+    workers: int,
+    worker_gbps: float,
+    reducers: int,
+    reducer_gbps: float,
+    gradient_bytes: float,
+    step_compute_s: float | None = None,
+    alpha_s: float = DEFAULT_ALPHA_S,
+    gpus_per_worker: int = 0,
+    sizing_gbps: float | None = None,
+) -> Estimate:
+    """Ring all-reduce vs a Reduction Server of `reducers` VMs, for one step.
+
+    `sizing_gbps` is Σ worker bandwidth for the sizing rule when the chief and
+    workers differ (then pass the slowest NIC as `worker_gbps`); it defaults
+    to workers × worker_gbps.
+    """
+    _check(workers, worker_gbps, reducers, reducer_gbps, gradient_bytes, step_compute_s, alpha_s)
+    n, s, g = workers, float(gradient_bytes), max(0, gpus_per_worker)
+    ranks = n * max(1, g)
+    sizing = n * worker_gbps if sizing_gbps is None else sizing_gbps
+    ring_sent = 2 * (ranks - 1) / ranks * s if n > 1 else 0.0
+    rs_sent = s if n > 1 else 0.0
+    ring = _exchange("ring", ring_sent, ring_seconds(n, ranks, worker_gbps, s, alpha_s), step_compute_s, n, g, 0, False)
+
+    def server(m: int) -> Exchange:
+        comm, bound = reduction_server_seconds(n, worker_gbps, m, reducer_gbps, s, alpha_s, sizing)
+        return _exchange("reduction_server", rs_sent, comm, step_compute_s, n, g, m, bound)
+
+    rs = server(reducers)
+    rec = recommended_reducers(sizing, reducer_gbps)
+    speedup = ring.step_seconds / rs.step_seconds if rs.step_seconds > 0 else 1.0
+    return Estimate(
+        workers=n,
+        gpus_per_worker=g,
+        ring_ranks=ranks,
+        worker_gbps=worker_gbps,
+        reducer_gbps=reducer_gbps,
+        gradient_bytes=s,
+        step_compute_s=step_compute_s,
+        alpha_s=alpha_s,
+        ring=ring,
+        reduction_server=rs,
+        recommended_reducers=rec,
+        at_recommended=server(rec),
+        min_reducers_to_beat_ring=_min_reducers(ring.comm_seconds, server, rec),
+        speedup=speedup,
+        ceiling=2 * (ranks - 1) / ranks if n > 1 else 1.0,
+        break_even_worker_hours=max(0.0, (speedup - 1) * n / reducers) if n > 1 else None,
+    )
+
+
+def _min_reducers(ring_comm: float, server: Callable[[int], Exchange], rec: int) -> int | None:
+    """Smallest pool that beats the ring (binary search: comm time falls as m grows)."""
+    if server(rec).comm_seconds >= ring_comm:
+        return None
+    lo, hi = 1, rec
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if server(mid).comm_seconds < ring_comm:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def _check(
+    workers: int,
+    worker_gbps: float,
+    reducers: int,
+    reducer_gbps: float,
+    grad_bytes: float,
+    compute: float | None,
+    alpha_s: float,
+) -> None:
+    if workers < 1:
+        raise EstimateError(f"the job has {workers} worker replicas (pools 0+1); need at least 1")
+    if reducers < 1:
+        raise EstimateError(f"--reducers must be at least 1, got {reducers}")
+    for name, value in (("worker bandwidth", worker_gbps), ("reducer bandwidth", reducer_gbps)):
+        if not value > 0:
+            raise EstimateError(f"{name} must be positive, got {value} Gbps")
+    if not grad_bytes > 0:
+        raise EstimateError(f"gradient size must be positive, got {grad_bytes} bytes")
+    if compute is not None and not compute >= 0:
+        raise EstimateError(f"--step-compute must be ≥ 0, got {compute}")
+    if not alpha_s >= 0:
+        raise EstimateError(f"--alpha must be ≥ 0, got {alpha_s}")
+
+
+# --------------------------------------------------------------------------- cost
+
+
+@dataclass(frozen=True)
+class Costs:
+    """Money per 1,000 steps, only ever from prices the user supplied."""
+
+    worker_price_per_hour: float  # all of pools 0+1 together
+    reducer_price_per_hour: float  # one reducer
+    ring_per_1000_steps: float
+    reduction_server_per_1000_steps: float
+    reducers_cheaper: bool
+    break_even_reducer_price: float | None  # $/h per reducer at which both cost the same
+    #: Reducers stay cheaper while a step computes less than this; 0: never; None: always.
+    break_even_step_compute_s: float | None
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def costs(est: Estimate, worker_price_per_hour: float, reducer_price_per_hour: float) -> Costs:
+    w, p, m = worker_price_per_hour, reducer_price_per_hour, est.reduction_server.reducers
+    t_ring, t_rs = est.ring.step_seconds, est.reduction_server.step_seconds
+    ring_cost = w * STEPS_PER_REPORT * t_ring / 3600
+    rs_cost = (w + m * p) * STEPS_PER_REPORT * t_rs / 3600
+    extra = m * p
+    if est.workers < 2:
+        price, break_compute = None, None
+    else:
+        price = max(0.0, (est.speedup - 1) * w / m)
+        comm_ring, comm_rs = est.ring.comm_seconds, est.reduction_server.comm_seconds
+        # W·(c + t_ring) = (W + m·p)·(c + t_rs), solved for c.
+        break_compute = None if extra == 0 else max(0.0, (w * comm_ring - (w + extra) * comm_rs) / extra)
+    return Costs(
+        worker_price_per_hour=w,
+        reducer_price_per_hour=p,
+        ring_per_1000_steps=ring_cost,
+        reduction_server_per_1000_steps=rs_cost,
+        reducers_cheaper=rs_cost < ring_cost,
+        break_even_reducer_price=price,
+        break_even_step_compute_s=break_compute,
+    )
+
+
+# --------------------------------------------------------------------------- DiLoCo
+
+
+@dataclass(frozen=True)
+class LowComm:
+    """Bandwidth one worker needs to keep compute ≥ 90 % busy, syncing S every H steps."""
+
+    name: str
+    inner_steps: int
+    bytes_per_step: float
+    needed_gbps: float | None  # None without a step compute time
+    utilisation: float | None  # at the worker's NIC, None without a step compute time
+    min_step_compute_s: float  # compute per step that keeps 90 % busy at the worker's NIC
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def low_communication(
+    grad_bytes: float,
+    worker_gbps: float,
+    step_compute_s: float | None,
+    inner_steps: tuple[int, ...] = DEFAULT_INNER_STEPS,
+    target: float = TARGET_UTILISATION,
+) -> list[LowComm]:
+    """Sync data-parallel (S per step) against DiLoCo (S per H inner steps).
+
+    Uses the least any all-reduce must move, S per worker, so these are the
+    most generous bandwidth needs; a ring moves up to twice that.
+    """
+    ratio = target / (1 - target)
+    rows = []
+    for h in (1, *inner_steps):
+        per_step = grad_bytes / h
+        wire = per_step / _bytes_per_s(worker_gbps)
+        needed = util = None
+        if step_compute_s:
+            needed = ratio * per_step * 8 / step_compute_s / 1e9
+            util = step_compute_s / (step_compute_s + wire)
+        elif step_compute_s == 0:
+            util = 0.0
+        rows.append(
+            LowComm(
+                name="sync data-parallel" if h == 1 else f"DiLoCo H={h}",
+                inner_steps=h,
+                bytes_per_step=per_step,
+                needed_gbps=needed,
+                utilisation=util,
+                min_step_compute_s=ratio * wire,
+            )
+        )
+    return rows
+
+
+# --------------------------------------------------------------------------- from a job file
+
+
+@dataclass(frozen=True)
+class JobCluster:
+    """What the model needs from a JobConfig: pools 0+1 and the reducers (job's or assumed)."""
+
+    workers: int
+    machines: tuple[str, ...]  # distinct machine types of pools 0+1
+    worker_gbps: float  # the slowest NIC of pools 0+1
+    sizing_gbps: float  # Σ replicas × NIC Gbps, for the sizing rule
+    gpus_per_worker: int  # the fewest GPUs of any replica of pools 0+1
+    reducer_machine: str
+    reducer_gbps: float
+    job_reducers: int | None  # None: the job has no reduction_server pool
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def job_cluster(config: JobConfig, reducer_machine: str | None = None) -> JobCluster:
+    """Read the cluster of a loaded job; an unknown machine type is an EstimateError."""
+    from vtrain import catalog
+
+    pools = [p for p in (config.chief, config.workers) if p is not None and int(p.replicas) > 0]
+    red = config.reduction_server
+    job_reducers = int(red.replicas) if red is not None and isinstance(red.replicas, int) else None
+    machine = reducer_machine or (red.machine_type if red is not None else None)
+    machine = machine or catalog.REDUCTION_SERVER_DEFAULT_MACHINE
+
+    def gbps(machine_type: str, where: str) -> float:
+        try:
+            return catalog.nic_gbps(machine_type)
+        except KeyError:
+            raise EstimateError(f"{where}: unknown machine type {machine_type!r}") from None
+
+    nics = [gbps(p.machine_type, f"cluster.{p.role}.machine_type") for p in pools]
+    return JobCluster(
+        workers=sum(int(p.replicas) for p in pools),
+        machines=tuple(dict.fromkeys(p.machine_type for p in pools)),
+        worker_gbps=min(nics, default=0.0),
+        sizing_gbps=sum(int(p.replicas) * nic for p, nic in zip(pools, nics, strict=True)),
+        gpus_per_worker=min((catalog.gpus_per_machine(p.machine_type, p.gpus) for p in pools), default=0),
+        reducer_machine=machine,
+        reducer_gbps=gbps(machine, "--reducer-machine" if reducer_machine else "reducer machine type"),
+        job_reducers=job_reducers if job_reducers else None,
+    )
+
+
+def estimate_hint(config: JobConfig) -> str | None:
+    """One line for `vtrain render`: GPU replicas that all-reduce over a ring and could use reducers.
+
+    None when the hint does not apply (fewer than 2 GPU replicas in pools 0+1,
+    reducers or parameter servers already there) or the cluster cannot be read.
+    """
+    if config.reduction_server is not None and config.reduction_server.replicas != 0:
+        return None
+    if config.parameter_servers is not None and config.parameter_servers.replicas != 0:
+        return None
+    try:
+        cluster = job_cluster(config)
+    except (EstimateError, TypeError, ValueError):
+        return None
+    if cluster.workers < 2 or cluster.gpus_per_worker < 1:
+        return None
+    rule = recommended_reducers(cluster.sizing_gbps, cluster.reducer_gbps)
+    ranks = cluster.workers * cluster.gpus_per_worker
+    job = config.source.name if config.source is not None else "JOB.yaml"
+    return (
+        f"estimate: {cluster.workers} GPU replicas exchange gradients by ring all-reduce; "
+        f"a Reduction Server ({rule} × {cluster.reducer_machine} by the sizing rule) could make "
+        f"the exchange up to {2 * (ranks - 1) / ranks:.2f}× faster. "
+        f"See `vtrain estimate {job} --params N` for whether it pays."
+    )
