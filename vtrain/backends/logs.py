@@ -1,0 +1,71 @@
+"""Reading a Vertex AI job's log from Cloud Logging (REST `entries.list`), transport-free.
+
+Vertex writes each replica's output under `resource.type="ml_job"` with the job ID and the
+replica (`workerpool0-0`, `workerpool1-2`, ...) as resource labels. Entries arrive late
+and out of order, so following a log re-reads from the newest timestamp seen
+(`timestamp>=`) and drops the entries already printed at that timestamp by insertId.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+PageFetcher = Callable[[str | None, str], dict[str, Any]]
+
+
+def entries_request(project: str, job_id: str, since: str | None, page_token: str) -> dict[str, Any]:
+    """The JSON body of `POST /v2/entries:list` for one job, oldest first."""
+    text = f'resource.type="ml_job" AND resource.labels.job_id="{job_id}"'
+    if since:
+        text += f' AND timestamp>="{since}"'
+    body: dict[str, Any] = {
+        "resourceNames": [f"projects/{project}"],
+        "filter": text,
+        "orderBy": "timestamp asc",
+        "pageSize": 1000,
+    }
+    if page_token:
+        body["pageToken"] = page_token
+    return body
+
+
+def format_entry(entry: dict[str, Any]) -> str:
+    """'TIMESTAMP TASK: MESSAGE' for text and JSON payloads alike."""
+    labels = entry.get("resource", {}).get("labels", {})
+    task = labels.get("task_name") or entry.get("labels", {}).get("ml.googleapis.com/task_name", "")
+    payload = entry.get("jsonPayload") or {}
+    message = entry.get("textPayload") or payload.get("message") or (str(payload) if payload else "")
+    return f"{entry.get('timestamp', '')} {task}: {str(message).rstrip()}".strip()
+
+
+def iter_log_lines(
+    fetch_page: PageFetcher,
+    *,
+    job_done: Callable[[], bool],
+    sleep: Callable[[], None],
+    follow: bool,
+) -> Iterator[str]:
+    """Yield every entry once; with `follow`, poll until a read made after the job ended."""
+    since: str | None = None
+    seen: set[str] = set()
+    while True:
+        finished = job_done() if follow else True  # checked before reading: nothing is missed
+        token = ""
+        while True:
+            page = fetch_page(since, token)
+            for entry in page.get("entries", []):
+                key = entry.get("insertId") or repr(entry)
+                if key in seen:
+                    continue
+                if entry.get("timestamp") != since:
+                    seen.clear()  # only entries at the newest timestamp can come back
+                    since = entry.get("timestamp", since)
+                seen.add(key)
+                yield format_entry(entry)
+            token = page.get("nextPageToken", "")
+            if not token:
+                break
+        if finished:
+            return
+        sleep()

@@ -1,0 +1,213 @@
+"""Bounded retries for transient Google API failures, and one-line explanations for the rest.
+
+Transient: 429 rate limits (not resource quotas), 500/502/503/504, a dropped connection.
+Anything else is turned into a :class:`~vtrain.errors.BackendError` whose message says
+what was refused and what to do (which permission, which quota, which command), so the
+CLI never shows a traceback for a refused call. Works for the REST and gRPC transports
+alike: api-core's gRPC classes subclass the HTTP ones we match on.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from vtrain.errors import BackendError
+
+T = TypeVar("T")
+
+ADC_HELP = (
+    "run `gcloud auth application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS "
+    "to a service-account key file"
+)
+QUOTA_PAGE = "https://console.cloud.google.com/iam-admin/quotas?project={project}"
+_PERMISSION_RE = re.compile(r"Permission '([^']+)' denied")
+_QUOTA_RE = re.compile(
+    r"exceed quota limits: ([\w./-]+)|[Qq]uota exceeded for (?:quota metric )?'?([\w./-]+)"
+)
+_API_DISABLED = ("SERVICE_DISABLED", "ACCESS_NOT_CONFIGURED")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """`attempts` calls at most, sleeping initial·multiplier^k (capped, jittered) between them."""
+
+    attempts: int = 6
+    initial: float = 1.0
+    multiplier: float = 2.0
+    maximum: float = 16.0
+    jitter: float = 0.2
+    sleep: Callable[[float], None] = field(default=time.sleep, compare=False, repr=False)
+
+    def delays(self) -> Iterator[float]:
+        """The sleeps between attempts: attempts - 1 of them."""
+        delay = self.initial
+        for _ in range(max(self.attempts - 1, 0)):
+            yield min(delay, self.maximum) * (1 + random.uniform(-self.jitter, self.jitter))
+            delay *= self.multiplier
+
+
+def _payload_error(err: Any) -> dict[str, Any]:
+    """The `error` object of a REST answer, when there is one."""
+    response = getattr(err, "response", None)
+    try:
+        data = response.json() if response is not None else None
+    except Exception:  # not JSON (an HTML error page): fall back to the exception text
+        return {}
+    if isinstance(data, list):
+        data = next((d for d in data if isinstance(d, dict)), {})
+    return data.get("error", {}) if isinstance(data, dict) else {}
+
+
+def api_message(err: Any) -> str:
+    """The server's own message, without api-core's 'METHOD URL:' prefix."""
+    message = _payload_error(err).get("message") or getattr(err, "message", None) or str(err)
+    return str(message).splitlines()[0] if str(message).strip() else type(err).__name__
+
+
+def api_status(err: Any) -> str:
+    status = _payload_error(err).get("status")
+    if status:
+        return str(status)
+    grpc_code = getattr(err, "grpc_status_code", None)
+    return grpc_code.name if grpc_code is not None else str(getattr(err, "code", "") or "")
+
+
+def _details(err: Any) -> list[Any]:
+    return list(getattr(err, "details", None) or _payload_error(err).get("details") or [])
+
+
+def quota_metric(err: Any) -> str | None:
+    """The exhausted resource quota, or None when a 429 is only a request-rate limit."""
+    metadata = getattr(err, "metadata", None) or {}
+    if metadata.get("quota_metric"):
+        return str(metadata["quota_metric"])
+    for detail in _details(err):
+        if isinstance(detail, dict) and detail.get("@type", "").endswith("google.rpc.QuotaFailure"):
+            for violation in detail.get("violations", []):
+                found = _QUOTA_RE.search(violation.get("description", ""))
+                if found:
+                    return found.group(1) or found.group(2)
+    found = _QUOTA_RE.search(api_message(err))
+    if found and "exceed quota limits" in found.group(0):
+        return found.group(1)
+    return None
+
+
+def is_transient(err: BaseException) -> bool:
+    from google.api_core import exceptions as gexc
+    from google.auth.exceptions import TransportError
+    from requests.exceptions import ConnectionError as RequestsConnectionError
+    from requests.exceptions import Timeout
+
+    if isinstance(err, gexc.TooManyRequests):
+        return quota_metric(err) is None
+    if isinstance(err, gexc.ServerError):
+        return not isinstance(err, gexc.MethodNotImplemented)
+    return isinstance(err, (RequestsConnectionError, Timeout, TransportError))
+
+
+class TransientExhausted(Exception):
+    """Every attempt failed transiently; carries the last error and how long we tried."""
+
+    def __init__(self, last: BaseException, attempts: int, elapsed: float) -> None:
+        super().__init__(str(last))
+        self.last = last
+        self.attempts = attempts
+        self.elapsed = elapsed
+
+
+def call_with_retry(
+    fn: Callable[[], T], policy: RetryPolicy, before_retry: Callable[[BaseException], None] | None = None
+) -> T:
+    """Call `fn` until it succeeds, fails for good, or `policy.attempts` run out.
+
+    `before_retry(err)` runs before each new attempt; it may return normally or raise
+    (create() uses it to look for a job an ambiguous failure may have created).
+    """
+    start = time.monotonic()
+    delays = policy.delays()
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            return fn()
+        except Exception as err:
+            if not is_transient(err):
+                raise
+            delay = next(delays, None)
+            if delay is None:
+                raise TransientExhausted(err, attempt, time.monotonic() - start) from err
+            policy.sleep(delay)
+            if before_retry is not None:
+                before_retry(err)
+
+
+def explain(
+    err: BaseException,
+    *,
+    action: str,
+    resource: str,
+    project: str,
+    region: str,
+    permission: str,
+    role: str = "roles/aiplatform.user",
+) -> BackendError:
+    """One line: what failed, why, and what to do about it."""
+    from google.api_core import exceptions as gexc
+    from google.auth import exceptions as aexc
+
+    if isinstance(err, TransientExhausted):
+        last = err.last
+        if isinstance(last, gexc.GoogleAPICallError):
+            why = f"{last.code} {api_status(last)}: {api_message(last)}"
+        else:
+            why = f"{type(last).__name__}: {last}"
+        return BackendError(
+            f"cannot {action}: Vertex AI kept failing ({why}) after {err.attempts} attempts over "
+            f"{err.elapsed:.1f} s; try again later"
+        )
+    if isinstance(err, aexc.DefaultCredentialsError):
+        return BackendError(f"cannot {action}: no Google Cloud credentials found; {ADC_HELP}")
+    if isinstance(err, aexc.RefreshError):
+        # google-auth raises RefreshError(message, response): keep the message only
+        first = err.args[0] if err.args and isinstance(err.args[0], str) else str(err)
+        detail = (first.splitlines() or ["refresh failed"])[0]
+        return BackendError(f"cannot {action}: Google Cloud credentials were refused ({detail}); {ADC_HELP}")
+    if isinstance(err, gexc.Unauthorized):
+        return BackendError(
+            f"cannot {action}: the credentials were rejected (401 {api_status(err)}: "
+            f"{api_message(err)}); {ADC_HELP}"
+        )
+    if isinstance(err, gexc.Forbidden):
+        reason = getattr(err, "reason", None) or ""
+        message = api_message(err)
+        if reason in _API_DISABLED or "has not been used in project" in message or "is disabled" in message:
+            return BackendError(
+                f"cannot {action}: the Vertex AI API is not enabled in project {project}; run "
+                f"`gcloud services enable aiplatform.googleapis.com --project {project}`"
+            )
+        metadata = getattr(err, "metadata", None) or {}
+        found = _PERMISSION_RE.search(message)
+        needed = metadata.get("permission") or (found.group(1) if found else permission)
+        return BackendError(
+            f"cannot {action}: permission {needed} denied on {resource} for the current credentials; "
+            f"grant them {role} (or a role with {needed}) in project {project}"
+        )
+    if isinstance(err, gexc.TooManyRequests):
+        metric = quota_metric(err) or "a Vertex AI quota"
+        return BackendError(
+            f"cannot {action}: quota {metric} exceeded in project {project}, region {region}; "
+            f"request more at {QUOTA_PAGE.format(project=project)} or use another region or machine"
+        )
+    if isinstance(err, gexc.NotFound):
+        return BackendError(f"cannot {action}: {resource} not found ({api_message(err)})")
+    if isinstance(err, gexc.GoogleAPICallError):
+        return BackendError(
+            f"cannot {action}: Vertex AI answered {err.code} {api_status(err)}: {api_message(err)}"
+        )
+    return BackendError(f"cannot {action}: {type(err).__name__}: {err}")

@@ -1,0 +1,161 @@
+"""A local Vertex AI JobService (CustomJobs) that the real `aiplatform_v1` client can talk to.
+
+    with Emulator(runner=sleep_runner(0.2)) as emu:
+        client = emu.client()                    # JobServiceClient, REST, anonymous
+        job = client.create_custom_job(parent=emu.parent("my-project"), custom_job=...)
+
+The client reaches it through `client_options={"api_endpoint": "http://127.0.0.1:PORT"}`:
+the REST transport keeps an explicit `http://` scheme (it only adds `https://` when the
+endpoint has none), so no TLS and no transport subclass are needed. Credentials must be
+`AnonymousCredentials()` so nothing reads ADC. See `server.py` for routes and fault
+injection, `runner.py` for the job-runner interface, `validation.py` for what is rejected.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from vtrain.emulator.runner import (
+    LOCAL_RUNNER,
+    GatedRunner,
+    JobRunner,
+    RunContext,
+    RunResult,
+    load_runner,
+    sleep_runner,
+)
+
+DENIED_PROJECT = "denied-project"
+QUOTA_PROJECT = "quota-project"
+
+__all__ = [
+    "DENIED_PROJECT",
+    "LOCAL_RUNNER",
+    "QUOTA_PROJECT",
+    "Emulator",
+    "GatedRunner",
+    "JobRunner",
+    "RunContext",
+    "RunResult",
+    "load_runner",
+    "sleep_runner",
+]
+
+
+class Emulator:
+    """The emulator server plus its job store; start/stop it or use it as a context manager.
+
+    `pending_seconds` is how long a new job stays JOB_STATE_PENDING; the runner decides how
+    long it stays RUNNING (the default sleeps `run_seconds`); `cancel_seconds` is the
+    CANCELLING → CANCELLED delay. Projects named in `deny_projects` (default
+    ``denied-project``) answer 403 PERMISSION_DENIED; creates in `quota_projects` (default
+    ``quota-project``) answer 429 with a resource-quota error.
+    """
+
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        runner: JobRunner | None = None,
+        run_seconds: float = 2.0,
+        pending_seconds: float = 0.5,
+        cancel_seconds: float = 0.2,
+        deny_projects: set[str] | None = None,
+        quota_projects: set[str] | None = None,
+        access_log: Callable[[str], None] | None = None,
+    ) -> None:
+        from vtrain.emulator.server import EmulatorHTTPServer, Faults
+        from vtrain.emulator.store import JobStore
+
+        self.store = JobStore(runner or sleep_runner(run_seconds), pending_seconds, cancel_seconds)
+        self.faults = Faults()
+        self._server = EmulatorHTTPServer(
+            (host, port),
+            self.store,
+            self.faults,
+            {DENIED_PROJECT} if deny_projects is None else set(deny_projects),
+            {QUOTA_PROJECT} if quota_projects is None else set(quota_projects),
+            access_log,
+        )
+        self._thread: threading.Thread | None = None
+
+    # ---- lifecycle --------------------------------------------------------------------
+    def start(self) -> Emulator:
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._server.serve_forever, args=(0.05,), name="vertex-emulator", daemon=True
+            )
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            self._server.shutdown()
+            self._thread.join()
+            self._thread = None
+        self._server.server_close()
+        self.store.close()
+
+    def __enter__(self) -> Emulator:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ---- what tests use ---------------------------------------------------------------
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @staticmethod
+    def parent(project: str = "test-project", location: str = "us-central1") -> str:
+        return f"projects/{project}/locations/{location}"
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        """Every request received: method, path, query, parsed JSON body (oldest first)."""
+        return list(self._server.requests)
+
+    def jobs(self) -> list[Any]:
+        """Snapshot of the stored jobs as `aiplatform_v1.CustomJob`, oldest first."""
+        from google.cloud.aiplatform_v1.types import CustomJob
+
+        return [CustomJob.wrap(pb) for pb in self.store.snapshot()]
+
+    def fail_next(self, count: int = 1, *, code: int = 503, mode: str = "before") -> None:
+        """Make the next `count` requests fail with `code` (429, 500, 503, 504).
+
+        mode "before": refused before any work (the job is not created);
+        "after": the work is done and the answer lost (the job exists);
+        "reset": the connection is dropped without an answer.
+        """
+        if mode not in ("before", "after", "reset"):
+            raise ValueError(f"mode must be before, after or reset, not {mode!r}")
+        from vtrain.emulator.errors import TRANSIENT
+
+        if mode != "reset" and code not in TRANSIENT:
+            raise ValueError(f"code must be one of {sorted(TRANSIENT)}")
+        self.faults.add(count, code, mode)
+
+    def client(self) -> Any:
+        """A real `JobServiceClient` pointed here: REST transport, anonymous credentials."""
+        from google.auth.credentials import AnonymousCredentials
+        from google.cloud.aiplatform_v1 import JobServiceClient
+
+        return JobServiceClient(
+            transport="rest",
+            client_options={"api_endpoint": self.url},
+            credentials=AnonymousCredentials(),
+        )
+
+
+def print_access_log(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)

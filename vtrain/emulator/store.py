@@ -1,0 +1,227 @@
+"""Jobs held by the emulator and the thread that moves each one through its states.
+
+PENDING (``pending_seconds``) → RUNNING (while the runner runs) → the runner's final
+state. A cancel moves a live job to CANCELLING at once and to CANCELLED ``cancel_seconds``
+later, with ``error {code: 1, message: "CANCELED"}`` as Vertex reports it. All state is
+guarded by one lock; protos handed out are copies, so callers never see a half-update.
+"""
+
+from __future__ import annotations
+
+import itertools
+import secrets
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from google.cloud.aiplatform_v1.types import CustomJob, JobState
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from vtrain.emulator.errors import failed_precondition, not_found
+from vtrain.emulator.runner import CANCELLED, FAILED, FINAL_STATES, JobRunner, RunContext, RunResult
+
+TERMINAL = {JobState[s].value for s in FINAL_STATES} | {JobState.JOB_STATE_EXPIRED.value}
+DEFAULT_PAGE_SIZE = 100
+MAX_PAGE_SIZE = 1000
+
+
+def _now() -> Timestamp:
+    ts = Timestamp()
+    ts.GetCurrentTime()
+    return ts
+
+
+def _rfc3339(when: datetime | None = None) -> str:
+    return (when or datetime.now(timezone.utc)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass
+class _Record:
+    job: Any  # google.cloud.aiplatform.v1.CustomJob (raw protobuf)
+    seq: int
+    project: str
+    cancel: threading.Event = field(default_factory=threading.Event)
+    entries: list[dict[str, Any]] = field(default_factory=list)
+    thread: threading.Thread | None = None
+
+
+class JobStore:
+    def __init__(self, runner: JobRunner, pending_seconds: float, cancel_seconds: float) -> None:
+        self.runner = runner
+        self.pending_seconds = pending_seconds
+        self.cancel_seconds = cancel_seconds
+        self._lock = threading.Lock()
+        self._jobs: dict[str, _Record] = {}
+        self._seq = itertools.count(1)
+        self._closing = threading.Event()
+
+    # ---- API operations -------------------------------------------------------------
+    def create(self, project: str, location: str, job: Any) -> Any:
+        with self._lock:
+            job_id = self._new_id()
+            job.name = f"projects/{project}/locations/{location}/customJobs/{job_id}"
+            job.state = JobState.JOB_STATE_PENDING.value
+            now = _now()
+            job.create_time.CopyFrom(now)
+            job.update_time.CopyFrom(now)
+            rec = _Record(job=job, seq=next(self._seq), project=project)
+            self._jobs[job.name] = rec
+            rec.thread = threading.Thread(target=self._drive, args=(rec,), name=f"job-{job_id}", daemon=True)
+            rec.thread.start()
+            return self._copy(job)
+
+    def get(self, name: str) -> Any:
+        with self._lock:
+            return self._copy(self._record(name).job)
+
+    def list(self, parent: str, match: Any, page_size: int, page_token: str) -> tuple[list[Any], str]:
+        """Newest first; the token is the last sequence number served, so pages stay stable
+        while new jobs are created between calls."""
+        size = min(page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
+        after = int(page_token) if page_token.isdigit() else None
+        with self._lock:
+            records = sorted(
+                (r for n, r in self._jobs.items() if n.startswith(parent + "/customJobs/")),
+                key=lambda r: r.seq,
+                reverse=True,
+            )
+            chosen = [r for r in records if (after is None or r.seq < after) and match(r.job)]
+            page = chosen[:size]
+            token = str(page[-1].seq) if len(chosen) > size else ""
+            return [self._copy(r.job) for r in page], token
+
+    def cancel(self, name: str) -> None:
+        with self._lock:
+            rec = self._record(name)
+            if rec.job.state in TERMINAL:
+                state = JobState(rec.job.state).name
+                raise failed_precondition(f"Cannot cancel CustomJob {name} in state {state}.")
+            if not rec.cancel.is_set():
+                rec.job.state = JobState.JOB_STATE_CANCELLING.value
+                rec.job.update_time.CopyFrom(_now())
+                rec.cancel.set()
+
+    def delete(self, name: str) -> None:
+        with self._lock:
+            rec = self._record(name)
+            if rec.job.state not in TERMINAL:
+                state = JobState(rec.job.state).name
+                raise failed_precondition(
+                    f"CustomJob {name} is in state {state} and cannot be deleted; cancel it first."
+                )
+            del self._jobs[name]
+
+    def log_entries(
+        self, job_id: str, after: datetime | None, inclusive: bool = False
+    ) -> list[dict[str, Any]]:
+        with self._lock:
+            for rec in self._jobs.values():
+                if rec.job.name.rsplit("/", 1)[-1] == job_id:
+                    return [
+                        e
+                        for e in rec.entries
+                        if after is None or e["_when"] > after or (inclusive and e["_when"] == after)
+                    ]
+            return []
+
+    def snapshot(self) -> list[Any]:
+        with self._lock:
+            return [self._copy(r.job) for r in sorted(self._jobs.values(), key=lambda r: r.seq)]
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Cancel every live job and wait for the driver threads, so no thread outlives us."""
+        self._closing.set()
+        with self._lock:
+            records = list(self._jobs.values())
+            for rec in records:
+                rec.cancel.set()
+        for rec in records:
+            if rec.thread is not None:
+                rec.thread.join(timeout)
+
+    # ---- internals --------------------------------------------------------------------
+    def _record(self, name: str) -> _Record:
+        rec = self._jobs.get(name)
+        if rec is None:
+            raise not_found(f"The CustomJob does not exist: {name}")
+        return rec
+
+    def _new_id(self) -> str:
+        while True:  # real IDs are 19-digit numbers; random so IDs never repeat across runs
+            job_id = str(10**18 + secrets.randbelow(9 * 10**18))
+            if not any(n.endswith("/" + job_id) for n in self._jobs):
+                return job_id
+
+    @staticmethod
+    def _copy(job: Any) -> Any:
+        out = type(job)()
+        out.CopyFrom(job)
+        return out
+
+    def _log(self, rec: _Record, message: str, task: str, severity: str) -> None:
+        when = datetime.now(timezone.utc)
+        job_id = rec.job.name.rsplit("/", 1)[-1]
+        with self._lock:
+            rec.entries.append(
+                {
+                    "_when": when,
+                    "insertId": f"{job_id}-{len(rec.entries)}",
+                    "logName": f"projects/{rec.project}/logs/{task}",
+                    "resource": {
+                        "type": "ml_job",
+                        "labels": {"job_id": job_id, "project_id": rec.project, "task_name": task},
+                    },
+                    "timestamp": _rfc3339(when),
+                    "severity": severity,
+                    "jsonPayload": {"message": message},
+                }
+            )
+
+    def _set_state(self, rec: _Record, state: str, error: str | None = None, code: int = 0) -> None:
+        rec.job.state = JobState[state].value
+        now = _now()
+        rec.job.update_time.CopyFrom(now)
+        if state == "JOB_STATE_RUNNING":
+            rec.job.start_time.CopyFrom(now)
+        elif rec.job.state in TERMINAL:
+            rec.job.end_time.CopyFrom(now)
+            if error is not None:
+                rec.job.error.code = code
+                rec.job.error.message = error
+
+    def _finish_cancelled(self, rec: _Record) -> None:
+        if not self._closing.is_set():
+            self._closing.wait(self.cancel_seconds)
+        with self._lock:
+            self._set_state(rec, CANCELLED, "CANCELED", code=1)
+
+    def _drive(self, rec: _Record) -> None:
+        if rec.cancel.wait(self.pending_seconds):
+            self._finish_cancelled(rec)
+            return
+        with self._lock:
+            self._set_state(rec, "JOB_STATE_RUNNING")
+            job = CustomJob.wrap(self._copy(rec.job))
+        ctx = RunContext(
+            job_id=job.name.rsplit("/", 1)[-1],
+            cancelled=rec.cancel,
+            stopping=self._closing,
+            _sink=lambda m, t, s: self._log(rec, m, t, s),
+        )
+        try:
+            result = self.runner(job, ctx)
+        except Exception as err:  # a runner bug fails the job, never the emulator
+            result = RunResult(FAILED, f"job runner raised {type(err).__name__}: {err}")
+        if not isinstance(result, RunResult) or result.state not in FINAL_STATES:
+            result = RunResult(FAILED, f"job runner returned {result!r}, not a RunResult with a final state")
+        with self._lock:
+            if not rec.cancel.is_set():
+                if result.state == CANCELLED:
+                    self._set_state(rec, CANCELLED, "CANCELED", code=1)
+                elif result.state == FAILED:
+                    self._set_state(rec, FAILED, result.error or "The job failed.", code=13)
+                else:
+                    self._set_state(rec, result.state)
+                return
+        self._finish_cancelled(rec)

@@ -1,0 +1,210 @@
+"""Request bodies → CustomJob protos, rejected the way Vertex AI rejects them.
+
+Parsing is strict `json_format` into `google.cloud.aiplatform.v1.CustomJob`: an unknown
+field, a wrong type or an unknown enum name is a 400 INVALID_ARGUMENT, as on the real
+endpoint. The semantic checks below are the ones Vertex applies at create time that a
+job builder can get wrong; they are deliberately not vtrain's own rules (those live in
+`vtrain.rules`), so a bug in the builder cannot hide behind a matching bug here.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from google.cloud.aiplatform_v1.types import CustomJob
+from google.protobuf import json_format
+
+from vtrain.emulator.errors import ApiError, invalid_argument
+
+PROJECT_RE = re.compile(r"^(?:[a-z][a-z0-9-]{4,28}[a-z0-9]|[0-9]{1,20})$")
+LOCATION_RE = re.compile(r"^[a-z]+(?:-[a-z]+)+[0-9]+$")
+JOB_ID_RE = re.compile(r"^[0-9]{1,20}$")
+LABEL_KEY_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+LABEL_VALUE_RE = re.compile(r"^[a-z0-9_-]{0,63}$")
+MAX_POOLS = 4
+MAX_LABELS = 64
+MAX_DISPLAY_NAME = 128
+MAX_PACKAGE_URIS = 100
+MAX_ENV = 100
+BOOT_DISK_TYPES = {"pd-ssd", "pd-standard", "pd-balanced", "hyperdisk-balanced"}
+OUTPUT_ONLY = (
+    "name",
+    "state",
+    "create_time",
+    "start_time",
+    "end_time",
+    "update_time",
+    "error",
+    "web_access_uris",
+    "satisfies_pzs",
+    "satisfies_pzi",
+)
+
+_UNKNOWN_RE = re.compile(r'has no field named "([^"]+)" at "([^"]+)"')
+
+CustomJobPb = CustomJob.pb()
+
+
+def check_parent(project: str, location: str) -> None:
+    """Project ID (or number) and region formats; the endpoint/region match cannot be checked here."""
+    if not PROJECT_RE.match(project):
+        raise invalid_argument(
+            f"Invalid resource field value in the request: project '{project}' is not a valid "
+            "project ID (6-30 lowercase letters, digits or hyphens, starting with a letter) or number.",
+            [("parent", "invalid project")],
+        )
+    if not LOCATION_RE.match(location):
+        raise invalid_argument(
+            f"Invalid resource field value in the request: location '{location}' is not a region "
+            "such as 'us-central1'.",
+            [("parent", "invalid location")],
+        )
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def _field_path(path: str) -> str:
+    """'CustomJob.jobSpec.workerPoolSpecs[0]' -> 'custom_job.job_spec.worker_pool_specs[0]'."""
+    parts = path.split(".")
+    parts[0] = "custom_job"
+    return ".".join(_snake(p) for p in parts)
+
+
+def parse_custom_job(raw: bytes) -> Any:
+    """Strict JSON → proto; what the real endpoint cannot parse is a 400 here too."""
+    job = CustomJobPb()
+    try:
+        json_format.Parse(raw.decode("utf-8") or "{}", job)
+    except UnicodeDecodeError as err:
+        raise invalid_argument("Invalid JSON payload received. The body is not UTF-8.") from err
+    except json_format.ParseError as err:
+        text = str(err)
+        unknown = _UNKNOWN_RE.search(text)
+        if unknown:
+            field, where = unknown.groups()
+            raise invalid_argument(
+                f"Invalid JSON payload received. Unknown name \"{field}\" at '{_field_path(where)}': "
+                "Cannot find field.",
+                [(_field_path(where), f'Invalid JSON payload received. Unknown name "{field}"')],
+            ) from err
+        raise invalid_argument(f"Invalid JSON payload received. {text.splitlines()[0]}") from err
+    for field in OUTPUT_ONLY:  # output-only fields are ignored on input, as AIP-203 says
+        job.ClearField(field)
+    return job
+
+
+def _check_pool(i: int, pool: Any, problems: list[tuple[str, str]]) -> None:
+    where = f"job_spec.worker_pool_specs[{i}]"
+    if pool.ByteSize() == 0:
+        if i == 0:
+            problems.append((where, "The first worker pool (the chief) must be specified."))
+        return
+    if not pool.machine_spec.machine_type:
+        problems.append((f"{where}.machine_spec.machine_type", "machine_type is required."))
+    has_type = pool.machine_spec.accelerator_type != 0
+    count = pool.machine_spec.accelerator_count
+    if has_type and count <= 0:
+        problems.append(
+            (
+                f"{where}.machine_spec.accelerator_count",
+                "accelerator_count must be positive when accelerator_type is set.",
+            )
+        )
+    if count and not has_type:
+        problems.append(
+            (
+                f"{where}.machine_spec.accelerator_type",
+                "accelerator_type is required when accelerator_count is set.",
+            )
+        )
+    if i == 0 and pool.replica_count != 1:
+        problems.append(
+            (
+                f"{where}.replica_count",
+                f"The replica count of the first worker pool (the chief) must "
+                f"be 1, got {pool.replica_count}.",
+            )
+        )
+    elif pool.replica_count < 1:
+        problems.append((f"{where}.replica_count", "replica_count must be positive."))
+    task = pool.WhichOneof("task")
+    if task is None:
+        problems.append((where, "One of container_spec or python_package_spec is required."))
+    elif task == "container_spec":
+        if not pool.container_spec.image_uri:
+            problems.append((f"{where}.container_spec.image_uri", "image_uri is required."))
+        if len(pool.container_spec.env) > MAX_ENV:
+            problems.append((f"{where}.container_spec.env", f"At most {MAX_ENV} env entries."))
+    else:
+        spec = pool.python_package_spec
+        if not spec.executor_image_uri:
+            problems.append((f"{where}.python_package_spec.executor_image_uri", "is required."))
+        if not spec.python_module:
+            problems.append((f"{where}.python_package_spec.python_module", "is required."))
+        if not 1 <= len(spec.package_uris) <= MAX_PACKAGE_URIS:
+            problems.append(
+                (
+                    f"{where}.python_package_spec.package_uris",
+                    f"1 to {MAX_PACKAGE_URIS} package URIs are required.",
+                )
+            )
+        if len(spec.env) > MAX_ENV:
+            problems.append((f"{where}.python_package_spec.env", f"At most {MAX_ENV} env entries."))
+    disk = pool.disk_spec.boot_disk_type
+    if disk and disk not in BOOT_DISK_TYPES:
+        problems.append((f"{where}.disk_spec.boot_disk_type", f"Unsupported boot disk type '{disk}'."))
+
+
+def check_custom_job(job: Any) -> None:
+    """Every create-time rule; the message names the first problem, details list them all."""
+    problems: list[tuple[str, str]] = []
+    if not job.display_name:
+        problems.append(("display_name", "display_name is required."))
+    elif len(job.display_name) > MAX_DISPLAY_NAME:
+        problems.append(("display_name", f"display_name is longer than {MAX_DISPLAY_NAME} characters."))
+    pools = job.job_spec.worker_pool_specs
+    if not pools:
+        problems.append(("job_spec.worker_pool_specs", "At least one worker pool spec is required."))
+    elif len(pools) > MAX_POOLS:
+        problems.append(
+            (
+                "job_spec.worker_pool_specs",
+                f"At most {MAX_POOLS} worker pool specs are allowed, got {len(pools)}.",
+            )
+        )
+    else:
+        for i, pool in enumerate(pools):
+            _check_pool(i, pool, problems)
+    if len(job.labels) > MAX_LABELS:
+        problems.append(("labels", f"At most {MAX_LABELS} labels are allowed."))
+    for key, value in job.labels.items():
+        if not LABEL_KEY_RE.match(key):
+            problems.append(
+                (
+                    f"labels.{key}",
+                    "Label keys must start with a lowercase letter and hold "
+                    "at most 63 lowercase letters, digits, '_' or '-'.",
+                )
+            )
+        if not LABEL_VALUE_RE.match(value):
+            problems.append(
+                (f"labels.{key}", "Label values hold at most 63 lowercase letters, digits, '_' or '-'.")
+            )
+    if problems:
+        field, message = problems[0]
+        raise invalid_argument(f"{field}: {message}", problems)
+
+
+def check_job_name(project: str, location: str, job_id: str) -> None:
+    check_parent(project, location)
+    if not JOB_ID_RE.match(job_id):
+        raise invalid_argument(
+            f"Invalid resource field value in the request: '{job_id}' is not a CustomJob ID.",
+            [("name", "invalid job id")],
+        )
+
+
+__all__ = ["ApiError", "check_custom_job", "check_job_name", "check_parent", "parse_custom_job"]
