@@ -46,8 +46,11 @@ class _Rules:
         self.target = target
         self.problems: list[Problem] = []
 
-    def add(self, path: PathKey, message: str, severity: str = "error") -> None:
-        pos = self.config.positions.of(path)
+    def add(self, path: PathKey, message: str, severity: str = "error", *, at: PathKey | None = None) -> None:
+        """Report at `path`; `at` places it elsewhere when `path` is a key the user did not write."""
+        positions = self.config.positions
+        where = at if at is not None and path not in positions.values and path not in positions.keys else path
+        pos = positions.of(where)
         self.problems.append(Problem(format_path(path), message, pos.file, pos.line, pos.column, severity))
 
     def warn(self, path: PathKey, message: str) -> None:
@@ -56,6 +59,16 @@ class _Rules:
 
 def _pool_path(pool: PoolConfig, *rest: str) -> PathKey:
     return ("cluster", pool.role, *rest)
+
+
+def _hint(message: str, suggestion: str) -> str:
+    """Append a did-you-mean, dropping the dangling ';' when there is none."""
+    return f"{message};{suggestion}" if suggestion else message
+
+
+def _machine_families() -> str:
+    families = dict.fromkeys(m.split("-", 1)[0] for m in catalog.ALL_MACHINE_TYPES)
+    return ", ".join(f"{f}-*" if f != catalog.CLOUD_TPU.split("-")[0] else catalog.CLOUD_TPU for f in families)
 
 
 # --------------------------------------------------------------------------- machines
@@ -70,8 +83,8 @@ def _check_machine(r: _Rules, pool: PoolConfig) -> PoolConfig:
     if mt not in catalog.ALL_MACHINE_TYPES:
         r.add(
             _pool_path(pool, "machine_type"),
-            f"unknown machine type '{mt}' for Vertex AI training;{did_you_mean(mt, catalog.ALL_MACHINE_TYPES)}"
-            " see `vtrain/catalog.py` for the supported list",
+            _hint(f"unknown machine type '{mt}' for Vertex AI training; allowed families: {_machine_families()}",
+                  did_you_mean(mt, catalog.ALL_MACHINE_TYPES)),
         )
         return pool
     accel = pool.accelerator
@@ -80,8 +93,8 @@ def _check_machine(r: _Rules, pool: PoolConfig) -> PoolConfig:
         if enum is None:
             r.add(
                 _pool_path(pool, "accelerator"),
-                f"unknown accelerator '{accel}'; allowed: {', '.join(catalog.ACCELERATOR_TYPES)}"
-                f" (or aliases like a100, h100, l4, t4);{did_you_mean(accel, catalog.accelerator_spellings())}",
+                _hint(f"unknown accelerator '{accel}'; allowed: {', '.join(catalog.ACCELERATOR_TYPES)}"
+                      " (or aliases like a100, h100, l4, t4)", did_you_mean(accel, catalog.accelerator_spellings())),
             )
             return pool
         accel = enum
@@ -92,6 +105,9 @@ def _check_machine(r: _Rules, pool: PoolConfig) -> PoolConfig:
 
     if mt in catalog.GPU_MACHINES:
         fixed = catalog.GPU_MACHINES[mt]
+        if pool.tpu_topology:
+            r.add(_pool_path(pool, "tpu_topology"), f"tpu_topology applies only to TPU VM machine types "
+                                                    f"(ct5lp-*, ct6e-*), not {mt}; remove it")
         if accel is None and count == 0:
             return replace(pool, accelerator=fixed.accelerator, accelerator_count=fixed.count)
         if accel is not None and accel != fixed.accelerator:
@@ -100,14 +116,13 @@ def _check_machine(r: _Rules, pool: PoolConfig) -> PoolConfig:
         elif count not in (0, fixed.count):
             r.add(count_path, f"{mt} has exactly {fixed.count} × {fixed.accelerator}; "
                               f"set accelerator_count: {fixed.count} or omit it")
-        if pool.tpu_topology:
-            r.add(_pool_path(pool, "tpu_topology"), "tpu_topology applies only to TPU machine types")
         return replace(pool, accelerator=fixed.accelerator, accelerator_count=fixed.count)
 
     if mt == catalog.CLOUD_TPU:
         if accel not in catalog.TPU_TYPES:
             r.add(acc_path, f"machine cloud-tpu needs accelerator {' or '.join(catalog.TPU_TYPES)}"
-                            f"{'' if accel is None else f', not {accel}'}")
+                            f"{'' if accel is None else f', not {accel}'} with accelerator_count: 8",
+                  at=_pool_path(pool, "machine_type"))
         elif count not in catalog.CLOUD_TPU_COUNTS and (count == 0 or count % catalog.CLOUD_TPU_POD_STEP):
             r.add(count_path, f"{accel} takes 8 cores (a single device) or a pod slice in multiples of 32, "
                               f"got {count}; set accelerator_count: 8")
@@ -125,15 +140,17 @@ def _check_machine(r: _Rules, pool: PoolConfig) -> PoolConfig:
             return replace(pool, tpu_topology=tpu.topologies[0], accelerator=None, accelerator_count=0)
         if pool.tpu_topology not in tpu.topologies:
             r.add(_pool_path(pool, "tpu_topology"),
-                  f"{mt} supports topologies {', '.join(tpu.topologies)}, got '{pool.tpu_topology}';"
-                  f"{did_you_mean(pool.tpu_topology, tpu.topologies)}")
+                  _hint(f"{mt} supports topologies {', '.join(tpu.topologies)}, got '{pool.tpu_topology}'",
+                        did_you_mean(pool.tpu_topology, tpu.topologies)))
         return replace(pool, accelerator=None, accelerator_count=0)
 
     # General-purpose machine: GPUs only on N1, with fixed legal counts.
     if pool.tpu_topology:
-        r.add(_pool_path(pool, "tpu_topology"), "tpu_topology applies only to TPU VM machine types (ct5lp-*, ct6e-*)")
+        r.add(_pool_path(pool, "tpu_topology"), f"tpu_topology applies only to TPU VM machine types "
+                                                f"(ct5lp-*, ct6e-*), not {mt}; remove it")
     if accel is None and count:
-        r.add(acc_path, f"accelerator_count is {count} but no accelerator is set; set both or neither")
+        r.add(acc_path, f"accelerator_count is {count} but no accelerator is set; set both (e.g. accelerator: "
+                        "NVIDIA_TESLA_T4) or neither", at=count_path)
         return pool
     if accel is None:
         return pool
@@ -142,7 +159,9 @@ def _check_machine(r: _Rules, pool: PoolConfig) -> PoolConfig:
         return pool
     if not mt.startswith("n1-"):
         hosts = sorted({m for m, g in catalog.GPU_MACHINES.items() if g.accelerator == accel})
-        hint = f"use one of {', '.join(hosts)}" if hosts else "use an n1-* machine"
+        n1 = f"n1-standard-{catalog.vcpus(mt)}"
+        hint = f"use one of {', '.join(hosts)}" if hosts else (
+            f"use an n1-* machine such as {n1}" if n1 in catalog.CPU_MACHINES else "use an n1-* machine")
         r.add(acc_path, f"{mt} cannot take GPUs; {hint}")
         return pool
     legal = catalog.N1_GPUS.get(accel)
@@ -151,7 +170,8 @@ def _check_machine(r: _Rules, pool: PoolConfig) -> PoolConfig:
         r.add(acc_path, f"{accel} is not offered on N1 machines; use machine_type {' or '.join(hosts[:4])}")
         return pool
     if count == 0:
-        r.add(count_path, f"accelerator {accel} needs accelerator_count: one of {', '.join(map(str, legal))}")
+        r.add(count_path, f"accelerator {accel} needs accelerator_count: one of {', '.join(map(str, legal))}",
+              at=acc_path)
         return pool
     if count not in legal:
         nearest = min(legal, key=lambda c: (abs(c - count), c))
@@ -204,8 +224,9 @@ def _check_cluster(r: _Rules, config: JobConfig) -> JobConfig:
     if tpu_pools:
         others = [p for p in config.pools() if p.role != "chief"]
         if others or chief.replicas != 1:
-            r.add(("cluster",), "a TPU job runs as one pool with one replica: keep only cluster.chief "
-                                f"(found {', '.join(p.role for p in others) or 'more replicas'})")
+            where = ("cluster", others[0].role) if others else ("cluster",)
+            r.add(where, "a TPU job runs as one pool with one replica: keep only cluster.chief "
+                         f"(found {', '.join(p.role for p in others) or 'more replicas'})")
     config = _check_reduction_server(r, config)
     return config
 
@@ -214,26 +235,29 @@ def _check_reduction_server(r: _Rules, config: JobConfig) -> JobConfig:
     red = config.reduction_server
     if red is None:
         return config
-    if red.accelerator or red.accelerator_count:
-        r.add(_pool_path(red, "accelerator"), "reduction server replicas take no accelerators; remove them "
-                                              f"(default machine {catalog.REDUCTION_SERVER_DEFAULT_MACHINE})")
     if red.machine_type in catalog.GPU_MACHINES or catalog.is_tpu_machine(red.machine_type):
-        r.add(_pool_path(red, "machine_type"), f"reducers run on CPU machines; use "
-                                               f"{catalog.REDUCTION_SERVER_DEFAULT_MACHINE}")
+        r.add(_pool_path(red, "machine_type"), f"reducers run on CPU machines, not {red.machine_type}; use "
+                                               f"{catalog.REDUCTION_SERVER_DEFAULT_MACHINE} (the default)")
+    elif red.accelerator or red.accelerator_count:
+        r.add(_pool_path(red, "accelerator"), "reduction server replicas take no accelerators; remove accelerator "
+                                              "and accelerator_count", at=_pool_path(red, "accelerator_count"))
     gpu_workers = config.workers is not None and config.workers.gpus > 0 and config.workers.replicas
     if not gpu_workers:
         r.add(("cluster", "reduction_server"), "a reduction server needs GPU workers using NCCL all-reduce: "
                                                "add cluster.workers with GPUs, or remove reduction_server")
     gpu_replicas = sum(int(p.replicas) for p in (config.chief, config.workers) if p is not None and p.gpus)
-    if gpu_replicas < 2:
+    if gpu_workers and gpu_replicas < 2:
         r.add(("cluster", "reduction_server"), f"a reduction server needs at least 2 GPU replicas in chief + "
                                                f"workers, found {gpu_replicas}")
     image = _image_of(config)
-    if image is not None:
+    # A non-GPU trainer.image alias is already reported against the GPU pools by _check_image.
+    if image is not None and (config.trainer.container is not None or image[0] == "gpu"):
         family, version = image
         if family != "gpu" or catalog.tf_version_tuple(version) < (2, 3):
-            r.add(("trainer", "image"), "a reduction server needs a tf-gpu prebuilt image ≥ 2.3 or a custom "
-                                        "container with NCCL ≥ 2.7 and google-reduction-server")
+            where = ("trainer", "container", "image_uri") if config.trainer.container else ("trainer", "image")
+            r.add(where, f"a reduction server needs a tf-gpu prebuilt image ≥ 2.3, not tf-{family}.{version}; use "
+                         f"tf-gpu.{catalog.DEFAULT_TF_VERSION}, or a custom container with NCCL ≥ 2.7 and "
+                         "google-reduction-server")
     if red.replicas == "auto" and red.machine_type in catalog.ALL_MACHINE_TYPES:
         sized = replace(red, replicas=_size_reducers(config, red))
         config = replace(config, reduction_server=sized)
@@ -299,7 +323,8 @@ def _check_trainer(r: _Rules, config: JobConfig) -> None:
 def _check_package_dir(r: _Rules, package: Path, module: str | None) -> None:
     path = ("trainer", "package")
     if not package.is_dir():
-        r.add(path, f"trainer package directory not found: {package}")
+        r.add(path, f"trainer package directory not found: {package}; set trainer.package to the directory "
+                    "holding pyproject.toml (a relative path starts at the job file's directory)")
         return
     if not (package / "pyproject.toml").is_file() and not (package / "setup.py").is_file():
         r.add(path, f"{package} has no pyproject.toml or setup.py; it must be an installable Python package")
@@ -310,8 +335,22 @@ def _check_package_dir(r: _Rules, package: Path, module: str | None) -> None:
         candidates += [package / root / rel / "__init__.py" for root in (".", "src")]
         candidates += [package / root / rel / "__main__.py" for root in (".", "src")]
         if not any(c.is_file() for c in candidates):
-            r.add(("trainer", "module"), f"module {module} not found in {package} "
-                                         f"(looked for {rel.with_suffix('.py')} and src/{rel.with_suffix('.py')})")
+            found = _package_modules(package)
+            hint = did_you_mean(module, found) or (f" modules found: {', '.join(found[:5])}" if found else "")
+            r.add(("trainer", "module"), _hint(f"module {module} not found in {package} (looked for "
+                                               f"{rel.with_suffix('.py')} and src/{rel.with_suffix('.py')})", hint))
+
+
+def _package_modules(package: Path) -> list[str]:
+    """Dotted names of the Python modules in a trainer package, for did-you-mean (bounded walk)."""
+    found: list[str] = []
+    for root in (package, package / "src"):
+        for file in sorted(root.glob("*/**/*.py"))[:200]:
+            rel = file.relative_to(root).with_suffix("")
+            parts = rel.parts[:-1] if rel.name in ("__init__", "__main__") else rel.parts
+            if parts and all(_MODULE.match(part) for part in parts):
+                found.append(".".join(parts))
+    return list(dict.fromkeys(found))
 
 
 def _check_image(r: _Rules, config: JobConfig) -> None:
@@ -322,8 +361,8 @@ def _check_image(r: _Rules, config: JobConfig) -> None:
     uri = catalog.PREBUILT_URI_RE.match(image)
     if alias is None and uri is None:
         if "/" not in image:
-            r.add(("trainer", "image"), f"'{image}' is neither a prebuilt alias (tf-cpu.2-17, tf-gpu.2-17, "
-                                        "tf-tpu.2-17, or tf.2-17 to pick per pool) nor an image URI")
+            r.add(("trainer", "image"), f"'{image}' is neither a prebuilt image alias nor an image URI; use "
+                                        "tf-cpu.2-17, tf-gpu.2-17, tf-tpu.2-17, or tf.2-17 to pick per pool")
         else:
             r.add(("trainer", "image"), "python-package trainers run on a Vertex prebuilt image "
                                         "(…-docker.pkg.dev/vertex-ai/training/tf-…); for your own image use "
@@ -337,8 +376,9 @@ def _check_image(r: _Rules, config: JobConfig) -> None:
     for fam in families:
         known = catalog.PREBUILT_TF[fam]
         if version not in known:
+            ordered = sorted(known, key=catalog.tf_version_tuple)
             r.add(("trainer", "image"), f"no prebuilt tf-{fam} image for TensorFlow {version.replace('-', '.')}; "
-                                        f"available: {', '.join(sorted(known, key=catalog.tf_version_tuple))}")
+                                        f"available: {', '.join(ordered)}; e.g. tf-{fam}.{ordered[-1]}")
             return
     if family is None:
         return
@@ -369,7 +409,8 @@ def _check_strategy(r: _Rules, config: JobConfig) -> None:
     elif strategy == "tpu" and not is_tpu:
         r.add(path, "strategy tpu needs a TPU machine (cloud-tpu, ct5lp-*, ct6e-*) for the chief")
     elif strategy == "parameter_server" and not has_ps:
-        r.add(path, "strategy parameter_server needs cluster.parameter_servers")
+        r.add(path, "strategy parameter_server needs cluster.parameter_servers; add them or use "
+                    "multi_worker_mirrored")
     elif has_ps and strategy != "parameter_server":
         r.add(path, f"the cluster has parameter servers, so the strategy must be parameter_server (or auto), "
                     f"not {strategy}")
@@ -403,16 +444,16 @@ def _check_job_fields(r: _Rules, config: JobConfig) -> None:
     elif len(config.name) > MAX_DISPLAY_NAME:
         r.add(("name",), f"the job name is {len(config.name)} characters; Vertex allows at most {MAX_DISPLAY_NAME}")
     if not _REGION.match(config.region):
-        r.add(("region",), f"'{config.region}' is not a region name like us-central1;"
-                           f"{did_you_mean(config.region, catalog.REGIONS)}")
+        r.add(("region",), _hint(f"'{config.region}' is not a region name like us-central1",
+                                 did_you_mean(config.region, catalog.REGIONS)))
     elif config.region not in catalog.REGIONS:
-        r.warn(("region",), f"'{config.region}' is not a known Vertex AI training region;"
-                            f"{did_you_mean(config.region, catalog.REGIONS)}")
+        r.warn(("region",), _hint(f"'{config.region}' is not a known Vertex AI training region",
+                                  did_you_mean(config.region, catalog.REGIONS)))
     for key in ("staging_bucket", "base_output_dir"):
         value = getattr(config, key)
         if value is None:
             continue
-        if value.startswith("gs://"):
+        if value.startswith(("gs:", "gs/")):
             _check_gcs(r, (key,), value)
         elif r.target == "vertex":
             r.add((key,), f"'{value}' is a local path; Vertex AI needs gs://BUCKET/PATH "
@@ -430,7 +471,8 @@ def _check_job_fields(r: _Rules, config: JobConfig) -> None:
         r.add(("service_account",), f"'{config.service_account}' is not a service account email like "
                                     "NAME@PROJECT.iam.gserviceaccount.com")
     if config.network and not _NETWORK.match(config.network):
-        r.add(("network",), "network must look like projects/PROJECT_NUMBER/global/networks/NAME")
+        r.add(("network",), f"network must look like projects/PROJECT_NUMBER/global/networks/NAME, "
+                            f"got '{config.network}'")
     if config.reserved_ip_ranges and not config.network:
         r.add(("reserved_ip_ranges",), "reserved_ip_ranges need a peered network: set network too")
     if config.kms_key and not _KMS_KEY.match(config.kms_key):
@@ -453,21 +495,33 @@ def _check_env(r: _Rules, config: JobConfig) -> None:
     base = dict(config.trainer.env)
     for key in base:
         if not _ENV_NAME.match(key):
-            r.add(("trainer", "env", key), f"'{key}' is not a valid environment variable name")
+            r.add(("trainer", "env", key), _env_name_message(key))
+    over: dict[str, int] = {}
     for pool in config.pools():
         merged = {**base, **(pool.env or {}), STRATEGY_ENV: ""}
         for key in pool.env or {}:
             if not _ENV_NAME.match(key):
-                r.add(_pool_path(pool, "env", key), f"'{key}' is not a valid environment variable name")
-        if len(merged) > MAX_ENV:
-            r.add(("trainer", "env"), f"cluster.{pool.role} would get {len(merged)} environment variables "
-                                      f"(vtrain adds {STRATEGY_ENV}); Vertex allows at most {MAX_ENV}")
+                r.add(_pool_path(pool, "env", key), _env_name_message(key))
+        if len(merged) > MAX_ENV and pool.role != "reduction_server":
+            over[f"cluster.{pool.role}"] = len(merged)
+    if over:  # one message for one breakage, however many pools share trainer.env
+        most = max(over.values())
+        r.add(("trainer", "env"), f"{', '.join(over)} would get up to {most} environment variables (vtrain adds "
+                                  f"{STRATEGY_ENV}); Vertex allows at most {MAX_ENV}: remove {most - MAX_ENV}")
+
+
+def _env_name_message(key: str) -> str:
+    fixed = re.sub(r"[^A-Za-z0-9_]", "_", key)
+    fixed = fixed if fixed[:1].isalpha() or fixed[:1] == "_" else f"_{fixed}"
+    return (f"'{key}' is not a valid environment variable name (letters, digits and _, not starting with a "
+            f"digit); try '{fixed}'")
 
 
 def _check_scheduling(r: _Rules, config: JobConfig) -> None:
     sched = config.scheduling
     if sched.max_wait_s is not None and sched.strategy != "flex_start":
-        r.add(("scheduling", "max_wait"), "max_wait only applies to strategy: flex_start")
+        r.add(("scheduling", "max_wait"), "max_wait only applies to strategy: flex_start; set "
+                                          "scheduling.strategy: flex_start or remove max_wait")
     if sched.strategy == "flex_start":
         machines = {(p.machine_type, p.accelerator, p.accelerator_count) for p in config.pools()}
         if len(machines) > 1:
@@ -483,7 +537,7 @@ def _check_scheduling(r: _Rules, config: JobConfig) -> None:
     if res is not None:
         if res.affinity == "specific" and not res.name:
             r.add(("reservation", "name"), "affinity specific needs the reservation name "
-                                           "projects/P/zones/Z/reservations/R")
+                                           "projects/P/zones/Z/reservations/R", at=("reservation", "affinity"))
         elif res.name and res.affinity != "specific":
             r.add(("reservation", "affinity"), "a reservation name is only used with affinity: specific")
         elif res.name and not _RESERVATION.match(res.name):
