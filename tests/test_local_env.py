@@ -217,3 +217,21 @@ def test_env_key_follows_contents(tmp_path: Path) -> None:
 def test_default_cache_dir() -> None:
     assert default_cache_dir({"VTRAIN_CACHE_DIR": "/c"}) == Path("/c")
     assert default_cache_dir({"XDG_CACHE_HOME": "/x", "HOME": "/h"}) == Path("/x/vtrain")
+
+
+@pytest.mark.parametrize(
+    ("image", "host", "expected"),
+    [
+        ("tf-cpu.2-17", "2.21.0", "the job's image has TensorFlow 2.17; this machine runs 2.21.0"),
+        ("tf-cpu.2-21", "2.21.0", None),
+        ("tf-gpu.2-17", None, "the job's image has TensorFlow 2.17; this machine has none installed"),
+        ("us-docker.pkg.dev/my/own/image:1", "2.21.0", None),
+    ],
+)
+def test_image_tf_notice(tmp_path: Path, image: str, host: str | None, expected: str | None) -> None:
+    plan = localenv.plan(job_for(tmp_path, "  chief: {machine_type: n1-standard-4}"))
+    pools = plan.job["jobSpec"]["workerPoolSpecs"]
+    uri = image if "/" in image else f"us-docker.pkg.dev/vertex-ai/training/{image}.py310:latest"
+    pools[0]["pythonPackageSpec"]["executorImageUri"] = uri
+    notice = localenv.image_tf_notice(plan, host)
+    assert (notice or "").startswith(expected or "") and (notice is None) == (expected is None)

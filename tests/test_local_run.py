@@ -243,6 +243,27 @@ def test_max_replicas_and_container_pools(tmp_path: Path, cache: Path, monkeypat
         run_local(container, output_dir=tmp_path / "c", cache_dir=cache)
 
 
+def test_prebuilt_packages_from_cloud_storage(gcs, tmp_path: Path, cache: Path) -> None:  # type: ignore[no-untyped-def]
+    """trainer.package_uris: fetched from gs:// (here the storage emulator) and installed as they are."""
+    from vtrain.packaging import build_sdist
+
+    sdist = build_sdist(PROBE, tmp_path / "dist")
+    gcs.create_bucket("pkgs")
+    gcs.client().bucket("pkgs").blob(f"trainers/{sdist.name}").upload_from_filename(str(sdist))
+    path = write_job(tmp_path, f"""
+        name: prebuilt
+        trainer: {{package_uris: [gs://pkgs/trainers/{sdist.name}], module: trainer.task}}
+        cluster: {{chief: {{machine_type: n1-standard-4}}}}
+        """)
+    out = io.StringIO()
+    job = run_local(path, output_dir=tmp_path / "out", cache_dir=cache, out=out)
+    assert job.wait(timeout=60) == "JOB_STATE_SUCCEEDED", job.error
+    assert "[chief-0] probe chief-0 done" in out.getvalue()
+    ran = json.loads((tmp_path / "out" / "vtrain-local" / "job.json").read_text())
+    assert ran["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]["packageUris"] == [
+        f"gs://pkgs/trainers/{sdist.name}"]
+
+
 # --------------------------------------------------------------------------- the command
 
 

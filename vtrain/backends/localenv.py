@@ -20,6 +20,7 @@ container pools run under ``docker`` (argv built by :func:`docker_argv`).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -262,6 +263,25 @@ def assign_gpus(
 # --------------------------------------------------------------------------- what runs
 
 
+_IMAGE_TF = re.compile(r"/tf-(?:cpu|gpu)\.(\d+)-(\d+)[.:]")
+
+
+def image_tf_notice(p: Plan, host_tf: str | None) -> str | None:
+    """A notice when the prebuilt image's TensorFlow is not the one this machine will run."""
+    for pool in p.pools:
+        match = _IMAGE_TF.search(str((pool.get("pythonPackageSpec") or {}).get("executorImageUri", "")))
+        if match is None:
+            continue
+        image = f"{match[1]}.{match[2]}"
+        if host_tf is None:
+            return f"the job's image has TensorFlow {image}; this machine has none installed"
+        if ".".join(host_tf.split(".")[:2]) != image:
+            return (f"the job's image has TensorFlow {image}; this machine runs {host_tf}: "
+                    "local results can differ from Vertex's")
+        return None
+    return None
+
+
 def python_argv(python: str, pool: Mapping[str, Any]) -> list[str]:
     """`python -m <module> <args>`, as the prebuilt image runs a Python package."""
     spec = pool["pythonPackageSpec"]
@@ -298,6 +318,7 @@ __all__ = [
     "cluster_spec",
     "compose_env",
     "docker_argv",
+    "image_tf_notice",
     "output_env",
     "plan",
     "pool_env",

@@ -54,7 +54,8 @@ def local(job_file: str, output_dir: str | None, max_replicas: int | None, timeo
     replica fails, and succeeds when the chief does. Exit code: 0 SUCCEEDED, 10 FAILED,
     11 CANCELLED (Ctrl-C).
     """
-    from vtrain.backends.local import SUCCEEDED, run_local
+    from vtrain.backends.handle import SUCCEEDED
+    from vtrain.backends.local import run_local
     from vtrain.config import load_config
     from vtrain.errors import JobFailed
 
