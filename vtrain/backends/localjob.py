@@ -348,9 +348,13 @@ class LocalJob(JobHandle):
         if p.reader is not None:
             self._stop([q for q in self._procs if q is not p])
             p.reader.join(timeout=5)
+        tail = list(p.tail)
+        with contextlib.suppress(OSError), open(p.log_path, "rb") as f:  # every line read so far
+            f.seek(max(0, f.seek(0, os.SEEK_END) - 65536))
+            tail = f.read().decode(errors="replace").splitlines()
         lines = [f"{p.label} {describe_exit(p.returncode)}",
                  f"last lines of {p.label} (full log: {p.log_path}):"]
-        lines += [f"  | {line}" for line in list(p.tail)[-TAIL_LINES:]]
+        lines += [f"  | {line}" for line in tail[-TAIL_LINES:]]
         return "\n".join(lines)
 
     def _stop(self, procs: list[_Proc]) -> None:
@@ -359,6 +363,7 @@ class LocalJob(JobHandle):
         for p in live:
             p.stopped = True
             self._signal(p, signal.SIGTERM)
+            self._signal(p, signal.SIGCONT)  # a frozen (SIGSTOPped) replica handles SIGTERM too
         end = time.monotonic() + self._options.kill_grace
         while any(not self._exited(p) and p.returncode is None for p in live) and time.monotonic() < end:
             if self._force:
