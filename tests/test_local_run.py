@@ -179,7 +179,9 @@ def test_success_follows_the_chief(tmp_path: Path, cache: Path) -> None:
     job, out = start(tmp_path, cache, ["--sleep=worker-1,evaluator-0", "--fail=worker-0", "--fail-after=1.5"],
                      cluster, worker_grace=2.0)
     started = time.monotonic()
-    assert job.wait(timeout=60) == "JOB_STATE_SUCCEEDED"
+    followed = list(job.logs(follow=True))  # returns once the job has ended
+    assert job.done and job.wait(timeout=1) == "JOB_STATE_SUCCEEDED"
+    assert "[worker-0] worker-0 exiting with 3" in followed and "[chief-0] probe chief-0 done" in followed
     # The evaluator is stopped at once; worker-0's failure after the chief's success does not count;
     # worker-1 is stopped after the grace period.
     assert time.monotonic() - started < 10

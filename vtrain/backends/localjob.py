@@ -189,14 +189,16 @@ class LocalJob(JobHandle):
         """Every replica's lines, prefixed `[chief-0]`, in arrival order; `follow` until the job ends."""
         with open(self.run_dir / "job.log", encoding="utf-8", errors="replace") as f:
             while True:
+                where = f.tell()
                 line = f.readline()
-                if line:
-                    yield line.rstrip("\n")
+                if line.endswith("\n"):
+                    yield line[:-1]
                 elif follow and not self._finished.is_set():
+                    f.seek(where)  # nothing, or half a line: wait for the rest
                     time.sleep(0.2)
                 else:
-                    rest = f.read()
-                    yield from (x for x in rest.splitlines())
+                    if line:
+                        yield line
                     return
 
     def replica_log(self, label: str) -> Path:
