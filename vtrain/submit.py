@@ -32,19 +32,19 @@ import json
 import os
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vtrain import __version__
 from vtrain.backends.handle import TERMINAL_STATES, JobHandle, WaitTimeout
 from vtrain.backends.settings import DEFAULT_REGION, GcloudLookup, gcloud_config_value, resolve_project, resolve_region
+from vtrain.backends.vertex import SUBMIT_LABEL, VertexBackend, VertexJob  # cheap: Google libraries load on use
 from vtrain.config import JobConfig, load_config
 from vtrain.errors import BackendError, ConfigError, PackagingError, Problem
 
 if TYPE_CHECKING:
     from vtrain.backends.retry import RetryPolicy
-    from vtrain.backends.vertex import VertexBackend, VertexJob
     from vtrain.staging import StagedObject
 
 ENDPOINT_ENV = "VTRAIN_API_ENDPOINT"
@@ -139,8 +139,6 @@ def connect(
 ) -> VertexBackend:
     """A backend on the official client: the regional endpoint with Application Default
     Credentials, or an http:// emulator with anonymous ones. No credentials → one-line error."""
-    from vtrain.backends.vertex import VertexBackend
-
     backend = VertexBackend.from_endpoint(
         target.project, target.region, target.api_endpoint, credentials=credentials, retry=retry or DEFAULT_RETRY
     )
@@ -157,9 +155,6 @@ class PackagePlan:
     role: str  # trainer, runtime (vtrain itself) or prebuilt (listed in the job file)
     source: str
     uri: str
-
-    def to_dict(self) -> dict[str, str]:
-        return {"role": self.role, "source": self.source, "uri": self.uri}
 
 
 @dataclass(frozen=True)
@@ -190,26 +185,17 @@ def version_label(version: str = __version__) -> str:
 
 
 def _check_labels(config: JobConfig) -> None:
-    from vtrain.backends.vertex import SUBMIT_LABEL
-
     ours = (VERSION_LABEL, HASH_LABEL, SUBMIT_LABEL)
-    problems = []
-    for key in config.labels:
-        if key in ours:
-            pos = config.positions.of(("labels", key), key=True)
-            problems.append(
-                Problem(f"labels.{key}", "is set by vtrain itself; use another key", pos.file, pos.line, pos.column)
-            )
+
+    def problem(key: str | None, message: str) -> Problem:
+        pos = config.positions.of(("labels", key) if key else ("labels",), key=key is not None)
+        return Problem(f"labels.{key}" if key else "labels", message, pos.file, pos.line, pos.column)
+
+    problems = [problem(key, "is set by vtrain itself; use another key") for key in config.labels if key in ours]
     if len(config.labels) > MAX_LABELS - len(ours):
-        pos = config.positions.of(("labels",))
+        limit = MAX_LABELS - len(ours)
         problems.append(
-            Problem(
-                "labels",
-                f"at most {MAX_LABELS - len(ours)} labels (vtrain adds {', '.join(ours)}), got {len(config.labels)}",
-                pos.file,
-                pos.line,
-                pos.column,
-            )
+            problem(None, f"at most {limit} labels (vtrain adds {', '.join(ours)}), got {len(config.labels)}")
         )
     if problems:
         raise ConfigError(problems)
@@ -264,7 +250,7 @@ def dry_run(plan: SubmitPlan, *, allow_credentials: bool = False, show_secrets: 
     is the one planned. Returns the report `submit --dry-run -o json` prints."""
     from vtrain import packaging
 
-    packages = [p.to_dict() for p in plan.packages]
+    packages: list[dict[str, Any]] = [asdict(p) for p in plan.packages]
     trainer = plan.config.trainer
     if trainer.package is not None:
         scan = packaging.scan_package(trainer.package)
@@ -284,14 +270,8 @@ def dry_run(plan: SubmitPlan, *, allow_credentials: bool = False, show_secrets: 
         "request": plan.request(show_secrets=show_secrets),
         "configHash": plan.config_hash,
         "packages": packages,
-        "addedAtSubmit": {"labels": [_submit_label()]},
+        "addedAtSubmit": {"labels": [SUBMIT_LABEL]},
     }
-
-
-def _submit_label() -> str:
-    from vtrain.backends.vertex import SUBMIT_LABEL
-
-    return SUBMIT_LABEL
 
 
 # ---- submitting -------------------------------------------------------------------------------

@@ -79,8 +79,10 @@ class _StatusLine:
         self.last = state
 
     def close(self) -> None:
+        """End the live line (once)."""
         if self.live and self.last is not None:
             click.echo("", err=True)
+        self.last = None
 
 
 def _next_commands(name: str, api_endpoint: str | None) -> list[str]:
