@@ -10,3 +10,23 @@ def write_job(tmp_path: Path, text: str, name: str = "job.yaml") -> Path:
     path = tmp_path / name
     path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
     return path
+
+
+def assert_equals_real_proto(body: dict) -> None:
+    """The body parses strictly into CustomJob and MessageToDict gives it back unchanged.
+
+    Key order is compared too, except inside map fields (labels), whose iteration order
+    protobuf does not define.
+    """
+    import json
+
+    from google.cloud.aiplatform_v1 import CustomJob
+    from google.protobuf import json_format
+
+    job = CustomJob()
+    json_format.ParseDict(body, job._pb)  # strict: unknown fields raise
+    back = json_format.MessageToDict(job._pb)
+    assert back == body
+    labels = back.pop("labels", None), body.get("labels")
+    assert json.dumps(back, indent=2) == json.dumps({k: v for k, v in body.items() if k != "labels"}, indent=2)
+    assert labels[0] == labels[1]

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from vtrain.catalog import GPU_TYPES
+from vtrain.catalog import GPU_MACHINES, GPU_TYPES
 from vtrain.errors import ConfigError, Problem
 from vtrain.yamlpos import Position, Positions, format_path, load_yaml
 
@@ -161,6 +161,9 @@ def apply_overrides(data: Any, overrides: Iterable[str], positions: Positions) -
             child = node.get(part)
             if child is None:
                 child = node[part] = {}
+                created = tuple(parts[: i + 1])  # a section --set made up: problems with it point at the flag
+                positions.values[created] = where
+                positions.keys[created] = where
             if not isinstance(child, dict):
                 problems.append(Problem(".".join(parts[: i + 1]), "is not a mapping; cannot set a key inside it",
                                         file=where.file))
@@ -227,7 +230,9 @@ def _pool(role: str, raw: Mapping[str, Any], chief: PoolConfig | None) -> PoolCo
             from vtrain.catalog import REDUCTION_SERVER_DEFAULT_MACHINE
 
             machine_type = REDUCTION_SERVER_DEFAULT_MACHINE
-        elif role == "parameter_servers" and chief is not None and not chief.accelerator:
+        elif role == "parameter_servers" and chief is not None and not chief.accelerator and (
+            chief.machine_type not in GPU_MACHINES  # A2/A3/G2 imply GPUs even with no accelerator written
+        ):
             machine_type = chief.machine_type
         elif role == "parameter_servers":
             machine_type = DEFAULT_PS_MACHINE
@@ -338,8 +343,8 @@ def parse_config(
         raise ConfigError(problems)  # unreadable YAML: nothing more to check
     if data is not None and not isinstance(data, dict):
         pos = positions.of(())
-        raise ConfigError([Problem("", "the job file must be a mapping of keys (name, trainer, cluster, ...)",
-                                   pos.file, pos.line, pos.column)])
+        raise ConfigError([*problems, Problem("", "the job file must be a mapping of keys (name, trainer, cluster, "
+                                              "...)", pos.file, pos.line, pos.column)])
     overrides = list(overrides)
     if overrides:
         data, override_problems = apply_overrides(data, overrides, positions)

@@ -35,6 +35,13 @@ TPU detection (:func:`detect_tpu`):
     custom-container instructions require, TPU_LIBRARY_PATH, or the `libtpu`
     Python package) together with TPU device nodes (/dev/accel* on v2-v4,
     /dev/vfio/<n> on v5e and later) or TPU_ACCELERATOR_TYPE in the environment.
+Outputs a launcher can check (:func:`save_model`): the chief saves the model to
+model_dir() with weights.json (sha256 of the final weights) beside it. Other replicas
+must save too (saving runs collectives) but into <parent of model_dir>/workertemp/
+<type>-<index>/, where the model is deleted and only weights.json stays: equal sha256
+everywhere proves the all-reduce happened. Under parameter servers the worker and ps
+replicas only serve (strategy() never returns for them; the job ends with the
+primary replica), so only the chief writes.
 """
 
 from __future__ import annotations
@@ -46,10 +53,10 @@ import json
 import logging
 import os
 import posixpath
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from functools import cache
-from importlib import metadata
 from types import ModuleType
 from typing import Any
 
@@ -92,7 +99,8 @@ class Info:
     task_type: str
     task_index: int
     is_chief: bool
-    num_workers: int
+    num_workers: int  # chief + worker replicas taking part in training
+    num_replicas_in_sync: int  # devices a global batch is split across
     strategy: str
     reason: str
     job_id: str | None
@@ -168,9 +176,7 @@ def choose_strategy(env: Mapping[str, str], gpus: int, tpu: bool) -> Decision:
     """
     asked = (env.get("VTRAIN_DISTRIBUTION_STRATEGY") or "auto").strip().lower().replace("-", "_")
     if asked not in STRATEGIES:
-        raise RuntimeMismatch(
-            f"VTRAIN_DISTRIBUTION_STRATEGY={asked!r} is not one of: {', '.join(STRATEGIES)}"
-        )
+        raise RuntimeMismatch(f"VTRAIN_DISTRIBUTION_STRATEGY={asked!r} is not one of: {', '.join(STRATEGIES)}")
     task_type, task_index, is_chief, num_workers, has_ps = _role(env)
 
     def decide(strategy: str, reason: str, **extra: Any) -> Decision:
@@ -302,8 +308,7 @@ def _build(d: Decision) -> Any:
                 protocol=resolver.rpc_layer or "grpc",
                 start=True,
             )
-            log.info("vtrain: %s %d serving for the coordinator; blocks until the job ends",
-                     d.task_type, d.task_index)
+            log.info("vtrain: %s %d serving for the coordinator; blocks until the job ends", d.task_type, d.task_index)
             server.join()
             raise SystemExit(0)
         return tf.distribute.ParameterServerStrategy(resolver)
@@ -324,19 +329,18 @@ def _cached() -> tuple[Decision, Any]:
     if d.strategy == "default":
         log.info("vtrain: no distribution needed; using tf.distribute.get_strategy()")
     built = _build(d)
-    if d.multi_worker and _keras3_installed():
-        log.warning("vtrain: Keras 3's model.fit fails under %s (keras-team/keras#20585); train with "
-                    "`keras = vtrain.runtime.keras()` (tf_keras) or a custom loop", d.strategy)
+    imported = sys.modules.get("keras")
+    if d.multi_worker and imported is not None and not _legacy_keras() and _keras_major(imported) >= 3:
+        log.warning(
+            "vtrain: Keras 3 is imported, and its model.fit fails under %s (keras-team/keras#20585); "
+            "train with `keras = vtrain.runtime.keras()` (tf_keras) or a custom loop",
+            d.strategy,
+        )
     return d, built
 
 
-def _keras3_installed() -> bool:
-    if os.environ.get("TF_USE_LEGACY_KERAS", "").lower() in ("1", "true", "yes"):
-        return False
-    try:
-        return int(metadata.version("keras").split(".")[0]) >= 3
-    except (metadata.PackageNotFoundError, ValueError):
-        return False
+def _legacy_keras() -> bool:
+    return os.environ.get("TF_USE_LEGACY_KERAS", "").lower() in ("1", "true", "yes")
 
 
 def strategy() -> Any:
@@ -345,9 +349,17 @@ def strategy() -> Any:
 
 
 def info() -> Info:
-    d = _cached()[0]
-    return Info(d.task_type, d.task_index, d.is_chief, d.num_workers, d.strategy, d.reason,
-                os.environ.get("CLOUD_ML_JOB_ID"))
+    d, built = _cached()
+    return Info(
+        d.task_type,
+        d.task_index,
+        d.is_chief,
+        d.num_workers,
+        built.num_replicas_in_sync,
+        d.strategy,
+        d.reason,
+        os.environ.get("CLOUD_ML_JOB_ID"),
+    )
 
 
 def is_chief() -> bool:
@@ -366,13 +378,17 @@ def _keras_major(module: ModuleType) -> int:
 
 def _check_keras_fits(module: ModuleType, d: Decision) -> None:
     if d.multi_worker and _keras_major(module) >= 3:
-        raise RuntimeMismatch(
-            f"Keras 3 cannot train with model.fit under {d.strategy} across {d.num_workers} workers "
-            "(it fails with 'Attempt to convert a value (PerReplica...)', keras-team/keras#20585). "
-            "Use `keras = vtrain.runtime.keras()`, which returns tf_keras here (add `tf-keras` "
-            "matching your TensorFlow minor version to the trainer's dependencies), "
-            "or write a custom training loop"
-        )
+        raise _keras3_mismatch(d)
+
+
+def _keras3_mismatch(d: Decision) -> RuntimeMismatch:
+    return RuntimeMismatch(
+        f"Keras 3 cannot train with model.fit under {d.strategy} across {d.num_workers} workers "
+        "(it fails with 'Attempt to convert a value (PerReplica...)', keras-team/keras#20585). "
+        "Use `keras = vtrain.runtime.keras()`, which returns tf_keras here (add `tf-keras` "
+        "matching your TensorFlow minor version to the trainer's dependencies), "
+        "or write a custom training loop"
+    )
 
 
 def keras() -> ModuleType:
@@ -382,26 +398,26 @@ def keras() -> ModuleType:
     model.fit breaks under MultiWorkerMirroredStrategy and has no ParameterServerStrategy
     support; TF_USE_LEGACY_KERAS=1 is also set so `tf.keras` agrees. Everything else gets
     the `keras` TensorFlow ships (or tf_keras when TF_USE_LEGACY_KERAS is already set).
+    Without tf_keras, a multi-worker job stops here with what to do, not on a paid cluster
+    halfway through model.fit.
     """
     d = _cached()[0]
-    legacy = os.environ.get("TF_USE_LEGACY_KERAS", "").lower() in ("1", "true", "yes")
-    if not d.multi_worker and not legacy:
+    if not d.multi_worker and not _legacy_keras():
         import keras as module
 
         return module
-    if d.multi_worker:
-        import keras as default_keras
+    if not _legacy_keras():
+        import keras as module
 
-        if _keras_major(default_keras) < 3:  # TF <= 2.15 images: Keras 2 works as it is
-            return default_keras
+        if _keras_major(module) < 3:  # TF <= 2.15 images ship Keras 2, which works as it is
+            return module
     try:
         import tf_keras
     except ImportError:
-        import keras as default_keras
-
-        _check_keras_fits(default_keras, d)  # raises the explanation
+        if d.multi_worker:  # Keras 3 (or TF_USE_LEGACY_KERAS) without tf_keras: say what to do
+            raise _keras3_mismatch(d) from None
         raise
-    if d.multi_worker and not legacy:
+    if d.multi_worker and not _legacy_keras():
         os.environ["TF_USE_LEGACY_KERAS"] = "1"
         log.info("vtrain: %s with Keras 3 installed: using tf_keras (keras-team/keras#20585)", d.strategy)
     return tf_keras
@@ -495,8 +511,14 @@ def write_weights_record(values: Iterable[Any], final: str | None = None, **extr
 
     final = final or model_dir()
     task_type, task_index, chief = _role(os.environ)[:3]
-    record = {"sha256": weights_checksum(values), "task_type": task_type, "task_index": task_index,
-              "is_chief": chief, "strategy": _cached()[0].strategy, **extra}
+    record = {
+        "sha256": weights_checksum(values),
+        "task_type": task_type,
+        "task_index": task_index,
+        "is_chief": chief,
+        "strategy": _cached()[0].strategy,
+        **extra,
+    }
     where = final if chief else scratch_dir(final)
     tf.io.gfile.makedirs(where)
     with tf.io.gfile.GFile(join(where, WEIGHTS_FILE), "w") as f:

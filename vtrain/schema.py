@@ -99,7 +99,10 @@ class Str:
             return None
         if not isinstance(value, str):
             allowed = f" (one of: {', '.join(self.choices)})" if self.choices else ""
-            ck.add(path, f"expected text{allowed}, got {_type_name(value)}")
+            hint = ""
+            if isinstance(value, bool):
+                hint = "; YAML reads yes/no/on/off/true/false as booleans, quote the text"
+            ck.add(path, f"expected text{allowed}, got {_type_name(value)}{hint}")
             return None
         if self.choices:
             word = value.strip().lower()
@@ -123,8 +126,11 @@ class Int:
     allow_auto: bool = False
 
     def check(self, value: Any, path: PathKey, ck: Checker) -> Any:
-        if self.allow_auto and isinstance(value, str) and value.strip().lower() == "auto":
-            return "auto"
+        if isinstance(value, str) and value.strip().lower() == "auto":
+            if self.allow_auto:
+                return "auto"
+            ck.add(path, "'auto' is only for cluster.reduction_server.replicas; give a whole number here")
+            return None
         if isinstance(value, bool) or not isinstance(value, int):
             extra = " or 'auto'" if self.allow_auto else ""
             ck.add(path, f"expected a whole number{extra}, got {_type_name(value)}")
@@ -169,7 +175,12 @@ class EnvValue:
             return value
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return str(value)
-        ck.add(path, f"expected text, got {_type_name(value)}; quote it")
+        if isinstance(value, bool):
+            ck.add(path, f"expected text, got a boolean; quote it: '{str(value).lower()}'")
+        elif value is None:
+            ck.add(path, "expected text, got nothing (null); quote it: ''")
+        else:
+            ck.add(path, f"expected text or a number, got {_type_name(value)}; an environment value is one string")
         return None
 
 
@@ -230,7 +241,9 @@ class Obj:
             out[name] = checked
         for name in self.required:
             if name not in out and name not in value:
-                ck.add(path, f"missing required key '{name}'", key=True)
+                where = f"in {format_path(path)}" if path else "at the top level"
+                ck.add(path, f"missing required key '{name}' {where}; add it (required: {', '.join(self.required)})",
+                       key=True)
                 ok = False
         return out if ok else None
 

@@ -64,6 +64,9 @@ def format_path(path: PathKey) -> str:
     return out
 
 
+_PLAIN_TAGS = frozenset({"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"})
+
+
 def _pos(file: str, mark: yaml.Mark | None) -> Position:
     if mark is None:
         return Position(file)
@@ -78,6 +81,8 @@ def _yaml_error_problem(err: yaml.YAMLError, file: str) -> Problem:
         text = "tab character found; YAML indentation must use spaces, not tabs"
     else:
         context = getattr(err, "context", None)
+        if context and text.startswith("but "):  # PyYAML splits "expected X but found Y" in two
+            text, context = f"{context} {text}", None
         text = f"YAML syntax error: {text}" + (f" ({context})" if context else "")
     pos = _pos(file, mark)
     return Problem(path="", message=text, file=file, line=pos.line, column=pos.column)
@@ -91,10 +96,20 @@ class _Walker:
         self.problems: list[Problem] = []
 
     def walk(self, node: yaml.Node, path: PathKey) -> Any:
-        self.positions.values[path] = _pos(self.file, node.start_mark)
+        # A block collection starts on the line after its key; a problem with the whole
+        # section reads better at the key, so only scalars and flow collections are recorded.
+        block = isinstance(node, yaml.CollectionNode) and not node.flow_style
+        if not block or not path:
+            self.positions.values[path] = _pos(self.file, node.start_mark)
+        if isinstance(node, yaml.CollectionNode) and node.tag not in _PLAIN_TAGS:
+            # Scalars with such tags fail in SafeLoader; collections are walked here, so refuse them here.
+            tag = node.tag.replace("tag:yaml.org,2002:", "!!")
+            self._problem(path, node, f"unsupported YAML tag '{tag}'; use plain mappings, lists and values")
         if isinstance(node, yaml.MappingNode):
+            own = {id(key_node) for key_node, _ in node.value}
             self.loader.flatten_mapping(node)
             result: dict[Any, Any] = {}
+            written: set[str] = set()
             for key_node, value_node in node.value:
                 key = self.loader.construct_object(key_node, deep=True)
                 if not isinstance(key, (str, int, float, bool)) or key is None:
@@ -102,11 +117,15 @@ class _Walker:
                     continue
                 key = str(key) if not isinstance(key, str) else key
                 child = (*path, key)
-                if key in result:
+                if key in result and (id(key_node) not in own or key not in written):
+                    pass  # a `<<:` merge supplied it: later entries override, as YAML merge keys do
+                elif key in result:
                     first = self.positions.keys.get(child)
                     where = f" (first defined on line {first.line})" if first and first.line else ""
                     self._problem(child, key_node, f"duplicate key '{key}'{where}; keep only one")
                     continue
+                if id(key_node) in own:
+                    written.add(key)
                 self.positions.keys[child] = _pos(self.file, key_node.start_mark)
                 result[key] = self.walk(value_node, child)
             return result

@@ -104,11 +104,21 @@ def scaffold(
 
 @click.command()
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
-@click.option("-t", "--template", type=click.Choice(TEMPLATES), default="keras", show_default=True,
-              help="keras: model.fit (tf_keras under multi-worker); custom-loop: strategy.run.")
+@click.option(
+    "-t",
+    "--template",
+    type=click.Choice(TEMPLATES),
+    default="keras",
+    show_default=True,
+    help="keras: model.fit (tf_keras under multi-worker); custom-loop: strategy.run.",
+)
 @click.option("--name", help="Job name in vtrain.yaml. Default: derived from DIRECTORY.")
-@click.option("--bucket", default=DEFAULT_BUCKET, show_default=True,
-              help="Cloud Storage bucket for staging and outputs (gs://BUCKET).")
+@click.option(
+    "--bucket",
+    default=DEFAULT_BUCKET,
+    show_default=True,
+    help="Cloud Storage bucket for staging and outputs (gs://BUCKET).",
+)
 @output_option("text", "json")
 def init(directory: Path, template: str, name: str | None, bucket: str, output: str) -> None:
     """Create a trainer package in DIRECTORY from a template, with a vtrain.yaml job file.

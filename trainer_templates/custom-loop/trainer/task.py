@@ -48,16 +48,23 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     info = runtime.info()
     global_batch = args.batch_size * strategy.num_replicas_in_sync
-    log.info("%s/%d of %d worker(s), %s, %d replica(s) in sync, global batch %d",
-             info.task_type, info.task_index, info.num_workers, info.strategy,
-             strategy.num_replicas_in_sync, global_batch)
+    log.info(
+        "%s/%d of %d worker(s), %s, %d replica(s) in sync, global batch %d",
+        info.task_type,
+        info.task_index,
+        info.num_workers,
+        info.strategy,
+        strategy.num_replicas_in_sync,
+        global_batch,
+    )
 
     keras.utils.set_random_seed(args.seed)
     dataset = data.make_dataset(args.train_data, args.num_features, global_batch, args.seed)
     batches = iter(strategy.experimental_distribute_dataset(dataset))
     with strategy.scope():
-        model = keras.Sequential([keras.Input(shape=(args.num_features,)),
-                                  keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1)])
+        model = keras.Sequential(
+            [keras.Input(shape=(args.num_features,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1)]
+        )
         optimizer = keras.optimizers.SGD(args.learning_rate)
         epoch = tf.Variable(0, dtype=tf.int64, trainable=False)
         checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, epoch=epoch)
@@ -83,8 +90,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             total += float(train_step(batches))
         rate = args.steps_per_epoch / max(time.perf_counter() - start, 1e-9)
         epoch.assign_add(1)
-        log.info("epoch %d: %.1f steps/sec, %.0f examples/sec, loss %.4f",
-                 int(epoch.numpy()), rate, rate * global_batch, total / args.steps_per_epoch)
+        log.info(
+            "epoch %d: %.1f steps/sec, %.0f examples/sec, loss %.4f",
+            int(epoch.numpy()),
+            rate,
+            rate * global_batch,
+            total / args.steps_per_epoch,
+        )
         checkpoints.save(int(epoch.numpy()))
     return runtime.save_model(model)
 

@@ -55,8 +55,13 @@ def throughput(keras: ModuleType, steps: int, global_batch: int) -> Any:
 
         def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
             rate = steps / max(time.perf_counter() - self.start, 1e-9)
-            log.info("epoch %d: %.1f steps/sec, %.0f examples/sec, loss %.4f",
-                     epoch + 1, rate, rate * global_batch, (logs or {}).get("loss", float("nan")))
+            log.info(
+                "epoch %d: %.1f steps/sec, %.0f examples/sec, loss %.4f",
+                epoch + 1,
+                rate,
+                rate * global_batch,
+                (logs or {}).get("loss", float("nan")),
+            )
 
     return Throughput()
 
@@ -70,9 +75,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     info = runtime.info()
     global_batch = args.batch_size * strategy.num_replicas_in_sync
-    log.info("%s/%d of %d worker(s), %s, %d replica(s) in sync, global batch %d, keras %s",
-             info.task_type, info.task_index, info.num_workers, info.strategy,
-             strategy.num_replicas_in_sync, global_batch, keras.__name__)
+    log.info(
+        "%s/%d of %d worker(s), %s, %d replica(s) in sync, global batch %d, keras %s",
+        info.task_type,
+        info.task_index,
+        info.num_workers,
+        info.strategy,
+        strategy.num_replicas_in_sync,
+        global_batch,
+        keras.__name__,
+    )
 
     keras.utils.set_random_seed(args.seed)
     dataset = data.make_dataset(args.train_data, args.num_features, global_batch, args.seed)
@@ -82,8 +94,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     callbacks = [runtime.backup_and_restore(keras), throughput(keras, args.steps_per_epoch, global_batch)]
     if info.is_chief and importlib.util.find_spec("tensorboard"):  # TF >= 2.21 no longer bundles it
         callbacks.append(keras.callbacks.TensorBoard(runtime.tensorboard_dir()))
-    model.fit(dataset, epochs=args.epochs, steps_per_epoch=args.steps_per_epoch,
-              callbacks=callbacks, verbose=2)
+    model.fit(dataset, epochs=args.epochs, steps_per_epoch=args.steps_per_epoch, callbacks=callbacks, verbose=2)
     return runtime.save_model(model)
 
 
