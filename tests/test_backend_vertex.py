@@ -304,18 +304,16 @@ def test_from_endpoint_talks_to_the_emulator_and_reads_logs(emu: Emulator) -> No
     job = backend.create(make_job("logged"))
     assert job.wait(poll=POLL) == "JOB_STATE_SUCCEEDED"
     lines = list(job.logs())
-    assert [line.split(" ", 1)[1] for line in lines] == [
-        "workerpool0-0: start logged",
-        "workerpool1-0: replica 1 up",
-        "workerpool0-0: done",
-    ]
-    assert lines[0][:4].isdigit() and lines[0].split(" ", 1)[0].endswith("Z")
+    assert lines == ["[chief-0] start logged", "[worker-0] replica 1 up", "[chief-0] done"]
+    stamped = list(job.logs(timestamps=True))
+    assert [line.split(" ", 1)[1] for line in stamped] == lines
+    assert stamped[0][:4].isdigit() and stamped[0].split(" ", 1)[0].endswith("Z")
 
 
 def test_follow_logs_until_the_job_ends(emu: Emulator, backend: VertexBackend) -> None:
     job = backend.create(make_job("followed"))
     lines = list(job.logs(follow=True, poll=POLL))
-    assert [line.split(": ", 1)[1] for line in lines] == ["start followed", "replica 1 up", "done"]
+    assert [line.split("] ", 1)[1] for line in lines] == ["start followed", "replica 1 up", "done"]
     assert job.state == "JOB_STATE_SUCCEEDED"
 
 

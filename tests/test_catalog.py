@@ -142,7 +142,7 @@ def test_defaults_exist_in_the_tables() -> None:
 
 
 def test_known_regions_pass_the_region_format_check() -> None:
-    from vtrain.rules import _REGION
+    from vtrain.rules.base import _REGION
 
     assert len(set(catalog.REGIONS)) == len(catalog.REGIONS)
     assert all(_REGION.match(region) for region in catalog.REGIONS)

@@ -12,6 +12,8 @@ TensorFlow only by :mod:`vtrain.runtime` inside a trainer.
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from typing import Any
 
 __version__ = "0.1.0"
@@ -22,7 +24,7 @@ _LAZY: dict[str, str] = {
     "build_job": "vtrain.spec",
     "build_job_dict": "vtrain.spec",
     "render": "vtrain.render",
-    "submit": "vtrain.backends.vertex",
+    "submit": "vtrain.submit",
     "run_local": "vtrain.backends.local",
     "VtrainError": "vtrain.errors",
     "ConfigError": "vtrain.errors",
@@ -32,6 +34,20 @@ _LAZY: dict[str, str] = {
 }
 
 __all__ = sorted(_LAZY) + ["__version__"]
+
+
+class _Package(types.ModuleType):
+    """`vtrain.render` and `vtrain.submit` are SDK functions living in modules of the same name.
+    Importing such a module makes Python set `vtrain.<module>` to it, which would hide the
+    function; this keeps the function."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if isinstance(value, types.ModuleType) and _LAZY.get(name) == value.__name__:
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str) -> Any:

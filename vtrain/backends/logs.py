@@ -14,9 +14,13 @@ from typing import Any
 PageFetcher = Callable[[str | None, str], dict[str, Any]]
 
 
-def entries_request(project: str, job_id: str, since: str | None, page_token: str) -> dict[str, Any]:
-    """The JSON body of `POST /v2/entries:list` for one job, oldest first."""
+def entries_request(
+    project: str, job_id: str, since: str | None, page_token: str, task: str | None = None
+) -> dict[str, Any]:
+    """The JSON body of `POST /v2/entries:list` for one job (one replica if `task`), oldest first."""
     text = f'resource.type="ml_job" AND resource.labels.job_id="{job_id}"'
+    if task:
+        text += f' AND resource.labels.task_name="{task}"'
     if since:
         text += f' AND timestamp>="{since}"'
     body: dict[str, Any] = {
@@ -30,13 +34,19 @@ def entries_request(project: str, job_id: str, since: str | None, page_token: st
     return body
 
 
-def format_entry(entry: dict[str, Any]) -> str:
-    """'TIMESTAMP TASK: MESSAGE' for text and JSON payloads alike."""
+def entry_parts(entry: dict[str, Any]) -> tuple[str, str, str]:
+    """(timestamp, task, message) for text and JSON payloads alike; task is '' for Vertex's own lines."""
     labels = entry.get("resource", {}).get("labels", {})
     task = labels.get("task_name") or entry.get("labels", {}).get("ml.googleapis.com/task_name", "")
     payload = entry.get("jsonPayload") or {}
     message = entry.get("textPayload") or payload.get("message") or (str(payload) if payload else "")
-    return f"{entry.get('timestamp', '')} {task}: {str(message).rstrip()}".strip()
+    return str(entry.get("timestamp", "")), str(task), str(message).rstrip()
+
+
+def format_entry(entry: dict[str, Any]) -> str:
+    """'TIMESTAMP TASK: MESSAGE'."""
+    timestamp, task, message = entry_parts(entry)
+    return f"{timestamp} {task}: {message}".strip()
 
 
 def iter_log_lines(
@@ -45,8 +55,11 @@ def iter_log_lines(
     job_done: Callable[[], bool],
     sleep: Callable[[], None],
     follow: bool,
+    format: Callable[[dict[str, Any]], str | None] = format_entry,
 ) -> Iterator[str]:
-    """Yield every entry once; with `follow`, poll until a read made after the job ended."""
+    """Yield every entry once; with `follow`, poll until a read made after the job ended.
+
+    `format` turns an entry into its line, or None to leave it out."""
     since: str | None = None
     seen: set[str] = set()
     while True:
@@ -62,7 +75,9 @@ def iter_log_lines(
                     seen.clear()  # only entries at the newest timestamp can come back
                     since = entry.get("timestamp", since)
                 seen.add(key)
-                yield format_entry(entry)
+                line = format(entry)
+                if line is not None:
+                    yield line
             token = page.get("nextPageToken", "")
             if not token:
                 break

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from vtrain.backends.handle import TERMINAL_STATES, JobHandle
-from vtrain.backends.logs import entries_request, iter_log_lines
+from vtrain.backends.logs import entries_request, entry_parts, iter_log_lines
 from vtrain.backends.retry import RetryPolicy, TransientExhausted, call_with_retry, explain
 from vtrain.errors import BackendError
 
@@ -32,6 +32,42 @@ CONSOLE_URL = (
 )
 _NAME_RE = re.compile(r"^projects/([^/]+)/locations/([^/]+)/customJobs/([0-9]+)$")
 _ID_RE = re.compile(r"^[0-9]+$")
+_TASK_RE = re.compile(r"^workerpool([0-3])-([0-9]+)$")
+_REPLICA_RE = re.compile(r"^(chief|worker|ps|reducer|evaluator)-([0-9]+)$")
+POOL_PREFIXES = ("chief", "worker", "ps", "evaluator")
+_PREFIX_POOL = {"chief": 0, "worker": 1, "ps": 2, "reducer": 2, "evaluator": 3}
+#: The prefix of Vertex's own log lines (provisioning, job state), which carry no task name.
+SERVICE_PREFIX = "vertex"
+
+
+def replica_label(task: str, reducers: bool = False) -> str:
+    """Vertex's task name → the prefix `vtrain local` prints: workerpool0-0 → chief-0,
+    workerpool1-N → worker-N, workerpool2-N → ps-N (reducer-N when pool 2 is a Reduction
+    Server), workerpool3-N → evaluator-N. Anything else is kept as it is."""
+    m = _TASK_RE.match(task)
+    if not m:
+        return task or SERVICE_PREFIX
+    pool = int(m.group(1))
+    role = "reducer" if pool == 2 and reducers else POOL_PREFIXES[pool]
+    return f"{role}-{m.group(2)}"
+
+
+def task_name(replica: str) -> str:
+    """chief-0 / worker-N / ps-N / reducer-N / evaluator-N (or workerpoolN-M as it is) → Vertex's task name."""
+    text = replica.strip()
+    if _TASK_RE.match(text):
+        return text
+    m = _REPLICA_RE.match(text)
+    if not m or (m.group(1) == "chief" and m.group(2) != "0"):
+        raise BackendError(
+            f"replica '{replica}' is not chief-0, worker-N, ps-N, reducer-N, evaluator-N or workerpoolN-M"
+        )
+    return f"workerpool{_PREFIX_POOL[m.group(1)]}-{m.group(2)}"
+
+
+def _has_reducers(proto: Any) -> bool:
+    pools = list(proto.job_spec.worker_pool_specs)
+    return len(pools) > 2 and "/reductionserver" in pools[2].container_spec.image_uri
 
 
 class VertexJob(JobHandle):
@@ -69,9 +105,30 @@ class VertexJob(JobHandle):
     def cancel(self) -> None:
         self._backend.cancel(self)
 
-    def logs(self, *, follow: bool = False, poll: float | None = None) -> Iterator[str]:
-        """Cloud Logging lines for this job (`resource.type="ml_job"`), as 'TIME TASK: MESSAGE'."""
-        return self._backend._logs(self, follow=follow, poll=self.default_poll if poll is None else poll)
+    def logs(
+        self,
+        *,
+        follow: bool = False,
+        poll: float | None = None,
+        replica: str | None = None,
+        timestamps: bool = False,
+    ) -> Iterator[str]:
+        """Cloud Logging lines for this job (`resource.type="ml_job"`) as '[chief-0] MESSAGE',
+        the prefixes `vtrain local` uses ('[vertex]' for Vertex's own lines); `replica` keeps
+        one replica's lines, `timestamps` starts each line with the entry's timestamp."""
+        task = task_name(replica) if replica else None
+        reducers = _has_reducers(self.proto)
+
+        def format(entry: dict[str, Any]) -> str | None:
+            timestamp, name, message = entry_parts(entry)
+            if task and name != task:
+                return None
+            line = f"[{replica_label(name, reducers)}] {message}"
+            return f"{timestamp} {line}" if timestamps else line
+
+        return self._backend._logs(
+            self, follow=follow, poll=self.default_poll if poll is None else poll, task=task, format=format
+        )
 
 
 class VertexBackend:
@@ -325,10 +382,10 @@ class VertexBackend:
             self._session = AuthorizedSession(credentials)
         return self._session
 
-    def _log_page(self, job_id: str, since: str | None, page_token: str) -> dict[str, Any]:
+    def _log_page(self, job_id: str, since: str | None, page_token: str, task: str | None = None) -> dict[str, Any]:
         from google.api_core.exceptions import from_http_response
 
-        body = entries_request(self.project, job_id, since, page_token)
+        body = entries_request(self.project, job_id, since, page_token, task)
 
         def fetch() -> dict[str, Any]:
             url = f"{self.logging_endpoint}/v2/entries:list"
@@ -345,10 +402,13 @@ class VertexBackend:
             role="roles/logging.viewer",
         )
 
-    def _logs(self, job: VertexJob, *, follow: bool, poll: float) -> Iterator[str]:
+    def _logs(
+        self, job: VertexJob, *, follow: bool, poll: float, task: str | None, format: Any
+    ) -> Iterator[str]:
         return iter_log_lines(
-            lambda since, token: self._log_page(job.job_id, since, token),
+            lambda since, token: self._log_page(job.job_id, since, token, task),
             job_done=lambda: job.refresh() in TERMINAL_STATES,
             sleep=lambda: job._sleep(poll),
             follow=follow,
+            format=format,
         )

@@ -29,7 +29,21 @@ def echo_json(data: object) -> None:
 project_option = click.option(
     "--project",
     help="Google Cloud project. Precedence: this flag, then the job file's `project`, "
-    "then VTRAIN_PROJECT, then GOOGLE_CLOUD_PROJECT.",
+    "then VTRAIN_PROJECT, then GOOGLE_CLOUD_PROJECT (then `gcloud config` for commands that call Vertex AI).",
+)
+
+region_option = click.option(
+    "--region",
+    help="Vertex AI region. Precedence: this flag, then the job file's `region`, then VTRAIN_REGION, "
+    "then GOOGLE_CLOUD_REGION, then `gcloud config get-value ai/region`, then us-central1.",
+)
+
+api_endpoint_option = click.option(
+    "--api-endpoint",
+    metavar="URL",
+    help="Send Vertex AI calls here instead of REGION-aiplatform.googleapis.com (a private endpoint, or "
+    "http://127.0.0.1:PORT for `vtrain emulator`: plain http means REST without credentials). "
+    "Default: VTRAIN_API_ENDPOINT.",
 )
 
 set_option = click.option(

@@ -1,0 +1,461 @@
+"""Job file → CustomJob on Vertex AI, and finding jobs again: the SDK behind `vtrain submit`,
+`status`, `logs`, `cancel` and `list`. Commands only parse, call these, and print.
+
+    job = vtrain.submit("vtrain.yaml")          # a VertexJob: the JobHandle run_local returns too
+    job.wait(); job.exit_code
+
+The steps of a submission, each usable on its own:
+
+- :func:`plan_submit`: the exact request, offline. Loads and validates the job file, resolves
+  project, region and endpoint, builds the REST body with the package URIs the packages *will*
+  have (they are content-addressed), adds vtrain's labels. Reads files only (and runs
+  `gcloud config get-value` when nothing else names the project or region).
+- :func:`dry_run`: the plan plus a local build of the trainer sdist, so a broken package fails
+  in CI; nothing is uploaded, no API is called, no credentials are read.
+- :func:`submit_job`: plan → connect (credentials) → `if_changed` lookup → build and stage
+  (packages already staged are neither rebuilt nor uploaded) → create.
+
+Labels on every job: ``vtrain-version`` (dots as dashes: label values allow no dots) and
+``vtrain-config-hash``, the first 16 hex digits of the sha256 of the canonical JSON (sorted
+keys, no spaces, unredacted) of the body `vtrain render -o json` prints for the same file and
+region, i.e. before vtrain's labels: display name, user labels, encryption spec and the whole
+jobSpec, including the package URIs, which carry the content hash of the trainer's sources and
+of vtrain's runtime. Same file, same trainer code, same vtrain → same hash. Project and region
+are not hashed (`if_changed` looks only in the target project and region anyway). The backend
+adds ``vtrain-submit-id``, one per create call, for duplicate-free retries.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from vtrain import __version__
+from vtrain.backends.handle import TERMINAL_STATES, JobHandle, WaitTimeout
+from vtrain.backends.settings import DEFAULT_REGION, GcloudLookup, gcloud_config_value, resolve_project, resolve_region
+from vtrain.backends.vertex import SUBMIT_LABEL, VertexBackend, VertexJob  # cheap: Google libraries load on use
+from vtrain.config import JobConfig, load_config
+from vtrain.errors import BackendError, ConfigError, PackagingError, Problem
+
+if TYPE_CHECKING:
+    from vtrain.backends.retry import RetryPolicy
+    from vtrain.staging import StagedObject
+
+ENDPOINT_ENV = "VTRAIN_API_ENDPOINT"
+VERSION_LABEL = "vtrain-version"
+HASH_LABEL = "vtrain-config-hash"
+CONFIG_HASH_LENGTH = 16
+MAX_LABELS = 64
+#: Tests swap this for a fast policy; None means the backend's default (6 attempts, 1 s doubling).
+DEFAULT_RETRY: RetryPolicy | None = None
+
+
+# ---- where calls go ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Target:
+    """The project, region and API endpoint every call of one command goes to."""
+
+    project: str
+    region: str
+    api_endpoint: str | None = None  # None: https://{region}-aiplatform.googleapis.com
+
+    @property
+    def parent(self) -> str:
+        return f"projects/{self.project}/locations/{self.region}"
+
+    @property
+    def endpoint(self) -> str:
+        endpoint = self.api_endpoint or f"{self.region}-aiplatform.googleapis.com"
+        return endpoint if "://" in endpoint else f"https://{endpoint}"
+
+    @property
+    def local(self) -> bool:
+        """An http:// endpoint is an emulator: REST without credentials."""
+        return (self.api_endpoint or "").startswith("http://")
+
+
+def resolve_endpoint(flag: str | None = None, env: Mapping[str, str] | None = None) -> str | None:
+    """--api-endpoint, then VTRAIN_API_ENDPOINT; None for Vertex AI's regional endpoint."""
+    env = os.environ if env is None else env
+    value = (flag or env.get(ENDPOINT_ENV) or "").strip().rstrip("/")
+    if not value:
+        return None
+    scheme = value.split("://", 1)[0] if "://" in value else ""
+    if scheme not in ("", "http", "https") or any(c.isspace() for c in value):
+        raise BackendError(
+            f"API endpoint '{value}' must be HOST[:PORT], https://HOST[:PORT] or, for an emulator, "
+            "http://127.0.0.1:PORT"
+        )
+    return value
+
+
+def _job_location(job: str | None) -> tuple[str, str] | None:
+    parts = (job or "").strip().split("/")
+    if len(parts) == 6 and parts[0] == "projects" and parts[2] == "locations" and parts[4] == "customJobs":
+        return parts[1], parts[3]
+    return None
+
+
+def _file_region(config: JobConfig) -> str | None:
+    """The job file's region, or None when it only has the default (so env and gcloud may speak)."""
+    if ("region",) in config.positions.values or config.region != DEFAULT_REGION:
+        return config.region
+    return None
+
+
+def resolve_target(
+    project: str | None = None,
+    region: str | None = None,
+    api_endpoint: str | None = None,
+    *,
+    config: JobConfig | None = None,
+    job: str | None = None,
+    env: Mapping[str, str] | None = None,
+    gcloud: GcloudLookup | None = gcloud_config_value,
+) -> Target:
+    """Flags, then the job file (`config`), then the environment, then gcloud; a full job
+    resource name (`job`) fixes project and region itself, and a flag that disagrees is an error."""
+    located = _job_location(job)
+    if located is not None:
+        for flag, value, what in ((project, located[0], "project"), (region, located[1], "region")):
+            if flag and flag.strip() != value:
+                raise BackendError(f"job {job.strip()} is in {what} {value}, not {flag} (from --{what})")
+        project, region = located
+    return Target(
+        resolve_project(project, config.project if config else None, env=env, gcloud=gcloud),
+        resolve_region(region, _file_region(config) if config else None, env=env, gcloud=gcloud),
+        resolve_endpoint(api_endpoint, env),
+    )
+
+
+def connect(
+    target: Target, *, retry: RetryPolicy | None = None, poll: float | None = None, credentials: Any = None
+) -> VertexBackend:
+    """A backend on the official client: the regional endpoint with Application Default
+    Credentials, or an http:// emulator with anonymous ones. No credentials → one-line error."""
+    backend = VertexBackend.from_endpoint(
+        target.project, target.region, target.api_endpoint, credentials=credentials, retry=retry or DEFAULT_RETRY
+    )
+    if poll is not None:
+        backend.poll = poll
+    return backend
+
+
+# ---- the plan ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PackagePlan:
+    """One entry of packageUris: what it is, where it comes from, where it will be."""
+
+    role: str  # trainer, runtime (vtrain itself) or prebuilt (listed in the job file)
+    source: str
+    uri: str
+
+
+@dataclass(frozen=True)
+class SubmitPlan:
+    config: JobConfig
+    target: Target
+    body: dict[str, Any]  # the customJobs.create body; the backend adds vtrain-submit-id
+    config_hash: str
+    packages: tuple[PackagePlan, ...]
+
+    @property
+    def url(self) -> str:
+        return f"{self.target.endpoint}/v1/{self.target.parent}/customJobs"
+
+    def request(self, *, show_secrets: bool = False) -> dict[str, Any]:
+        from vtrain.render import redact
+
+        return {"method": "POST", "url": self.url, "body": self.body if show_secrets else redact(self.body)}
+
+
+def config_hash(body: Mapping[str, Any]) -> str:
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:CONFIG_HASH_LENGTH]
+
+
+def version_label(version: str = __version__) -> str:
+    return "".join(c if c.isalnum() or c in "_-" else "-" for c in version.lower())[:63]
+
+
+def _check_labels(config: JobConfig) -> None:
+    ours = (VERSION_LABEL, HASH_LABEL, SUBMIT_LABEL)
+
+    def problem(key: str | None, message: str) -> Problem:
+        pos = config.positions.of(("labels", key) if key else ("labels",), key=key is not None)
+        return Problem(f"labels.{key}" if key else "labels", message, pos.file, pos.line, pos.column)
+
+    problems = [problem(key, "is set by vtrain itself; use another key") for key in config.labels if key in ours]
+    if len(config.labels) > MAX_LABELS - len(ours):
+        limit = MAX_LABELS - len(ours)
+        problems.append(
+            problem(None, f"at most {limit} labels (vtrain adds {', '.join(ours)}), got {len(config.labels)}")
+        )
+    if problems:
+        raise ConfigError(problems)
+
+
+def _packages(config: JobConfig, uris: list[str]) -> tuple[PackagePlan, ...]:
+    trainer = config.trainer
+    if trainer.container is not None:
+        return ()
+    if trainer.package is None:
+        return tuple(PackagePlan("prebuilt", "", uri) for uri in uris)
+    return (
+        PackagePlan("trainer", str(trainer.package), uris[0]),
+        PackagePlan("runtime", f"vtrain {__version__}", uris[1]),
+    )
+
+
+def _plan(config: JobConfig, target: Target, package_uris: list[str] | None = None) -> SubmitPlan:
+    from vtrain.spec import build_job_dict, trainer_package_uris
+
+    uris = trainer_package_uris(config) if package_uris is None else package_uris
+    body = build_job_dict(config, uris)
+    digest = config_hash(body)
+    labels = {**body.get("labels", {}), VERSION_LABEL: version_label(), HASH_LABEL: digest}
+    return SubmitPlan(config, target, {**body, "labels": labels}, digest, _packages(config, uris))
+
+
+def plan_submit(
+    config: JobConfig | str | os.PathLike[str],
+    *,
+    overrides: Iterable[str] = (),
+    project: str | None = None,
+    region: str | None = None,
+    api_endpoint: str | None = None,
+    env: Mapping[str, str] | None = None,
+    gcloud: GcloudLookup | None = gcloud_config_value,
+) -> SubmitPlan:
+    """The exact request `submit_job` would send, with no network and no credentials."""
+    if not isinstance(config, JobConfig):
+        config = load_config(config, overrides)
+    elif list(overrides):
+        raise ValueError("overrides apply to a job file path, not to a loaded JobConfig")
+    _check_labels(config)
+    target = resolve_target(project, region, api_endpoint, config=config, env=env, gcloud=gcloud)
+    if target.region != config.region:
+        config = replace(config, region=target.region)  # regional image URIs follow the region
+    return _plan(config, target)
+
+
+def dry_run(plan: SubmitPlan, *, allow_credentials: bool = False, show_secrets: bool = False) -> dict[str, Any]:
+    """Everything but the upload and the API call: build the trainer sdist locally and check it
+    is the one planned. Returns the report `submit --dry-run -o json` prints."""
+    from vtrain import packaging
+
+    packages: list[dict[str, Any]] = [asdict(p) for p in plan.packages]
+    trainer = plan.config.trainer
+    if trainer.package is not None:
+        scan = packaging.scan_package(trainer.package)
+        if trainer.module:
+            packaging.check_module(scan, trainer.module)
+        with tempfile.TemporaryDirectory(prefix="vtrain-dry-run-") as tmp:
+            sdist = packaging.build_sdist(trainer.package, Path(tmp), allow_credentials=allow_credentials)
+            if trainer.module:
+                packaging._check_module_in_sdist(sdist, trainer.module)
+            if not plan.packages[0].uri.endswith("/" + sdist.name):
+                raise PackagingError(
+                    f"built {sdist.name}, but planned {plan.packages[0].uri}: did the "
+                    "trainer change while building? Run again"
+                )
+            packages[0]["size"] = sdist.stat().st_size
+    return {
+        "request": plan.request(show_secrets=show_secrets),
+        "configHash": plan.config_hash,
+        "packages": packages,
+        "addedAtSubmit": {"labels": [SUBMIT_LABEL]},
+    }
+
+
+# ---- submitting -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SubmitResult:
+    job: VertexJob
+    plan: SubmitPlan
+    staged: tuple[StagedObject, ...] = ()
+    skipped: bool = False  # if_changed found a live job with the same config hash: that is `job`
+
+
+def find_live(backend: VertexBackend, digest: str) -> VertexJob | None:
+    """The newest job with this config hash that has not ended."""
+    jobs = backend.list(filter=f'labels.{HASH_LABEL}="{digest}"', limit=50)
+    return next((job for job in jobs if job.state not in TERMINAL_STATES), None)
+
+
+def submit_job(
+    config: JobConfig | str | os.PathLike[str],
+    *,
+    overrides: Iterable[str] = (),
+    project: str | None = None,
+    region: str | None = None,
+    api_endpoint: str | None = None,
+    if_changed: bool = False,
+    allow_credentials: bool = False,
+    progress: bool = False,
+    backend: VertexBackend | None = None,
+    storage_client: Any = None,
+    poll: float | None = None,
+    env: Mapping[str, str] | None = None,
+    gcloud: GcloudLookup | None = gcloud_config_value,
+) -> SubmitResult:
+    """Validate, connect, stage, create. Nothing is uploaded before the credentials and the job
+    file are known good; nothing is created before every package is staged. `backend` (tests,
+    or a custom client) fixes project and region."""
+    if backend is not None:
+        project, region = project or backend.project, region or backend.region
+    plan = plan_submit(
+        config, overrides=overrides, project=project, region=region, api_endpoint=api_endpoint, env=env, gcloud=gcloud
+    )
+    if backend is None:
+        backend = connect(plan.target, poll=poll)
+    elif (backend.project, backend.region) != (plan.target.project, plan.target.region):
+        raise BackendError(f"the backend is for {backend.parent}, the job for {plan.target.parent}")
+    if if_changed:
+        live = find_live(backend, plan.config_hash)
+        if live is not None:
+            return SubmitResult(live, plan, skipped=True)
+    staged: tuple[StagedObject, ...] = ()
+    trainer = plan.config.trainer
+    if trainer.package is not None:
+        from vtrain.packaging import build_and_stage
+
+        staged = tuple(
+            build_and_stage(
+                trainer.package,
+                plan.config.staging_bucket or "",
+                trainer.module,
+                allow_credentials=allow_credentials,
+                progress=progress,
+                client=storage_client,
+            )
+        )
+        uris = [s.uri for s in staged]
+        if uris != [p.uri for p in plan.packages]:  # the trainer changed since planning
+            plan = _plan(plan.config, plan.target, uris)
+    from vtrain.spec import to_proto
+
+    return SubmitResult(backend.create(to_proto(plan.body)), plan, staged)
+
+
+def submit(
+    config: JobConfig | str | os.PathLike[str],
+    *,
+    overrides: Iterable[str] = (),
+    project: str | None = None,
+    region: str | None = None,
+    api_endpoint: str | None = None,
+    if_changed: bool = False,
+    allow_credentials: bool = False,
+    backend: VertexBackend | None = None,
+) -> VertexJob:
+    """Submit a job file (or a loaded JobConfig) to Vertex AI and return its handle at once:
+    `state`, `wait()`, `result()`, `cancel()`, `logs()`, as `run_local`'s. See :func:`submit_job`."""
+    return submit_job(
+        config,
+        overrides=overrides,
+        project=project,
+        region=region,
+        api_endpoint=api_endpoint,
+        if_changed=if_changed,
+        allow_credentials=allow_credentials,
+        backend=backend,
+    ).job
+
+
+# ---- existing jobs ----------------------------------------------------------------------------
+def open_backend(
+    job: str | None = None,
+    *,
+    project: str | None = None,
+    region: str | None = None,
+    api_endpoint: str | None = None,
+    poll: float | None = None,
+    env: Mapping[str, str] | None = None,
+    gcloud: GcloudLookup | None = gcloud_config_value,
+) -> VertexBackend:
+    """A backend for `job` (an ID, or a full name that fixes project and region) or for listing."""
+    return connect(resolve_target(project, region, api_endpoint, job=job, env=env, gcloud=gcloud), poll=poll)
+
+
+def get_job(job: str, **where: Any) -> VertexJob:
+    """A job by ID or resource name; `where`: project, region, api_endpoint, poll (see open_backend)."""
+    return open_backend(job, **where).get(job)
+
+
+def cancel_job(job: str, **where: Any) -> tuple[VertexJob, bool]:
+    """Ask a job to stop: (the job, whether a cancel was sent). One that already ended is left alone."""
+    backend = open_backend(job, **where)
+    current = backend.get(job)
+    if current.done:
+        return current, False
+    return backend.cancel(current), True
+
+
+def list_jobs(
+    *, state: str | None = None, limit: int | None = 20, filter: str | None = None, **where: Any
+) -> list[VertexJob]:
+    """Newest first; `state` like running or JOB_STATE_RUNNING; `filter` in Vertex's syntax."""
+    return open_backend(None, **where).list(state=state, limit=limit, filter=filter)
+
+
+def job_dict(job: VertexJob) -> dict[str, Any]:
+    """The job as Vertex's REST JSON (camelCase), secret-looking env values redacted."""
+    from google.protobuf import json_format
+
+    from vtrain.render import redact
+
+    return redact(json_format.MessageToDict(job.proto._pb))
+
+
+# ---- waiting ----------------------------------------------------------------------------------
+def watch(
+    job: JobHandle,
+    *,
+    timeout: float | None = None,
+    poll: float | None = None,
+    on_state: Callable[[str, float], None] | None = None,
+    on_log: Callable[[str], None] | None = None,
+) -> str:
+    """Wait for a final state, calling `on_state(state, elapsed)` after each poll and, with
+    `on_log`, streaming the job's log lines meanwhile. WaitTimeout once `timeout` s pass."""
+    interval = job.default_poll if poll is None else poll
+    clock, sleep = job._clock, job._sleep
+    start = clock()
+
+    def check(state: str) -> float:
+        """Report, then the seconds left to wait (raises when none are)."""
+        if on_state is not None:
+            on_state(state, clock() - start)
+        if timeout is None or state in TERMINAL_STATES:
+            return interval
+        left = timeout - (clock() - start)
+        if left <= 0:
+            raise WaitTimeout(job.name, state, timeout)
+        return min(interval, left)
+
+    if on_log is None:
+        while True:
+            state = job.refresh()
+            wait = check(state)
+            if state in TERMINAL_STATES:
+                return state
+            sleep(wait)
+    # Following the log polls the job itself, sleeping through the handle's `_sleep`: report
+    # and enforce the timeout there.
+    default_poll = job.default_poll
+    job._sleep = lambda seconds: sleep(min(seconds, check(job.state)))  # type: ignore[method-assign]
+    job.default_poll = interval
+    try:
+        for line in job.logs(follow=True):
+            on_log(line)
+    finally:
+        job._sleep, job.default_poll = sleep, default_poll  # type: ignore[method-assign]
+    check(job.state)
+    return job.state
