@@ -16,7 +16,7 @@ install: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/vtrain validate configs/quickstart.yaml
-	$(BIN)/vtrain render configs/quickstart.yaml -o gcloud
+	$(BIN)/vtrain local configs/quickstart.yaml --output-dir vtrain-out/quickstart
 
 test: $(STAMP)
 	$(BIN)/ruff check vtrain tests benchmarks
@@ -27,6 +27,7 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/startup.py
+	$(BIN)/python benchmarks/emulator.py
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache
