@@ -143,3 +143,18 @@ def test_subprocess_cli_has_no_traceback_and_no_tensorflow(tmp_path: Path) -> No
         capture_output=True, text=True, cwd=REPO, env={"PYTHONPATH": str(REPO)}, check=True,
     )  # fmt: skip
     assert probe.stdout.strip() == "[]"
+
+
+def test_render_region_follows_submit_precedence(tmp_path: Path, monkeypatch) -> None:
+    job = write_job(tmp_path, JOB)  # names no region
+    monkeypatch.setenv("VTRAIN_REGION", "europe-west4")
+    image = "europe-docker.pkg.dev/vertex-ai/training/tf-cpu.2-17.py310:latest"
+    code, out, _ = run("render", str(job))
+    assert code == 0
+    assert json.loads(out)["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]["executorImageUri"] == image
+    code, out, _ = run("render", str(job), "--region", "asia-east1", "-o", "gcloud")
+    assert "--region=asia-east1" in out.splitlines()[1]
+    assert "asia-docker.pkg.dev/vertex-ai/training/tf-cpu.2-17.py310:latest" in out
+    job.write_text("region: us-east1\n" + job.read_text())
+    code, out, _ = run("render", str(job), "-o", "gcloud")
+    assert "--region=us-east1" in out.splitlines()[1]  # the job file beats the environment

@@ -126,6 +126,13 @@ class JobConfig:
         found = [self.chief, self.workers, self.parameter_servers, self.reduction_server, self.evaluator]
         return [p for p in found if p is not None and p.replicas != 0]
 
+    def written_region(self) -> str | None:
+        """The region the job file (or a --set) names; None when only the default applies,
+        so flags, the environment and gcloud may choose."""
+        if ("region",) in self.positions.values or self.region != DEFAULT_REGION:
+            return self.region
+        return None
+
     def training_replicas(self) -> int:
         """Replicas of pools 0 and 1: the ones that all-reduce gradients."""
         return sum(int(p.replicas) for p in (self.chief, self.workers) if p is not None)

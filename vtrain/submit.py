@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from vtrain import __version__
 from vtrain.backends.handle import TERMINAL_STATES, JobHandle, WaitTimeout
-from vtrain.backends.settings import DEFAULT_REGION, GcloudLookup, gcloud_config_value, resolve_project, resolve_region
+from vtrain.backends.settings import GcloudLookup, gcloud_config_value, resolve_project, resolve_region
 from vtrain.backends.vertex import SUBMIT_LABEL, VertexBackend, VertexJob  # cheap: Google libraries load on use
 from vtrain.config import JobConfig, load_config
 from vtrain.errors import BackendError, ConfigError, PackagingError, Problem
@@ -102,13 +102,6 @@ def _job_location(job: str | None) -> tuple[str, str] | None:
     return None
 
 
-def _file_region(config: JobConfig) -> str | None:
-    """The job file's region, or None when it only has the default (so env and gcloud may speak)."""
-    if ("region",) in config.positions.values or config.region != DEFAULT_REGION:
-        return config.region
-    return None
-
-
 def resolve_target(
     project: str | None = None,
     region: str | None = None,
@@ -129,7 +122,7 @@ def resolve_target(
         project, region = located
     return Target(
         resolve_project(project, config.project if config else None, env=env, gcloud=gcloud),
-        resolve_region(region, _file_region(config) if config else None, env=env, gcloud=gcloud),
+        resolve_region(region, config.written_region() if config else None, env=env, gcloud=gcloud),
         resolve_endpoint(api_endpoint, env),
     )
 

@@ -6,7 +6,7 @@ import json
 
 import click
 
-from vtrain.commands._options import output_option, project_option, set_option
+from vtrain.commands._options import output_option, project_option, region_option, set_option
 from vtrain.errors import ConfigError
 
 _JOB = click.argument("job_file", metavar="JOB.yaml", type=click.Path(dir_okay=False))
@@ -67,13 +67,19 @@ def validate(job_file: str, output: str, overrides: tuple[str, ...], target: str
 @output_option("json", "yaml", "gcloud")
 @set_option
 @project_option
+@region_option
 @click.option("--show-secrets", is_flag=True, help="Print env values whose names look secret instead of <redacted>.")
-def render(job_file: str, output: str, overrides: tuple[str, ...], project: str | None, show_secrets: bool) -> None:
+def render(
+    job_file: str, output: str, overrides: tuple[str, ...], project: str | None, region: str | None, show_secrets: bool
+) -> None:
     """Print the exact CustomJob request, with no cloud access.
 
     json: the REST body of projects.locations.customJobs.create; yaml: the same
     as YAML; gcloud: the file for `gcloud ai custom-jobs create --config`.
     """
+    from dataclasses import replace
+
+    from vtrain.backends.settings import resolve_region
     from vtrain.config import load_config, resolve_project
     from vtrain.render import render as render_job
     from vtrain.spec import build_job_dict
@@ -81,6 +87,10 @@ def render(job_file: str, output: str, overrides: tuple[str, ...], project: str 
     config = load_config(job_file, overrides)
     for warning in config.warnings:
         click.echo(str(warning), err=True)
+    # The same region `submit` would use, so the rendered request is the one it sends.
+    resolved = resolve_region(region, config.written_region())
+    if resolved != config.region:
+        config = replace(config, region=resolved)
     body = build_job_dict(config)
     text = render_job(body, output, show_secrets=show_secrets, project=resolve_project(config, project),
                       region=config.region)
