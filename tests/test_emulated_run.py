@@ -198,3 +198,34 @@ def test_command_run_jobs_serves_runs_and_leaves_no_process_when_stopped(
             proc.wait()
     assert proc.stderr is not None and "emulator stopped" in proc.stderr.read()
     assert [pid for pid in pids if alive(pid)] == []
+
+
+def test_runner_parts_and_a_missing_package(tmp_path: Path, env_cache: Path) -> None:
+    """Called directly, as the emulator calls it: a job the REST body describes, a context to log to."""
+    from google.cloud.aiplatform_v1 import CustomJob
+    from google.protobuf import json_format
+
+    from vtrain.backends.emulated import package_uris
+    from vtrain.backends.local import local_output_dir
+    from vtrain.emulator import RunContext
+
+    def spec(base: str | None) -> dict[str, Any]:
+        return {"jobSpec": {"baseOutputDirectory": {"outputUriPrefix": base}} if base else {"jobSpec": {}}}
+
+    assert [local_output_dir(spec(b)) for b in ("gs://b/out", "file:///srv/out", "/srv/out", None)] == [
+        None, Path("/srv/out"), Path("/srv/out"), None]
+    pool = {"pythonPackageSpec": {"packageUris": ["gs://b/t.tar.gz", "gs://b/v.tar.gz"]}}
+    assert package_uris({"jobSpec": {"workerPoolSpecs": [pool, {}, pool]}}) == ["gs://b/t.tar.gz", "gs://b/v.tar.gz"]
+
+    missing = tmp_path / "nowhere" / "trainer-0.1.tar.gz"
+    body = {"displayName": "lost", "jobSpec": {"workerPoolSpecs": [{
+        "machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": "1",
+        "pythonPackageSpec": {"executorImageUri": "us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-17.py310:latest",
+                              "packageUris": [missing.as_uri()], "pythonModule": "trainer.task"}}]}}
+    job = CustomJob()
+    json_format.ParseDict(body, job._pb)
+    logged: list[tuple[str, str]] = []
+    ctx = RunContext(job_id="123", _sink=lambda message, task, severity: logged.append((task, message)))
+    result = EmulatedRunner(cache_dir=env_cache, output_root=tmp_path / "runs")(job, ctx)
+    assert (result.state, result.error) == ("JOB_STATE_FAILED", f"trainer package {missing.as_uri()} not found")
+    assert logged[-1] == ("", f"the job cannot run here: trainer package {missing.as_uri()} not found")

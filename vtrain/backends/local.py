@@ -4,8 +4,9 @@
     job.wait(); job.state, job.exit_code
 
 Preparation happens in :func:`run_local` (a packaging mistake raises before anything
-starts); then a supervisor thread owns the processes and decides the job's state, with
-Vertex's semantics:
+starts). :func:`run_job` then starts the CustomJob body; the emulator's ``--run-jobs`` runner
+(:mod:`vtrain.backends.emulated`) calls it directly with the body it received. A supervisor
+thread owns the processes and decides the job's state, with Vertex's semantics:
   * any chief/worker/ps exiting non-zero fails the job at once: the others are stopped
     (whole process groups, SIGTERM then SIGKILL) and the summary names the replica, its exit
     code and its last log lines;
