@@ -137,7 +137,7 @@ def test_wait_timeout_exits_12_and_the_job_keeps_running(tmp_path: Path, gated: 
     assert re.search(rf"^error: job ({NAME_RE}) is still JOB_STATE_RUNNING after waiting 1 s", err, re.M)
     assert [j.state.name for j in emu.jobs()] == ["JOB_STATE_RUNNING"]
     code, _, err = run("submit", "x.yaml", "--wait", "--wait-timeout", "soon")
-    assert code == 2 and "expected a duration such as 90s" in err
+    assert code == 2 and "Invalid value for '--wait-timeout': expected a duration like 90s" in err
 
 
 def test_if_changed_skips_a_running_twin(tmp_path: Path, gated: Any, bucket: Any) -> None:

@@ -54,3 +54,15 @@ set_option = click.option(
     help="Override a key of the job file (repeatable; VALUE is parsed as YAML). "
     "Precedence: --set beats the job file; later --set beats earlier ones.",
 )
+
+
+def duration_callback(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
+    """A click callback for DURATION options (90s, 30m, 2h, 1h30m), in seconds; usage error if bad."""
+    if value is None:
+        return None
+    from vtrain.schema import parse_duration
+
+    seconds = parse_duration(value)
+    if seconds is None or seconds <= 0:
+        raise click.BadParameter(f"expected a duration like 90s, 10m or 2h, got {value!r}")
+    return float(seconds)

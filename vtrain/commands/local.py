@@ -9,18 +9,7 @@ from types import FrameType
 
 import click
 
-from vtrain.commands._options import output_option, set_option
-
-
-def _duration(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
-    if value is None:
-        return None
-    from vtrain.schema import parse_duration
-
-    seconds = parse_duration(value)
-    if seconds is None or seconds <= 0:
-        raise click.BadParameter(f"expected a duration like 90s, 10m or 2h, got {value!r}")
-    return float(seconds)
+from vtrain.commands._options import duration_callback, output_option, set_option
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
@@ -35,9 +24,9 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
               "on success unless --keep.")
 @click.option("--max-replicas", type=click.IntRange(min=1), help="Shrink the cluster to at most N processes, "
               "keeping every role (chief, >= 1 worker, ps, evaluator).")
-@click.option("--timeout", callback=_duration, help="Fail the job after this long (e.g. 10m). "
+@click.option("--timeout", callback=duration_callback, help="Fail the job after this long (e.g. 10m). "
               "Default: the job's scheduling.timeout.")
-@click.option("--startup-timeout", callback=_duration, default="120s", show_default=True,
+@click.option("--startup-timeout", callback=duration_callback, default="120s", show_default=True,
               help="Fail when a replica's TensorFlow server is not up this long after a peer's.")
 @click.option("--keep", is_flag=True, help="Keep the temporary output dir and the replicas' working dirs.")
 @click.option("--allow-credentials", is_flag=True, help="Package files that look like credentials.")

@@ -18,6 +18,7 @@ import click
 
 from vtrain.commands._options import (
     api_endpoint_option,
+    duration_callback,
     echo_json,
     output_option,
     project_option,
@@ -174,6 +175,7 @@ def status_elapsed(job: Any) -> float:
 @click.option(
     "--wait-timeout",
     metavar="DURATION",
+    callback=duration_callback,
     help="With --wait: stop waiting after this long (90s, 30m, 2h) and exit 12; the job keeps running.",
 )
 @click.option(
@@ -196,7 +198,7 @@ def submit(
     dry_run: bool,
     wait: bool,
     stream_logs: bool,
-    wait_timeout: str | None,
+    wait_timeout: float | None,
     if_changed: bool,
     allow_credentials: bool,
     show_secrets: bool,
@@ -213,16 +215,10 @@ def submit(
     -o json prints the created job. Every job is labelled vtrain-version and
     vtrain-config-hash (a hash of the rendered request, package URIs included).
     """
-    from vtrain.schema import parse_duration
     from vtrain.submit import dry_run as plan_dry_run
     from vtrain.submit import job_dict, plan_submit, submit_job
 
-    timeout = None
-    if wait_timeout is not None:
-        parsed = parse_duration(wait_timeout)
-        if parsed is None or parsed <= 0:
-            raise click.BadParameter("expected a duration such as 90s, 30m or 2h", param_hint="--wait-timeout")
-        timeout = float(parsed)
+    timeout = wait_timeout
     where = {"overrides": overrides, "project": project, "region": region, "api_endpoint": api_endpoint}
     if dry_run:
         report = plan_dry_run(
