@@ -498,14 +498,16 @@ def test_load_runner() -> None:
 
 
 # ---- the command -------------------------------------------------------------------------
-def test_command_run_jobs_without_local_runner_is_one_line_error() -> None:
+def test_command_run_jobs_without_local_runner_is_one_line_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import vtrain.emulator
     from vtrain.cli import cli
 
+    monkeypatch.setattr(vtrain.emulator, "LOCAL_RUNNER", "vtrain.backends.missing:emulator_runner")
     result = CliRunner().invoke(cli, ["emulator", "--port", "0", "--run-jobs"])
     assert result.exit_code == 1
     assert result.output.count("\n") == 1
     assert result.output.startswith(
-        "error: --run-jobs needs the local runner vtrain.backends.local:emulator_runner"
+        "error: --run-jobs needs the local runner vtrain.backends.missing:emulator_runner"
     )
 
 

@@ -4,8 +4,9 @@
     job.wait(); job.state, job.exit_code
 
 Preparation happens in :func:`run_local` (a packaging mistake raises before anything
-starts); then a supervisor thread owns the processes and decides the job's state, with
-Vertex's semantics:
+starts). :func:`run_job` then starts the CustomJob body; the emulator's ``--run-jobs`` runner
+(:mod:`vtrain.backends.emulated`) calls it directly with the body it received. A supervisor
+thread owns the processes and decides the job's state, with Vertex's semantics:
   * any chief/worker/ps exiting non-zero fails the job at once: the others are stopped
     (whole process groups, SIGTERM then SIGKILL) and the summary names the replica, its exit
     code and its last log lines;
@@ -26,14 +27,17 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from vtrain.backends import localenv
 from vtrain.backends.localenv import Plan, Replica
 from vtrain.backends.localjob import RUN_DIR, LocalJob, Options, _Proc, free_ports
 from vtrain.errors import BackendError, PackagingError
+
+if TYPE_CHECKING:
+    from vtrain.backends.localpkg import TrainerEnv
 
 
 def _docker_ready() -> None:
@@ -142,20 +146,68 @@ def run_local(
     if config.trainer.container is None:
         sdists, package_uris = _packages(config, cache, allow_credentials)
         trainer_env = localpkg.prepare_env(sdists, cache)
-        notice(f"environment {trainer_env.venv} ({'cached' if trainer_env.cached else 'installed'} "
-               f"in {trainer_env.seconds:.1f} s)")
-        for text in trainer_env.notices:
-            notice(text)
-    else:
-        _docker_ready()
+        env_notices(trainer_env, notice)
     # The job `submit` would send: its packageUris are the staged (or prebuilt) ones; only a
     # local package without any staging location gets the cache's file:// URIs instead.
     local_only = config.trainer.package is not None and config.staging_bucket is None
     job = build_job_dict(config, package_uris if local_only else None)
+    return run_job(job, trainer_env=trainer_env, name=config.name, output_dir=output_dir,
+                   max_replicas=max_replicas, timeout=timeout, keep=keep, out=out, notice=notice,
+                   startup_timeout=startup_timeout, worker_grace=worker_grace, kill_grace=kill_grace)
+
+
+def env_notices(trainer_env: TrainerEnv, notice: Callable[[str], None]) -> None:
+    notice(f"environment {trainer_env.venv} ({'cached' if trainer_env.cached else 'installed'} "
+           f"in {trainer_env.seconds:.1f} s)")
+    for text in trainer_env.notices:
+        notice(text)
+
+
+def local_output_dir(job: Mapping[str, Any]) -> Path | None:
+    """The job's baseOutputDirectory when it is on this machine (a path or file://), else None."""
+    from vtrain.staging import uri_to_path
+
+    prefix = str((job["jobSpec"].get("baseOutputDirectory") or {}).get("outputUriPrefix", ""))
+    if not prefix or ("://" in prefix and not prefix.startswith("file://")):
+        return None
+    return uri_to_path(prefix) or Path(prefix)
+
+
+def run_job(
+    job: Mapping[str, Any],
+    *,
+    trainer_env: TrainerEnv | None,
+    name: str | None = None,
+    job_id: str | None = None,
+    output_dir: str | os.PathLike[str] | None = None,
+    max_replicas: int | None = None,
+    timeout: float | None = None,
+    keep: bool = True,
+    out: IO[str] | None = None,
+    notice: Callable[[str], None] = lambda text: None,
+    on_line: Callable[[Replica, str], None] | None = None,
+    startup_timeout: float = 120.0,
+    worker_grace: float = 30.0,
+    kill_grace: float = 5.0,
+) -> LocalJob:
+    """Start a CustomJob REST body here (what `submit` sends, or what the emulator stored).
+
+    Python package pools run in `trainer_env` (their packages already installed: see
+    :func:`vtrain.backends.localpkg.prepare_env`), container pools under docker. `name` is the
+    display name (default: the body's), `job_id` becomes CLOUD_ML_JOB_ID (default: a new
+    ``local-…`` ID); `on_line(replica, text)` gets every line a replica prints. Output
+    directory as in :func:`run_local`; `notice` gets the launcher's notices.
+    """
+    name = name or str(job.get("displayName") or "job")
     try:
         the_plan = localenv.plan(job, max_replicas)
     except ValueError as err:
         raise BackendError(str(err)) from None
+    specs = [the_plan.pool_spec(r) for r in the_plan.replicas]
+    if any("containerSpec" in s for s in specs):
+        _docker_ready()
+    if trainer_env is None and any("pythonPackageSpec" in s for s in specs):
+        raise BackendError("this job runs Python packages, but no environment with them was prepared")
     for text in the_plan.notices:
         notice(text)
     if trainer_env is not None:
@@ -170,12 +222,12 @@ def run_local(
     if any(p.get("machineSpec", {}).get("acceleratorType", "").startswith("TPU") for p in the_plan.pools if p):
         notice("this machine has no TPU: the replica runs on CPU (strategy `tpu` will fail)")
 
-    job_id = f"local-{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(2).hex()}"
+    job_id = job_id or f"local-{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(2).hex()}"
     temporary = False
-    if output_dir is None and config.base_output_dir and not config.base_output_dir.startswith("gs://"):
-        output_dir = config.base_output_dir
     if output_dir is None:
-        output_dir, temporary = tempfile.mkdtemp(prefix=f"vtrain-local-{config.name[:40]}-"), True
+        output_dir = local_output_dir(job)
+    if output_dir is None:
+        output_dir, temporary = tempfile.mkdtemp(prefix=f"vtrain-local-{name[:40]}-"), True
     out_path = Path(output_dir).expanduser().absolute()
     (out_path / RUN_DIR).mkdir(parents=True, exist_ok=True)
     (out_path / RUN_DIR / "job.json").write_text(json.dumps(the_plan.job, indent=2) + "\n", encoding="utf-8")
@@ -184,8 +236,8 @@ def run_local(
                         job_id=job_id, host_env=host_env, gpus=gpus)
     options = Options(timeout=timeout if timeout is not None else _job_timeout(job),
                       startup_timeout=startup_timeout, worker_grace=worker_grace, kill_grace=kill_grace, keep=keep)
-    handle = LocalJob(job_id, config.name, the_plan, procs, out_path, temporary, options, out, notice)
-    notice(f"job {config.name} ({job_id}): {', '.join(p.label for p in procs)}; outputs in {out_path}")
+    handle = LocalJob(job_id, name, the_plan, procs, out_path, temporary, options, out, notice, on_line=on_line)
+    notice(f"job {name} ({job_id}): {', '.join(p.label for p in procs)}; outputs in {out_path}")
     handle._start()
     return handle
 
@@ -209,4 +261,4 @@ def _packages(config: Any, cache: Path, allow_credentials: bool) -> tuple[list[P
     return [p for p in paths if p is not None], [s.uri for s in staged]
 
 
-__all__ = ["LocalJob", "Options", "build_procs", "local_gpus", "run_local"]
+__all__ = ["LocalJob", "Options", "build_procs", "local_gpus", "local_output_dir", "run_job", "run_local"]

@@ -119,7 +119,8 @@ class LocalJob(JobHandle):
     default_poll = 0.2
 
     def __init__(self, name: str, display_name: str, plan: Plan, procs: list[_Proc], output_dir: Path,
-                 temporary: bool, options: Options, out: IO[str] | None, notice: Callable[[str], None]) -> None:
+                 temporary: bool, options: Options, out: IO[str] | None, notice: Callable[[str], None],
+                 on_line: Callable[[Replica, str], None] | None = None) -> None:
         super().__init__(name)
         self.display_name = display_name
         self.plan = plan
@@ -130,6 +131,7 @@ class LocalJob(JobHandle):
         self._options = options
         self._out = out
         self._notice = notice
+        self._on_line = on_line
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._finished = threading.Event()
@@ -272,6 +274,9 @@ class LocalJob(JobHandle):
                         with contextlib.suppress(OSError, ValueError):
                             self._out.write(line + "\n")
                             self._out.flush()
+                if self._on_line is not None:
+                    with contextlib.suppress(Exception):  # a broken sink must not stop the draining
+                        self._on_line(p.replica, text)
 
     def _exited(self, p: _Proc) -> bool:
         """Reap a replica that exited, after killing whatever is left of its process group."""

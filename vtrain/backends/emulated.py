@@ -1,0 +1,155 @@
+"""`vtrain emulator --run-jobs`: every CustomJob the emulator accepts really runs, through `vtrain local`.
+
+The emulator hands the runner the job exactly as the client sent it. Its REST form
+(``json_format.MessageToDict``) is the body ``submit`` built, so it goes straight to
+:func:`vtrain.backends.local.run_job`. That means one process per replica on 127.0.0.1,
+with the environment Vertex sets and ``CLOUD_ML_JOB_ID`` set to the emulator's job ID.
+So ``vtrain submit --wait`` against the emulator ends the way the trainer really ends,
+and a CI pipeline can test submit → wait → logs without a cloud project.
+
+- Packages: each Python pool's ``packageUris``, fetched from Cloud Storage (the GCS emulator
+  when STORAGE_EMULATOR_HOST is set), ``file://`` or plain paths. They are installed once into
+  the cached environment that ``vtrain local`` uses (VTRAIN_CACHE_DIR, else ~/.cache/vtrain).
+- Outputs: the job's baseOutputDirectory when it is on this machine (a path or file://).
+  Otherwise ``$TMPDIR/vtrain-emulator/<job id>``, which stays after the job ends and is named
+  in the job's log.
+- Logs: each replica line becomes a log entry for its task (``workerpool1-0``), so
+  ``vtrain logs`` prints it as ``[worker-0] …``. The launcher's own notices carry no task and
+  print as ``[vertex] …``.
+- Cancel: every replica's process group gets SIGTERM, then SIGKILL after `kill_grace`. When the
+  emulator stops, they get SIGKILL at once, so no process outlives it. A cancel that arrives
+  while packages are still installing takes effect once the install ends.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from vtrain.emulator.runner import CANCELLED, FAILED, SUCCEEDED, RunContext, RunResult
+from vtrain.errors import VtrainError
+
+if TYPE_CHECKING:
+    from vtrain.backends.localjob import LocalJob
+
+
+def package_uris(job: Mapping[str, Any]) -> list[str]:
+    """Every Python pool's packageUris, in pool order, each once (pools usually share them)."""
+    uris: list[str] = []
+    for pool in job["jobSpec"].get("workerPoolSpecs", []):
+        for uri in (pool.get("pythonPackageSpec") or {}).get("packageUris", []):
+            if uri not in uris:
+                uris.append(uri)
+    return uris
+
+
+def task_of(pool: int, index: int) -> str:
+    """Vertex's task name for a replica, as its log entries carry it."""
+    return f"workerpool{pool}-{index}"
+
+
+class EmulatedRunner:
+    """The runner the emulator loads for ``--run-jobs``. It is configurable for tests and embedders;
+    `cache_dir` and `output_root` default to values read when each job starts."""
+
+    def __init__(
+        self,
+        *,
+        cache_dir: str | os.PathLike[str] | None = None,
+        output_root: str | os.PathLike[str] | None = None,
+        startup_timeout: float = 120.0,
+        worker_grace: float = 30.0,
+        kill_grace: float = 3.0,
+        poll: float = 0.1,
+    ) -> None:
+        self.cache_dir = cache_dir
+        self.output_root = output_root
+        self.startup_timeout = startup_timeout
+        self.worker_grace = worker_grace
+        self.kill_grace = kill_grace
+        self.poll = poll
+
+    def __call__(self, job: Any, ctx: RunContext) -> RunResult:
+        from google.protobuf import json_format
+
+        body = json_format.MessageToDict(getattr(job, "_pb", job))
+
+        def notice(text: str) -> None:
+            ctx.log(text, task="")
+
+        try:
+            handle = self._start(body, ctx, notice)
+        except VtrainError as err:
+            notice(f"the job cannot run here: {err}")
+            return RunResult(FAILED, str(err))
+        if handle is None:
+            return RunResult(CANCELLED)
+        try:
+            while not handle.done:
+                if ctx.cancelled.wait(self.poll):
+                    notice("cancelled: stopping every replica")
+                    handle.cancel(force=ctx.stopping.is_set())
+                    handle.wait()
+                    return RunResult(CANCELLED)
+            state = handle.wait()
+        finally:
+            if not handle.done:  # an unexpected error above: still leave no process behind
+                handle.cancel(force=True)
+                handle.wait()
+        if state == SUCCEEDED:
+            return RunResult(SUCCEEDED)
+        if state == CANCELLED:
+            return RunResult(CANCELLED)
+        return RunResult(FAILED, handle.error or f"the job ended {state}")
+
+    def _start(self, body: dict[str, Any], ctx: RunContext, notice: Callable[[str], None]) -> LocalJob | None:
+        """Fetch and install the packages, then start the replicas; None if cancelled meanwhile."""
+        from vtrain.backends import localpkg
+        from vtrain.backends.local import env_notices, local_output_dir, run_job
+        from vtrain.backends.localenv import Replica
+
+        cache = Path(self.cache_dir) if self.cache_dir is not None else localpkg.default_cache_dir()
+        trainer_env = None
+        uris = package_uris(body)
+        if uris:
+            notice(f"installing {len(uris)} package(s): {', '.join(uris)}")
+            trainer_env = localpkg.prepare_env(localpkg.fetch_packages(uris, cache), cache)
+            env_notices(trainer_env, notice)
+        if ctx.cancelled.is_set():
+            return None
+        output_dir = local_output_dir(body)
+        if output_dir is None:
+            root = Path(self.output_root) if self.output_root is not None else default_output_root()
+            output_dir = root / ctx.job_id
+            base = (body["jobSpec"].get("baseOutputDirectory") or {}).get("outputUriPrefix")
+            why = f"baseOutputDirectory {base} is not on this machine" if base else "the job has no baseOutputDirectory"
+            notice(f"{why}: outputs go to {output_dir}")
+
+        def forward(replica: Replica, text: str) -> None:
+            ctx.log(text, task=task_of(replica.pool, replica.index))
+
+        return run_job(
+            body,
+            trainer_env=trainer_env,
+            job_id=ctx.job_id,
+            output_dir=output_dir,
+            keep=False,
+            notice=notice,
+            on_line=forward,
+            startup_timeout=self.startup_timeout,
+            worker_grace=self.worker_grace,
+            kill_grace=self.kill_grace,
+        )
+
+
+def default_output_root() -> Path:
+    return Path(tempfile.gettempdir()) / "vtrain-emulator"
+
+
+#: What ``vtrain emulator --run-jobs`` loads (vtrain.emulator.runner.LOCAL_RUNNER).
+emulator_runner = EmulatedRunner()
+
+__all__ = ["EmulatedRunner", "default_output_root", "emulator_runner", "package_uris", "task_of"]
