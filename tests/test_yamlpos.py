@@ -181,3 +181,19 @@ def test_iter_paths() -> None:
     assert list(iter_paths({"a": [1, {"b": 2}], "c": 3})) == [
         (), ("a",), ("a", 0), ("a", 1), ("a", 1, "b"), ("c",)
     ]
+
+
+def test_deep_nesting_is_a_problem_not_a_recursion_error() -> None:
+    data, _, problems = load_yaml("name: " + "[" * 5000 + "]" * 5000 + "\n", "job.yaml")
+    assert data is None
+    assert [p.message for p in problems] == ["the YAML is nested too deeply"]
+
+
+def test_alias_bomb_is_refused_quickly() -> None:
+    lines = ["a: &a [x, x, x, x, x, x, x, x, x]"]
+    for i in range(1, 9):
+        prev, cur = chr(ord("a") + i - 1), chr(ord("a") + i)
+        lines.append(f"{cur}: &{cur} [" + ", ".join([f"*{prev}"] * 9) + "]")
+    data, _, problems = load_yaml("\n".join(lines) + "\n", "job.yaml")
+    assert data is None
+    assert len(problems) == 1 and "expands to more than 100,000 values" in problems[0].message

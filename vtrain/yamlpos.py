@@ -65,6 +65,12 @@ def format_path(path: PathKey) -> str:
 
 
 _PLAIN_TAGS = frozenset({"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"})
+#: A job file has hundreds of values; aliases (`*a`) that expand past this are a "billion laughs".
+MAX_NODES = 100_000
+
+
+class _TooLarge(Exception):
+    """The document expands (through aliases) to more than MAX_NODES values."""
 
 
 def _pos(file: str, mark: yaml.Mark | None) -> Position:
@@ -94,8 +100,12 @@ class _Walker:
         self.file = file
         self.positions = Positions(default=Position(file))
         self.problems: list[Problem] = []
+        self.nodes = 0
 
     def walk(self, node: yaml.Node, path: PathKey) -> Any:
+        self.nodes += 1
+        if self.nodes > MAX_NODES:
+            raise _TooLarge
         # A block collection starts on the line after its key; a problem with the whole
         # section reads better at the key, so only scalars and flow collections are recorded.
         block = isinstance(node, yaml.CollectionNode) and not node.flow_style
@@ -152,6 +162,12 @@ def load_yaml(text: str, file: str) -> tuple[Any, Positions, list[Problem]]:
         return data, walker.positions, walker.problems
     except yaml.YAMLError as err:
         return None, Positions(default=Position(file)), [_yaml_error_problem(err, file)]
+    except RecursionError:
+        return None, Positions(default=Position(file)), [Problem("", "the YAML is nested too deeply", file=file)]
+    except _TooLarge:
+        return None, Positions(default=Position(file)), [
+            Problem("", f"the YAML expands to more than {MAX_NODES:,} values (aliases?); a job file needs far fewer",
+                    file=file)]
     finally:
         loader.dispose()
 
