@@ -302,6 +302,39 @@ def test_cli_ctrl_c_cancels(tmp_path: Path, cache: Path) -> None:
     assert not [p for p in pids if alive(p)]
 
 
+def test_cli_output_dir_that_cannot_be_created_is_one_line(tmp_path: Path, cache: Path) -> None:
+    path = job_file(tmp_path, [], "  chief: {machine_type: n1-standard-4}")
+    (tmp_path / "afile").write_text("x")
+    done = subprocess.run([sys.executable, "-m", "vtrain", "local", str(path), "--set",
+                           f"base_output_dir={tmp_path / 'afile' / 'out'}"], env=cli_env(cache),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert f"error: cannot write the output directory {tmp_path / 'afile' / 'out'}: Not a directory" in done.stderr
+
+
+@pytest.mark.parametrize(("open_files", "workers", "message"), [
+    (200, 300, "error: cannot open 301 ports on 127.0.0.1 for the replicas (Too many open files); run fewer with "
+               "--max-replicas"),  # too few for the ports
+    (44, 30, "error: could not start the replicas: [Errno 24] Too many open files"),  # ports yes, processes no
+])
+def test_cli_more_replicas_than_open_files_is_one_line(tmp_path: Path, cache: Path, open_files: int, workers: int,
+                                                       message: str) -> None:
+    import resource
+
+    path = job_file(tmp_path, ["--sleep=all", "--seconds=30"],
+                    f"  chief: {{machine_type: n1-standard-4}}\n  workers: {{replicas: {workers}}}")
+
+    def few_files() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
+
+    done = subprocess.run([sys.executable, "-m", "vtrain", "local", str(path), "--output-dir", str(tmp_path / "o")],
+                          env=cli_env(cache), capture_output=True, text=True, timeout=120, preexec_fn=few_files)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert message in done.stderr
+
+
 # --------------------------------------------------------------------------- real TensorFlow
 
 

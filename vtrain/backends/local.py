@@ -229,8 +229,11 @@ def run_job(
     if output_dir is None:
         output_dir, temporary = tempfile.mkdtemp(prefix=f"vtrain-local-{name[:40]}-"), True
     out_path = Path(output_dir).expanduser().absolute()
-    (out_path / RUN_DIR).mkdir(parents=True, exist_ok=True)
-    (out_path / RUN_DIR / "job.json").write_text(json.dumps(the_plan.job, indent=2) + "\n", encoding="utf-8")
+    try:
+        (out_path / RUN_DIR).mkdir(parents=True, exist_ok=True)
+        (out_path / RUN_DIR / "job.json").write_text(json.dumps(the_plan.job, indent=2) + "\n", encoding="utf-8")
+    except OSError as err:
+        raise BackendError(f"cannot write the output directory {out_path}: {err.strerror or err}") from None
     procs = build_procs(the_plan, python=trainer_env.python if trainer_env else None,
                         venv=str(trainer_env.venv) if trainer_env else None, output_dir=out_path,
                         job_id=job_id, host_env=host_env, gpus=gpus)

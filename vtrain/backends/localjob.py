@@ -29,6 +29,7 @@ from typing import IO, Any
 from vtrain.backends import localenv
 from vtrain.backends.handle import CANCELLED, CANCELLING, FAILED, PENDING, RUNNING, SUCCEEDED, JobHandle, WaitTimeout
 from vtrain.backends.localenv import Plan, Replica
+from vtrain.errors import BackendError
 
 TAIL_LINES = 15
 RUN_DIR = "vtrain-local"
@@ -85,6 +86,9 @@ def free_ports(n: int) -> list[int]:
             s.bind((localenv.HOST, 0))
             socks.append(s)
         return [s.getsockname()[1] for s in socks]
+    except OSError as err:
+        raise BackendError(f"cannot open {n} ports on {localenv.HOST} for the replicas ({err.strerror or err}); "
+                           "run fewer with --max-replicas") from None
     finally:
         for s in socks:
             s.close()
@@ -214,6 +218,8 @@ class LocalJob(JobHandle):
         self._started.wait()
         if self._start_error is not None:
             self._finished.wait()
+            if isinstance(self._start_error, OSError):  # e.g. too many processes or open files
+                raise BackendError(f"could not start the replicas: {self._start_error}") from None
             raise self._start_error
 
     def _at_exit(self) -> None:
