@@ -71,6 +71,8 @@ def parse_params(text: str) -> int:
             f"--params: cannot read {text!r} as a parameter count (examples: 340M, 1.3B, 7e9, 125000000)"
         )
     value = float(match["num"].replace("_", "")) * _SCALE[match["unit"].lower()]
+    if not math.isfinite(value):
+        raise EstimateError(f"--params: {text!r} is too large to be a parameter count")
     if value < 1:
         raise EstimateError(f"--params: {text!r} is less than one parameter")
     return int(round(value))
@@ -83,7 +85,10 @@ def parse_seconds(text: str, what: str = "--step-compute") -> float:
     if not match or unit not in _SECONDS:
         raise EstimateError(f"{what}: cannot read {text!r} as a duration (examples: 0.4s, 400ms, 30us)")
     multiply, divide = _SECONDS[unit]
-    return float(match["num"]) * multiply / divide
+    seconds = float(match["num"]) * multiply / divide
+    if not math.isfinite(seconds):
+        raise EstimateError(f"{what}: {text!r} is too long a duration")
+    return seconds
 
 
 def gradient_bytes(params: int, dtype: str = "fp32") -> int:
