@@ -84,11 +84,24 @@ def test_init_options_and_json_output(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.parametrize("name", ["a: b # c", "true", "héllo wörld 日本", "'quoted'", "x\ty"])
+def test_init_name_is_written_so_that_it_reads_back(tmp_path: Path, name: str) -> None:
+    result = CliRunner().invoke(cli, ["init", str(tmp_path / "t"), "--name", name])
+    assert result.exit_code == 0, result.output
+    job = yaml.safe_load((tmp_path / "t" / "vtrain.yaml").read_text())
+    assert job["name"] == name
+    assert job["base_output_dir"].startswith("gs://my-vtrain-bucket/") and " " not in job["base_output_dir"]
+    result = CliRunner().invoke(cli, ["validate", str(tmp_path / "t" / "vtrain.yaml")])
+    assert result.exit_code == 0, result.output
+
+
 @pytest.mark.parametrize(
     "args,message",
     [
         (["--bucket", "acme-ml"], "--bucket must look like gs://BUCKET"),
         (["--template", "pytorch"], "Invalid value for '-t' / '--template'"),
+        (["--name", "x" * 129], "--name is 129 characters; Vertex allows at most 128"),
+        (["--name", "  "], "--name must not be blank"),
     ],
 )
 def test_init_bad_options(tmp_path: Path, args: list[str], message: str) -> None:

@@ -7,6 +7,7 @@ installed package, so one path works for a checkout and an install alike.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -14,6 +15,8 @@ import click
 
 from vtrain.commands._options import echo_json, output_option
 from vtrain.errors import VtrainError
+
+MAX_DISPLAY_NAME = 128  # vtrain.rules.base.MAX_DISPLAY_NAME (not imported: CLI start-up stays fast)
 
 TEMPLATES = ("keras", "custom-loop")
 DEFAULT_BUCKET = "gs://my-vtrain-bucket"
@@ -26,7 +29,7 @@ JOB_FILE = """\
 name: {name}
 region: us-central1
 staging_bucket: {bucket}/staging        # a bucket you own, in `region`
-base_output_dir: {bucket}/{name}        # AIP_MODEL_DIR etc. go under here
+base_output_dir: {bucket}/{path}        # AIP_MODEL_DIR etc. go under here
 trainer:
   package: .                    # this directory: pyproject.toml + trainer/
   module: trainer.task
@@ -54,10 +57,26 @@ def templates_root() -> Path:
 
 def job_name(directory: Path) -> str:
     """A job name from the directory name: lowercase letters, digits and dashes."""
-    name = re.sub(r"[^a-z0-9]+", "-", directory.resolve().name.lower()).strip("-")
+    return _slug(directory.resolve().name)
+
+
+def _slug(text: str) -> str:
+    name = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
     if not name:
         return "my-job"
     return name if name[0].isalpha() else f"job-{name}"
+
+
+def _yaml_text(value: str) -> str:
+    """`value` as a YAML scalar that reads back as this very string (quoted only when it must be)."""
+    import yaml
+
+    try:
+        if yaml.safe_load(f"name: {value}") == {"name": value}:
+            return value
+    except yaml.YAMLError:
+        pass
+    return json.dumps(value, ensure_ascii=False)  # a JSON string is a YAML double-quoted scalar
 
 
 def template_files(template: str) -> dict[Path, Path]:
@@ -85,8 +104,13 @@ def scaffold(
     bucket = bucket.rstrip("/")
     if not bucket.startswith("gs://") or len(bucket) <= len("gs://"):
         raise InitError(f"--bucket must look like gs://BUCKET, got {bucket!r}")
+    if name and not name.strip():
+        raise InitError("--name must not be blank")
+    if name and len(name) > MAX_DISPLAY_NAME:
+        raise InitError(f"--name is {len(name)} characters; Vertex allows at most {MAX_DISPLAY_NAME}")
     contents: dict[Path, bytes] = {rel: src.read_bytes() for rel, src in template_files(template).items()}
-    job = JOB_FILE.format(name=name or job_name(directory), bucket=bucket, image_note=_IMAGE_NOTE[template])
+    name = name or job_name(directory)
+    job = JOB_FILE.format(name=_yaml_text(name), path=_slug(name), bucket=bucket, image_note=_IMAGE_NOTE[template])
     contents[Path("vtrain.yaml")] = job.encode()
     existing = [directory / rel for rel in contents if (directory / rel).exists()]
     if existing:
