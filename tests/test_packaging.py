@@ -128,6 +128,16 @@ def test_hash_tracks_packaged_content_only(trainer: Path) -> None:
     assert P.planned_uri(trainer, "gs://bkt") not in (before, changed)
 
 
+def test_local_run_outputs_inside_the_package_are_not_packaged(trainer: Path) -> None:
+    """`base_output_dir: ./out` next to `package: .` must not put the last run's outputs in the next sdist."""
+    before = P.scan_package(trainer)
+    for rel in ("out/vtrain-local/job.json", "out/vtrain-local/chief-0.log", "out/model/saved_model.pb"):
+        (trainer / rel).parent.mkdir(parents=True, exist_ok=True)
+        (trainer / rel).write_text("x")
+    after = P.scan_package(trainer)
+    assert (after.files, after.digest) == (before.files, before.digest)
+
+
 def test_planned_uri_shape(trainer: Path) -> None:
     digest = P.scan_package(trainer).digest
     assert len(digest) == 12 and int(digest, 16) >= 0

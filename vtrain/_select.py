@@ -252,6 +252,7 @@ def scan_package(package_dir: Path, *, skip: Iterable[Path] = ()) -> Scan:
             if (
                 is_always_excluded(rel, is_dir=True)
                 or (full / "pyvenv.cfg").exists()  # a virtualenv, whatever its name
+                or (full / "vtrain-local" / "job.json").exists()  # `vtrain local` outputs (--output-dir out)
                 or os.path.abspath(full) in skip_set
                 or full.is_symlink()
                 or rules.ignored(rel, is_dir=True)
