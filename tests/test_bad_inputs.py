@@ -119,7 +119,7 @@ def test_problem_text_reads_file_line_column_path_message(corpus: Path) -> None:
 
 def test_local_target_accepts_local_paths_that_vertex_rejects(corpus: Path) -> None:
     config = load_config(corpus / "local_base_output_dir.yaml", target="local")
-    assert config.base_output_dir == "./out"
+    assert config.base_output_dir == str((corpus / "out").resolve())  # relative to the job file, not the cwd
 
 
 # --------------------------------------------------------------------------- through the CLI

@@ -403,7 +403,7 @@ def test_local_target_needs_no_staging_bucket(tmp_path: Path) -> None:
         "name: demo\nbase_output_dir: ./out\ntrainer:\n  package: pkg\n  module: trainer.task\n"
         "cluster:\n  chief: {machine_type: n1-standard-4}\n"
     )
-    assert load_config(tmp_path / "job.yaml", target="local").base_output_dir == "./out"
+    assert load_config(tmp_path / "job.yaml", target="local").base_output_dir == str(tmp_path.resolve() / "out")
     with pytest.raises(ConfigError) as info:
         load_config(tmp_path / "job.yaml")
     assert sorted(p.path for p in info.value.problems) == ["base_output_dir", "trainer.package"]
@@ -504,3 +504,22 @@ def test_bad_durations(text: str) -> None:
 def test_zero_duration_is_rejected() -> None:
     (problem,) = errors("chief: {machine_type: n1-standard-4}", "scheduling: {timeout: 0s}\n")
     assert problem.message == "must be longer than 0s"
+
+
+def test_relative_local_staging_and_output_dirs_start_at_the_job_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As trainer.package does (and the job file `vtrain init` writes says): not at the current directory."""
+    _package(tmp_path)
+    (tmp_path / "job.yaml").write_text(
+        "name: demo\nstaging_bucket: stage\nbase_output_dir: ../out\ntrainer:\n  package: pkg\n"
+        "  module: trainer.task\ncluster:\n  chief: {machine_type: n1-standard-4}\n"
+    )
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    config = load_config(tmp_path / "job.yaml", target="local")
+    assert config.staging_bucket == str(tmp_path.resolve() / "stage")
+    assert config.base_output_dir == str(tmp_path.resolve().parent / "out")
+    gcs = load_config(tmp_path / "job.yaml", ["staging_bucket=gs://bkt/s", "base_output_dir=gs://bkt/o"])
+    assert (gcs.staging_bucket, gcs.base_output_dir) == ("gs://bkt/s", "gs://bkt/o")

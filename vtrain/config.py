@@ -269,6 +269,14 @@ def _resolve_package(raw: str | None, base: Path) -> Path | None:
     return path if path.is_absolute() else (base / path).resolve()
 
 
+def _resolve_local_dir(raw: str | None, base: Path) -> str | None:
+    """A relative local staging/output path starts at the job file's directory, as trainer.package does."""
+    if not isinstance(raw, str) or not raw.strip() or "://" in raw or raw.startswith(("gs:", "gs/")):
+        return raw
+    path = Path(os.path.expanduser(raw))
+    return raw if path.is_absolute() else str((base / path).resolve())
+
+
 def build_config(data: Mapping[str, Any], *, source: Path | None, positions: Positions) -> JobConfig:
     """Dataclasses from schema-checked data (no cross-field validation here)."""
     base = source.parent if source is not None else Path.cwd()
@@ -296,8 +304,8 @@ def build_config(data: Mapping[str, Any], *, source: Path | None, positions: Pos
         chief=chief,
         region=data.get("region", DEFAULT_REGION),
         project=data.get("project"),
-        staging_bucket=data.get("staging_bucket"),
-        base_output_dir=data.get("base_output_dir"),
+        staging_bucket=_resolve_local_dir(data.get("staging_bucket"), base),
+        base_output_dir=_resolve_local_dir(data.get("base_output_dir"), base),
         service_account=data.get("service_account"),
         network=data.get("network"),
         reserved_ip_ranges=tuple(data.get("reserved_ip_ranges") or ()),
