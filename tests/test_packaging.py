@@ -347,6 +347,20 @@ def test_module_left_out_by_backend(gcs, trainer: Path) -> None:  # type: ignore
     assert gcs.object_names("mod-bkt") == []
 
 
+def test_a_syntax_error_in_the_trainer_is_refused_before_upload(gcs, trainer: Path) -> None:  # type: ignore[no-untyped-def]
+    gcs.create_bucket("syn-bkt")
+    (trainer / "tools").mkdir()
+    (trainer / "tools" / "py2.py").write_text("print 'not imported by the trainer'\n")  # outside trainer/: ignored
+    (trainer / "trainer" / "task.py").write_text("import os\n\ndef main(:\n    pass\n")
+    with pytest.raises(PackagingError) as info:
+        P.build_and_stage(trainer, "gs://syn-bkt", "trainer.task", client=gcs.client(), progress=False)
+    assert str(info.value).startswith(f"{trainer / 'trainer' / 'task.py'}:3: ")
+    assert "the trainer would fail on import" in str(info.value)
+    assert gcs.object_names("syn-bkt") == []
+    (trainer / "trainer" / "task.py").write_text("import os\n")
+    P.build_and_stage(trainer, "gs://syn-bkt", "trainer.task", client=gcs.client(), progress=False)
+
+
 def test_build_and_stage_local_directory(trainer: Path) -> None:
     stage_dir = trainer / "staging"  # inside the package: it must not feed the next hash
     stage_dir.mkdir()

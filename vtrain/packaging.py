@@ -84,6 +84,24 @@ def check_module(scan: Scan, module: str) -> None:
         )
 
 
+def check_syntax(scan: Scan, module: str) -> None:
+    """The entry module's package must compile: a typo fails here, not after an upload and a paid start."""
+    top = module.split(".")[0]
+    for rel in scan.files:
+        if not rel.endswith(".py") or not any(rel == f"{pre}{top}.py" or rel.startswith(f"{pre}{top}/")
+                                              for pre in ("", "src/")):
+            continue
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # SyntaxWarning (invalid escapes) is the trainer's business
+                compile((scan.root / rel).read_bytes(), rel, "exec", dont_inherit=True)
+        except SyntaxError as err:
+            raise PackagingError(f"{scan.root / rel}:{err.lineno}: {err.msg}: the trainer would fail on "
+                                 "import; fix it before it is packaged") from None
+        except ValueError as err:  # source code containing null bytes
+            raise PackagingError(f"{scan.root / rel}: {err}") from None
+
+
 def _refuse_credentials(scan: Scan) -> None:
     if not scan.credentials:
         return
@@ -270,6 +288,7 @@ def build_and_stage(
     scan = scan_package(package_dir, skip=_local_skips(target))
     if module is not None:
         check_module(scan, module)
+        check_syntax(scan, module)
     if not allow_credentials:
         _refuse_credentials(scan)
     if target.kind == "gcs" and client is None:
@@ -320,6 +339,7 @@ __all__ = [
     "build_runtime_sdist",
     "build_sdist",
     "check_module",
+    "check_syntax",
     "check_package_dir",
     "credential_reason",
     "dist_name",
