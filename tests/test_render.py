@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shlex
 
+import pytest
 import yaml
 from google.cloud.aiplatform_v1 import CustomJob, CustomJobSpec
 
@@ -68,6 +69,12 @@ def test_gcloud_config_is_a_custom_job_spec_with_the_command() -> None:
     spec = yaml.safe_load(text)
     assert set(spec) == {"workerPoolSpecs"}
     CustomJobSpec.from_json(json.dumps(spec))  # gcloud's --config file is a CustomJobSpec
+
+
+@pytest.mark.parametrize("name", ["a\nb: c", "x\r\ny", "p\u2028q"])
+def test_gcloud_header_stays_a_comment_whatever_the_name(name: str) -> None:
+    text = render({**BODY, "displayName": name}, "gcloud", region="europe-west4")
+    assert set(yaml.safe_load(text)) == {"workerPoolSpecs"}
 
 
 def test_render_accepts_a_proto() -> None:

@@ -90,8 +90,6 @@ def render(
     if fmt == "yaml":
         return _dump_yaml(body)
     argv = gcloud_command(body, project, region)
-    header = (
-        "# CustomJobSpec for `gcloud ai custom-jobs create --config`. Submit with:\n"
-        f"#   {shlex.join(argv)}\n"
-    )
+    command = "".join(f"#   {line}\n" for line in shlex.join(argv).splitlines())  # a name may hold line breaks
+    header = "# CustomJobSpec for `gcloud ai custom-jobs create --config`. Submit with:\n" + command
     return header + _dump_yaml(body["jobSpec"])
