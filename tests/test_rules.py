@@ -454,6 +454,9 @@ def test_set_does_not_touch_the_callers_data() -> None:
         ("name.first=x", "name", "is not a mapping"),
         ("replicas", "", "--set expects KEY.PATH=VALUE"),
         ("=3", "", "needs a key path"),
+        ("cluster..workers.replicas=3", "", "key path 'cluster..workers.replicas' has an empty part; write "
+                                            "cluster.workers.replicas"),
+        ("cluster.workers.replicas.=3", "", "has an empty part"),
     ],
 )
 def test_set_errors_point_at_the_flag(override: str, path: str, fragment: str) -> None:
@@ -463,6 +466,14 @@ def test_set_errors_point_at_the_flag(override: str, path: str, fragment: str) -
     assert (problem.file, problem.path, problem.line) == (f"--set {override}", path, None)
     assert fragment in problem.message
     assert str(problem).startswith(f"--set {override}: ")
+
+
+def test_set_inside_a_list_says_to_set_the_whole_list() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config(BASE, "job.yaml", overrides=["trainer.container.command=[a, b]", "trainer.container.command.0=c"])
+    (problem,) = info.value.problems
+    assert str(problem) == ("--set trainer.container.command.0=c: trainer.container.command: is not a mapping; cannot "
+                            "set a key inside it; set the whole list: trainer.container.command=[...]")
 
 
 def test_file_errors_keep_file_positions_next_to_set_errors() -> None:

@@ -152,9 +152,13 @@ def apply_overrides(data: Any, overrides: Iterable[str], positions: Positions) -
                                     file=where.file))
             continue
         key, raw = item.split("=", 1)
-        parts = [p for p in key.strip().split(".") if p]
-        if not parts:
+        parts = key.strip().split(".")
+        if not any(parts):
             problems.append(Problem("", "--set needs a key path before '='", file=where.file))
+            continue
+        if not all(parts):
+            problems.append(Problem("", f"--set key path '{key.strip()}' has an empty part; write "
+                                        f"{'.'.join(p for p in parts if p)}", file=where.file))
             continue
         try:
             value = yaml.safe_load(raw) if raw.strip() else ""
@@ -172,8 +176,9 @@ def apply_overrides(data: Any, overrides: Iterable[str], positions: Positions) -
                 positions.values[created] = where
                 positions.keys[created] = where
             if not isinstance(child, dict):
-                problems.append(Problem(".".join(parts[: i + 1]), "is not a mapping; cannot set a key inside it",
-                                        file=where.file))
+                whole = f"; set the whole list: {'.'.join(parts[: i + 1])}=[...]" if isinstance(child, list) else ""
+                problems.append(Problem(".".join(parts[: i + 1]),
+                                        f"is not a mapping; cannot set a key inside it{whole}", file=where.file))
                 break
             node = child
         else:
