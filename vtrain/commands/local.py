@@ -24,9 +24,9 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
               "on success unless --keep.")
 @click.option("--max-replicas", type=click.IntRange(min=1), help="Shrink the cluster to at most N processes, "
               "keeping every role (chief, >= 1 worker, ps, evaluator).")
-@click.option("--timeout", callback=duration_callback, help="Fail the job after this long (e.g. 10m). "
-              "Default: the job's scheduling.timeout.")
-@click.option("--startup-timeout", callback=duration_callback, default="120s", show_default=True,
+@click.option("--timeout", callback=duration_callback, metavar="DURATION",
+              help="Fail the job after this long (e.g. 10m). Default: the job's scheduling.timeout.")
+@click.option("--startup-timeout", callback=duration_callback, default="120s", show_default=True, metavar="DURATION",
               help="Fail when a replica's TensorFlow server is not up this long after a peer's.")
 @click.option("--keep", is_flag=True, help="Keep the temporary output dir and the replicas' working dirs.")
 @click.option("--allow-credentials", is_flag=True, help="Package files that look like credentials.")
