@@ -110,6 +110,13 @@ def test_init_bad_options(tmp_path: Path, args: list[str], message: str) -> None
     assert not (tmp_path / "t").exists()
 
 
+def test_init_where_nothing_can_be_written_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("x")
+    result = CliRunner().invoke(cli, ["init", str(tmp_path / "afile" / "t")])
+    assert result.exit_code == 1
+    assert result.output == f"error: cannot write {tmp_path / 'afile' / 't'}: Not a directory\n"
+
+
 @pytest.mark.parametrize("name,expected", [("My_Proj", "my-proj"), ("2024 run", "job-2024-run"), ("__", "my-job")])
 def test_job_name(tmp_path: Path, name: str, expected: str) -> None:
     assert job_name(tmp_path / name) == expected

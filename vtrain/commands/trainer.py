@@ -117,12 +117,16 @@ def scaffold(
         listed = ", ".join(str(p) for p in existing)
         raise InitError(f"refusing to overwrite existing file(s): {listed}; nothing was written")
     written = []
-    for rel, data in contents.items():
-        dest = directory / rel
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        with open(dest, "xb") as f:  # "x": never clobber a file that appeared meanwhile
-            f.write(data)
-        written.append(dest)
+    try:
+        for rel, data in contents.items():
+            dest = directory / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            with open(dest, "xb") as f:  # "x": never clobber a file that appeared meanwhile
+                f.write(data)
+            written.append(dest)
+    except OSError as err:
+        done = f"; wrote {len(written)} file(s) before that" if written else ""
+        raise InitError(f"cannot write {err.filename or directory}: {err.strerror or err}{done}") from None
     return written
 
 
