@@ -313,6 +313,17 @@ def test_cli_output_dir_that_cannot_be_created_is_one_line(tmp_path: Path, cache
     assert f"error: cannot write the output directory {tmp_path / 'afile' / 'out'}: Not a directory" in done.stderr
 
 
+def test_cli_unusable_cache_dir_is_one_line(tmp_path: Path, cache: Path) -> None:
+    path = job_file(tmp_path, [], "  chief: {machine_type: n1-standard-4}")
+    (tmp_path / "afile").write_text("x")
+    done = subprocess.run([sys.executable, "-m", "vtrain", "local", str(path)],
+                          env={**cli_env(cache), "VTRAIN_CACHE_DIR": str(tmp_path / "afile")},
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr == (f"error: cannot create the environment cache {tmp_path / 'afile'}: File exists; set "
+                           "VTRAIN_CACHE_DIR to a writable directory\n")
+
+
 @pytest.mark.parametrize(("open_files", "workers", "message"), [
     (200, 300, "error: cannot open 301 ports on 127.0.0.1 for the replicas (Too many open files); run fewer with "
                "--max-replicas"),  # too few for the ports

@@ -141,6 +141,11 @@ def run_local(
             notices.flush()
 
     cache = Path(cache_dir) if cache_dir is not None else localpkg.default_cache_dir()
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise BackendError(f"cannot create the environment cache {cache}: {err.strerror or err}; set "
+                           "VTRAIN_CACHE_DIR to a writable directory") from None
     trainer_env = None
     package_uris: list[str] | None = None
     if config.trainer.container is None:
