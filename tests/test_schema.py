@@ -102,6 +102,12 @@ def test_problems_name_the_written_alias() -> None:
         "cluster.ps.replicas", 6, "must be at least 0, got -1")
 
 
+def test_replicas_fit_the_int64_replica_count() -> None:
+    text = HEAD + "cluster:\n  chief: {machine_type: n1-standard-4}\n  workers: {replicas: 99999999999999999999}\n"
+    assert only_problem(text) == (
+        "cluster.workers.replicas", 6, "must be at most 9223372036854775807, got 99999999999999999999")
+
+
 @pytest.mark.parametrize(
     ("body", "expected"),
     [

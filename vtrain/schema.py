@@ -260,7 +260,7 @@ _machine_fields = {
 def _pool(allow_auto: bool = False) -> Obj:
     return Obj(
         {
-            "replicas": Int(minimum=0, allow_auto=allow_auto),
+            "replicas": Int(minimum=0, maximum=2**63 - 1, allow_auto=allow_auto),  # replicaCount is an int64
             **_machine_fields,
             "args": ListOf(Str(), single_ok=True),
             "env": MapOf(EnvValue()),
