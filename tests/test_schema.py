@@ -49,7 +49,8 @@ def test_parse_duration_edges(value: Any, seconds: int) -> None:
     assert parse_duration(value) == seconds
 
 
-@pytest.mark.parametrize("value", [True, False, None, -1, [1], {"h": 1}, "1hh", "1.h", "s"])
+@pytest.mark.parametrize("value", [True, False, None, -1, [1], {"h": 1}, "1hh", "1.h", "s", float("inf"),
+                                   float("nan")])
 def test_parse_duration_rejects(value: Any) -> None:
     assert parse_duration(value) is None
 
@@ -100,6 +101,12 @@ def test_aliases_keep_positions_under_the_canonical_path() -> None:
 def test_problems_name_the_written_alias() -> None:
     assert only_problem(HEAD + "cluster:\n  chief: {machine_type: n1-standard-4}\n  ps: {replicas: -1}\n") == (
         "cluster.ps.replicas", 6, "must be at least 0, got -1")
+
+
+def test_durations_fit_a_protobuf_duration() -> None:
+    text = HEAD + "cluster:\n  chief: {machine_type: n1-standard-4}\nscheduling: {timeout: 9999999999d}\n"
+    assert only_problem(text) == (
+        "scheduling.timeout", 6, "must be at most 315576000000s (10,000 years, the longest a protobuf Duration holds)")
 
 
 def test_replicas_fit_the_int64_replica_count() -> None:

@@ -9,6 +9,7 @@ ready for :mod:`vtrain.config` to turn into dataclasses.
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +22,7 @@ SCHEDULING_STRATEGIES = ("standard", "spot", "flex_start")
 RESERVATION_AFFINITIES = ("none", "any", "specific")
 BOOT_DISK_TYPES = ("pd-ssd", "pd-standard", "hyperdisk-balanced")
 
+MAX_DURATION_S = 315_576_000_000
 _DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)(d|h|m|s)")
 _DURATION_UNITS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 
@@ -40,7 +42,7 @@ def parse_duration(value: Any) -> int | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
-        return int(value) if value >= 0 else None
+        return int(value) if value >= 0 and math.isfinite(value) else None
     if not isinstance(value, str):
         return None
     text = value.strip().lower().replace(" ", "")
@@ -162,6 +164,9 @@ class Duration:
             return None
         if seconds <= 0:
             ck.add(path, "must be longer than 0s")
+            return None
+        if seconds > MAX_DURATION_S:
+            ck.add(path, f"must be at most {MAX_DURATION_S}s (10,000 years, the longest a protobuf Duration holds)")
             return None
         return seconds
 
