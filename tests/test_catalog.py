@@ -17,7 +17,7 @@ from vtrain import catalog
         ("a100", "NVIDIA_TESLA_A100"), ("A100-80GB", "NVIDIA_A100_80GB"), ("h100", "NVIDIA_H100_80GB"),
         ("h100-mega", "NVIDIA_H100_MEGA_80GB"), ("h200", "NVIDIA_H200_141GB"), ("l4", "NVIDIA_L4"),
         ("nvidia_l4", "NVIDIA_L4"), ("tpu-v3", "TPU_V3"), ("TPU_V2", "TPU_V2"), ("v2", "TPU_V2"),
-        ("b200", "NVIDIA_B200"), ("gb200", "NVIDIA_GB200"),
+        ("b200", "NVIDIA_B200"), ("gb200", "NVIDIA_GB200"), ("rtx-pro-6000", "NVIDIA_RTX_PRO_6000"),
     ],
 )  # fmt: skip
 def test_normalize_accelerator(given: str, enum: str) -> None:
@@ -67,9 +67,11 @@ def test_tpu_topologies_fill_whole_hosts(machine: str, vm: catalog.TpuVmMachine)
     ("machine", "gbps"),
     [
         ("n1-standard-4", 8), ("n1-standard-16", 32), ("n1-standard-96", 32), ("n1-highcpu-16", 32),
-        ("n2-highmem-2", 4), ("e2-standard-4", 8), ("e2-standard-32", 16), ("c2-standard-60", 32),
+        ("n2-highmem-2", 10), ("n2-standard-4", 10), ("n2-standard-8", 16),
+        ("e2-standard-4", 8), ("e2-standard-32", 16), ("c2-standard-60", 32),
         ("a2-highgpu-1g", 24), ("a2-highgpu-8g", 100), ("a3-highgpu-8g", 1000), ("a3-megagpu-8g", 1800),
-        ("g2-standard-4", 10), ("ct5lp-hightpu-4t", 100), ("ct6e-standard-8t", 200), ("cloud-tpu", 32),
+        ("g2-standard-4", 10), ("a2-megagpu-16g", 100), ("a4x-highgpu-4g", 2000), ("a3-ultragpu-8g", 3600),
+        ("ct5lp-hightpu-4t", 100), ("ct6e-standard-8t", 200), ("cloud-tpu", 32),
     ],
 )  # fmt: skip
 def test_nic_bandwidth(machine: str, gbps: float) -> None:
@@ -119,6 +121,26 @@ def test_prebuilt_uris_round_trip_through_the_uri_pattern() -> None:
         "us-docker.pkg.dev/vertex-ai/training/tf-gpu.2-17.py310:latest")
 
 
+def test_tpu_images_are_the_published_ones() -> None:
+    # Vertex publishes TPU training images only up to 2.15, named .cp310 (2.12 has no Python suffix).
+    assert sorted(catalog.PREBUILT_TF["tpu"], key=catalog.tf_version_tuple) == ["2-12", "2-15"]
+    assert catalog.prebuilt_image_uri("tpu", "2-15", "us-west1") == (
+        "us-docker.pkg.dev/vertex-ai/training/tf-tpu.2-15.cp310:latest")
+    assert catalog.prebuilt_image_uri("tpu", "2-12", "asia-east1") == (
+        "asia-docker.pkg.dev/vertex-ai/training/tf-tpu.2-12:latest")
+    assert catalog.default_tf_version("tpu") == "2-15"
+    assert catalog.default_tf_version("gpu") == catalog.DEFAULT_TF_VERSION
+
+
+def test_n1_gpu_limits_follow_the_vertex_compatibility_table() -> None:
+    # n1-*-32 takes 2 or 4 T4/P4/P100, never 1; 4 x P100 stop at 64 vCPUs and 208 GB (n1-highcpu-64 only).
+    for accel in ("NVIDIA_TESLA_T4", "NVIDIA_TESLA_P4", "NVIDIA_TESLA_P100"):
+        assert catalog.N1_GPUS[accel][1] < 32 <= catalog.N1_GPUS[accel][2]
+    assert catalog.N1_GPUS["NVIDIA_TESLA_P100"][4] == 64
+    assert catalog.N1_GPU_EXCLUDED["NVIDIA_TESLA_P100"] == {"n1-standard-64", "n1-highmem-64"}
+    assert set(catalog.N1_GPU_EXCLUDED) <= set(catalog.N1_GPUS)
+
+
 @pytest.mark.parametrize(
     ("alias", "family", "version"),
     [("tf-cpu.2-17", "cpu", "2-17"), ("tf-gpu.2-12", "gpu", "2-12"), ("tf-tpu.2-15", "tpu", "2-15"),
@@ -135,7 +157,8 @@ def test_not_image_aliases(alias: str) -> None:
 
 
 def test_defaults_exist_in_the_tables() -> None:
-    assert all(catalog.DEFAULT_TF_VERSION in versions for versions in catalog.PREBUILT_TF.values())
+    assert all(catalog.default_tf_version(family) in versions for family, versions in catalog.PREBUILT_TF.items())
+    assert all(catalog.DEFAULT_TF_VERSION in catalog.PREBUILT_TF[family] for family in ("cpu", "gpu"))
     assert catalog.REDUCTION_SERVER_DEFAULT_MACHINE in catalog.CPU_MACHINES
     assert catalog.nic_gbps(catalog.REDUCTION_SERVER_DEFAULT_MACHINE) == 32
     assert sorted(["2-9", "2-12", "2-3"], key=catalog.tf_version_tuple) == ["2-3", "2-9", "2-12"]

@@ -70,7 +70,8 @@ def test_n1_gpu_legal_counts(accel: str, count: int) -> None:
 @pytest.mark.parametrize(("accel", "count"), N1_LEGAL)
 def test_n1_gpu_vcpu_limit_is_inclusive(accel: str, count: int) -> None:
     limit = catalog.N1_GPUS[accel][count]
-    at_limit = [m for m, v in catalog.CPU_MACHINES.items() if m.startswith("n1-") and v == limit]
+    excluded = catalog.N1_GPU_EXCLUDED.get(accel, frozenset())
+    at_limit = [m for m, v in catalog.CPU_MACHINES.items() if m.startswith("n1-") and v == limit and m not in excluded]
     over = sorted((v, m) for m, v in catalog.CPU_MACHINES.items() if m.startswith("n1-standard") and v > limit)
     for machine in at_limit:
         ok(f"chief: {{machine_type: {machine}, accelerator: {accel}, accelerator_count: {count}}}")
@@ -79,6 +80,31 @@ def test_n1_gpu_vcpu_limit_is_inclusive(accel: str, count: int) -> None:
         (problem,) = errors(f"chief: {{machine_type: {machine}, accelerator: {accel}, accelerator_count: {count}}}")
         assert problem.path == "cluster.chief.machine_type"
         assert f"allows at most {limit}" in problem.message
+
+
+@pytest.mark.parametrize(
+    ("machine", "accel", "count", "fragment"),
+    [
+        ("n1-standard-32", "t4", 1, "allows at most 24"),
+        ("n1-highmem-32", "p100", 1, "allows at most 16"),
+        ("n1-standard-96", "p100", 4, "allows at most 64"),
+        ("n1-standard-64", "p100", 4, "use n1-highcpu-64"),
+        ("n1-highmem-64", "p100", 4, "too much memory"),
+    ],
+)  # fmt: skip
+def test_n1_gpu_combinations_vertex_refuses(machine: str, accel: str, count: int, fragment: str) -> None:
+    (problem,) = errors(f"chief: {{machine_type: {machine}, accelerator: {accel}, accelerator_count: {count}}}")
+    assert problem.path == "cluster.chief.machine_type" and fragment in problem.message
+
+
+@pytest.mark.parametrize(
+    ("machine", "accel", "count"),
+    [("n1-standard-32", "t4", 2), ("n1-highcpu-64", "p100", 4), ("n1-standard-16", "t4", 1),
+     ("n1-highmem-96", "v100", 8)],
+)  # fmt: skip
+def test_n1_gpu_combinations_vertex_accepts(machine: str, accel: str, count: int) -> None:
+    chief = ok(f"chief: {{machine_type: {machine}, accelerator: {accel}, accelerator_count: {count}}}").chief
+    assert chief.gpus == count
 
 
 @pytest.mark.parametrize("count", [0, 3, 5, 16])
@@ -118,7 +144,7 @@ def test_tpu_vm_default_topology_is_the_single_host_one(machine: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "machine", ["n1-standard-4", "n2-highmem-8", "e2-standard-4", "c2-standard-8", "m1-ultramem-40"],
+    "machine", ["n1-standard-4", "n2-highmem-8", "n4-highcpu-2", "e2-standard-4", "c2-standard-8", "m1-ultramem-40"],
 )
 def test_cpu_machines(machine: str) -> None:
     chief = ok(f"chief: {{machine_type: {machine}}}").chief
@@ -356,6 +382,49 @@ def test_strategies_that_fit_the_cluster(strategy: str, cluster: str) -> None:
     config = ok(cluster, f"distribution_strategy: {strategy}\n")
     assert config.distribution_strategy == strategy.replace("-", "_")
     assert config.warnings == ()
+
+
+@pytest.mark.parametrize("labels", ["{équipe: données}", "{team: ml-infra_2}", "{k: ''}"])
+def test_labels_may_use_international_lower_case_letters(labels: str) -> None:
+    assert ok("chief: {machine_type: n1-standard-4}", f"labels: {labels}\n").labels
+
+
+@pytest.mark.parametrize("labels", ["{Équipe: x}", "{team: Données}", "{2team: x}"])
+def test_labels_reject_upper_case_even_when_international(labels: str) -> None:
+    (problem,) = errors("chief: {machine_type: n1-standard-4}", f"labels: {labels}\n")
+    assert problem.path.startswith("labels.")
+
+
+def test_no_tpu_image_for_tf_2_17_and_tpu_pools_default_to_2_15() -> None:
+    from vtrain.spec import executor_image
+
+    trainer = "name: demo\ntrainer:\n  package_uris: [gs://b-1/t.tar.gz]\n  module: t.task\n"
+    with pytest.raises(ConfigError) as info:
+        parse_config(job("chief: {machine_type: ct5lp-hightpu-4t}", trainer=trainer + "  image: tf-tpu.2-17\n"),
+                     "job.yaml")
+    (problem,) = info.value.problems
+    assert problem.path == "trainer.image" and "available: 2-12, 2-15" in problem.message
+    config = parse_config(job("chief: {machine_type: ct5lp-hightpu-4t}", "region: us-west1\n", trainer=trainer),
+                          "job.yaml")
+    assert executor_image(config, config.chief) == "us-docker.pkg.dev/vertex-ai/training/tf-tpu.2-15.cp310:latest"
+
+
+def test_flex_start_timeout_is_at_most_seven_days() -> None:
+    week = ok("chief: {machine_type: a2-highgpu-1g}", "scheduling: {strategy: flex_start, timeout: 7d}\n")
+    assert week.warnings == ()
+    (problem,) = errors("chief: {machine_type: a2-highgpu-1g}", "scheduling: {strategy: flex_start, timeout: 8d}\n")
+    assert problem.path == "scheduling.timeout" and "at most 7 days" in problem.message
+    assert ok("chief: {machine_type: a2-highgpu-1g}", "scheduling: {timeout: 30d}\n").scheduling.timeout_s == 30 * 86400
+
+
+@pytest.mark.parametrize(
+    ("cluster", "fragment"),
+    [("chief: {machine_type: n1-standard-8, accelerator: t4, accelerator_count: 1}", "NVIDIA_TESLA_T4"),
+     ("chief: {machine_type: n1-standard-8}", "CPU-only jobs")],
+)  # fmt: skip
+def test_flex_start_outside_the_documented_gpus_warns(cluster: str, fragment: str) -> None:
+    (warning,) = ok(cluster, "scheduling: {strategy: flex_start}\n").warnings
+    assert warning.path == "scheduling.strategy" and fragment in warning.message
 
 
 def test_flex_start_with_one_machine_everywhere_and_max_wait() -> None:

@@ -188,7 +188,7 @@ def test_tpu_vm_machine_spec(tmp_path: Path, machine: str, topology: str) -> Non
         tmp_path,
         f"""
         name: tpu
-        trainer: {{package_uris: [gs://my-bucket/t.tar.gz], module: trainer.task, image: tf-tpu.2-17}}
+        trainer: {{package_uris: [gs://my-bucket/t.tar.gz], module: trainer.task, image: tf-tpu.2-15}}
         cluster: {{chief: {{machine_type: {machine}}}}}
         """,
     )

@@ -27,6 +27,7 @@ GPU_TYPES = (
     "NVIDIA_H200_141GB",
     "NVIDIA_B200",
     "NVIDIA_GB200",
+    "NVIDIA_RTX_PRO_6000",
 )
 TPU_TYPES = ("TPU_V2", "TPU_V3")
 ACCELERATOR_TYPES = GPU_TYPES + TPU_TYPES
@@ -49,6 +50,8 @@ ACCELERATOR_ALIASES: dict[str, str] = {
     "h200": "NVIDIA_H200_141GB",
     "b200": "NVIDIA_B200",
     "gb200": "NVIDIA_GB200",
+    "rtx-pro-6000": "NVIDIA_RTX_PRO_6000",
+    "rtx_pro_6000": "NVIDIA_RTX_PRO_6000",
     "tpu-v2": "TPU_V2",
     "tpu_v2": "TPU_V2",
     "v2": "TPU_V2",
@@ -76,7 +79,7 @@ def accelerator_spellings() -> list[str]:
 
 @dataclass(frozen=True)
 class GpuMachine:
-    """A machine type whose GPUs are fixed by the type (A2, A3, A4, G2)."""
+    """A machine type whose GPUs are fixed by the type (A2, A3, A4, A4X, G2, G4)."""
 
     accelerator: str
     count: int
@@ -84,6 +87,10 @@ class GpuMachine:
 
 
 #: Accelerator-optimized machine types: the GPU type and count are part of the machine.
+#: Types and counts: https://cloud.google.com/vertex-ai/docs/training/configure-compute#gpu-compatibility-table
+#: NIC maxima: https://cloud.google.com/compute/docs/gpus/gpu-network-bandwidth (series maxima A4X 2000,
+#: A4/A3 Ultra 3600, A3 Mega 1800, A3 High 1000, A2/G2 100, G4 400; a2-megagpu-16g 100 per the Reduction
+#: Server page). Per-type figures below the series maximum (A2 1g-4g, A3 1g-4g, G2, G4) are not re-checked.
 GPU_MACHINES: dict[str, GpuMachine] = {
     # A2 (A100 40 GB): 24/32/50/100 Gbps.
     "a2-highgpu-1g": GpuMachine("NVIDIA_TESLA_A100", 1, 24),
@@ -115,20 +122,34 @@ GPU_MACHINES: dict[str, GpuMachine] = {
     "g2-standard-32": GpuMachine("NVIDIA_L4", 1, 32),
     "g2-standard-48": GpuMachine("NVIDIA_L4", 4, 50),
     "g2-standard-96": GpuMachine("NVIDIA_L4", 8, 100),
+    # G4 (RTX PRO 6000).
+    "g4-standard-48": GpuMachine("NVIDIA_RTX_PRO_6000", 1, 50),
+    "g4-standard-96": GpuMachine("NVIDIA_RTX_PRO_6000", 2, 100),
+    "g4-standard-192": GpuMachine("NVIDIA_RTX_PRO_6000", 4, 200),
+    "g4-standard-384": GpuMachine("NVIDIA_RTX_PRO_6000", 8, 400),
 }
 
-#: Machine types that exist only for Spot or flex-start capacity.
+#: Machine types that exist only for Spot or flex-start capacity (Compute Engine A3 High; the Vertex
+#: compute page does not say so, hence only a warning in the rules).
 SPOT_OR_FLEX_ONLY = frozenset({"a3-highgpu-1g", "a3-highgpu-2g", "a3-highgpu-4g"})
 
-#: GPUs attachable to N1 machines: legal counts, and the most vCPUs allowed with each count.
+#: GPUs attachable to N1 machines: legal counts, and the most vCPUs allowed with each count. Vertex's
+#: compatibility table is stricter than Compute Engine (no n1-*-32 with one T4; 4 × P100 give at most
+#: 64 vCPUs and 208 GB): https://cloud.google.com/vertex-ai/docs/training/configure-compute#gpu-compatibility-table
 N1_GPUS: dict[str, dict[int, int]] = {
-    "NVIDIA_TESLA_T4": {1: 48, 2: 48, 4: 96},
+    "NVIDIA_TESLA_T4": {1: 24, 2: 48, 4: 96},
     "NVIDIA_TESLA_P4": {1: 24, 2: 48, 4: 96},
-    "NVIDIA_TESLA_P100": {1: 16, 2: 32, 4: 96},
+    "NVIDIA_TESLA_P100": {1: 16, 2: 32, 4: 64},
     "NVIDIA_TESLA_V100": {1: 12, 2: 24, 4: 48, 8: 96},
 }
 
+#: N1 machines within the vCPU limit that the table still refuses (too much memory: 4 × P100 ≤ 208 GB).
+N1_GPU_EXCLUDED: dict[str, frozenset[str]] = {
+    "NVIDIA_TESLA_P100": frozenset({"n1-standard-64", "n1-highmem-64"}),
+}
+
 #: General-purpose families Vertex training accepts: family -> (shapes -> vCPU counts, NIC cap Gbps).
+#: Machine list: https://cloud.google.com/vertex-ai/docs/training/configure-compute#machine-types
 _CPU_FAMILIES: dict[str, tuple[dict[str, tuple[int, ...]], float]] = {
     "n1": (
         {
@@ -146,10 +167,23 @@ _CPU_FAMILIES: dict[str, tuple[dict[str, tuple[int, ...]], float]] = {
         },
         32,
     ),
+    "n4": (
+        {
+            "standard": (2, 4, 8, 16, 32, 48, 64, 80),
+            "highmem": (2, 4, 8, 16, 32, 48, 64, 80),
+            "highcpu": (2, 4, 8, 16, 32, 48, 64, 80),
+        },
+        50,
+    ),
     "e2": ({"standard": (4, 8, 16, 32), "highmem": (2, 4, 8, 16), "highcpu": (16, 32)}, 16),
     "c2": ({"standard": (4, 8, 16, 30, 60)}, 32),
     "m1": ({"ultramem": (40, 80, 160), "megamem": (96,)}, 32),
 }
+
+#: Families whose small shapes still get 10 Gbps: n2-standard-2/4 are "up to 10 Gbps" in the N2 table of
+#: https://cloud.google.com/cluster-director/docs/compute (N1/C2 likely alike, not re-checked). The N4
+#: floor and 50 Gbps cap are from memory, not re-checked.
+_NIC_FLOOR_GBPS: dict[str, float] = {"n2": 10, "n4": 10}
 
 CPU_MACHINES: dict[str, int] = {
     f"{family}-{shape}-{vcpus}": vcpus
@@ -169,12 +203,14 @@ class TpuVmMachine:
     nic_gbps: float
 
 
-#: Legacy TPU nodes: machine `cloud-tpu` with an accelerator type and count.
+#: Legacy TPU nodes: machine `cloud-tpu` with an accelerator type and count. TPU rules and the v5e/v6e
+#: topologies: https://cloud.google.com/vertex-ai/docs/training/configure-compute#tpu
 CLOUD_TPU = "cloud-tpu"
 CLOUD_TPU_COUNTS = (8,)  # a single v2-8 / v3-8 device; pods are sized in multiples of 32.
 CLOUD_TPU_POD_STEP = 32
 
 #: TPU VM machine types (v5e "lite pod", v6e): the topology picks single- or multi-host slices.
+#: NIC figures are not re-checked against the Compute Engine TPU tables.
 TPU_VM_MACHINES: dict[str, TpuVmMachine] = {
     "ct5lp-hightpu-1t": TpuVmMachine("v5e", 1, ("1x1",), 50),
     "ct5lp-hightpu-4t": TpuVmMachine("v5e", 4, ("2x2", "2x4", "4x4", "4x8", "8x8", "8x16", "16x16"), 100),
@@ -201,8 +237,9 @@ def vcpus(machine_type: str) -> int | None:
 def nic_gbps(machine_type: str) -> float:
     """Published maximum egress bandwidth (Gbps) of one VM of this type.
 
-    N1/N2/C2 get 2 Gbps per vCPU up to 32 Gbps, E2 up to 16 Gbps; accelerator
-    machines carry their own figure. Raises KeyError for an unknown type.
+    N1/N2/C2 get 2 Gbps per vCPU up to 32 Gbps (N2 at least 10), E2 up to 16 Gbps;
+    accelerator machines carry their own figure. GPUs attached to N1 are ignored,
+    although N1 with T4/V100 can reach 100 Gbps. Raises KeyError for an unknown type.
     """
     if machine_type in GPU_MACHINES:
         return GPU_MACHINES[machine_type].nic_gbps
@@ -211,7 +248,7 @@ def nic_gbps(machine_type: str) -> float:
     if machine_type in CPU_MACHINES:
         family = machine_type.split("-", 1)[0]
         cap = _CPU_FAMILIES[family][1]
-        return float(min(2 * CPU_MACHINES[machine_type], cap))
+        return float(min(max(2 * CPU_MACHINES[machine_type], _NIC_FLOOR_GBPS.get(family, 0)), cap))
     if machine_type == CLOUD_TPU:
         return 32.0
     raise KeyError(machine_type)
@@ -228,22 +265,26 @@ def gpus_per_machine(machine_type: str, accelerator_count: int = 0) -> int:
 
 IMAGE_REGISTRY = "docker.pkg.dev/vertex-ai/training"
 
-#: Prebuilt TensorFlow training images Vertex publishes: version -> Python suffix, per family.
+#: Prebuilt TensorFlow training images Vertex publishes: version -> Python suffix ("" for none), per
+#: family. TPU images stop at 2.15 and are named tf-tpu.2-15.cp310 (2.12: tf-tpu.2-12, Python 3.8):
+#: https://cloud.google.com/vertex-ai/docs/training/pre-built-containers#tensorflow
 PREBUILT_TF: dict[str, dict[str, str]] = {
     "cpu": {f"2-{n}": "py310" for n in range(12, 18)},
     "gpu": {f"2-{n}": "py310" for n in range(12, 18)},
-    "tpu": {f"2-{n}": "py310" for n in range(15, 18)},
+    "tpu": {"2-12": "", "2-15": "cp310"},
 }
 DEFAULT_TF_VERSION = "2-17"
 
-#: Image alias grammar: `tf-cpu.2-17`, `tf-gpu.2-17`, `tf-tpu.2-17`, or `tf.2-17` (pick per pool).
+#: Image alias grammar: `tf-cpu.2-17`, `tf-gpu.2-17`, `tf-tpu.2-15`, or `tf.2-17` (pick per pool).
 IMAGE_ALIAS_RE = re.compile(r"^tf(?:-(?P<family>cpu|gpu|tpu))?\.(?P<version>2-\d+)$")
 #: A full prebuilt URI, so rules can check the family and version of images given in full.
 PREBUILT_URI_RE = re.compile(
     r"^(?P<multi>us|europe|asia)-docker\.pkg\.dev/vertex-ai/training/"
-    r"tf-(?P<family>cpu|gpu|tpu)\.(?P<version>2-\d+)(?:\.py\d+)?:latest$"
+    r"tf-(?P<family>cpu|gpu|tpu)\.(?P<version>2-\d+)(?:\.(?:py|cp)\d+)?:latest$"
 )
 
+#: https://cloud.google.com/vertex-ai/docs/training/distributed-training#reduction-server (n1-highcpu-16 is
+#: the recommended reducer; reducers' total bandwidth should match chief + workers').
 REDUCTION_SERVER_IMAGE = "{multi}-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"
 REDUCTION_SERVER_DEFAULT_MACHINE = "n1-highcpu-16"
 
@@ -260,7 +301,14 @@ def multi_region(region: str) -> str:
 
 def prebuilt_image_uri(family: str, version: str, region: str) -> str:
     suffix = PREBUILT_TF[family][version]
-    return f"{multi_region(region)}-{IMAGE_REGISTRY}/tf-{family}.{version}.{suffix}:latest"
+    tag = f"{version}.{suffix}" if suffix else version
+    return f"{multi_region(region)}-{IMAGE_REGISTRY}/tf-{family}.{tag}:latest"
+
+
+def default_tf_version(family: str) -> str:
+    """The version an unset trainer.image gets: DEFAULT_TF_VERSION, or the family's newest if it lacks it."""
+    versions = PREBUILT_TF[family]
+    return DEFAULT_TF_VERSION if DEFAULT_TF_VERSION in versions else max(versions, key=tf_version_tuple)
 
 
 def reduction_server_image(region: str) -> str:
@@ -274,7 +322,8 @@ def tf_version_tuple(version: str) -> tuple[int, int]:
 
 # --------------------------------------------------------------------------- regions
 
-#: Regions where Vertex AI custom training runs (used for did-you-mean, not as a hard allow-list).
+#: Regions where Vertex AI custom training runs (used for did-you-mean, not as a hard allow-list;
+#: not re-checked against the locations page).
 REGIONS = (
     "us-central1", "us-east1", "us-east4", "us-east5", "us-south1", "us-west1", "us-west2",
     "us-west3", "us-west4", "northamerica-northeast1", "northamerica-northeast2",

@@ -27,7 +27,10 @@ _RESERVATION_TYPE = {"none": "NO_RESERVATION", "any": "ANY_RESERVATION", "specif
 
 def executor_image(config: JobConfig, pool: PoolConfig) -> str:
     """The prebuilt executor image for a pool: alias → regional URI, `tf.` picks by hardware."""
-    image = config.trainer.image or f"tf.{catalog.DEFAULT_TF_VERSION}"
+    if config.trainer.image is None:  # no TPU image has DEFAULT_TF_VERSION: each family gets its own default
+        family = pool_hardware(pool)
+        return catalog.prebuilt_image_uri(family, catalog.default_tf_version(family), config.region)
+    image = config.trainer.image
     alias = catalog.IMAGE_ALIAS_RE.match(image)
     if alias is None:
         return image

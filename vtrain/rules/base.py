@@ -9,6 +9,10 @@ from vtrain.config import JobConfig, PoolConfig
 from vtrain.errors import Problem
 from vtrain.yamlpos import PathKey, format_path
 
+#: Labels: https://cloud.google.com/resource-manager/docs/labels-overview (≤ 64 labels, ≤ 63 chars, lower-case
+#: letters incl. international ones, digits, _ and -). Env, package URIs, display name: the v1 CustomJob
+#: reference (https://cloud.google.com/vertex-ai/docs/reference/rest/v1/CustomJobSpec); boot disk range:
+#: https://cloud.google.com/vertex-ai/docs/training/configure-compute#boot_disk_options
 MAX_LABELS = 64
 MAX_ENV = 100
 MAX_PACKAGE_URIS = 100
@@ -16,8 +20,8 @@ MAX_DISPLAY_NAME = 128
 BOOT_DISK_GB = (100, 64000)
 STRATEGY_ENV = "VTRAIN_DISTRIBUTION_STRATEGY"
 
-_LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
-_LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
+_LABEL_KEY = re.compile(r"^[a-z\u0080-\U0010ffff][a-z0-9_\u0080-\U0010ffff-]{0,62}$")
+_LABEL_VALUE = re.compile(r"^[a-z0-9_\u0080-\U0010ffff-]{0,63}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _GCS_URI = re.compile(r"^gs://(?P<bucket>[^/]+)(?P<path>/.*)?$")
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$")

@@ -29,6 +29,13 @@ from vtrain.rules.base import (
 from vtrain.schema import did_you_mean
 from vtrain.yamlpos import PathKey
 
+#: https://cloud.google.com/vertex-ai/docs/training/schedule-jobs-dws#requirements
+FLEX_START_MAX_TIMEOUT_S = 7 * 24 * 3600
+FLEX_START_GPUS = frozenset({
+    "NVIDIA_L4", "NVIDIA_TESLA_A100", "NVIDIA_A100_80GB", "NVIDIA_H100_80GB", "NVIDIA_H100_MEGA_80GB",
+    "NVIDIA_H200_141GB", "NVIDIA_B200",
+})
+
 # --------------------------------------------------------------------------- job-level fields
 
 
@@ -64,10 +71,10 @@ def check_job_fields(r: Rules, config: JobConfig) -> None:
     if len(config.labels) > MAX_LABELS:
         r.add(("labels",), f"at most {MAX_LABELS} labels, got {len(config.labels)}")
     for key, value in config.labels.items():
-        if not _LABEL_KEY.match(key):
+        if not _LABEL_KEY.match(key) or key != key.lower():
             r.add(("labels", key), f"label key '{key}' must start with a lower-case letter and use only "
                                    f"lower-case letters, digits, _ and - (≤ 63 chars); try '{_label_fix(key)}'")
-        if not _LABEL_VALUE.match(value):
+        if not _LABEL_VALUE.match(value) or value != value.lower():
             r.add(("labels", key), f"label value '{value}' may use only lower-case letters, digits, _ and - "
                                    f"(≤ 63 chars); try '{_label_fix(value)}'")
     if config.service_account and not _SERVICE_ACCOUNT.match(config.service_account):
@@ -131,6 +138,14 @@ def check_scheduling(r: Rules, config: JobConfig) -> None:
             r.add(("scheduling", "strategy"), "flex_start needs the same machine (type and accelerators) in every "
                                               f"pool; found {len(machines)}: "
                                               + ", ".join(sorted(m[0] for m in machines)))
+        if sched.timeout_s is not None and sched.timeout_s > FLEX_START_MAX_TIMEOUT_S:
+            r.add(("scheduling", "timeout"), f"flex_start jobs must have a timeout of at most 7 days (604800s), got "
+                                             f"{sched.timeout_s}s; set scheduling.timeout: 7d or less")
+        gpus = {p.accelerator for p in config.pools() if p.gpus}
+        if not gpus or gpus - FLEX_START_GPUS:
+            r.warn(("scheduling", "strategy"), "Dynamic Workload Scheduler (flex_start) is documented for L4, A100, "
+                                               "H100, H200 and B200 GPUs only; use spot or standard for "
+                                               + (", ".join(sorted(gpus - FLEX_START_GPUS)) or "CPU-only jobs"))
     if sched.strategy not in ("spot", "flex_start"):
         for pool in config.pools():
             if pool.machine_type in catalog.SPOT_OR_FLEX_ONLY:

@@ -130,6 +130,10 @@ def check_machine(r: Rules, pool: PoolConfig) -> PoolConfig:
         r.add(pool_path(pool, "machine_type"),
               f"{mt} has {cpus} vCPUs but {count} × {accel} allows at most {legal[count]}; "
               f"use a smaller n1 machine or more GPUs")
+    elif mt in catalog.N1_GPU_EXCLUDED.get(accel, ()):
+        r.add(pool_path(pool, "machine_type"),
+              f"Vertex does not offer {accel} on {mt} (too much memory for the GPUs); "
+              f"use n1-highcpu-{cpus} or a smaller n1 machine")
     return pool
 
 

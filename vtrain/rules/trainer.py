@@ -97,8 +97,9 @@ def check_image(r: Rules, config: JobConfig) -> None:
     uri = catalog.PREBUILT_URI_RE.match(image)
     if alias is None and uri is None:
         if "/" not in image:
+            v, tpu = catalog.DEFAULT_TF_VERSION, catalog.default_tf_version("tpu")
             r.add(("trainer", "image"), f"'{image}' is neither a prebuilt image alias nor an image URI; use "
-                                        "tf-cpu.2-17, tf-gpu.2-17, tf-tpu.2-17, or tf.2-17 to pick per pool")
+                                        f"tf-cpu.{v}, tf-gpu.{v}, tf-tpu.{tpu}, or tf.{v} to pick per pool")
         else:
             r.add(("trainer", "image"), "python-package trainers run on a Vertex prebuilt image "
                                         "(…-docker.pkg.dev/vertex-ai/training/tf-…); for your own image use "
