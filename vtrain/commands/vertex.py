@@ -157,6 +157,27 @@ def status_elapsed(job: Any) -> float:
     return max((proto.end_time - proto.start_time).total_seconds(), 0.0)
 
 
+#: Vertex JobState names without the JOB_STATE_ prefix (tests keep this in step with aiplatform_v1).
+JOB_STATES = (
+    "queued", "pending", "running", "succeeded", "failed", "cancelling", "cancelled", "paused",
+    "expired", "updating", "partially_succeeded",
+)  # fmt: skip
+
+
+def _replica_callback(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A bad --replica is a usage error (exit 2), caught before any API call."""
+    if value is None:
+        return None
+    from vtrain.backends.vertex import task_name
+    from vtrain.errors import BackendError
+
+    try:
+        task_name(value)
+    except BackendError as err:
+        raise click.BadParameter(str(err)) from None
+    return value
+
+
 @click.command()
 @_JOB_FILE
 @click.option(
@@ -176,7 +197,7 @@ def status_elapsed(job: Any) -> float:
     "--wait-timeout",
     metavar="DURATION",
     callback=duration_callback,
-    help="With --wait: stop waiting after this long (90s, 30m, 2h) and exit 12; the job keeps running.",
+    help="Wait at most this long (90s, 30m, 2h; implies --wait), then exit 12; the job keeps running.",
 )
 @click.option(
     "--if-changed",
@@ -248,7 +269,7 @@ def submit(
         _echo_job_intro(job, target.api_endpoint, headline)
     elif result.skipped:
         click.echo(f"not submitted: {job.name} has the same config hash and is {job.state}", err=True)
-    if wait or stream_logs:
+    if wait or stream_logs or timeout is not None:
         _wait(job, output, timeout, poll, stream_logs)
     elif output == "json":
         echo_json(job_dict(job))
@@ -305,6 +326,7 @@ def status(job: str, output: str, project: str | None, region: str | None, api_e
 @click.option(
     "--replica",
     metavar="NAME",
+    callback=_replica_callback,
     help="Only this replica: chief-0, worker-N, ps-N, reducer-N, evaluator-N (or workerpoolN-M).",
 )
 @click.option("--timestamps", is_flag=True, help="Start each line with its Cloud Logging timestamp.")
@@ -352,7 +374,11 @@ def cancel(job: str, output: str, project: str | None, region: str | None, api_e
 
 
 @click.command("list")
-@click.option("--state", metavar="STATE", help="Only jobs in this state: running, pending, succeeded, failed, ...")
+@click.option(
+    "--state",
+    type=click.Choice(JOB_STATES, case_sensitive=False),
+    help="Only jobs in this state.",
+)
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True, help="At most this many jobs.")
 @click.option(
     "--filter",
