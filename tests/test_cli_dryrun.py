@@ -158,3 +158,25 @@ def test_render_region_follows_submit_precedence(tmp_path: Path, monkeypatch) ->
     job.write_text("region: us-east1\n" + job.read_text())
     code, out, _ = run("render", str(job), "-o", "gcloud")
     assert "--region=us-east1" in out.splitlines()[1]  # the job file beats the environment
+
+
+def test_set_null_removes_a_key(tmp_path: Path) -> None:
+    job = write_job(tmp_path, JOB)
+    code, out, err = run("render", str(job), "--set", "trainer.package_uris=null",
+                         "--set", "trainer.container={image_uri: us-docker.pkg.dev/p/r/img:1}",
+                         "--set", "trainer.module=null", "--set", "trainer.image=null")  # fmt: skip
+    assert (code, err) == (0, "")
+    pool = json.loads(out)["jobSpec"]["workerPoolSpecs"][0]
+    assert "pythonPackageSpec" not in pool and pool["containerSpec"]["imageUri"] == "us-docker.pkg.dev/p/r/img:1"
+
+
+def test_validate_reads_the_trainers_pyproject(tmp_path: Path) -> None:
+    pkg = tmp_path / "trainer"
+    (pkg / "trainer").mkdir(parents=True)
+    (pkg / "trainer" / "task.py").write_text("print('hi')\n")
+    (pkg / "pyproject.toml").write_text("[project\nname = 'x'\n")
+    job = write_job(tmp_path, JOB.replace("package_uris: [gs://my-bucket/t.tar.gz]", "package: trainer")
+                    .replace("name: demo", "name: demo\nstaging_bucket: gs://my-bucket/staging"))
+    code, _, err = run("validate", str(job))
+    assert code == 2
+    assert f"trainer.package: {pkg / 'pyproject.toml'}: not valid TOML" in err

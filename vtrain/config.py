@@ -182,6 +182,9 @@ def apply_overrides(data: Any, overrides: Iterable[str], positions: Positions) -
                 break
             node = child
         else:
+            if value is None:  # `--set key=null` removes the key (e.g. to swap package for package_uris)
+                node.pop(parts[-1], None)
+                continue
             node[parts[-1]] = value
             path = tuple(parts)
             positions.values[path] = where

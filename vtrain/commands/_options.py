@@ -51,7 +51,7 @@ set_option = click.option(
     "overrides",
     multiple=True,
     metavar="KEY.PATH=VALUE",
-    help="Override a key of the job file (repeatable; VALUE is parsed as YAML). "
+    help="Override a key of the job file (repeatable; VALUE is parsed as YAML, null removes the key). "
     "Precedence: --set beats the job file; later --set beats earlier ones.",
 )
 

@@ -345,14 +345,14 @@ def logs(
     """Print a job's log from Cloud Logging, each line prefixed by its replica: [chief-0],
     [worker-1], [ps-0], [evaluator-0] as `vtrain local` prints them, [vertex] for Vertex's own lines.
     JOB is a job ID or a full projects/P/locations/R/customJobs/ID name."""
-    from vtrain.backends.vertex import task_name
     from vtrain.submit import get_job
 
-    if replica:
-        task_name(replica)  # a bad name fails before any call
     handle = get_job(job, project=project, region=region, api_endpoint=api_endpoint, poll=poll)
-    for line in handle.logs(follow=follow, replica=replica, timestamps=timestamps):
-        click.echo(line)
+    try:
+        for line in handle.logs(follow=follow, replica=replica, timestamps=timestamps):
+            click.echo(line)
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None  # Ctrl-C ends a --follow quietly; the job is untouched
 
 
 @click.command()

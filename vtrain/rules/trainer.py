@@ -65,6 +65,14 @@ def check_package_dir(r: Rules, package: Path, module: str | None) -> None:
     if not (package / "pyproject.toml").is_file() and not (package / "setup.py").is_file():
         r.add(path, f"{package} has no pyproject.toml or setup.py; it must be an installable Python package")
         return
+    from vtrain.errors import PackagingError
+    from vtrain.packaging import dist_name
+
+    try:
+        dist_name(package)  # reads pyproject.toml as the build will
+    except PackagingError as err:
+        r.add(path, f"{err}; fix the file so the package can be built")
+        return
     if module and _MODULE.match(module):
         rel = Path(*module.split("."))
         candidates = [package / root / rel.with_suffix(".py") for root in (".", "src")]
