@@ -136,7 +136,7 @@ def time_install(trainer: Path, root: Path) -> tuple[float, float, float]:
     """(sdists built, environment installed, both again with the cache warm) in seconds."""
     sys.path.insert(0, str(REPO))
     from vtrain import packaging
-    from vtrain.backends import localpkg
+    from vtrain.backends.local import envcache as localpkg
     from vtrain.staging import uri_to_path
 
     cache = root / "install-cache"

@@ -11,11 +11,11 @@ from google.auth.credentials import AnonymousCredentials
 from google.cloud import aiplatform_v1 as v1
 
 from vtrain.backends.handle import EXIT_CODES, WaitTimeout, exit_code, raise_for_state
-from vtrain.backends.retry import RetryPolicy
-from vtrain.backends.settings import resolve_project, resolve_region
 from vtrain.backends.vertex import SUBMIT_LABEL, VertexBackend, VertexJob
+from vtrain.backends.vertex.retry import RetryPolicy
 from vtrain.emulator import Emulator, GatedRunner, RunContext, RunResult, sleep_runner
 from vtrain.errors import BackendError, JobFailed
+from vtrain.target import resolve_project, resolve_region
 
 FAST_RETRY = RetryPolicy(attempts=4, initial=0.01, maximum=0.02)
 POLL = 0.02
@@ -377,7 +377,7 @@ def test_region_precedence() -> None:
 
 
 def test_gcloud_lookup_is_skipped_without_gcloud(monkeypatch: pytest.MonkeyPatch) -> None:
-    from vtrain.backends import settings
+    from vtrain import target as settings
 
     monkeypatch.setenv("PATH", "/nonexistent")
     assert settings.gcloud_config_value("project") is None

@@ -27,8 +27,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
-from vtrain.config import load_config
 from vtrain.errors import ConfigError, Problem
+from vtrain.jobfile import load_config
 
 CORPUS = Path(__file__).parent / "data" / "bad"
 FILES = sorted(CORPUS.glob("*.yaml"))

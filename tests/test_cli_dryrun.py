@@ -112,11 +112,14 @@ def test_render_set_overrides_and_formats(tmp_path: Path) -> None:
     body = yaml.safe_load(out)
     assert body["jobSpec"]["workerPoolSpecs"][1]["replicaCount"] == "5"
     assert body["jobSpec"]["scheduling"] == {"timeout": "7200s"}
-    code, out, _ = run("render", str(job), "-o", "gcloud", "--project", "p1")
+    code, out, _ = run("render", str(job), "-o", "gcloud", "--project", "proj-one")
     assert code == 0
     assert out.splitlines()[1] == (
-        "#   gcloud ai custom-jobs create --project=p1 --region=us-central1 --display-name=demo --config=job.yaml"
+        "#   gcloud ai custom-jobs create --project=proj-one --region=us-central1 --display-name=demo --config=job.yaml"
     )
+    # render checks the project as submit does: a name submit would refuse is not printed.
+    code, out, err = run("render", str(job), "-o", "gcloud", "--project", "p1")
+    assert (code, out) == (1, "") and err.startswith("error: project 'p1' (from --project) is not a project ID")
 
 
 def test_render_bad_set_points_at_the_flag(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""`vtrain emulator --run-jobs`: jobs submitted to the emulator run as real processes (vtrain.backends.emulated).
+"""`vtrain emulator --run-jobs`: jobs submitted to the emulator run as real processes (vtrain.backends.local.emulated).
 
 The Vertex emulator runs in this process with the emulated runner. Packages are staged to
 gcp-storage-emulator, and the probe trainer (tests/data/trainers/probe) prints, raises or sleeps
@@ -25,7 +25,7 @@ from click.testing import CliRunner
 from tests.conftest import REPO
 from tests.helpers import write_job
 from tests.test_local_run import alive
-from vtrain.backends.emulated import EmulatedRunner
+from vtrain.backends.local.emulated import EmulatedRunner
 from vtrain.cli import cli
 from vtrain.emulator import Emulator
 
@@ -205,8 +205,8 @@ def test_runner_parts_and_a_missing_package(tmp_path: Path, env_cache: Path) -> 
     from google.cloud.aiplatform_v1 import CustomJob
     from google.protobuf import json_format
 
-    from vtrain.backends.emulated import package_uris
-    from vtrain.backends.local import local_output_dir
+    from vtrain.backends.local.emulated import package_uris
+    from vtrain.backends.local.runner import local_output_dir
     from vtrain.emulator import RunContext
 
     def spec(base: str | None) -> dict[str, Any]:

@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 from vtrain.cli import cli
-from vtrain.config import load_config
 from vtrain.estimate import estimate_hint
+from vtrain.jobfile import load_config
 
 IMAGE = "us-docker.pkg.dev/vertex-ai/training/tf-gpu.2-17.py310:latest"
 HEAD = f"name: {{name}}\ntrainer:\n  container:\n    image_uri: {IMAGE}\ncluster:\n"

@@ -19,7 +19,7 @@ from google.cloud.aiplatform_v1 import CustomJobSpec
 from tests.conftest import REPO
 from tests.helpers import assert_equals_real_proto
 from vtrain import packaging
-from vtrain.config import load_config
+from vtrain.jobfile import load_config
 from vtrain.render import render
 from vtrain.spec import build_job_dict
 

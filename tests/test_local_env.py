@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from tests.helpers import write_job
-from vtrain.backends import localenv
-from vtrain.backends.localenv import Replica
-from vtrain.backends.localpkg import check_requirements, default_cache_dir, env_key
-from vtrain.config import load_config
+from vtrain.backends.local import env as localenv
+from vtrain.backends.local.env import Replica
+from vtrain.backends.local.envcache import check_requirements, default_cache_dir, env_key
+from vtrain.jobfile import load_config
 from vtrain.spec import build_job_dict
 
 REPO = Path(__file__).resolve().parents[1]

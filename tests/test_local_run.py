@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from tests.helpers import write_job
-from vtrain.backends.local import LocalJob, run_local
+from vtrain.backends.local.runner import LocalJob, run_local
 from vtrain.errors import BackendError
 
 REPO = Path(__file__).resolve().parents[1]

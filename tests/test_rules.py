@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from vtrain import catalog
-from vtrain.config import DEFAULT_PS_MACHINE, JobConfig, load_config, parse_config
+from vtrain.config import DEFAULT_PS_MACHINE, JobConfig
 from vtrain.errors import ConfigError, Problem
+from vtrain.jobfile import load_config, parse_config
 from vtrain.schema import parse_duration
 
 TRAINER = """\

@@ -9,7 +9,7 @@ import pytest
 from google.cloud.aiplatform_v1 import CustomJob
 
 from tests.helpers import assert_equals_real_proto, write_job
-from vtrain.config import load_config
+from vtrain.jobfile import load_config
 from vtrain.spec import build_job, build_job_dict
 
 GPU_JOB = """

@@ -21,22 +21,21 @@ import vtrain
 from tests.conftest import REPO
 from tests.helpers import write_job
 from vtrain.backends.handle import JobHandle, WaitTimeout
-from vtrain.backends.retry import RetryPolicy
 from vtrain.backends.vertex import SUBMIT_LABEL, VertexJob, replica_label, task_name
+from vtrain.backends.vertex.retry import RetryPolicy
 from vtrain.emulator import Emulator, GatedRunner, RunContext, RunResult
 from vtrain.errors import BackendError, ConfigError
 from vtrain.submit import (
     HASH_LABEL,
     VERSION_LABEL,
-    Target,
     config_hash,
     dry_run,
     plan_submit,
-    resolve_target,
     submit_job,
     version_label,
     watch,
 )
+from vtrain.target import Target, Where
 
 SUBMIT = importlib.import_module("vtrain.submit")  # the module (vtrain.submit is the function)
 BASIC = REPO / "tests" / "data" / "trainers" / "basic"
@@ -95,11 +94,11 @@ def trainer(tmp_path: Path) -> Path:
 
 # ---- planning: the exact request, offline ------------------------------------------------------
 def test_plan_is_render_plus_labels(tmp_path: Path, trainer: Path) -> None:
-    from vtrain.config import load_config
+    from vtrain.jobfile import load_config
     from vtrain.spec import build_job_dict
 
     job = write_job(tmp_path, job_text(trainer=trainer))
-    plan = plan_submit(job, project=PROJECT, env={}, gcloud=no_gcloud)
+    plan = plan_submit(job, where=Where(project=PROJECT, env={}, gcloud=no_gcloud))
     rendered = build_job_dict(load_config(job))
     labels = dict(plan.body["labels"])
     assert labels.pop(VERSION_LABEL) == version_label() == vtrain.__version__.replace(".", "-")
@@ -114,56 +113,59 @@ def test_plan_is_render_plus_labels(tmp_path: Path, trainer: Path) -> None:
         "packageUris"
     ]
     # The hash follows the request: same file → same hash; new trainer code or args → new hash.
-    assert plan_submit(job, project="other-project", env={}, gcloud=no_gcloud).config_hash == plan.config_hash
+    assert plan_submit(job, where=Where(
+        project="other-project", env={}, gcloud=no_gcloud)).config_hash == plan.config_hash
     (trainer / "trainer" / "task.py").write_text("print('v2')\n")
-    changed = plan_submit(job, project=PROJECT, env={}, gcloud=no_gcloud)
+    changed = plan_submit(job, where=Where(project=PROJECT, env={}, gcloud=no_gcloud))
     assert changed.config_hash != plan.config_hash
     assert plan_submit(
-        job, overrides=["trainer.args=[--x]"], project=PROJECT, env={}, gcloud=no_gcloud
+        job, overrides=["trainer.args=[--x]"], where=Where(project=PROJECT, env={}, gcloud=no_gcloud)
     ).config_hash not in (plan.config_hash, changed.config_hash)
 
 
 def test_region_precedence_and_regional_images(tmp_path: Path) -> None:
     without = write_job(tmp_path, job_text().replace("region: us-central1\n", ""), "no-region.yaml")
     env = {"VTRAIN_REGION": "europe-west4"}
-    plan = plan_submit(without, project=PROJECT, env=env, gcloud=no_gcloud)
+    plan = plan_submit(without, where=Where(project=PROJECT, env=env, gcloud=no_gcloud))
     assert plan.target.region == "europe-west4" and plan.config.region == "europe-west4"
     image = plan.body["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]["executorImageUri"]
     assert image.startswith("europe-docker.pkg.dev/")
     gcloud = {"project": "gcloud-project", "ai/region": "asia-east1"}.get
-    plan = plan_submit(without, env={}, gcloud=gcloud)
+    plan = plan_submit(without, where=Where(env={}, gcloud=gcloud))
     assert (plan.target.project, plan.target.region) == ("gcloud-project", "asia-east1")
-    assert plan_submit(without, env={}, gcloud=no_gcloud, project=PROJECT).target.region == "us-central1"
+    assert plan_submit(without, where=Where(env={}, gcloud=no_gcloud, project=PROJECT)).target.region == "us-central1"
     named = write_job(tmp_path, job_text())  # the file names us-central1: it beats the environment
-    assert plan_submit(named, project=PROJECT, env=env, gcloud=no_gcloud).target.region == "us-central1"
-    assert plan_submit(named, project=PROJECT, region="us-east1", env=env, gcloud=no_gcloud).target.region == "us-east1"
+    assert plan_submit(named, where=Where(project=PROJECT, env=env, gcloud=no_gcloud)).target.region == "us-central1"
+    assert plan_submit(named, where=Where(
+        project=PROJECT, region="us-east1", env=env, gcloud=no_gcloud)).target.region == "us-east1"
 
 
 def test_target_from_names_flags_and_environment() -> None:
     name = "projects/proj-one/locations/europe-west4/customJobs/42"
-    assert resolve_target(job=name, env={}, gcloud=no_gcloud) == Target("proj-one", "europe-west4")
+    assert Where(env={}, gcloud=no_gcloud).resolve(job=name) == Target("proj-one", "europe-west4")
     with pytest.raises(BackendError, match=r"^job .* is in project proj-one, not proj-two \(from --project\)$"):
-        resolve_target("proj-two", job=name, env={}, gcloud=no_gcloud)
+        Where("proj-two", env={}, gcloud=no_gcloud).resolve(job=name)
     env = {"VTRAIN_PROJECT": "env-project", "VTRAIN_API_ENDPOINT": "http://127.0.0.1:9/"}
-    target = resolve_target(job="42", env=env, gcloud=no_gcloud)
+    target = Where(env=env, gcloud=no_gcloud).resolve(job="42")
     assert target == Target("env-project", "us-central1", "http://127.0.0.1:9") and target.local
-    assert resolve_target(api_endpoint="eu-aiplatform.example.com", env=env, gcloud=no_gcloud).endpoint == (
+    assert Where(api_endpoint="eu-aiplatform.example.com", env=env, gcloud=no_gcloud).resolve().endpoint == (
         "https://eu-aiplatform.example.com"
     )
     with pytest.raises(BackendError, match="must be HOST"):
-        resolve_target(api_endpoint="ftp://x", env=env, gcloud=no_gcloud)
+        Where(api_endpoint="ftp://x", env=env, gcloud=no_gcloud).resolve()
 
 
 def test_reserved_and_too_many_labels(tmp_path: Path) -> None:
     job = write_job(tmp_path, job_text().replace("{team: ml}", "{team: ml, vtrain-config-hash: x}"))
     with pytest.raises(ConfigError) as err:
-        plan_submit(job, project=PROJECT, env={}, gcloud=no_gcloud)
+        plan_submit(job, where=Where(project=PROJECT, env={}, gcloud=no_gcloud))
     assert str(err.value).endswith("labels.vtrain-config-hash: is set by vtrain itself; use another key")
     assert str(err.value).startswith(f"{job}:4:")
     many = "{" + ", ".join(f"k{i}: v" for i in range(62)) + "}"
     with pytest.raises(ConfigError, match="at most 61 labels"):
         plan_submit(
-            write_job(tmp_path, job_text().replace("{team: ml}", many)), project=PROJECT, env={}, gcloud=no_gcloud
+            write_job(tmp_path, job_text().replace("{team: ml}", many)), where=Where(
+                project=PROJECT, env={}, gcloud=no_gcloud)
         )
 
 
@@ -197,7 +199,7 @@ def test_dry_run_builds_but_sends_nothing(
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "missing.json"))  # no credentials
     secret = job_text().replace("  image: tf-cpu.2-17\n", "  image: tf-cpu.2-17\n  env: {API_TOKEN: s3cr3t}\n")
     job = write_job(tmp_path, secret)
-    plan = plan_submit(job, project=PROJECT, api_endpoint=emu.url, env={}, gcloud=no_gcloud)
+    plan = plan_submit(job, where=Where(project=PROJECT, api_endpoint=emu.url, env={}, gcloud=no_gcloud))
     report = dry_run(plan)
     assert report["request"]["url"] == f"{emu.url}/v1/projects/{PROJECT}/locations/us-central1/customJobs"
     env = report["request"]["body"]["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]["env"]
@@ -211,7 +213,8 @@ def test_dry_run_builds_but_sends_nothing(
 def test_submit_stages_creates_and_succeeds(tmp_path: Path, emu: Emulator, gcs: Any) -> None:
     gcs.create_bucket("stage-bkt")
     job_file = write_job(tmp_path, job_text())
-    result = submit_job(job_file, project=PROJECT, api_endpoint=emu.url, env={}, gcloud=no_gcloud, poll=POLL)
+    result = submit_job(job_file, where=Where(
+        project=PROJECT, api_endpoint=emu.url, env={}, gcloud=no_gcloud), poll=POLL)
     job = result.job
     assert isinstance(job, VertexJob) and isinstance(job, JobHandle) and not result.skipped
     assert [(s.uri, s.uploaded) for s in result.staged] == [(p.uri, True) for p in result.plan.packages]
@@ -220,7 +223,7 @@ def test_submit_stages_creates_and_succeeds(tmp_path: Path, emu: Emulator, gcs: 
     assert job.wait() == "JOB_STATE_SUCCEEDED" and job.exit_code == 0
     assert list(job.logs()) == ["[chief-0] start tiny", "[worker-0] worker up", "[chief-0] done"]
     # What was sent is what `render` prints, apart from vtrain's labels.
-    from vtrain.config import load_config
+    from vtrain.jobfile import load_config
     from vtrain.render import render
     from vtrain.spec import build_job_dict, to_proto
 
@@ -231,7 +234,7 @@ def test_submit_stages_creates_and_succeeds(tmp_path: Path, emu: Emulator, gcs: 
     rendered = json.loads(render(build_job_dict(load_config(job_file)), "json"))
     assert sent == json_format.MessageToDict(to_proto(rendered)._pb)
     # Unchanged packages are not uploaded again.
-    again = submit_job(job_file, project=PROJECT, api_endpoint=emu.url, env={}, gcloud=no_gcloud)
+    again = submit_job(job_file, where=Where(project=PROJECT, api_endpoint=emu.url, env={}, gcloud=no_gcloud))
     assert [s.uploaded for s in again.staged] == [False, False] and again.job.name != job.name
 
 
@@ -240,16 +243,16 @@ def test_if_changed_skips_a_live_twin(tmp_path: Path, gcs: Any) -> None:
     gate = GatedRunner()
     job_file = write_job(tmp_path, job_text())
     with Emulator(runner=gate, pending_seconds=0) as emu:
-        where = {"project": PROJECT, "api_endpoint": emu.url, "env": {}, "gcloud": no_gcloud}
-        first = submit_job(job_file, if_changed=True, **where)
+        where = Where(project=PROJECT, api_endpoint=emu.url, env={}, gcloud=no_gcloud)
+        first = submit_job(job_file, if_changed=True, where=where)
         assert not first.skipped
-        twin = submit_job(job_file, if_changed=True, **where)
+        twin = submit_job(job_file, if_changed=True, where=where)
         assert twin.skipped and twin.job.name == first.job.name and twin.staged == ()
-        other = submit_job(job_file, overrides=["trainer.args=[--lr=0.1]"], if_changed=True, **where)
+        other = submit_job(job_file, overrides=["trainer.args=[--lr=0.1]"], if_changed=True, where=where)
         assert not other.skipped and other.job.name != first.job.name
         gate.release()
         first.job.wait(poll=POLL)
-        after = submit_job(job_file, if_changed=True, **where)  # the twin ended: submit again
+        after = submit_job(job_file, if_changed=True, where=where)  # the twin ended: submit again
         assert not after.skipped and len(emu.jobs()) == 3
         listed = [r["query"].get("filter") for r in emu.requests if r["method"] == "GET" and "filter" in r["query"]]
         assert f'labels.{HASH_LABEL}="{first.plan.config_hash}"' in listed
@@ -272,7 +275,7 @@ def test_transient_errors_are_retried(tmp_path: Path, emu: Emulator, gcs: Any) -
     gcs.create_bucket("stage-bkt")
     emu.fail_next(2)  # the create, then the look-up for a job it may have created
     result = submit_job(
-        write_job(tmp_path, job_text()), project=PROJECT, api_endpoint=emu.url, env={}, gcloud=no_gcloud
+        write_job(tmp_path, job_text()), where=Where(project=PROJECT, api_endpoint=emu.url, env={}, gcloud=no_gcloud)
     )
     assert [r["method"] for r in emu.requests] == ["POST", "GET", "GET", "POST"]
     assert [j.name for j in emu.jobs()] == [result.job.name]
@@ -282,10 +285,10 @@ def test_refusals_before_any_upload(tmp_path: Path, emu: Emulator, gcs: Any, mon
     gcs.create_bucket("stage-bkt")
     job_file = write_job(tmp_path, job_text())
     with pytest.raises(BackendError, match="^no Google Cloud project set"):
-        submit_job(job_file, api_endpoint=emu.url, env={}, gcloud=no_gcloud)
+        submit_job(job_file, where=Where(api_endpoint=emu.url, env={}, gcloud=no_gcloud))
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "missing.json"))
     with pytest.raises(BackendError, match="^cannot connect to Vertex AI: no Google Cloud credentials found"):
-        submit_job(job_file, project=PROJECT, env={}, gcloud=no_gcloud)
+        submit_job(job_file, where=Where(project=PROJECT, env={}, gcloud=no_gcloud))
     assert gcs.object_names("stage-bkt") == [] and emu.requests == []
 
 
@@ -294,8 +297,8 @@ def test_watch_reports_states_streams_logs_and_times_out(tmp_path: Path, gcs: An
     gcs.create_bucket("stage-bkt")
     gate = GatedRunner()
     with Emulator(runner=gate, pending_seconds=0) as emu:
-        where = {"project": PROJECT, "api_endpoint": emu.url, "env": {}, "gcloud": no_gcloud}
-        job = submit_job(write_job(tmp_path, job_text()), **where).job
+        where = Where(project=PROJECT, api_endpoint=emu.url, env={}, gcloud=no_gcloud)
+        job = submit_job(write_job(tmp_path, job_text()), where=where).job
         states: list[str] = []
         with pytest.raises(WaitTimeout) as timeout:
             watch(job, timeout=0.1, poll=POLL, on_state=lambda s, t: states.append(s))
@@ -318,7 +321,7 @@ CLOUD_REGION = os.environ.get("VTRAIN_CLOUD_REGION", "us-central1")
 @pytest.mark.cloud
 @pytest.mark.skipif(not (CLOUD and CLOUD_PROJECT), reason="set VTRAIN_CLOUD_TESTS=1 and VTRAIN_CLOUD_PROJECT")
 def test_cloud_list_and_dry_run(tmp_path: Path) -> None:
-    jobs = SUBMIT.list_jobs(limit=1, project=CLOUD_PROJECT, region=CLOUD_REGION)
+    jobs = SUBMIT.list_jobs(Where(CLOUD_PROJECT, CLOUD_REGION), limit=1)
     assert len(jobs) <= 1 and all(j.name.startswith("projects/") for j in jobs)
-    plan = plan_submit(write_job(tmp_path, job_text()), project=CLOUD_PROJECT, region=CLOUD_REGION)
+    plan = plan_submit(write_job(tmp_path, job_text()), where=Where(project=CLOUD_PROJECT, region=CLOUD_REGION))
     assert dry_run(plan)["request"]["url"].startswith(f"https://{CLOUD_REGION}-aiplatform.googleapis.com/")

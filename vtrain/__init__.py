@@ -19,13 +19,13 @@ from typing import Any
 __version__ = "0.1.0"
 
 _LAZY: dict[str, str] = {
-    "load_config": "vtrain.config",
+    "load_config": "vtrain.jobfile",
     "JobConfig": "vtrain.config",
     "build_job": "vtrain.spec",
     "build_job_dict": "vtrain.spec",
     "render": "vtrain.render",
     "submit": "vtrain.submit",
-    "run_local": "vtrain.backends.local",
+    "run_local": "vtrain.backends.local.runner",
     "VtrainError": "vtrain.errors",
     "ConfigError": "vtrain.errors",
     "PackagingError": "vtrain.errors",

@@ -1,27 +1,24 @@
-"""Job file → typed, validated :class:`JobConfig`.
+"""The job model: frozen dataclasses for a job file, and :func:`build_config` from schema-checked data.
 
-The pipeline is: read YAML with positions (:mod:`vtrain.yamlpos`) → apply
-`--set` overrides → check the shape (:mod:`vtrain.schema`) → build frozen
-dataclasses with defaults and pool inheritance → cross-field rules
-(:mod:`vtrain.rules`). Every problem from every stage is reported together in
-one :class:`~vtrain.errors.ConfigError`. Nothing here touches the network.
+This module owns defaults and pool inheritance (workers and the evaluator take the chief's
+machine; parameter servers a CPU machine). It imports nothing that uses it: loading a file,
+`--set` overrides and validation live in :mod:`vtrain.jobfile`, above both this and
+:mod:`vtrain.rules`. Nothing here touches the network or the environment.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
+from vtrain.catalog import GPU_MACHINES, GPU_TYPES, is_tpu_machine
+from vtrain.constants import DEFAULT_REGION
+from vtrain.errors import Problem
+from vtrain.yamlpos import Positions
 
-from vtrain.catalog import GPU_MACHINES, GPU_TYPES
-from vtrain.errors import ConfigError, Problem
-from vtrain.yamlpos import Position, Positions, format_path, load_yaml
-
-DEFAULT_REGION = "us-central1"
 ROLES = ("chief", "workers", "parameter_servers", "reduction_server", "evaluator")
 #: Vertex worker pool index of each role (pool 2 is shared by parameter servers and reducers).
 POOL_INDEX = {"chief": 0, "workers": 1, "parameter_servers": 2, "reduction_server": 2, "evaluator": 3}
@@ -56,6 +53,13 @@ class PoolConfig:
     def gpus(self) -> int:
         """GPUs per replica of this pool."""
         return self.accelerator_count if self.accelerator in GPU_TYPES else 0
+
+    @property
+    def hardware(self) -> str:
+        """'tpu', 'gpu' or 'cpu': what the pool runs on, which decides its prebuilt image family."""
+        if is_tpu_machine(self.machine_type):
+            return "tpu"
+        return "gpu" if self.gpus else "cpu"
 
 
 @dataclass(frozen=True)
@@ -136,84 +140,6 @@ class JobConfig:
     def training_replicas(self) -> int:
         """Replicas of pools 0 and 1: the ones that all-reduce gradients."""
         return sum(int(p.replicas) for p in (self.chief, self.workers) if p is not None)
-
-
-# --------------------------------------------------------------------------- overrides
-
-
-def apply_overrides(data: Any, overrides: Iterable[str], positions: Positions) -> tuple[Any, list[Problem]]:
-    """Apply `key.path=value` overrides (value parsed as YAML) to a copy of the raw data."""
-    problems: list[Problem] = []
-    data = _deep_copy(data) if data is not None else {}
-    for item in overrides:
-        where = Position(f"--set {item}")
-        if "=" not in item:
-            problems.append(Problem("", "--set expects KEY.PATH=VALUE, e.g. cluster.workers.replicas=4",
-                                    file=where.file))
-            continue
-        key, raw = item.split("=", 1)
-        parts = key.strip().split(".")
-        if not any(parts):
-            problems.append(Problem("", "--set needs a key path before '='", file=where.file))
-            continue
-        if not all(parts):
-            problems.append(Problem("", f"--set key path '{key.strip()}' has an empty part; write "
-                                        f"{'.'.join(p for p in parts if p)}", file=where.file))
-            continue
-        try:
-            value = yaml.safe_load(raw) if raw.strip() else ""
-        except yaml.YAMLError:
-            value = raw
-        node = data
-        if not isinstance(node, dict):
-            problems.append(Problem("", "the job file's top level is not a mapping", file=where.file))
-            continue
-        for i, part in enumerate(parts[:-1]):
-            child = node.get(part)
-            if child is None:
-                child = node[part] = {}
-                created = tuple(parts[: i + 1])  # a section --set made up: problems with it point at the flag
-                positions.values[created] = where
-                positions.keys[created] = where
-            if not isinstance(child, dict):
-                whole = f"; set the whole list: {'.'.join(parts[: i + 1])}=[...]" if isinstance(child, list) else ""
-                problems.append(Problem(".".join(parts[: i + 1]),
-                                        f"is not a mapping; cannot set a key inside it{whole}", file=where.file))
-                break
-            node = child
-        else:
-            if value is None:  # `--set key=null` removes the key (e.g. to swap package for package_uris)
-                node.pop(parts[-1], None)
-                continue
-            node[parts[-1]] = value
-            path = tuple(parts)
-            positions.values[path] = where
-            positions.keys[path] = where
-            for sub in _subpaths(value, path):
-                positions.values[sub] = where
-                positions.keys[sub] = where
-    return data, problems
-
-
-def _deep_copy(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _deep_copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_deep_copy(v) for v in value]
-    return value
-
-
-def _subpaths(value: Any, path: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-    out: list[tuple[Any, ...]] = []
-    if isinstance(value, dict):
-        for k, v in value.items():
-            out.append((*path, k))
-            out.extend(_subpaths(v, (*path, k)))
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            out.append((*path, i))
-            out.extend(_subpaths(v, (*path, i)))
-    return out
 
 
 # --------------------------------------------------------------------------- building
@@ -344,66 +270,6 @@ def build_config(data: Mapping[str, Any], *, source: Path | None, positions: Pos
     )
 
 
-def resolve_project(config: JobConfig, flag: str | None = None, env: Mapping[str, str] | None = None) -> str | None:
-    """Project by precedence: flag, job file, VTRAIN_PROJECT, GOOGLE_CLOUD_PROJECT."""
-    env = os.environ if env is None else env
-    return flag or config.project or env.get("VTRAIN_PROJECT") or env.get("GOOGLE_CLOUD_PROJECT") or None
-
-
-def parse_config(
-    text: str,
-    file: str = "<config>",
-    *,
-    source: Path | None = None,
-    overrides: Iterable[str] = (),
-    target: str = "vertex",
-) -> JobConfig:
-    """Parse and validate job-file text; raise ConfigError listing every problem."""
-    from vtrain import rules, schema
-
-    data, positions, problems = load_yaml(text, file)
-    if data is None and problems:
-        raise ConfigError(problems)  # unreadable YAML: nothing more to check
-    if data is not None and not isinstance(data, dict):
-        pos = positions.of(())
-        raise ConfigError([*problems, Problem("", "the job file must be a mapping of keys (name, trainer, cluster, "
-                                              "...)", pos.file, pos.line, pos.column)])
-    overrides = list(overrides)
-    if overrides:
-        data, override_problems = apply_overrides(data, overrides, positions)
-        problems += override_problems
-        if override_problems:
-            raise ConfigError(problems)
-    # Duplicate and unknown keys are reported but do not stop the checks: the rules still run on
-    # the rest, so one run lists every problem. Values of the wrong type do stop them.
-    checked, schema_problems = schema.check_job(data, positions)
-    problems += schema_problems
-    if checked is None:
-        raise ConfigError(problems)
-    config = build_config(checked, source=source, positions=positions)
-    config, rule_problems = rules.validate(config, target=target)
-    problems += rule_problems
-    if any(p.severity == "error" for p in problems):
-        raise ConfigError(problems)
-    return replace(config, warnings=tuple(problems))
-
-
-def load_config(path: str | os.PathLike[str], overrides: Iterable[str] = (), *, target: str = "vertex") -> JobConfig:
-    """Load and validate a job file. Raises ConfigError with every problem found.
-
-    `target="local"` relaxes the rules that only matter when sending to Vertex
-    (a gs:// staging bucket for package trainers), for `vtrain local`.
-    """
-    file = Path(path)
-    try:
-        text = file.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError([Problem("", f"job file not found: {file}", file=str(file))]) from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise ConfigError([Problem("", f"cannot read job file: {err}", file=str(file))]) from None
-    return parse_config(text, str(path), source=file.resolve(), overrides=overrides, target=target)
-
-
 __all__ = [
     "BootDisk",
     "ContainerConfig",
@@ -412,9 +278,4 @@ __all__ = [
     "ReservationConfig",
     "SchedulingConfig",
     "TrainerConfig",
-    "apply_overrides",
-    "format_path",
-    "load_config",
-    "parse_config",
-    "resolve_project",
 ]

@@ -60,11 +60,11 @@ from functools import cache
 from types import ModuleType
 from typing import Any
 
+from vtrain.constants import STRATEGIES
 from vtrain.errors import VtrainError
 
 log = logging.getLogger("vtrain.runtime")
 
-STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker_mirrored", "parameter_server", "tpu")
 DEFAULT_COLLECTIVE_TIMEOUT = 300.0
 LOCAL_OUTPUT_DIR = "vtrain-out"
 WEIGHTS_FILE = "weights.json"

@@ -14,11 +14,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from vtrain.constants import SCHEDULING_STRATEGIES, STRATEGIES
 from vtrain.errors import Problem
 from vtrain.yamlpos import PathKey, Positions, format_path
 
-STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker_mirrored", "parameter_server", "tpu")
-SCHEDULING_STRATEGIES = ("standard", "spot", "flex_start")
 RESERVATION_AFFINITIES = ("none", "any", "specific")
 BOOT_DISK_TYPES = ("pd-ssd", "pd-standard", "hyperdisk-balanced")
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from vtrain import catalog
 from vtrain.config import JobConfig, PoolConfig
-from vtrain.rules import STRATEGY_ENV, pool_hardware
+from vtrain.constants import STRATEGY_ENV
 
 if TYPE_CHECKING:
     from google.cloud.aiplatform_v1 import CustomJob
@@ -28,13 +28,13 @@ _RESERVATION_TYPE = {"none": "NO_RESERVATION", "any": "ANY_RESERVATION", "specif
 def executor_image(config: JobConfig, pool: PoolConfig) -> str:
     """The prebuilt executor image for a pool: alias → regional URI, `tf.` picks by hardware."""
     if config.trainer.image is None:  # no TPU image has DEFAULT_TF_VERSION: each family gets its own default
-        family = pool_hardware(pool)
+        family = pool.hardware
         return catalog.prebuilt_image_uri(family, catalog.default_tf_version(family), config.region)
     image = config.trainer.image
     alias = catalog.IMAGE_ALIAS_RE.match(image)
     if alias is None:
         return image
-    family = alias["family"] or pool_hardware(pool)
+    family = alias["family"] or pool.hardware
     return catalog.prebuilt_image_uri(family, alias["version"], config.region)
 
 

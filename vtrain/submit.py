@@ -38,95 +38,25 @@ from typing import TYPE_CHECKING, Any
 
 from vtrain import __version__
 from vtrain.backends.handle import TERMINAL_STATES, JobHandle, WaitTimeout
-from vtrain.backends.settings import GcloudLookup, gcloud_config_value, resolve_project, resolve_region
 from vtrain.backends.vertex import SUBMIT_LABEL, VertexBackend, VertexJob  # cheap: Google libraries load on use
-from vtrain.config import JobConfig, load_config
+from vtrain.config import JobConfig
+from vtrain.constants import MAX_LABELS
 from vtrain.errors import BackendError, ConfigError, PackagingError, Problem
+from vtrain.jobfile import load_config
+from vtrain.target import Target, Where
 
 if TYPE_CHECKING:
-    from vtrain.backends.retry import RetryPolicy
+    from vtrain.backends.vertex.retry import RetryPolicy
     from vtrain.staging import StagedObject
 
-ENDPOINT_ENV = "VTRAIN_API_ENDPOINT"
 VERSION_LABEL = "vtrain-version"
 HASH_LABEL = "vtrain-config-hash"
 CONFIG_HASH_LENGTH = 16
-MAX_LABELS = 64
 #: Tests swap this for a fast policy; None means the backend's default (6 attempts, 1 s doubling).
 DEFAULT_RETRY: RetryPolicy | None = None
 
 
 # ---- where calls go ---------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Target:
-    """The project, region and API endpoint every call of one command goes to."""
-
-    project: str
-    region: str
-    api_endpoint: str | None = None  # None: https://{region}-aiplatform.googleapis.com
-
-    @property
-    def parent(self) -> str:
-        return f"projects/{self.project}/locations/{self.region}"
-
-    @property
-    def endpoint(self) -> str:
-        endpoint = self.api_endpoint or f"{self.region}-aiplatform.googleapis.com"
-        return endpoint if "://" in endpoint else f"https://{endpoint}"
-
-    @property
-    def local(self) -> bool:
-        """An http:// endpoint is an emulator: REST without credentials."""
-        return (self.api_endpoint or "").startswith("http://")
-
-
-def resolve_endpoint(flag: str | None = None, env: Mapping[str, str] | None = None) -> str | None:
-    """--api-endpoint, then VTRAIN_API_ENDPOINT; None for Vertex AI's regional endpoint."""
-    env = os.environ if env is None else env
-    value = (flag or env.get(ENDPOINT_ENV) or "").strip().rstrip("/")
-    if not value:
-        return None
-    scheme = value.split("://", 1)[0] if "://" in value else ""
-    if scheme not in ("", "http", "https") or any(c.isspace() for c in value):
-        raise BackendError(
-            f"API endpoint '{value}' must be HOST[:PORT], https://HOST[:PORT] or, for an emulator, "
-            "http://127.0.0.1:PORT"
-        )
-    return value
-
-
-def _job_location(job: str | None) -> tuple[str, str] | None:
-    parts = (job or "").strip().split("/")
-    if len(parts) == 6 and parts[0] == "projects" and parts[2] == "locations" and parts[4] == "customJobs":
-        return parts[1], parts[3]
-    return None
-
-
-def resolve_target(
-    project: str | None = None,
-    region: str | None = None,
-    api_endpoint: str | None = None,
-    *,
-    config: JobConfig | None = None,
-    job: str | None = None,
-    env: Mapping[str, str] | None = None,
-    gcloud: GcloudLookup | None = gcloud_config_value,
-) -> Target:
-    """Flags, then the job file (`config`), then the environment, then gcloud; a full job
-    resource name (`job`) fixes project and region itself, and a flag that disagrees is an error."""
-    located = _job_location(job)
-    if located is not None:
-        for flag, value, what in ((project, located[0], "project"), (region, located[1], "region")):
-            if flag and flag.strip() != value:
-                raise BackendError(f"job {job.strip()} is in {what} {value}, not {flag} (from --{what})")
-        project, region = located
-    return Target(
-        resolve_project(project, config.project if config else None, env=env, gcloud=gcloud),
-        resolve_region(region, config.written_region() if config else None, env=env, gcloud=gcloud),
-        resolve_endpoint(api_endpoint, env),
-    )
-
-
 def connect(
     target: Target, *, retry: RetryPolicy | None = None, poll: float | None = None, credentials: Any = None
 ) -> VertexBackend:
@@ -220,11 +150,7 @@ def plan_submit(
     config: JobConfig | str | os.PathLike[str],
     *,
     overrides: Iterable[str] = (),
-    project: str | None = None,
-    region: str | None = None,
-    api_endpoint: str | None = None,
-    env: Mapping[str, str] | None = None,
-    gcloud: GcloudLookup | None = gcloud_config_value,
+    where: Where | None = None,
 ) -> SubmitPlan:
     """The exact request `submit_job` would send, with no network and no credentials."""
     if not isinstance(config, JobConfig):
@@ -232,7 +158,7 @@ def plan_submit(
     elif list(overrides):
         raise ValueError("overrides apply to a job file path, not to a loaded JobConfig")
     _check_labels(config)
-    target = resolve_target(project, region, api_endpoint, config=config, env=env, gcloud=gcloud)
+    target = (where or Where()).resolve(config=config)
     if target.region != config.region:
         config = replace(config, region=target.region)  # regional image URIs follow the region
     return _plan(config, target)
@@ -286,26 +212,21 @@ def submit_job(
     config: JobConfig | str | os.PathLike[str],
     *,
     overrides: Iterable[str] = (),
-    project: str | None = None,
-    region: str | None = None,
-    api_endpoint: str | None = None,
+    where: Where | None = None,
     if_changed: bool = False,
     allow_credentials: bool = False,
     progress: bool = False,
     backend: VertexBackend | None = None,
     storage_client: Any = None,
     poll: float | None = None,
-    env: Mapping[str, str] | None = None,
-    gcloud: GcloudLookup | None = gcloud_config_value,
 ) -> SubmitResult:
     """Validate, connect, stage, create. Nothing is uploaded before the credentials and the job
     file are known good; nothing is created before every package is staged. `backend` (tests,
     or a custom client) fixes project and region."""
+    where = where or Where()
     if backend is not None:
-        project, region = project or backend.project, region or backend.region
-    plan = plan_submit(
-        config, overrides=overrides, project=project, region=region, api_endpoint=api_endpoint, env=env, gcloud=gcloud
-    )
+        where = replace(where, project=where.project or backend.project, region=where.region or backend.region)
+    plan = plan_submit(config, overrides=overrides, where=where)
     if backend is None:
         backend = connect(plan.target, poll=poll)
     elif (backend.project, backend.region) != (plan.target.project, plan.target.region):
@@ -353,9 +274,7 @@ def submit(
     return submit_job(
         config,
         overrides=overrides,
-        project=project,
-        region=region,
-        api_endpoint=api_endpoint,
+        where=Where(project, region, api_endpoint),
         if_changed=if_changed,
         allow_credentials=allow_credentials,
         backend=backend,
@@ -363,28 +282,19 @@ def submit(
 
 
 # ---- existing jobs ----------------------------------------------------------------------------
-def open_backend(
-    job: str | None = None,
-    *,
-    project: str | None = None,
-    region: str | None = None,
-    api_endpoint: str | None = None,
-    poll: float | None = None,
-    env: Mapping[str, str] | None = None,
-    gcloud: GcloudLookup | None = gcloud_config_value,
-) -> VertexBackend:
+def open_backend(job: str | None = None, where: Where | None = None, *, poll: float | None = None) -> VertexBackend:
     """A backend for `job` (an ID, or a full name that fixes project and region) or for listing."""
-    return connect(resolve_target(project, region, api_endpoint, job=job, env=env, gcloud=gcloud), poll=poll)
+    return connect((where or Where()).resolve(job=job), poll=poll)
 
 
-def get_job(job: str, **where: Any) -> VertexJob:
-    """A job by ID or resource name; `where`: project, region, api_endpoint, poll (see open_backend)."""
-    return open_backend(job, **where).get(job)
+def get_job(job: str, where: Where | None = None, *, poll: float | None = None) -> VertexJob:
+    """A job by ID or resource name."""
+    return open_backend(job, where, poll=poll).get(job)
 
 
-def cancel_job(job: str, **where: Any) -> tuple[VertexJob, bool]:
+def cancel_job(job: str, where: Where | None = None) -> tuple[VertexJob, bool]:
     """Ask a job to stop: (the job, whether a cancel was sent). One that already ended is left alone."""
-    backend = open_backend(job, **where)
+    backend = open_backend(job, where)
     current = backend.get(job)
     if current.done:
         return current, False
@@ -392,10 +302,10 @@ def cancel_job(job: str, **where: Any) -> tuple[VertexJob, bool]:
 
 
 def list_jobs(
-    *, state: str | None = None, limit: int | None = 20, filter: str | None = None, **where: Any
+    where: Where | None = None, *, state: str | None = None, limit: int | None = 20, filter: str | None = None
 ) -> list[VertexJob]:
     """Newest first; `state` like running or JOB_STATE_RUNNING; `filter` in Vertex's syntax."""
-    return open_backend(None, **where).list(state=state, limit=limit, filter=filter)
+    return open_backend(None, where).list(state=state, limit=limit, filter=filter)
 
 
 def job_dict(job: VertexJob) -> dict[str, Any]:

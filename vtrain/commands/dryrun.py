@@ -45,7 +45,7 @@ def validate(job_file: str, output: str, overrides: tuple[str, ...], target: str
     Exit 0 when valid, 2 when not. Each problem reads
     FILE:LINE:COL: key.path: what is wrong; what is allowed; did you mean X?
     """
-    from vtrain.config import load_config
+    from vtrain.jobfile import load_config
 
     try:
         config = load_config(job_file, overrides, target=target)
@@ -79,20 +79,21 @@ def render(
     """
     from dataclasses import replace
 
-    from vtrain.backends.settings import resolve_region
-    from vtrain.config import load_config, resolve_project
+    from vtrain.jobfile import load_config
     from vtrain.render import render as render_job
     from vtrain.spec import build_job_dict
+    from vtrain.target import Where
 
     config = load_config(job_file, overrides)
     for warning in config.warnings:
         click.echo(str(warning), err=True)
-    # The same region `submit` would use, so the rendered request is the one it sends.
-    resolved = resolve_region(region, config.written_region())
+    # The project and region `submit` would use, so the rendered request is the one it sends.
+    where = Where(project, region)
+    resolved = where.region_for(config)
     if resolved != config.region:
         config = replace(config, region=resolved)
     body = build_job_dict(config)
-    text = render_job(body, output, show_secrets=show_secrets, project=resolve_project(config, project),
+    text = render_job(body, output, show_secrets=show_secrets, project=where.project_for(config),
                       region=config.region)
     click.echo(text, nl=False)
     hint = _estimate_hint(config)

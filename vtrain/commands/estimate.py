@@ -82,7 +82,7 @@ def estimate(
     catalog. Also what low-communication training (DiLoCo) would need.
     """
     from vtrain import estimate as model
-    from vtrain.config import load_config
+    from vtrain.jobfile import load_config
 
     n_params = model.parse_params(params)
     compute = model.parse_seconds(step_compute) if step_compute is not None else None

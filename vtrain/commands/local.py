@@ -44,9 +44,9 @@ def local(job_file: str, output_dir: str | None, max_replicas: int | None, timeo
     11 CANCELLED (Ctrl-C).
     """
     from vtrain.backends.handle import SUCCEEDED
-    from vtrain.backends.local import run_local
-    from vtrain.config import load_config
+    from vtrain.backends.local.runner import run_local
     from vtrain.errors import JobFailed
+    from vtrain.jobfile import load_config
 
     config = load_config(job_file, overrides, target="local")
     for warning in config.warnings:

@@ -14,9 +14,8 @@ from pathlib import Path
 import click
 
 from vtrain.commands._options import echo_json, output_option
+from vtrain.constants import MAX_DISPLAY_NAME
 from vtrain.errors import VtrainError
-
-MAX_DISPLAY_NAME = 128  # vtrain.rules.base.MAX_DISPLAY_NAME (not imported: CLI start-up stays fast)
 
 TEMPLATES = ("keras", "custom-loop")
 DEFAULT_BUCKET = "gs://my-vtrain-bucket"

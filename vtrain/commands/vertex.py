@@ -87,7 +87,7 @@ class _StatusLine:
 
 
 def _next_commands(name: str, api_endpoint: str | None) -> list[str]:
-    from vtrain.submit import ENDPOINT_ENV
+    from vtrain.target import ENDPOINT_ENV
 
     extra = ""
     if api_endpoint and os.environ.get(ENDPOINT_ENV, "").rstrip("/") != api_endpoint:
@@ -238,18 +238,22 @@ def submit(
     """
     from vtrain.submit import dry_run as plan_dry_run
     from vtrain.submit import job_dict, plan_submit, submit_job
+    from vtrain.target import Where
 
     timeout = wait_timeout
-    where = {"overrides": overrides, "project": project, "region": region, "api_endpoint": api_endpoint}
+    where = Where(project, region, api_endpoint)
     if dry_run:
         report = plan_dry_run(
-            plan_submit(job_file, **where), allow_credentials=allow_credentials, show_secrets=show_secrets
+            plan_submit(job_file, overrides=overrides, where=where),
+            allow_credentials=allow_credentials,
+            show_secrets=show_secrets,
         )
         echo_json(report) if output == "json" else _echo_dry_run(report)
         return
     result = submit_job(
         job_file,
-        **where,
+        overrides=overrides,
+        where=where,
         if_changed=if_changed,
         allow_credentials=allow_credentials,
         progress=output == "text",
@@ -308,8 +312,9 @@ def status(job: str, output: str, project: str | None, region: str | None, api_e
     Exit status follows the job: 0 SUCCEEDED, 10 FAILED, 11 CANCELLED, 12 not ended yet, 13 EXPIRED.
     """
     from vtrain.submit import get_job, job_dict
+    from vtrain.target import Where
 
-    handle = get_job(job, project=project, region=region, api_endpoint=api_endpoint)
+    handle = get_job(job, Where(project, region, api_endpoint))
     if output == "json":
         echo_json(job_dict(handle))
     else:
@@ -346,8 +351,9 @@ def logs(
     [worker-1], [ps-0], [evaluator-0] as `vtrain local` prints them, [vertex] for Vertex's own lines.
     JOB is a job ID or a full projects/P/locations/R/customJobs/ID name."""
     from vtrain.submit import get_job
+    from vtrain.target import Where
 
-    handle = get_job(job, project=project, region=region, api_endpoint=api_endpoint, poll=poll)
+    handle = get_job(job, Where(project, region, api_endpoint), poll=poll)
     try:
         for line in handle.logs(follow=follow, replica=replica, timestamps=timestamps):
             click.echo(line)
@@ -363,8 +369,9 @@ def cancel(job: str, output: str, project: str | None, region: str | None, api_e
     """Ask Vertex AI to stop a job (it goes CANCELLING, then CANCELLED). A job that already
     ended is left alone. JOB is a job ID or a full projects/P/locations/R/customJobs/ID name."""
     from vtrain.submit import cancel_job, job_dict
+    from vtrain.target import Where
 
-    handle, sent = cancel_job(job, project=project, region=region, api_endpoint=api_endpoint)
+    handle, sent = cancel_job(job, Where(project, region, api_endpoint))
     if output == "json":
         echo_json(job_dict(handle))
     elif sent:
@@ -400,10 +407,9 @@ def list_jobs(
     """List CustomJobs in the project and region, newest first."""
     from vtrain.submit import job_dict
     from vtrain.submit import list_jobs as find_jobs
+    from vtrain.target import Where
 
-    jobs = find_jobs(
-        state=state, limit=limit, filter=filter_, project=project, region=region, api_endpoint=api_endpoint
-    )
+    jobs = find_jobs(Where(project, region, api_endpoint), state=state, limit=limit, filter=filter_)
     if output == "json":
         echo_json([job_dict(j) for j in jobs])
         return

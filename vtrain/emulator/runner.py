@@ -18,7 +18,7 @@ own thread once the job leaves JOB_STATE_PENDING (the job is then JOB_STATE_RUNN
   for a failure. An exception raised by the runner fails the job with its message.
 
 The default :func:`sleep_runner` waits and succeeds. ``vtrain emulator --run-jobs`` loads
-:data:`LOCAL_RUNNER` (:mod:`vtrain.backends.emulated`, which runs the job through
+:data:`LOCAL_RUNNER` (:mod:`vtrain.backends.local.emulated`, which runs the job through
 ``vtrain local``); ``--runner MODULE:ATTR`` loads any other.
 """
 
@@ -37,7 +37,7 @@ FAILED = "JOB_STATE_FAILED"
 CANCELLED = "JOB_STATE_CANCELLED"
 FINAL_STATES = (SUCCEEDED, FAILED, CANCELLED)
 
-LOCAL_RUNNER = "vtrain.backends.emulated:emulator_runner"
+LOCAL_RUNNER = "vtrain.backends.local.emulated:emulator_runner"
 
 
 @dataclass(frozen=True)

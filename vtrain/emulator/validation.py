@@ -15,6 +15,7 @@ from typing import Any
 from google.cloud.aiplatform_v1.types import CustomJob
 from google.protobuf import json_format
 
+from vtrain.constants import MAX_DISPLAY_NAME, MAX_ENV, MAX_LABELS, MAX_PACKAGE_URIS
 from vtrain.emulator.errors import ApiError, invalid_argument
 
 PROJECT_RE = re.compile(r"^(?:[a-z][a-z0-9-]{4,28}[a-z0-9]|[0-9]{1,20})$")
@@ -23,10 +24,6 @@ JOB_ID_RE = re.compile(r"^[0-9]{1,20}$")
 LABEL_KEY_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 LABEL_VALUE_RE = re.compile(r"^[a-z0-9_-]{0,63}$")
 MAX_POOLS = 4
-MAX_LABELS = 64
-MAX_DISPLAY_NAME = 128
-MAX_PACKAGE_URIS = 100
-MAX_ENV = 100
 BOOT_DISK_TYPES = {"pd-ssd", "pd-standard", "pd-balanced", "hyperdisk-balanced"}
 OUTPUT_ONLY = (
     "name",

@@ -12,12 +12,12 @@ from dataclasses import replace
 
 from vtrain.config import JobConfig, PoolConfig
 from vtrain.errors import Problem
-from vtrain.rules.base import STRATEGY_ENV, Rules
+from vtrain.rules.base import Rules
 from vtrain.rules.job import check_env, check_job_fields, check_scheduling
 from vtrain.rules.machines import check_boot_disk, check_cluster, check_machine
-from vtrain.rules.trainer import check_strategy, check_trainer, pool_hardware
+from vtrain.rules.trainer import check_strategy, check_trainer
 
-__all__ = ["STRATEGY_ENV", "pool_hardware", "validate"]
+__all__ = ["validate"]
 
 
 def _machine_key(pool: PoolConfig) -> tuple[object, ...]:

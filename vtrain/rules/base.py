@@ -6,19 +6,14 @@ import re
 
 from vtrain import catalog
 from vtrain.config import JobConfig, PoolConfig
+from vtrain.constants import MAX_DISPLAY_NAME, MAX_ENV, MAX_LABELS, MAX_PACKAGE_URIS, STRATEGY_ENV  # noqa: F401
 from vtrain.errors import Problem
 from vtrain.yamlpos import PathKey, format_path
 
-#: Labels: https://cloud.google.com/resource-manager/docs/labels-overview (≤ 64 labels, ≤ 63 chars, lower-case
-#: letters incl. international ones, digits, _ and -). Env, package URIs, display name: the v1 CustomJob
-#: reference (https://cloud.google.com/vertex-ai/docs/reference/rest/v1/CustomJobSpec); boot disk range:
+#: Labels (lower-case letters incl. international ones, digits, _ and -; limits in vtrain.constants):
+#: https://cloud.google.com/resource-manager/docs/labels-overview. Boot disk range:
 #: https://cloud.google.com/vertex-ai/docs/training/configure-compute#boot_disk_options
-MAX_LABELS = 64
-MAX_ENV = 100
-MAX_PACKAGE_URIS = 100
-MAX_DISPLAY_NAME = 128
 BOOT_DISK_GB = (100, 64000)
-STRATEGY_ENV = "VTRAIN_DISTRIBUTION_STRATEGY"
 
 _LABEL_KEY = re.compile(r"^[a-z\u0080-\U0010ffff][a-z0-9_\u0080-\U0010ffff-]{0,62}$")
 _LABEL_VALUE = re.compile(r"^[a-z0-9_\u0080-\U0010ffff-]{0,63}$")

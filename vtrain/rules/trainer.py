@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from vtrain import catalog
-from vtrain.config import JobConfig, PoolConfig
+from vtrain.config import JobConfig
 from vtrain.rules.base import (
     _MODULE,
     MAX_PACKAGE_URIS,
@@ -16,13 +16,6 @@ from vtrain.rules.job import check_gcs
 from vtrain.schema import did_you_mean
 
 # --------------------------------------------------------------------------- trainer and images
-
-
-def pool_hardware(pool: PoolConfig) -> str:
-    """'tpu', 'gpu' or 'cpu': what a pool runs on, which decides its prebuilt image family."""
-    if catalog.is_tpu_machine(pool.machine_type):
-        return "tpu"
-    return "gpu" if pool.gpus else "cpu"
 
 
 def check_trainer(r: Rules, config: JobConfig) -> None:
@@ -116,7 +109,7 @@ def check_image(r: Rules, config: JobConfig) -> None:
     match = alias or uri
     assert match is not None
     family, version = match["family"], match["version"]
-    families = [family] if family else sorted({pool_hardware(p) for p in config.pools()
+    families = [family] if family else sorted({p.hardware for p in config.pools()
                                                if p.role != "reduction_server"})
     for fam in families:
         known = catalog.PREBUILT_TF[fam]
@@ -130,7 +123,7 @@ def check_image(r: Rules, config: JobConfig) -> None:
     for pool in config.pools():
         if pool.role == "reduction_server":
             continue
-        need = pool_hardware(pool)
+        need = pool.hardware
         if need != family:
             r.add(("trainer", "image"), f"tf-{family} image but cluster.{pool.role} runs on {need.upper()}; use "
                                         f"tf-{need}.{version}, or tf.{version} to pick the right image per pool")

@@ -33,7 +33,7 @@ from vtrain.emulator.runner import CANCELLED, FAILED, SUCCEEDED, RunContext, Run
 from vtrain.errors import VtrainError
 
 if TYPE_CHECKING:
-    from vtrain.backends.localjob import LocalJob
+    from vtrain.backends.local.job import LocalJob
 
 
 def package_uris(job: Mapping[str, Any]) -> list[str]:
@@ -107,9 +107,9 @@ class EmulatedRunner:
 
     def _start(self, body: dict[str, Any], ctx: RunContext, notice: Callable[[str], None]) -> LocalJob | None:
         """Fetch and install the packages, then start the replicas; None if cancelled meanwhile."""
-        from vtrain.backends import localpkg
-        from vtrain.backends.local import env_notices, local_output_dir, run_job
-        from vtrain.backends.localenv import Replica
+        from vtrain.backends.local import envcache as localpkg
+        from vtrain.backends.local.env import Replica
+        from vtrain.backends.local.runner import env_notices, local_output_dir, run_job
 
         cache = Path(self.cache_dir) if self.cache_dir is not None else localpkg.default_cache_dir()
         trainer_env = None

@@ -5,7 +5,7 @@
 
 Preparation happens in :func:`run_local` (a packaging mistake raises before anything
 starts). :func:`run_job` then starts the CustomJob body; the emulator's ``--run-jobs`` runner
-(:mod:`vtrain.backends.emulated`) calls it directly with the body it received. A supervisor
+(:mod:`vtrain.backends.local.emulated`) calls it directly with the body it received. A supervisor
 thread owns the processes and decides the job's state, with Vertex's semantics:
   * any chief/worker/ps exiting non-zero fails the job at once: the others are stopped
     (whole process groups, SIGTERM then SIGKILL) and the summary names the replica, its exit
@@ -31,13 +31,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from vtrain.backends import localenv
-from vtrain.backends.localenv import Plan, Replica
-from vtrain.backends.localjob import RUN_DIR, LocalJob, Options, _Proc, free_ports
+from vtrain.backends.local import env as localenv
+from vtrain.backends.local.env import Plan, Replica
+from vtrain.backends.local.job import RUN_DIR, LocalJob, Options, _Proc, free_ports
 from vtrain.errors import BackendError, PackagingError
 
 if TYPE_CHECKING:
-    from vtrain.backends.localpkg import TrainerEnv
+    from vtrain.backends.local.envcache import TrainerEnv
 
 
 def _docker_ready() -> None:
@@ -128,8 +128,9 @@ def run_local(
     temporary directory, which is removed when the job succeeds unless `keep`.
     Raises PackagingError/BackendError before anything starts if the job cannot run here.
     """
-    from vtrain.backends import localpkg
-    from vtrain.config import JobConfig, load_config
+    from vtrain.backends.local import envcache as localpkg
+    from vtrain.config import JobConfig
+    from vtrain.jobfile import load_config
     from vtrain.spec import build_job_dict
 
     if not isinstance(config, JobConfig):
@@ -198,7 +199,7 @@ def run_job(
     """Start a CustomJob REST body here (what `submit` sends, or what the emulator stored).
 
     Python package pools run in `trainer_env` (their packages already installed: see
-    :func:`vtrain.backends.localpkg.prepare_env`), container pools under docker. `name` is the
+    :func:`vtrain.backends.local.envcache.prepare_env`), container pools under docker. `name` is the
     display name (default: the body's), `job_id` becomes CLOUD_ML_JOB_ID (default: a new
     ``local-…`` ID); `on_line(replica, text)` gets every line a replica prints. Output
     directory as in :func:`run_local`; `notice` gets the launcher's notices.
@@ -253,7 +254,7 @@ def run_job(
 def _packages(config: Any, cache: Path, allow_credentials: bool) -> tuple[list[Path], list[str]]:
     """The sdists `submit` would stage (built into the cache) and their file:// URIs."""
     from vtrain import packaging
-    from vtrain.backends import localpkg
+    from vtrain.backends.local import envcache as localpkg
     from vtrain.staging import uri_to_path
 
     if config.trainer.package is None:

@@ -3,7 +3,7 @@
 :func:`vtrain.backends.local.run_local` prepares a run and hands it to :class:`LocalJob`, whose
 thread starts the processes and applies Vertex's rules (see :mod:`vtrain.backends.local`).
 Everything here is process and socket work; what each replica sees comes, already computed,
-from :mod:`vtrain.backends.localenv`.
+from :mod:`vtrain.backends.local.env`.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from vtrain.backends import localenv
 from vtrain.backends.handle import CANCELLED, CANCELLING, FAILED, PENDING, RUNNING, SUCCEEDED, JobHandle, WaitTimeout
-from vtrain.backends.localenv import Plan, Replica
+from vtrain.backends.local import env as localenv
+from vtrain.backends.local.env import Plan, Replica
 from vtrain.errors import BackendError
 
 TAIL_LINES = 15

@@ -20,8 +20,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from vtrain.backends.handle import TERMINAL_STATES, JobHandle
-from vtrain.backends.logs import entries_request, entry_parts, iter_log_lines
-from vtrain.backends.retry import RetryPolicy, TransientExhausted, call_with_retry, explain
+from vtrain.backends.vertex.logs import entries_request, entry_parts, iter_log_lines
+from vtrain.backends.vertex.retry import RetryPolicy, TransientExhausted, call_with_retry, explain
 from vtrain.errors import BackendError
 
 LOGGING_ENDPOINT = "https://logging.googleapis.com"

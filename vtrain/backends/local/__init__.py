@@ -1,0 +1,9 @@
+"""The local backend: a CustomJob run as real processes on 127.0.0.1, exactly as Vertex AI would
+start its replicas. `vtrain local`, `vtrain emulator --run-jobs` and the SDK's `run_local` use it.
+
+- :mod:`.env`       pure: the CustomJob body → one plan per replica (argv, TF_CONFIG, CLUSTER_SPEC, AIP_*)
+- :mod:`.envcache`  the packaged trainer installed into a cached environment, keyed by content hash
+- :mod:`.job`       the supervisor: processes, log streaming, Vertex's rules for ending a job (a JobHandle)
+- :mod:`.runner`    job file or body → plan → environment → supervisor; `run_local`
+- :mod:`.emulated`  the runner `vtrain emulator --run-jobs` calls for each job it accepts
+"""

@@ -1,0 +1,23 @@
+"""Values several layers need, written once: the job model, the rules, the schema, the runtime
+inside a replica and the target resolution all read them from here.
+
+This module imports nothing, so it ships to replicas with :mod:`vtrain.runtime`.
+"""
+
+from __future__ import annotations
+
+#: Vertex AI's region when nothing names one (flag, job file, environment, gcloud).
+DEFAULT_REGION = "us-central1"
+
+#: `distribution_strategy` values; the job file passes the choice to replicas in STRATEGY_ENV.
+STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker_mirrored", "parameter_server", "tpu")
+STRATEGY_ENV = "VTRAIN_DISTRIBUTION_STRATEGY"
+SCHEDULING_STRATEGIES = ("standard", "spot", "flex_start")
+
+#: Labels: https://cloud.google.com/resource-manager/docs/labels-overview (≤ 64 labels, ≤ 63 chars).
+#: Env, package URIs, display name: https://cloud.google.com/vertex-ai/docs/reference/rest/v1/CustomJobSpec
+MAX_LABELS = 64
+MAX_LABEL_LENGTH = 63
+MAX_DISPLAY_NAME = 128
+MAX_ENV = 100
+MAX_PACKAGE_URIS = 100
