@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import REPO
 from vtrain import __version__
 from vtrain import packaging as P
 from vtrain._select import IgnoreRules, translate
@@ -258,8 +259,11 @@ def test_runtime_sdist_installs_and_imports(tmp_path: Path) -> None:
     sdist = P.build_runtime_sdist(tmp_path)
     assert sdist.name == P.planned_runtime_uri(str(tmp_path)).rsplit("/", 1)[1]
     members = P.sdist_members(sdist)
-    assert {"pyproject.toml", "vtrain/__init__.py", "vtrain/packaging.py", "vtrain/py.typed"} <= set(members)
-    assert not [m for m in members if "__pycache__" in m or m.startswith("tests/")]
+    # Only what replicas import: a change to the CLI, the rules or the emulator leaves this hash alone.
+    runtime = sorted(f"vtrain/runtime/{p.name}" for p in (REPO / "vtrain" / "runtime").glob("*.py"))
+    assert [m for m in members if not m.startswith(("PKG-INFO", "setup.cfg", "vtrain.egg-info/"))] == sorted([
+        "pyproject.toml", "vtrain/__init__.py", "vtrain/constants.py", "vtrain/errors.py",
+                              "vtrain/py.typed", *runtime])
     target = tmp_path / "site"
     subprocess.run(
         [
@@ -278,14 +282,17 @@ def test_runtime_sdist_installs_and_imports(tmp_path: Path) -> None:
         check=True,
     )
     out = subprocess.run(
-        [sys.executable, "-c", "import vtrain, vtrain.errors; print(vtrain.__version__, vtrain.__file__)"],
+        [sys.executable, "-c", "import sys, vtrain, vtrain.runtime; print(vtrain.__version__, vtrain.__file__, "
+         "sorted(m for m in sys.modules if m.startswith('vtrain')) == ['vtrain', 'vtrain.constants', "
+         "'vtrain.errors', 'vtrain.runtime', 'vtrain.runtime.decision', 'vtrain.runtime.outputs', "
+         "'vtrain.runtime.tfsetup'])"],
         env={"PYTHONPATH": str(target), "PATH": os.environ.get("PATH", "")},
         cwd=tmp_path,
         capture_output=True,
         text=True,
         check=True,
     ).stdout.split()
-    assert out[0] == __version__ and out[1].startswith(str(target))
+    assert out[0] == __version__ and out[1].startswith(str(target)) and out[2] == "True"
 
 
 def test_build_and_stage_gcs(gcs, trainer: Path) -> None:  # type: ignore[no-untyped-def]

@@ -13,7 +13,7 @@ import pytest
 
 from vtrain import runtime
 from vtrain.errors import VtrainError
-from vtrain.runtime import RuntimeMismatch, choose_strategy
+from vtrain.runtime import RuntimeMismatch, choose_strategy, tfsetup
 
 ROOT = Path(__file__).resolve().parent.parent
 PREFIXES = ("GOOGLE_", "CLOUDSDK_", "VTRAIN_", "AIP_", "TPU_", "KUBE_GOOGLE_CLOUD_TPU")
@@ -276,14 +276,14 @@ def test_keras3_multi_worker_is_refused(module: types.ModuleType, env: dict, fai
     d = choose_strategy(env, 0, False)
     if fails:
         with pytest.raises(RuntimeMismatch, match="keras-team/keras#20585"):
-            runtime._check_keras_fits(module, d)
+            tfsetup._check_keras_fits(module, d)
     else:
-        runtime._check_keras_fits(module, d)
+        tfsetup._check_keras_fits(module, d)
 
 
 def test_master_rewritten_as_chief(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TF_CONFIG", tf_config(MASTER, "master"))
-    runtime._normalise_tf_config()
+    tfsetup._normalise_tf_config()
     data = json.loads(os.environ["TF_CONFIG"])
     assert data["cluster"] == {"chief": ["h0:2222"], "worker": ["h1:2222"]}
     assert data["task"] == {"type": "chief", "index": 0}
@@ -313,8 +313,9 @@ def test_real_strategies_on_cpu() -> None:
     code = """
 import json
 from vtrain import runtime
+from vtrain.runtime import tfsetup
 for asked in ("auto", "one_device", "mirrored"):
-    s = runtime._build(runtime.choose_strategy({"VTRAIN_DISTRIBUTION_STRATEGY": asked}, 0, False))
+    s = tfsetup._build(runtime.choose_strategy({"VTRAIN_DISTRIBUTION_STRATEGY": asked}, 0, False))
     print(asked, type(s).__name__, s.num_replicas_in_sync)
 s = runtime.strategy()  # VTRAIN_DISTRIBUTION_STRATEGY from the environment: multi_worker_mirrored
 import tensorflow as tf

@@ -14,7 +14,7 @@ import importlib.util
 import click
 
 from vtrain import __version__
-from vtrain.errors import ConfigError, VtrainError
+from vtrain.errors import VtrainError
 
 # name -> "module:attribute". A command whose module is not installed is hidden.
 COMMANDS: dict[str, str] = {
@@ -38,17 +38,6 @@ def _available(name: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
-def report_error(err: VtrainError) -> None:
-    """Print a user-facing error as readable lines on stderr."""
-    if isinstance(err, ConfigError):
-        for problem in err.problems + err.warnings:
-            click.echo(str(problem), err=True)
-        click.echo(f"error: {err.args[0]}", err=True)
-    else:
-        for line in str(err).splitlines() or [type(err).__name__]:
-            click.echo(f"error: {line}", err=True)
-
-
 class LazyGroup(click.Group):
     """A click group that imports each command's module only when it is used."""
 
@@ -65,7 +54,7 @@ class LazyGroup(click.Group):
         try:
             return super().invoke(ctx)
         except VtrainError as err:
-            report_error(err)
+            err.show()
             ctx.exit(err.exit_code)
 
 

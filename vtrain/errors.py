@@ -1,20 +1,29 @@
-"""The one exception tree vtrain raises for user-facing failures.
+"""The one exception tree vtrain raises for user-facing failures, and only here.
 
-Everything a user can cause (a bad job file, a missing package directory, a
-refused API call, a failed job) is a :class:`VtrainError`. The CLI catches
-only this base and prints it as readable lines; any other exception is a bug
-and keeps its traceback.
+Everything a user can cause (a bad job file, a missing package directory, a refused API call,
+a failed job) is a :class:`VtrainError`. Each error knows its exit code and prints itself
+(:meth:`VtrainError.show`, after click's ``ClickException.show``): the CLI catches only the base
+and calls ``show``, never branching on the type. Any other exception is a bug and keeps its
+traceback. This module imports nothing of vtrain: it ships to replicas with the runtime.
 
-    VtrainError
-    ├── ConfigError      the job file or its overrides are invalid (exit 2)
-    ├── PackagingError   the trainer cannot be built or staged
-    ├── BackendError     Vertex AI / the local runner refused or failed a call
-    └── JobFailed        the job ran and ended FAILED, CANCELLED or timed out
+    VtrainError                  exit 1 unless noted
+    ├── ConfigError              the job file or its overrides are invalid (exit 2; every problem)
+    ├── UsageError               a command-line value vtrain cannot use (exit 2)
+    │   └── EstimateError        an input to `vtrain estimate` is unusable
+    ├── InitError                `vtrain init` cannot write the trainer
+    ├── PackagingError           the trainer cannot be built or staged
+    ├── BackendError             Vertex AI / the local runner refused or failed a call
+    ├── PlotError                matplotlib is missing or the figure cannot be written
+    ├── RuntimeMismatch          inside a replica: the strategy asked for does not fit the machine
+    └── JobFailed                the job ended FAILED, CANCELLED, EXPIRED (exit 10, 11, 13)
+        └── WaitTimeout          waiting ran out while the job is still live (exit 12)
 """
 
 from __future__ import annotations
 
+import sys
 from dataclasses import asdict, dataclass
+from typing import TextIO
 
 
 @dataclass(frozen=True)
@@ -50,6 +59,12 @@ class VtrainError(Exception):
 
     exit_code = 1
 
+    def show(self, file: TextIO | None = None) -> None:
+        """Print the error for a person: each line as `error: ...` on stderr."""
+        out = file or sys.stderr
+        for line in str(self).splitlines() or [type(self).__name__]:
+            print(f"error: {line}", file=out)
+
 
 class ConfigError(VtrainError):
     """The job file is invalid; carries every problem found, not just the first."""
@@ -65,6 +80,35 @@ class ConfigError(VtrainError):
 
     def __str__(self) -> str:
         return "\n".join(str(p) for p in self.problems)
+
+    def show(self, file: TextIO | None = None) -> None:
+        """Every problem and warning at its file:line:col, then how many."""
+        out = file or sys.stderr
+        for problem in self.problems + self.warnings:
+            print(str(problem), file=out)
+        print(f"error: {self.args[0]}", file=out)
+
+
+class UsageError(VtrainError):
+    """A command-line value vtrain cannot use; exit 2 as click's usage errors."""
+
+    exit_code = 2
+
+
+class EstimateError(UsageError):
+    """An input to the estimate is unusable (bad number, no workers, unknown machine, bad price file)."""
+
+
+class InitError(VtrainError):
+    """`vtrain init` cannot write the trainer (an unknown template or a file in the way)."""
+
+
+class PlotError(VtrainError):
+    """matplotlib is missing or the figure cannot be written."""
+
+
+class RuntimeMismatch(VtrainError):
+    """Inside a replica: the strategy asked for does not fit the environment this replica really has."""
 
 
 class PackagingError(VtrainError):
@@ -82,3 +126,19 @@ class JobFailed(VtrainError):
         super().__init__(message)
         self.state = state
         self.exit_code = exit_code
+
+
+#: The exit code of a wait that ran out while the job is live (README: exit codes).
+WAIT_TIMEOUT_EXIT_CODE = 12
+
+
+class WaitTimeout(JobFailed):
+    """`wait(timeout=...)` ran out while the job was still live; the job keeps running."""
+
+    def __init__(self, name: str, state: str, timeout: float) -> None:
+        super().__init__(
+            f"job {name} is still {state} after waiting {timeout:g} s (it keeps running; "
+            f"cancel it with `vtrain cancel {name}`)",
+            state=state,
+            exit_code=WAIT_TIMEOUT_EXIT_CODE,
+        )

@@ -9,9 +9,10 @@ MANIFEST.in, git file finders, package data). Building from a temporary copy tha
 selected files (``.gitignore``/``.vtrainignore`` applied, junk and VCS data dropped) guarantees
 that nothing excluded can reach the sdist, whatever the backend does.
 
-Vertex replicas also need vtrain itself (``vtrain.runtime``); the prebuilt TensorFlow images do
-not have it, so :func:`build_runtime_sdist` packages this very vtrain, pinned to its version and
-without dependencies (TensorFlow is already in the image), as the second ``packageUris`` entry.
+Vertex replicas also need vtrain's runtime (``vtrain.runtime``); the prebuilt TensorFlow images do
+not have it, so :func:`build_runtime_sdist` packages it (the runtime with the two modules it
+imports, nothing else of vtrain), pinned to vtrain's version and without dependencies (TensorFlow
+is already in the image), as the second ``packageUris`` entry.
 """
 
 from __future__ import annotations
@@ -214,15 +215,30 @@ vtrain = ["py.typed"]
 """
 
 
+#: What replicas import of vtrain, and so all that ships to them: editing the CLI, the rules or the
+#: emulator leaves the runtime sdist's hash (and every job's config hash) as it was.
+RUNTIME_FILES = ("errors.py", "constants.py", "py.typed")
+RUNTIME_PACKAGES = ("runtime",)
+_RUNTIME_INIT = '''"""vtrain's runtime as shipped to Vertex AI replicas: `from vtrain import runtime`."""
+
+__version__ = "{version}"
+'''
+
+
 def _runtime_entries() -> list[tuple[str, Path | bytes]]:
     pkg = Path(__file__).resolve().parent
-    out: list[tuple[str, Path | bytes]] = [("pyproject.toml", _RUNTIME_PYPROJECT.format(version=__version__).encode())]
-    for dirpath, dirnames, filenames in os.walk(pkg):
-        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and not d.startswith("."))
-        for f in filenames:
-            if f.endswith(".py") or f == "py.typed":
-                path = Path(dirpath) / f
-                out.append((f"vtrain/{path.relative_to(pkg).as_posix()}", path))
+    out: list[tuple[str, Path | bytes]] = [
+        ("pyproject.toml", _RUNTIME_PYPROJECT.format(version=__version__).encode()),
+        ("vtrain/__init__.py", _RUNTIME_INIT.format(version=__version__).encode()),
+    ]
+    out += [(f"vtrain/{name}", pkg / name) for name in RUNTIME_FILES if (pkg / name).is_file()]
+    for sub in RUNTIME_PACKAGES:
+        for dirpath, dirnames, filenames in os.walk(pkg / sub):
+            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and not d.startswith("."))
+            for f in filenames:
+                if f.endswith(".py"):
+                    path = Path(dirpath) / f
+                    out.append((f"vtrain/{path.relative_to(pkg).as_posix()}", path))
     return sorted(out, key=lambda e: e[0])
 
 

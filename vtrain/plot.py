@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-from vtrain.errors import VtrainError
+from vtrain.errors import PlotError
 from vtrain.estimate import Estimate, estimate, recommended_reducers
-
-
-class PlotError(VtrainError):
-    """matplotlib is missing or the figure cannot be written."""
 
 
 def scaling_curves(est: Estimate) -> dict[str, list[tuple[int, float]]]:

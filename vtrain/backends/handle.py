@@ -15,7 +15,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 
-from vtrain.errors import JobFailed
+from vtrain.errors import WAIT_TIMEOUT_EXIT_CODE, JobFailed, WaitTimeout
 
 QUEUED = "JOB_STATE_QUEUED"
 PENDING = "JOB_STATE_PENDING"
@@ -38,7 +38,6 @@ EXIT_CODES: dict[str, int] = {
     EXPIRED: 13,
     PARTIALLY_SUCCEEDED: 14,
 }
-WAIT_TIMEOUT_EXIT_CODE = 12
 OTHER_EXIT_CODE = 14
 
 
@@ -47,18 +46,6 @@ def exit_code(state: str) -> int:
     if state not in TERMINAL_STATES:
         return WAIT_TIMEOUT_EXIT_CODE
     return EXIT_CODES.get(state, OTHER_EXIT_CODE)
-
-
-class WaitTimeout(JobFailed):
-    """`wait(timeout=...)` ran out while the job was still live; the job keeps running."""
-
-    def __init__(self, name: str, state: str, timeout: float) -> None:
-        super().__init__(
-            f"job {name} is still {state} after waiting {timeout:g} s (it keeps running; "
-            f"cancel it with `vtrain cancel {name}`)",
-            state=state,
-            exit_code=WAIT_TIMEOUT_EXIT_CODE,
-        )
 
 
 def raise_for_state(name: str, state: str, error: str | None = None) -> None:

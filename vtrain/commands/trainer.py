@@ -15,7 +15,7 @@ import click
 
 from vtrain.commands._options import echo_json, output_option
 from vtrain.constants import MAX_DISPLAY_NAME
-from vtrain.errors import VtrainError
+from vtrain.errors import InitError
 
 TEMPLATES = ("keras", "custom-loop")
 DEFAULT_BUCKET = "gs://my-vtrain-bucket"
@@ -44,10 +44,6 @@ _IMAGE_NOTE = {
     "keras": "; keep tf-keras in pyproject.toml at ~=2.NN.0",
     "custom-loop": "",
 }
-
-
-class InitError(VtrainError):
-    """`vtrain init` cannot write the trainer (an unknown template or a file in the way)."""
 
 
 def templates_root() -> Path:

@@ -1,4 +1,4 @@
-"""Will a Reduction Server pay for this job? An α–β model of gradient exchange.
+"""Will a Reduction Server pay for this job? An α–β model of gradient exchange, and its inputs.
 
 Pure math, independent of the job file: the CLI (`vtrain estimate`) and
 `vtrain render`'s hint turn a JobConfig into the few numbers used here.
@@ -32,12 +32,8 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING
 
-from vtrain.errors import VtrainError
-
-if TYPE_CHECKING:
-    from vtrain.config import JobConfig
+from vtrain.errors import EstimateError
 
 DTYPE_BYTES: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2}
 DEFAULT_ALPHA_S = 30e-6
@@ -45,12 +41,6 @@ DEFAULT_ALPHA_S = 30e-6
 TARGET_UTILISATION = 0.9
 DEFAULT_INNER_STEPS = (10, 100, 500)
 STEPS_PER_REPORT = 1000
-
-
-class EstimateError(VtrainError):
-    """An input to the estimate is unusable (bad number, no workers, unknown machine)."""
-
-    exit_code = 2
 
 
 # --------------------------------------------------------------------------- parsing
@@ -300,177 +290,3 @@ def _check(
         raise EstimateError(f"--step-compute must be ≥ 0, got {compute}")
     if not alpha_s >= 0:
         raise EstimateError(f"--alpha must be ≥ 0, got {alpha_s}")
-
-
-# --------------------------------------------------------------------------- cost
-
-
-@dataclass(frozen=True)
-class Costs:
-    """Money per 1,000 steps, only ever from prices the user supplied."""
-
-    worker_price_per_hour: float  # all of pools 0+1 together
-    reducer_price_per_hour: float  # one reducer
-    ring_per_1000_steps: float
-    reduction_server_per_1000_steps: float
-    reducers_cheaper: bool
-    break_even_reducer_price: float | None  # $/h per reducer at which both cost the same
-    #: Reducers stay cheaper while a step computes less than this; 0: never; None: always.
-    break_even_step_compute_s: float | None
-
-    def to_dict(self) -> dict[str, object]:
-        return asdict(self)
-
-
-def costs(est: Estimate, worker_price_per_hour: float, reducer_price_per_hour: float) -> Costs:
-    w, p, m = worker_price_per_hour, reducer_price_per_hour, est.reduction_server.reducers
-    t_ring, t_rs = est.ring.step_seconds, est.reduction_server.step_seconds
-    ring_cost = w * STEPS_PER_REPORT * t_ring / 3600
-    rs_cost = (w + m * p) * STEPS_PER_REPORT * t_rs / 3600
-    extra = m * p
-    if est.workers < 2:
-        price, break_compute = None, None
-    else:
-        price = max(0.0, (est.speedup - 1) * w / m)
-        comm_ring, comm_rs = est.ring.comm_seconds, est.reduction_server.comm_seconds
-        # W·(c + t_ring) = (W + m·p)·(c + t_rs), solved for c.
-        break_compute = None if extra == 0 else max(0.0, (w * comm_ring - (w + extra) * comm_rs) / extra)
-    return Costs(
-        worker_price_per_hour=w,
-        reducer_price_per_hour=p,
-        ring_per_1000_steps=ring_cost,
-        reduction_server_per_1000_steps=rs_cost,
-        reducers_cheaper=rs_cost < ring_cost,
-        break_even_reducer_price=price,
-        break_even_step_compute_s=break_compute,
-    )
-
-
-# --------------------------------------------------------------------------- DiLoCo
-
-
-@dataclass(frozen=True)
-class LowComm:
-    """Bandwidth one worker needs to keep compute ≥ 90 % busy, syncing S every H steps."""
-
-    name: str
-    inner_steps: int
-    bytes_per_step: float
-    needed_gbps: float | None  # None without a step compute time
-    utilisation: float | None  # at the worker's NIC, None without a step compute time
-    min_step_compute_s: float  # compute per step that keeps 90 % busy at the worker's NIC
-
-    def to_dict(self) -> dict[str, object]:
-        return asdict(self)
-
-
-def low_communication(
-    grad_bytes: float,
-    worker_gbps: float,
-    step_compute_s: float | None,
-    inner_steps: tuple[int, ...] = DEFAULT_INNER_STEPS,
-    target: float = TARGET_UTILISATION,
-) -> list[LowComm]:
-    """Sync data-parallel (S per step) against DiLoCo (S per H inner steps).
-
-    Uses the least any all-reduce must move, S per worker, so these are the
-    most generous bandwidth needs; a ring moves up to twice that.
-    """
-    ratio = target / (1 - target)
-    rows = []
-    for h in (1, *inner_steps):
-        per_step = grad_bytes / h
-        wire = per_step / _bytes_per_s(worker_gbps)
-        needed = util = None
-        if step_compute_s:
-            needed = ratio * per_step * 8 / step_compute_s / 1e9
-            util = step_compute_s / (step_compute_s + wire)
-        elif step_compute_s == 0:
-            util = 0.0
-        rows.append(
-            LowComm(
-                name="sync data-parallel" if h == 1 else f"DiLoCo H={h}",
-                inner_steps=h,
-                bytes_per_step=per_step,
-                needed_gbps=needed,
-                utilisation=util,
-                min_step_compute_s=ratio * wire,
-            )
-        )
-    return rows
-
-
-# --------------------------------------------------------------------------- from a job file
-
-
-@dataclass(frozen=True)
-class JobCluster:
-    """What the model needs from a JobConfig: pools 0+1 and the reducers (job's or assumed)."""
-
-    workers: int
-    machines: tuple[str, ...]  # distinct machine types of pools 0+1
-    worker_gbps: float  # the slowest NIC of pools 0+1
-    sizing_gbps: float  # Σ replicas × NIC Gbps, for the sizing rule
-    gpus_per_worker: int  # the fewest GPUs of any replica of pools 0+1
-    reducer_machine: str
-    reducer_gbps: float
-    job_reducers: int | None  # None: the job has no reduction_server pool
-
-    def to_dict(self) -> dict[str, object]:
-        return asdict(self)
-
-
-def job_cluster(config: JobConfig, reducer_machine: str | None = None) -> JobCluster:
-    """Read the cluster of a loaded job; an unknown machine type is an EstimateError."""
-    from vtrain import catalog
-
-    pools = [p for p in (config.chief, config.workers) if p is not None and int(p.replicas) > 0]
-    red = config.reduction_server
-    job_reducers = int(red.replicas) if red is not None and isinstance(red.replicas, int) else None
-    machine = reducer_machine or (red.machine_type if red is not None else None)
-    machine = machine or catalog.REDUCTION_SERVER_DEFAULT_MACHINE
-
-    def gbps(machine_type: str, where: str) -> float:
-        try:
-            return catalog.nic_gbps(machine_type)
-        except KeyError:
-            raise EstimateError(f"{where}: unknown machine type {machine_type!r}") from None
-
-    nics = [gbps(p.machine_type, f"cluster.{p.role}.machine_type") for p in pools]
-    return JobCluster(
-        workers=sum(int(p.replicas) for p in pools),
-        machines=tuple(dict.fromkeys(p.machine_type for p in pools)),
-        worker_gbps=min(nics, default=0.0),
-        sizing_gbps=sum(int(p.replicas) * nic for p, nic in zip(pools, nics, strict=True)),
-        gpus_per_worker=min((catalog.gpus_per_machine(p.machine_type, p.gpus) for p in pools), default=0),
-        reducer_machine=machine,
-        reducer_gbps=gbps(machine, "--reducer-machine" if reducer_machine else "reducer machine type"),
-        job_reducers=job_reducers if job_reducers else None,
-    )
-
-
-def estimate_hint(config: JobConfig) -> str | None:
-    """One line for `vtrain render`: GPU replicas that all-reduce over a ring and could use reducers.
-
-    None when the hint does not apply (fewer than 2 GPU replicas in pools 0+1,
-    reducers or parameter servers already there) or the cluster cannot be read.
-    """
-    if config.reduction_server is not None and config.reduction_server.replicas != 0:
-        return None
-    if config.parameter_servers is not None and config.parameter_servers.replicas != 0:
-        return None
-    try:
-        cluster = job_cluster(config)
-    except (EstimateError, TypeError, ValueError):
-        return None
-    if cluster.workers < 2 or cluster.gpus_per_worker < 1:
-        return None
-    rule = recommended_reducers(cluster.sizing_gbps, cluster.reducer_gbps)
-    ranks = cluster.workers * cluster.gpus_per_worker
-    job = config.source.name if config.source is not None else "JOB.yaml"
-    return (
-        f"estimate: {cluster.workers} GPU replicas exchange gradients by ring all-reduce; "
-        f"a Reduction Server ({rule} × {cluster.reducer_machine} by the sizing rule) could make "
-        f"the exchange up to {2 * (ranks - 1) / ranks:.2f}× faster. "
-        f"See `vtrain estimate {job} --params N` for whether it pays."
-    )

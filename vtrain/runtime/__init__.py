@@ -1,0 +1,107 @@
+"""Inside the trainer: the distribution strategy and output dirs that fit this replica.
+
+The launcher (Vertex AI, or `vtrain local`) describes the replica only through
+environment variables; this module turns them into a `tf.distribute` strategy
+and into the directories each replica may write. The decision is a pure
+function of the environment (:func:`choose_strategy`), tested for every
+branch; TensorFlow is imported lazily, only when a strategy is built, so
+`import vtrain.runtime` stays cheap and needs nothing but the standard library.
+
+    from vtrain import runtime
+    strategy = runtime.strategy()          # first thing in the trainer
+    keras = runtime.keras()                # tf_keras under multi-worker, see below
+    with strategy.scope():
+        model = ...
+    model.fit(..., callbacks=[runtime.backup_and_restore(keras)])
+    runtime.save_model(model)              # chief -> model_dir(), others -> scratch
+
+Signals read (all set by the launcher):
+  TF_CONFIG            the cluster; only present when the job has >1 replica.
+                       Keys chief (or the older `master`), worker, ps; an
+                       `evaluator` task is not in the cluster.
+  CLUSTER_SPEC         Vertex's own description; used for the task when TF_CONFIG
+                       is absent (a one-replica job).
+  VTRAIN_DISTRIBUTION_STRATEGY   auto (default) | one_device | mirrored |
+                       multi_worker_mirrored | parameter_server | tpu.
+  VTRAIN_COLLECTIVE_TIMEOUT      seconds before a collective gives up (default 300;
+                       0 disables). A dead peer then fails the job instead of hanging it.
+  AIP_MODEL_DIR, AIP_CHECKPOINT_DIR, AIP_TENSORBOARD_LOG_DIR, CLOUD_ML_JOB_ID.
+TPU detection (:func:`detect_tpu`):
+  * TPU Node (Vertex `cloud-tpu` machines, GKE): TPU_CONFIG (JSON with
+    tpu_node_name/project/zone), TPU_NAME or KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS;
+    TPUClusterResolver() reads these itself.
+  * TPU VM (Vertex `ct5lp-hightpu-*` etc.): the TPU is attached to the VM, so
+    TPUClusterResolver(tpu="local"). Seen as libtpu (/lib/libtpu.so as Vertex's
+    custom-container instructions require, TPU_LIBRARY_PATH, or the `libtpu`
+    Python package) together with TPU device nodes (/dev/accel* on v2-v4,
+    /dev/vfio/<n> on v5e and later) or TPU_ACCELERATOR_TYPE in the environment.
+Outputs a launcher can check (:func:`save_model`): the chief saves the model to
+model_dir() with weights.json (sha256 of the final weights) beside it. Other replicas
+must save too (saving runs collectives) but into <parent of model_dir>/workertemp/
+<type>-<index>/, where the model is deleted and only weights.json stays: equal sha256
+everywhere proves the all-reduce happened. Under parameter servers the worker and ps
+replicas only serve (strategy() never returns for them; the job ends with the
+primary replica), so only the chief writes.
+
+The package is split by what each part needs: :mod:`.decision` (pure, standard library only),
+:mod:`.tfsetup` (builds the strategy and picks Keras; imports TensorFlow lazily) and
+:mod:`.outputs` (directories, saving, checkpoints). It ships to replicas with nothing else of
+vtrain but :mod:`vtrain.errors` and :mod:`vtrain.constants`.
+"""
+
+from __future__ import annotations
+
+from vtrain.runtime.decision import (
+    DEFAULT_COLLECTIVE_TIMEOUT,
+    Decision,
+    Info,
+    RuntimeMismatch,
+    choose_strategy,
+    decide,
+    detect_tpu,
+)
+from vtrain.runtime.outputs import (
+    LOCAL_OUTPUT_DIR,
+    WEIGHTS_FILE,
+    Checkpoints,
+    backup_and_restore,
+    checkpoint_dir,
+    join,
+    model_dir,
+    remove_scratch,
+    save_model,
+    scratch_dir,
+    tensorboard_dir,
+    weights_checksum,
+    write_dir,
+    write_weights_record,
+)
+from vtrain.runtime.tfsetup import info, is_chief, keras, strategy
+
+__all__ = [
+    "DEFAULT_COLLECTIVE_TIMEOUT",
+    "LOCAL_OUTPUT_DIR",
+    "WEIGHTS_FILE",
+    "Checkpoints",
+    "Decision",
+    "Info",
+    "RuntimeMismatch",
+    "backup_and_restore",
+    "checkpoint_dir",
+    "choose_strategy",
+    "decide",
+    "detect_tpu",
+    "info",
+    "is_chief",
+    "join",
+    "keras",
+    "model_dir",
+    "remove_scratch",
+    "save_model",
+    "scratch_dir",
+    "strategy",
+    "tensorboard_dir",
+    "weights_checksum",
+    "write_dir",
+    "write_weights_record",
+]

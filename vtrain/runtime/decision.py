@@ -1,0 +1,214 @@
+"""The pure part of the runtime: which strategy fits this replica, decided from the environment.
+
+No TensorFlow and no os.environ in :func:`choose_strategy`: every branch is table-tested. :func:`decide`
+probes the machine (GPUs through TensorFlow, TPUs through files) only when the choice depends on it.
+"""
+
+from __future__ import annotations
+
+import glob
+import importlib.util
+import json
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from vtrain.constants import STRATEGIES
+from vtrain.errors import RuntimeMismatch
+
+log = logging.getLogger("vtrain.runtime")
+
+DEFAULT_COLLECTIVE_TIMEOUT = 300.0
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Which strategy to build and why; everything a replica needs to know about its role."""
+
+    strategy: str  # default | one_device | mirrored | multi_worker_mirrored | parameter_server | tpu
+    reason: str
+    task_type: str
+    task_index: int
+    is_chief: bool
+    num_workers: int  # chief + workers taking part in training (1 without TF_CONFIG)
+    communication: str | None = None  # NCCL | RING for multi_worker_mirrored
+    collective_timeout: float | None = None
+
+    @property
+    def multi_worker(self) -> bool:
+        return self.strategy in ("multi_worker_mirrored", "parameter_server")
+
+
+@dataclass(frozen=True)
+class Info:
+    """What a trainer usually logs or branches on."""
+
+    task_type: str
+    task_index: int
+    is_chief: bool
+    num_workers: int  # chief + worker replicas taking part in training
+    num_replicas_in_sync: int  # devices a global batch is split across
+    strategy: str
+    reason: str
+    job_id: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# --------------------------------------------------------------------------- the decision (pure)
+
+
+def _tf_config(env: Mapping[str, str]) -> dict[str, Any]:
+    raw = env.get("TF_CONFIG", "").strip()
+    if not raw:
+        return {}
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as err:
+        raise RuntimeMismatch(f"TF_CONFIG is not valid JSON ({err.msg} at char {err.pos})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("cluster", {}), dict):
+        raise RuntimeMismatch("TF_CONFIG must be a JSON object with a `cluster` object")
+    return data
+
+
+def _task(env: Mapping[str, str], tf_config: Mapping[str, Any]) -> tuple[str, int]:
+    task = tf_config.get("task") or {}
+    if task.get("type"):
+        kind = str(task["type"])
+        return ("chief" if kind == "master" else kind), int(task.get("index", 0))
+    # One-replica jobs get no TF_CONFIG; CLUSTER_SPEC still names the pool (workerpool0 = primary).
+    try:
+        spec_task = json.loads(env.get("CLUSTER_SPEC", "") or "{}").get("task") or {}
+    except json.JSONDecodeError:
+        spec_task = {}
+    pools = {"workerpool0": "chief", "workerpool1": "worker", "workerpool2": "ps", "workerpool3": "evaluator"}
+    return pools.get(str(spec_task.get("type", "workerpool0")), "chief"), int(spec_task.get("index", 0))
+
+
+def _timeout(env: Mapping[str, str]) -> float | None:
+    raw = env.get("VTRAIN_COLLECTIVE_TIMEOUT", "").strip()
+    if not raw:
+        return DEFAULT_COLLECTIVE_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        raise RuntimeMismatch(f"VTRAIN_COLLECTIVE_TIMEOUT={raw!r} is not a number of seconds") from None
+    if value < 0:
+        raise RuntimeMismatch(f"VTRAIN_COLLECTIVE_TIMEOUT={raw!r} must be >= 0 (0 disables it)")
+    return value or None
+
+
+def _role(env: Mapping[str, str]) -> tuple[str, int, bool, int, bool]:
+    """(task type, index, is chief, chief+worker count, has ps) from TF_CONFIG/CLUSTER_SPEC."""
+    tf_config = _tf_config(env)
+    cluster = tf_config.get("cluster", {})
+    task_type, task_index = _task(env, tf_config)
+    n_chief = len(cluster.get("chief", [])) + len(cluster.get("master", []))
+    num_workers = max(1, n_chief + len(cluster.get("worker", [])))
+    if task_type in ("ps", "evaluator"):
+        is_chief = False
+    else:
+        # TF's convention: without a chief task, worker 0 plays the chief.
+        is_chief = task_type == "chief" or (n_chief == 0 and task_type == "worker" and task_index == 0)
+    return task_type, task_index, is_chief, num_workers, bool(cluster.get("ps"))
+
+
+def choose_strategy(env: Mapping[str, str], gpus: int, tpu: bool) -> Decision:
+    """Decide the strategy from the environment, the local GPU count and TPU presence.
+
+    Pure: no TensorFlow, no os.environ. An explicit VTRAIN_DISTRIBUTION_STRATEGY wins
+    over auto, but one that cannot work here raises :class:`RuntimeMismatch` instead of
+    silently training something else (e.g. N independent copies of the model).
+    """
+    asked = (env.get("VTRAIN_DISTRIBUTION_STRATEGY") or "auto").strip().lower().replace("-", "_")
+    if asked not in STRATEGIES:
+        raise RuntimeMismatch(f"VTRAIN_DISTRIBUTION_STRATEGY={asked!r} is not one of: {', '.join(STRATEGIES)}")
+    task_type, task_index, is_chief, num_workers, has_ps = _role(env)
+
+    def decide(strategy: str, reason: str, **extra: Any) -> Decision:
+        return Decision(strategy, reason, task_type, task_index, is_chief, num_workers, **extra)
+
+    def mwms(reason: str) -> Decision:
+        comm = "NCCL" if gpus > 0 else "RING"
+        return decide("multi_worker_mirrored", reason, communication=comm, collective_timeout=_timeout(env))
+
+    if task_type == "evaluator":
+        # TF's side-car evaluator is not part of the training cluster: it must not join collectives.
+        return decide("default", "evaluator task: side-car evaluation outside the training cluster")
+    where = f"TF_CONFIG lists {num_workers} chief/worker task(s)" + (" and ps tasks" if has_ps else "")
+    if asked == "auto":
+        if tpu:
+            return decide("tpu", "a TPU is attached to this replica")
+        if has_ps:
+            return decide("parameter_server", "TF_CONFIG lists ps tasks")
+        if num_workers > 1:
+            return mwms(where)
+        if gpus > 1:
+            return decide("mirrored", f"{gpus} local GPUs")
+        return decide("default", f"one replica, {gpus} GPU(s), no TPU: TensorFlow's default strategy")
+
+    if asked == "tpu" and not tpu:
+        raise RuntimeMismatch(
+            "VTRAIN_DISTRIBUTION_STRATEGY=tpu but no TPU is visible (no TPU_CONFIG/TPU_NAME, "
+            "no libtpu with TPU devices); use a TPU machine type or another strategy"
+        )
+    if asked == "parameter_server" and not has_ps:
+        raise RuntimeMismatch(
+            "VTRAIN_DISTRIBUTION_STRATEGY=parameter_server but TF_CONFIG lists no ps tasks; "
+            "add cluster.parameter_servers to the job file"
+        )
+    if asked != "parameter_server" and has_ps:
+        raise RuntimeMismatch(
+            f"VTRAIN_DISTRIBUTION_STRATEGY={asked} but TF_CONFIG lists ps tasks, which only "
+            "parameter_server uses; remove the parameter servers or use parameter_server"
+        )
+    if asked in ("one_device", "mirrored") and num_workers > 1:
+        raise RuntimeMismatch(
+            f"VTRAIN_DISTRIBUTION_STRATEGY={asked} trains on one machine, but {where}: each "
+            "replica would train its own copy; use multi_worker_mirrored or a single replica"
+        )
+    if asked == "multi_worker_mirrored":
+        return mwms(where if num_workers > 1 else "asked for; one worker (no TF_CONFIG)")
+    return decide(asked, "asked for by VTRAIN_DISTRIBUTION_STRATEGY")
+
+
+# --------------------------------------------------------------------------- probing the machine
+
+
+def detect_tpu(env: Mapping[str, str] | None = None, root: str = "/") -> str | None:
+    """'node' (network TPU named by env), 'local' (TPU VM), or None. See module docstring."""
+    env = os.environ if env is None else env
+    if any(env.get(k) for k in ("TPU_CONFIG", "TPU_NAME", "KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS")):
+        return "node"
+    lib = env.get("TPU_LIBRARY_PATH", "")
+    has_lib = (
+        (bool(lib) and os.path.exists(lib))
+        or os.path.exists(os.path.join(root, "lib", "libtpu.so"))
+        or importlib.util.find_spec("libtpu") is not None
+    )
+    has_device = (
+        bool(glob.glob(os.path.join(root, "dev", "accel[0-9]*")))
+        or bool(glob.glob(os.path.join(root, "dev", "vfio", "[0-9]*")))
+        or bool(env.get("TPU_ACCELERATOR_TYPE"))
+    )
+    return "local" if has_lib and has_device else None
+
+
+def _gpu_count() -> int:
+    import tensorflow as tf
+
+    return len(tf.config.list_physical_devices("GPU"))
+
+
+def decide(env: Mapping[str, str] | None = None) -> Decision:
+    """The decision for this process: probes GPUs (imports TensorFlow) only when it matters."""
+    env = os.environ if env is None else env
+    tpu = detect_tpu(env) is not None
+    asked = (env.get("VTRAIN_DISTRIBUTION_STRATEGY") or "auto").strip().lower()
+    needs_gpus = not tpu and asked in ("auto", "multi_worker_mirrored", "multi-worker-mirrored")
+    return choose_strategy(env, _gpu_count() if needs_gpus else 0, tpu)
+
+

@@ -1,0 +1,177 @@
+"""Building the tf.distribute strategy a :class:`~vtrain.runtime.decision.Decision` names, once per
+process, and the Keras module that can train under it. TensorFlow is imported here, lazily.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from functools import cache
+from types import ModuleType
+from typing import Any
+
+from vtrain.runtime.decision import Decision, Info, RuntimeMismatch, _role, decide, detect_tpu
+
+log = logging.getLogger("vtrain.runtime")
+
+
+# --------------------------------------------------------------------------- building the strategy
+
+
+def _normalise_tf_config() -> None:
+    """TF's resolvers know `chief`, not the older `master`; rewrite TF_CONFIG once, in place."""
+    raw = os.environ.get("TF_CONFIG")
+    if not raw or '"master"' not in raw:
+        return
+    data = json.loads(raw)
+    cluster = data.get("cluster", {})
+    if "master" in cluster:
+        cluster["chief"] = cluster.pop("master")
+    if data.get("task", {}).get("type") == "master":
+        data["task"]["type"] = "chief"
+    os.environ["TF_CONFIG"] = json.dumps(data)
+    log.info("vtrain: TF_CONFIG uses `master`; rewrote it as `chief` for TensorFlow")
+
+
+def _build(d: Decision) -> Any:
+    import tensorflow as tf
+
+    if d.strategy == "tpu":
+        tpu_arg = "local" if detect_tpu() == "local" else None
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu_arg)
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+        return tf.distribute.TPUStrategy(resolver)
+    if d.strategy == "multi_worker_mirrored":
+        impl = tf.distribute.experimental.CommunicationImplementation[d.communication or "AUTO"]
+        options = tf.distribute.experimental.CommunicationOptions(
+            implementation=impl, timeout_seconds=d.collective_timeout
+        )
+        return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+    if d.strategy == "parameter_server":
+        resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+        if d.task_type in ("worker", "ps"):
+            # The documented pattern: workers and ps only serve; the chief (coordinator) drives
+            # training, and the job ends when the primary replica exits.
+            server = tf.distribute.Server(
+                resolver.cluster_spec(),
+                job_name=d.task_type,
+                task_index=d.task_index,
+                protocol=resolver.rpc_layer or "grpc",
+                start=True,
+            )
+            log.info("vtrain: %s %d serving for the coordinator; blocks until the job ends", d.task_type, d.task_index)
+            server.join()
+            raise SystemExit(0)
+        return tf.distribute.ParameterServerStrategy(resolver)
+    if d.strategy == "mirrored":
+        return tf.distribute.MirroredStrategy()
+    if d.strategy == "one_device":
+        device = "/gpu:0" if tf.config.list_physical_devices("GPU") else "/cpu:0"
+        return tf.distribute.OneDeviceStrategy(device)
+    return tf.distribute.get_strategy()
+
+
+@cache
+def _cached() -> tuple[Decision, Any]:
+    d = decide()
+    if d.strategy in ("multi_worker_mirrored", "parameter_server"):
+        _normalise_tf_config()
+    log.info("vtrain: %s/%d using %s strategy (%s)", d.task_type, d.task_index, d.strategy, d.reason)
+    if d.strategy == "default":
+        log.info("vtrain: no distribution needed; using tf.distribute.get_strategy()")
+    built = _build(d)
+    imported = sys.modules.get("keras")
+    if d.multi_worker and imported is not None and not _legacy_keras() and _keras_major(imported) >= 3:
+        log.warning(
+            "vtrain: Keras 3 is imported, and its model.fit fails under %s (keras-team/keras#20585); "
+            "train with `keras = vtrain.runtime.keras()` (tf_keras) or a custom loop",
+            d.strategy,
+        )
+    return d, built
+
+
+def _legacy_keras() -> bool:
+    return os.environ.get("TF_USE_LEGACY_KERAS", "").lower() in ("1", "true", "yes")
+
+
+def strategy() -> Any:
+    """The tf.distribute strategy for this replica; call it first (MWMS must precede other TF ops)."""
+    return _cached()[1]
+
+
+def info() -> Info:
+    d, built = _cached()
+    return Info(
+        d.task_type,
+        d.task_index,
+        d.is_chief,
+        d.num_workers,
+        built.num_replicas_in_sync,
+        d.strategy,
+        d.reason,
+        os.environ.get("CLOUD_ML_JOB_ID"),
+    )
+
+
+def is_chief() -> bool:
+    """Chief-ness from the environment alone, without building a strategy."""
+    return _role(os.environ)[2]
+
+
+# --------------------------------------------------------------------------- Keras
+
+
+def _keras_major(module: ModuleType) -> int:
+    if module.__name__.split(".")[0] == "tf_keras":
+        return 2
+    return int(str(getattr(module, "__version__", "3")).split(".")[0])
+
+
+def _check_keras_fits(module: ModuleType, d: Decision) -> None:
+    if d.multi_worker and _keras_major(module) >= 3:
+        raise _keras3_mismatch(d)
+
+
+def _keras3_mismatch(d: Decision) -> RuntimeMismatch:
+    return RuntimeMismatch(
+        f"Keras 3 cannot train with model.fit under {d.strategy} across {d.num_workers} workers "
+        "(it fails with 'Attempt to convert a value (PerReplica...)', keras-team/keras#20585). "
+        "Use `keras = vtrain.runtime.keras()`, which returns tf_keras here (add `tf-keras` "
+        "matching your TensorFlow minor version to the trainer's dependencies), "
+        "or write a custom training loop"
+    )
+
+
+def keras() -> ModuleType:
+    """The Keras module that can train with this replica's strategy.
+
+    Multi-worker and parameter-server jobs get tf_keras (Keras 2), because Keras 3's
+    model.fit breaks under MultiWorkerMirroredStrategy and has no ParameterServerStrategy
+    support; TF_USE_LEGACY_KERAS=1 is also set so `tf.keras` agrees. Everything else gets
+    the `keras` TensorFlow ships (or tf_keras when TF_USE_LEGACY_KERAS is already set).
+    Without tf_keras, a multi-worker job stops here with what to do, not on a paid cluster
+    halfway through model.fit.
+    """
+    d = _cached()[0]
+    if not d.multi_worker and not _legacy_keras():
+        import keras as module
+
+        return module
+    if not _legacy_keras():
+        import keras as module
+
+        if _keras_major(module) < 3:  # TF <= 2.15 images ship Keras 2, which works as it is
+            return module
+    try:
+        import tf_keras
+    except ImportError:
+        if d.multi_worker:  # Keras 3 (or TF_USE_LEGACY_KERAS) without tf_keras: say what to do
+            raise _keras3_mismatch(d) from None
+        raise
+    if d.multi_worker and not _legacy_keras():
+        os.environ["TF_USE_LEGACY_KERAS"] = "1"
+        log.info("vtrain: %s with Keras 3 installed: using tf_keras (keras-team/keras#20585)", d.strategy)
+    return tf_keras
