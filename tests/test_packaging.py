@@ -238,7 +238,8 @@ def test_bad_package_dir(trainer: Path, tmp_path: Path, setup, message: str) -> 
 def test_module_checks(trainer: Path) -> None:
     scan = P.scan_package(trainer)
     P.check_module(scan, "trainer.task")
-    P.check_module(scan, "trainer")
+    with pytest.raises(PackagingError, match=r"'trainer' is a package without __main__.py: `python -m trainer` fails"):
+        P.check_module(scan, "trainer")
     with pytest.raises(PackagingError, match=r"'trainer.train' not found .*expected trainer/train.py"):
         P.check_module(scan, "trainer.train")
     with pytest.raises(PackagingError, match="not a dotted Python module name"):

@@ -453,7 +453,7 @@ def _package(tmp_path: Path, module: str = "trainer/task.py", layout: str = ".")
         ("trainer/task.py", ".", "trainer.task"),
         ("trainer/task.py", "src", "trainer.task"),
         ("trainer/__main__.py", ".", "trainer"),
-        ("trainer/__init__.py", ".", "trainer"),
+        ("trainer/__main__.py", "src", "trainer"),
         ("task.py", ".", "task"),
     ],
 )

@@ -231,6 +231,24 @@ def credential_reason(rel: str, data: bytes) -> str | None:
 
 def scan_package(package_dir: Path, *, skip: Iterable[Path] = ()) -> Scan:
     """Select the files that will be packaged (excludes applied) and hash them; reads only."""
+    scan = select_files(package_dir, skip=skip)
+    root = scan.root
+
+    def entries() -> Iterable[tuple[str, bytes]]:
+        for rel in scan.files:
+            data = (root / rel).read_bytes()
+            why = credential_reason(rel, data)
+            if why:
+                scan.credentials.append((rel, why))
+            yield rel, data
+
+    scan.digest = hash_entries(entries())
+    return scan
+
+
+def select_files(package_dir: Path, *, skip: Iterable[Path] = ()) -> Scan:
+    """The files that will be packaged (excludes applied), without reading them: what `validate`
+    needs to judge the layout as `package` will."""
     root = check_package_dir(package_dir)
     skip_set = {os.path.abspath(p) for p in skip}
     rules = IgnoreRules()
@@ -268,18 +286,7 @@ def scan_package(package_dir: Path, *, skip: Iterable[Path] = ()) -> Scan:
                 and not rules.ignored(rel, is_dir=False)
             ):
                 selected.append(rel)
-    scan = Scan(root=root, files=sorted(selected))
-
-    def entries() -> Iterable[tuple[str, bytes]]:
-        for rel in scan.files:
-            data = (root / rel).read_bytes()
-            why = credential_reason(rel, data)
-            if why:
-                scan.credentials.append((rel, why))
-            yield rel, data
-
-    scan.digest = hash_entries(entries())
-    return scan
+    return Scan(root=root, files=sorted(selected))
 
 
 def check_package_dir(package_dir: Path | str | None) -> Path:

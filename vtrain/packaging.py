@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from vtrain import __version__
 from vtrain._select import Scan, check_package_dir, credential_reason, hash_entries, scan_package
+from vtrain.entrymodule import entry_module_problem, syntax_problem
 from vtrain.errors import PackagingError
 from vtrain.staging import StagedObject, StagingTarget, check_target, lookup, parse_staging, stage
 
@@ -71,36 +72,11 @@ def planned_uri(package_dir: Path, staging: str) -> str:
 
 
 def check_module(scan: Scan, module: str) -> None:
-    """The entry module (``trainer.task``) must be a file that will be packaged."""
-    parts = module.split(".")
-    if not module or not all(p.isidentifier() for p in parts):
-        raise PackagingError(f"trainer module {module!r} is not a dotted Python module name")
-    stem = "/".join(parts)
-    candidates = [f"{pre}{stem}{suf}" for pre in ("", "src/") for suf in (".py", "/__init__.py")]
-    if not any(c in set(scan.files) for c in candidates):
-        excluded = [c for c in candidates if (scan.root / c).is_file()]
-        why = f" ({excluded[0]} exists but is excluded by an ignore file)" if excluded else ""
-        raise PackagingError(
-            f"trainer module {module!r} not found in {scan.root}: expected {candidates[0]} or {candidates[1]}{why}"
-        )
-
-
-def check_syntax(scan: Scan, module: str) -> None:
-    """The entry module's package must compile: a typo fails here, not after an upload and a paid start."""
-    top = module.split(".")[0]
-    for rel in scan.files:
-        if not rel.endswith(".py") or not any(rel == f"{pre}{top}.py" or rel.startswith(f"{pre}{top}/")
-                                              for pre in ("", "src/")):
-            continue
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # SyntaxWarning (invalid escapes) is the trainer's business
-                compile((scan.root / rel).read_bytes(), rel, "exec", dont_inherit=True)
-        except SyntaxError as err:
-            raise PackagingError(f"{scan.root / rel}:{err.lineno}: {err.msg}: the trainer would fail on "
-                                 "import; fix it before it is packaged") from None
-        except ValueError as err:  # source code containing null bytes
-            raise PackagingError(f"{scan.root / rel}: {err}") from None
+    """The entry module must run with `python -m` once installed, and its package must compile
+    (:mod:`vtrain.entrymodule`: the same check `validate` makes)."""
+    problem = entry_module_problem(scan.files, module, scan.root) or syntax_problem(scan.root, scan.files, module)
+    if problem:
+        raise PackagingError(problem)
 
 
 def _refuse_credentials(scan: Scan) -> None:
@@ -304,7 +280,6 @@ def build_and_stage(
     scan = scan_package(package_dir, skip=_local_skips(target))
     if module is not None:
         check_module(scan, module)
-        check_syntax(scan, module)
     if not allow_credentials:
         _refuse_credentials(scan)
     if target.kind == "gcs" and client is None:
@@ -322,7 +297,7 @@ def build_and_stage(
         if known[trainer_name] is None:
             built[trainer_name] = _build_scan(scan, dist_name(scan.root), Path(tmp), isolation)
             if module is not None:
-                _check_module_in_sdist(built[trainer_name], module)
+                check_sdist(built[trainer_name], module)
         if known[runtime_name] is None:
             built[runtime_name] = _build_entries(runtime_entries, runtime_name, Path(tmp), isolation)
         # Every build succeeded: only now send anything.
@@ -332,10 +307,9 @@ def build_and_stage(
         ]
 
 
-def _check_module_in_sdist(sdist: Path, module: str) -> None:
-    stem = module.replace(".", "/")
-    members = set(sdist_members(sdist))
-    if not any(f"{pre}{stem}{suf}" in members for pre in ("", "src/") for suf in (".py", "/__init__.py")):
+def check_sdist(sdist: Path, module: str) -> None:
+    """The built sdist still has the entry module: a build backend can leave files out."""
+    if entry_module_problem(sdist_members(sdist), module) is not None:
         raise PackagingError(
             f"the build backend left trainer module {module!r} out of the sdist: list its package "
             "in pyproject.toml ([tool.setuptools] packages) or add an __init__.py"
@@ -355,7 +329,7 @@ __all__ = [
     "build_runtime_sdist",
     "build_sdist",
     "check_module",
-    "check_syntax",
+    "check_sdist",
     "check_package_dir",
     "credential_reason",
     "dist_name",

@@ -174,11 +174,11 @@ def dry_run(plan: SubmitPlan, *, allow_credentials: bool = False, show_secrets: 
     if trainer.package is not None:
         scan = packaging.scan_package(trainer.package)
         if trainer.module:
-            packaging.check_module(scan, trainer.module)
+            packaging.check_module(scan, trainer.module)  # layout and syntax: what submit checks
         with tempfile.TemporaryDirectory(prefix="vtrain-dry-run-") as tmp:
             sdist = packaging.build_sdist(trainer.package, Path(tmp), allow_credentials=allow_credentials)
             if trainer.module:
-                packaging._check_module_in_sdist(sdist, trainer.module)
+                packaging.check_sdist(sdist, trainer.module)
             if not plan.packages[0].uri.endswith("/" + sdist.name):
                 raise PackagingError(
                     f"built {sdist.name}, but planned {plan.packages[0].uri}: did the "

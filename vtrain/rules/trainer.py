@@ -58,6 +58,8 @@ def check_package_dir(r: Rules, package: Path, module: str | None) -> None:
     if not (package / "pyproject.toml").is_file() and not (package / "setup.py").is_file():
         r.add(path, f"{package} has no pyproject.toml or setup.py; it must be an installable Python package")
         return
+    from vtrain._select import select_files
+    from vtrain.entrymodule import entry_module_problem, syntax_problem
     from vtrain.errors import PackagingError
     from vtrain.packaging import dist_name
 
@@ -66,16 +68,18 @@ def check_package_dir(r: Rules, package: Path, module: str | None) -> None:
     except PackagingError as err:
         r.add(path, f"{err}; fix the file so the package can be built")
         return
-    if module and _MODULE.match(module):
-        rel = Path(*module.split("."))
-        candidates = [package / root / rel.with_suffix(".py") for root in (".", "src")]
-        candidates += [package / root / rel / "__init__.py" for root in (".", "src")]
-        candidates += [package / root / rel / "__main__.py" for root in (".", "src")]
-        if not any(c.is_file() for c in candidates):
-            found = _package_modules(package)
-            hint = did_you_mean(module, found) or (f" modules found: {', '.join(found[:5])}" if found else "")
-            r.add(("trainer", "module"), with_suggestion(f"module {module} not found in {package} (looked for "
-                                               f"{rel.with_suffix('.py')} and src/{rel.with_suffix('.py')})", hint))
+    if not module or not _MODULE.match(module):
+        return
+    # The files `package` and `submit` will build from, judged by the very check they run.
+    files = select_files(package).files
+    problem = entry_module_problem(files, module, package)
+    if problem is not None and " not found" in problem:
+        found = _package_modules(package)
+        hint = did_you_mean(module, found) or (f" modules found: {', '.join(found[:5])}" if found else "")
+        problem = with_suggestion(problem, hint)
+    problem = problem or syntax_problem(package, files, module)
+    if problem is not None:
+        r.add(("trainer", "module"), problem)
 
 
 def _package_modules(package: Path) -> list[str]:
