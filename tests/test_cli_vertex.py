@@ -203,9 +203,12 @@ def test_status_logs_and_list(tmp_path: Path, emu: Emulator, bucket: Any) -> Non
     rows = {line[:12].rstrip(): line[14:] for line in out.splitlines()}
     assert code == 0 and rows["id"] == ok_id and rows["name"] == ok["name"] and rows["state"] == "JOB_STATE_SUCCEEDED"
     code, out, _ = run("status", failed["name"], "-o", "json")
-    assert code == 10 and json.loads(out)["error"]["message"] == "workerpool0-0 exited with status 1"
+    assert code == 0 and json.loads(out)["error"]["message"] == "workerpool0-0 exited with status 1"
     code, out, _ = run("status", failed_id)
-    assert code == 10 and "error         workerpool0-0 exited with status 1" in out
+    assert code == 0 and "error         workerpool0-0 exited with status 1" in out
+    # --exit-code: the state as the exit status, for scripts that branch on the outcome.
+    assert run("status", failed_id, "--exit-code")[0] == 10
+    assert run("status", ok_id, "--exit-code")[0] == 0
 
     assert run("logs", ok_id) == (0, "[chief-0] start ok-job\n[worker-0] worker up\n[chief-0] done\n", "")
     assert run("logs", ok["name"], "--replica", "worker-0") == (0, "[worker-0] worker up\n", "")
@@ -250,12 +253,13 @@ def test_cancel(tmp_path: Path, gated: Any, bucket: Any) -> None:
     job = submit_json(write_job(tmp_path, job_text()))
     assert gate.started.wait(5)
     code, out, _ = run("status", job["name"])
-    assert code == 12 and "JOB_STATE_RUNNING" in out
+    assert code == 0 and "JOB_STATE_RUNNING" in out  # the state was read: set -e scripts go on
+    assert run("status", job["name"], "--exit-code")[0] == 12
     assert run("cancel", job["name"]) == (0, f"Cancel requested: {job['name']} is JOB_STATE_CANCELLING\n", "")
     gate.release()
     state = ""
     for _ in range(100):
-        code, out, _ = run("status", job["name"], "-o", "json")
+        code, out, _ = run("status", job["name"], "-o", "json", "--exit-code")
         state = json.loads(out)["state"]
         if state == "JOB_STATE_CANCELLED":
             break

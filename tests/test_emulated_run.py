@@ -125,7 +125,7 @@ def test_a_raising_trainer_fails_the_job_with_its_traceback(tmp_path: Path, emu:
     assert code == 10, err
     job_id = re.search(NAME_RE, out).group(1)  # type: ignore[union-attr]
     assert re.search(rf"^error: job {NAME_RE} ended JOB_STATE_FAILED: chief-0 exited with code 1$", err, re.M)
-    code, out, _ = run("status", job_id, "--api-endpoint", emu.url)
+    code, out, _ = run("status", job_id, "--api-endpoint", emu.url, "--exit-code")
     assert code == 10
     assert "error         chief-0 exited with code 1\n" in out
     assert "  | Traceback (most recent call last):\n" in out
@@ -162,7 +162,7 @@ def test_cancel_stops_every_replica(tmp_path: Path, emu: Emulator) -> None:
     assert all(alive(pid) for pid in pids)
     cancelled = run("cancel", name, "--api-endpoint", emu.url)
     assert cancelled == (0, f"Cancel requested: {name} is JOB_STATE_CANCELLING\n", "")
-    until(lambda: run("status", name, "--api-endpoint", emu.url)[0] == 11, timeout=30, what="CANCELLED")
+    until(lambda: run("status", name, "--api-endpoint", emu.url, "--exit-code")[0] == 11, timeout=30, what="CANCELLED")
     assert [pid for pid in pids if alive(pid)] == []
     result = json.loads((tmp_path / "runs" / name.rsplit("/", 1)[1] / "vtrain-local" / "result.json").read_text())
     assert result["state"] == "JOB_STATE_CANCELLED" and sorted(result["replicas"]) == ["chief-0", "worker-0"]
@@ -189,7 +189,7 @@ def test_command_run_jobs_serves_runs_and_leaves_no_process_when_stopped(
         name = json.loads(out)["name"]
         pids = until(lambda: (p := printed_pids(run("logs", name, "--api-endpoint", url)[1])) and len(p) == 2 and p,
                      what="both replicas to start")
-        assert run("status", name, "--api-endpoint", url)[0] == 12  # RUNNING
+        assert run("status", name, "--api-endpoint", url, "--exit-code")[0] == 12  # RUNNING
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
     finally:

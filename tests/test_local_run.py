@@ -24,7 +24,7 @@ import pytest
 
 from tests.helpers import write_job
 from vtrain.backends.local.runner import LocalJob, run_local
-from vtrain.errors import BackendError
+from vtrain.errors import BackendError, WaitTimeout
 
 REPO = Path(__file__).resolve().parents[1]
 PROBE = REPO / "tests" / "data" / "trainers" / "probe"
@@ -187,6 +187,23 @@ def test_success_follows_the_chief(tmp_path: Path, cache: Path) -> None:
     assert time.monotonic() - started < 10
     assert job.result["replicas"]["chief-0"] == 0
     assert job.result["replicas"]["worker-1"] == -signal.SIGTERM
+    assert_clean(job)
+
+
+def test_wait_hooks_report_states_follow_logs_and_time_out(tmp_path: Path, cache: Path) -> None:
+    """The handle owns waiting: on_state and on_log work on a local job as on a Vertex one."""
+    job, _ = start(tmp_path, cache, ["--sleep=all"], TWO_WORKERS)
+    states: list[str] = []
+    with pytest.raises(WaitTimeout) as timeout:
+        job.wait(timeout=0.5, on_state=lambda state, elapsed: states.append(state))
+    assert timeout.value.exit_code == 12 and set(states) == {"JOB_STATE_RUNNING"}
+    lines: list[str] = []
+    with pytest.raises(WaitTimeout):
+        job.wait(timeout=1.5, on_log=lines.append)
+    assert "[chief-0] probe chief-0 starting" in "\n".join(lines)
+    job.cancel()
+    assert job.wait(timeout=30, on_state=lambda state, elapsed: states.append(state)) == "JOB_STATE_CANCELLED"
+    assert states[-1] == "JOB_STATE_CANCELLED"
     assert_clean(job)
 
 

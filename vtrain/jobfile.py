@@ -66,6 +66,10 @@ def apply_overrides(data: Any, overrides: Iterable[str], positions: Positions) -
         else:
             if value is None:  # `--set key=null` removes the key (e.g. to swap package for package_uris)
                 node.pop(parts[-1], None)
+                gone = tuple(parts)  # and its positions: a removed key is not "written in the job file"
+                for table in (positions.values, positions.keys):
+                    for path in [p for p in table if p[: len(gone)] == gone]:
+                        del table[path]
                 continue
             node[parts[-1]] = value
             path = tuple(parts)

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vtrain import __version__
-from vtrain.backends.handle import TERMINAL_STATES, JobHandle, WaitTimeout
+from vtrain.backends.handle import TERMINAL_STATES, JobHandle
 from vtrain.backends.vertex import SUBMIT_LABEL, VertexBackend, VertexJob  # cheap: Google libraries load on use
 from vtrain.config import JobConfig
 from vtrain.constants import MAX_LABELS
@@ -327,38 +327,6 @@ def watch(
     on_log: Callable[[str], None] | None = None,
 ) -> str:
     """Wait for a final state, calling `on_state(state, elapsed)` after each poll and, with
-    `on_log`, streaming the job's log lines meanwhile. WaitTimeout once `timeout` s pass."""
-    interval = job.default_poll if poll is None else poll
-    clock, sleep = job._clock, job._sleep
-    start = clock()
-
-    def check(state: str) -> float:
-        """Report, then the seconds left to wait (raises when none are)."""
-        if on_state is not None:
-            on_state(state, clock() - start)
-        if timeout is None or state in TERMINAL_STATES:
-            return interval
-        left = timeout - (clock() - start)
-        if left <= 0:
-            raise WaitTimeout(job.name, state, timeout)
-        return min(interval, left)
-
-    if on_log is None:
-        while True:
-            state = job.refresh()
-            wait = check(state)
-            if state in TERMINAL_STATES:
-                return state
-            sleep(wait)
-    # Following the log polls the job itself, sleeping through the handle's `_sleep`: report
-    # and enforce the timeout there.
-    default_poll = job.default_poll
-    job._sleep = lambda seconds: sleep(min(seconds, check(job.state)))  # type: ignore[method-assign]
-    job.default_poll = interval
-    try:
-        for line in job.logs(follow=True):
-            on_log(line)
-    finally:
-        job._sleep, job.default_poll = sleep, default_poll  # type: ignore[method-assign]
-    check(job.state)
-    return job.state
+    `on_log`, streaming the job's log lines meanwhile. WaitTimeout once `timeout` s pass.
+    The handle does the waiting (:meth:`JobHandle.wait`); this is the SDK's name for it."""
+    return job.wait(timeout, poll, on_state=on_state, on_log=on_log)

@@ -58,6 +58,37 @@ def raise_for_state(name: str, state: str, error: str | None = None) -> None:
     raise JobFailed(f"job {name} ended {state}{detail}", state=state, exit_code=exit_code(state))
 
 
+StateHook = Callable[[str, float], None]
+LogHook = Callable[[str], None]
+
+
+class Waiting:
+    """One wait in progress: reports each state seen and says how long to sleep before the next
+    poll, raising WaitTimeout once the timeout has passed. Shared by every way of waiting, so
+    `--wait`, `--stream-logs` and `--wait-timeout` behave alike on every backend."""
+
+    def __init__(self, handle: JobHandle, timeout: float | None, poll: float, on_state: StateHook | None) -> None:
+        self.handle = handle
+        self.timeout = timeout
+        self.poll = poll
+        self.on_state = on_state
+        self.start = handle._clock()
+
+    def elapsed(self) -> float:
+        return self.handle._clock() - self.start
+
+    def check(self, state: str) -> float:
+        """Report `state`; the seconds to sleep before the next poll (raises when none are left)."""
+        if self.on_state is not None:
+            self.on_state(state, self.elapsed())
+        if self.timeout is None or state in TERMINAL_STATES:
+            return self.poll
+        left = self.timeout - self.elapsed()
+        if left <= 0:
+            raise WaitTimeout(self.handle.name, state, self.timeout)
+        return min(self.poll, left)
+
+
 class JobHandle(ABC):
     """A submitted job, wherever it runs. Subclasses implement `refresh`, `cancel`, `logs`.
 
@@ -110,25 +141,45 @@ class JobHandle(ABC):
     def logs(self, *, follow: bool = False) -> Iterator[str]:
         """Log lines, oldest first; with `follow`, keep yielding until the job ends."""
 
-    def wait(self, timeout: float | None = None, poll: float | None = None) -> str:
+    def wait(
+        self,
+        timeout: float | None = None,
+        poll: float | None = None,
+        *,
+        on_state: StateHook | None = None,
+        on_log: LogHook | None = None,
+    ) -> str:
         """Block until a final state and return it; WaitTimeout if `timeout` seconds pass first.
 
-        Never raises for a FAILED or CANCELLED job: call `raise_for_state` (or check
-        `exit_code`) when failure should be an error.
+        `on_state(state, elapsed)` is called after every poll (a live status line); with `on_log`,
+        the job's log lines are followed meanwhile and each is passed to it. Never raises for a
+        FAILED or CANCELLED job: call `raise_for_state` (or check `exit_code`) when failure
+        should be an error.
         """
-        interval = self.default_poll if poll is None else poll
-        deadline = None if timeout is None else self._clock() + timeout
+        waiting = Waiting(self, timeout, self.default_poll if poll is None else poll, on_state)
+        if on_log is not None:
+            for line in self._follow(waiting):
+                on_log(line)
+            waiting.check(self.state)
+            return self.state
         while True:
             state = self.refresh()
+            pause = waiting.check(state)
             if state in TERMINAL_STATES:
                 return state
-            if deadline is not None:
-                left = deadline - self._clock()
-                if left <= 0:
-                    raise WaitTimeout(self._name, state, timeout or 0.0)
-                self._sleep(min(interval, left))
-            else:
-                self._sleep(interval)
+            self._sleep(pause)
+
+    def _follow(self, waiting: Waiting) -> Iterator[str]:
+        """Log lines until the job ends, calling `waiting.check(state)` at each poll of the state
+        and sleeping what it returns. Backends that can follow their log override this; the
+        default polls the state, then prints the whole log once the job ended."""
+        while True:
+            state = self.refresh()
+            pause = waiting.check(state)
+            if state in TERMINAL_STATES:
+                yield from self.logs()
+                return
+            self._sleep(pause)
 
     def result(self, timeout: float | None = None, poll: float | None = None) -> str:
         """`wait`, then JobFailed unless the job SUCCEEDED."""

@@ -305,11 +305,26 @@ def _iso(proto: Any, field: str) -> str | None:
 @click.command()
 @_JOB
 @output_option("text", "json")
+@click.option(
+    "--exit-code",
+    "state_exit_code",
+    is_flag=True,
+    help="Exit with the job's state instead of 0: 0 SUCCEEDED, 10 FAILED, 11 CANCELLED, 12 not ended yet, "
+    "13 EXPIRED (for scripts that branch on the outcome).",
+)
 @_where
-def status(job: str, output: str, project: str | None, region: str | None, api_endpoint: str | None) -> None:
+def status(
+    job: str,
+    output: str,
+    state_exit_code: bool,
+    project: str | None,
+    region: str | None,
+    api_endpoint: str | None,
+) -> None:
     """Show a job's state. JOB is a job ID or a full projects/P/locations/R/customJobs/ID name.
 
-    Exit status follows the job: 0 SUCCEEDED, 10 FAILED, 11 CANCELLED, 12 not ended yet, 13 EXPIRED.
+    Exits 0 when the state was read, whatever it is (as `gcloud ... describe` does), so `set -e`
+    scripts can poll a running job; --exit-code maps the state to the exit status instead.
     """
     from vtrain.submit import get_job, job_dict
     from vtrain.target import Where
@@ -322,7 +337,8 @@ def status(job: str, output: str, project: str | None, region: str | None, api_e
         width = max(len(k) for k, _ in rows)
         for key, value in rows:
             click.echo(f"{key:<{width}}  {value}")
-    raise SystemExit(handle.exit_code)
+    if state_exit_code:
+        raise SystemExit(handle.exit_code)
 
 
 @click.command()

@@ -26,7 +26,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from vtrain.backends.handle import CANCELLED, CANCELLING, FAILED, PENDING, RUNNING, SUCCEEDED, JobHandle, WaitTimeout
+from vtrain.backends.handle import (
+    CANCELLED,
+    CANCELLING,
+    FAILED,
+    PENDING,
+    RUNNING,
+    SUCCEEDED,
+    JobHandle,
+    LogHook,
+    StateHook,
+    Waiting,
+)
 from vtrain.backends.local import env as localenv
 from vtrain.backends.local.env import Plan, Replica
 from vtrain.errors import BackendError
@@ -167,17 +178,31 @@ class LocalJob(JobHandle):
     def refresh(self) -> str:
         return self._state
 
-    def wait(self, timeout: float | None = None, poll: float | None = None) -> str:
+    def wait(
+        self,
+        timeout: float | None = None,
+        poll: float | None = None,
+        *,
+        on_state: StateHook | None = None,
+        on_log: LogHook | None = None,
+    ) -> str:
         """Block until the job ends (every process reaped, logs flushed); return its state.
 
-        Native blocking instead of the base class's polling; `poll` is accepted and unused.
+        Native blocking instead of the base class's polling (`poll` only paces `on_state`);
+        with `on_log`, the job's lines are followed meanwhile.
         """
-        deadline = None if timeout is None else time.monotonic() + timeout
+        if on_log is not None:
+            return super().wait(timeout, poll, on_state=on_state, on_log=on_log)
+        waiting = Waiting(self, timeout, self.default_poll if poll is None else poll, on_state)
         # Short waits in a loop: the main thread stays responsive to Ctrl-C.
-        while not self._finished.wait(0.25):
-            if deadline is not None and time.monotonic() >= deadline:
-                raise WaitTimeout(self._name, self._state, timeout or 0.0)
-        return self._state
+        while True:
+            finished = self._finished.wait(min(0.25, waiting.poll))
+            waiting.check(self._state)
+            if finished:
+                return self._state
+
+    def _follow(self, waiting: Waiting) -> Iterator[str]:
+        return self._read_log(follow=True, waiting=waiting)
 
     def cancel(self, force: bool = False) -> None:
         """Stop every replica (SIGTERM, then SIGKILL after the grace period, or at once with
@@ -193,6 +218,9 @@ class LocalJob(JobHandle):
 
     def logs(self, *, follow: bool = False) -> Iterator[str]:
         """Every replica's lines, prefixed `[chief-0]`, in arrival order; `follow` until the job ends."""
+        return self._read_log(follow=follow)
+
+    def _read_log(self, *, follow: bool, waiting: Waiting | None = None) -> Iterator[str]:
         with open(self.run_dir / "job.log", encoding="utf-8", errors="replace") as f:
             while True:
                 where = f.tell()
@@ -201,7 +229,8 @@ class LocalJob(JobHandle):
                     yield line[:-1]
                 elif follow and not self._finished.is_set():
                     f.seek(where)  # nothing, or half a line: wait for the rest
-                    time.sleep(0.2)
+                    pause = waiting.check(self._state) if waiting is not None else 0.2
+                    self._finished.wait(min(pause, 0.2))
                 else:
                     if line:
                         yield line

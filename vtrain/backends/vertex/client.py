@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from vtrain.backends.handle import TERMINAL_STATES, JobHandle
+from vtrain.backends.handle import TERMINAL_STATES, JobHandle, Waiting
 from vtrain.backends.vertex.logs import entries_request, entry_parts, iter_log_lines
 from vtrain.backends.vertex.retry import RetryPolicy, TransientExhausted, call_with_retry, explain
 from vtrain.errors import BackendError
@@ -105,6 +105,10 @@ class VertexJob(JobHandle):
     def cancel(self) -> None:
         self._backend.cancel(self)
 
+    def _follow(self, waiting: Waiting) -> Iterator[str]:
+        return self._backend._logs(self, follow=True, poll=waiting.poll, task=None, format=self._formatter(None, False),
+                                   waiting=waiting)
+
     def logs(
         self,
         *,
@@ -117,6 +121,12 @@ class VertexJob(JobHandle):
         the prefixes `vtrain local` uses ('[vertex]' for Vertex's own lines); `replica` keeps
         one replica's lines, `timestamps` starts each line with the entry's timestamp."""
         task = task_name(replica) if replica else None
+        return self._backend._logs(
+            self, follow=follow, poll=self.default_poll if poll is None else poll, task=task,
+            format=self._formatter(task, timestamps),
+        )
+
+    def _formatter(self, task: str | None, timestamps: bool) -> Callable[[dict[str, Any]], str | None]:
         reducers = _has_reducers(self.proto)
 
         def format(entry: dict[str, Any]) -> str | None:
@@ -126,9 +136,7 @@ class VertexJob(JobHandle):
             line = f"[{replica_label(name, reducers)}] {message}"
             return f"{timestamp} {line}" if timestamps else line
 
-        return self._backend._logs(
-            self, follow=follow, poll=self.default_poll if poll is None else poll, task=task, format=format
-        )
+        return format
 
 
 class VertexBackend:
@@ -403,12 +411,21 @@ class VertexBackend:
         )
 
     def _logs(
-        self, job: VertexJob, *, follow: bool, poll: float, task: str | None, format: Any
+        self, job: VertexJob, *, follow: bool, poll: float, task: str | None, format: Any,
+        waiting: Waiting | None = None,
     ) -> Iterator[str]:
+        pause = [poll]
+
+        def done() -> bool:
+            state = job.refresh()
+            if waiting is not None:  # report the state and keep to the wait's deadline
+                pause[0] = waiting.check(state)
+            return state in TERMINAL_STATES
+
         return iter_log_lines(
             lambda since, token: self._log_page(job.job_id, since, token, task),
-            job_done=lambda: job.refresh() in TERMINAL_STATES,
-            sleep=lambda: job._sleep(poll),
+            job_done=done,
+            sleep=lambda: job._sleep(pause[0]),
             follow=follow,
             format=format,
         )
