@@ -1,6 +1,6 @@
 """The supervisor of a local run: one process group per replica, and the job's state from them.
 
-:func:`vtrain.backends.local.run_local` prepares a run and hands it to :class:`LocalJob`, whose
+:func:`vtrain.backends.local.runner.run_local` prepares a run and hands it to :class:`LocalJob`, whose
 thread starts the processes and applies Vertex's rules (see :mod:`vtrain.backends.local`).
 Everything here is process and socket work; what each replica sees comes, already computed,
 from :mod:`vtrain.backends.local.env`.
@@ -24,27 +24,17 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-from vtrain.backends.handle import (
-    CANCELLED,
-    CANCELLING,
-    FAILED,
-    PENDING,
-    RUNNING,
-    SUCCEEDED,
-    JobHandle,
-    LogHook,
-    StateHook,
-    Waiting,
-)
+from vtrain.backends.handle import CANCELLED, CANCELLING, FAILED, PENDING, RUNNING, SUCCEEDED, JobHandle, Waiting
 from vtrain.backends.local import env as localenv
 from vtrain.backends.local.env import Plan, Replica
 from vtrain.errors import BackendError
 
-TAIL_LINES = 15
-RUN_DIR = "vtrain-local"
+if TYPE_CHECKING:
+    from vtrain.backends.handle import LogHook, StateHook
 
+TAIL_LINES = 15
 RUN_DIR = "vtrain-local"
 
 
