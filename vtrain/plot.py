@@ -88,11 +88,12 @@ def _memory_axes(ax: Any, report: Report) -> None:
     for f in report.fits:
         if f.device.memory_bytes:
             ax.axhline(f.device.memory_bytes / 1e9, linestyle="--", color="black", linewidth=1)
-            ax.text(-0.4, f.device.memory_bytes / 1e9, f" {f.device.name}", va="bottom", fontsize="small")
+            label = f" {f.device.name} {f.device.memory_bytes / 1e9:.0f} GB"
+            ax.text(-0.4, f.device.memory_bytes / 1e9, label, va="bottom", fontsize="small")
     ax.set_title(f"Memory per replica, {report.inputs.params / 1e6:.4g}M params, {report.inputs.optimizer}",
                  fontsize="medium")  # fmt: skip
     ax.set_ylabel("GB")
-    ax.legend(loc="best", fontsize="small")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
 
 
 def _save(fig: Any, plt: Any, path: str) -> None:
