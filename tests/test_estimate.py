@@ -212,8 +212,9 @@ def test_parse_params(text: str, value: int) -> None:
 
 @pytest.mark.parametrize("text", ["abc", "", "-5M", "0", "1.5X", "M", "1e400"])
 def test_parse_params_rejects(text: str) -> None:
-    with pytest.raises(EstimateError, match="--params"):
+    with pytest.raises(EstimateError, match="parameter") as err:
         parse_params(text)
+    assert "--" not in str(err.value)  # the library speaks of values; the CLI names the flag
 
 
 @pytest.mark.parametrize(
@@ -227,8 +228,9 @@ def test_parse_seconds(text: str, value: float) -> None:
 
 @pytest.mark.parametrize("text", ["fast", "-1s", "1 parsec", "", "1e400s"])
 def test_parse_seconds_rejects(text: str) -> None:
-    with pytest.raises(EstimateError, match="--step-compute"):
+    with pytest.raises(EstimateError, match="duration") as err:
         parse_seconds(text)
+    assert "--" not in str(err.value)
 
 
 def test_gradient_bytes() -> None:
@@ -240,7 +242,7 @@ def test_gradient_bytes() -> None:
 
 @pytest.mark.parametrize(
     ("args", "message"),
-    [((0, 8, 1, 16, GB), "0 worker replicas"), ((2, 8, 0, 16, GB), "--reducers"),
+    [((0, 8, 1, 16, GB), "0 worker replicas"), ((2, 8, 0, 16, GB), "at least 1 reducer"),
      ((2, 0, 1, 16, GB), "worker bandwidth"), ((2, 8, 1, -1, GB), "reducer bandwidth"),
      ((2, 8, 1, 16, 0), "gradient size")],
 )  # fmt: skip

@@ -158,3 +158,20 @@ def test_keras_template_pins_tf_keras_to_the_image() -> None:
     image = next(line.split()[1] for line in JOB_FILE.splitlines() if line.strip().startswith("image:"))
     minor = image.rsplit(".", 1)[1].replace("-", ".")  # tf-cpu.2-17 -> 2.17
     assert deps == [f"tf-keras~={minor}.0"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("template", "policy", "dtype"),
+    [("keras", "mixed_bfloat16", "bfloat16"), ("custom-loop", "mixed_float16", "float16")],
+)
+def test_mixed_precision_flag_and_env_override(template: str, policy: str, dtype: str, tmp_path: Path) -> None:
+    """--mixed-precision asks for auto; the job's env (VTRAIN_MIXED_PRECISION) overrides it. On CPU, auto
+    would leave float32, so the override is what trains 16-bit here: float16 exercises the custom loop's
+    loss scaling, bfloat16 Keras' model.fit."""
+    out = tmp_path / "out"
+    log = finish(start(template, out, [*TINY, "--mixed-precision"], VTRAIN_MIXED_PRECISION=policy))
+    assert f"precision {policy} (VTRAIN_MIXED_PRECISION (CPU only: expect slower steps))" in log
+    assert f"global batch 8, {'keras keras, ' if template == 'keras' else ''}{policy}" in log
+    assert "loss nan" not in log.lower()
+    assert (out / "model" / "saved_model.pb").is_file()

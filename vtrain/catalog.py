@@ -261,6 +261,81 @@ def gpus_per_machine(machine_type: str, accelerator_count: int = 0) -> int:
     return accelerator_count
 
 
+# --------------------------------------------------------------------------- accelerator memory
+
+#: Memory of one GPU, in GB (10^9 bytes), and its CUDA compute capability (bf16 math needs 8.0,
+#: fp16 tensor cores 7.0). Memory: https://cloud.google.com/compute/docs/gpus (H100 640 GB HBM3 per
+#: a3-highgpu-8g, A100 40/80 GB, L4 24, T4 16, V100 16, P4 8 checked; H200 141, B200 180, GB200 186,
+#: RTX PRO 6000 96 and P100 16 from the same page, not re-checked). Compute capability:
+#: https://developer.nvidia.com/cuda-gpus
+GPU_MEMORY: dict[str, tuple[float, tuple[int, int]]] = {
+    "NVIDIA_TESLA_T4": (16, (7, 5)),
+    "NVIDIA_TESLA_P4": (8, (6, 1)),
+    "NVIDIA_TESLA_P100": (16, (6, 0)),
+    "NVIDIA_TESLA_V100": (16, (7, 0)),
+    "NVIDIA_TESLA_A100": (40, (8, 0)),
+    "NVIDIA_A100_80GB": (80, (8, 0)),
+    "NVIDIA_L4": (24, (8, 9)),
+    "NVIDIA_H100_80GB": (80, (9, 0)),
+    "NVIDIA_H100_MEGA_80GB": (80, (9, 0)),
+    "NVIDIA_H200_141GB": (141, (9, 0)),
+    "NVIDIA_B200": (180, (10, 0)),
+    "NVIDIA_GB200": (186, (10, 0)),
+    "NVIDIA_RTX_PRO_6000": (96, (12, 0)),
+}
+
+
+@dataclass(frozen=True)
+class TpuMemory:
+    """HBM of one TPU chip and how many TensorCores share it (TF runs one replica per core)."""
+
+    hbm_gib: float
+    cores_per_chip: int
+
+
+#: TPU HBM per chip by generation: v3 32 GiB and 2 TensorCores (https://cloud.google.com/tpu/docs/v3),
+#: v5e 16 GB and 1 (https://cloud.google.com/tpu/docs/v5e), v6e 32 GB and 1
+#: (https://cloud.google.com/tpu/docs/v6e); v2 16 GiB and 2 (https://cloud.google.com/tpu/docs/v2, not re-checked).
+TPU_MEMORY: dict[str, TpuMemory] = {
+    "v2": TpuMemory(16, 2),
+    "v3": TpuMemory(32, 2),
+    "v5e": TpuMemory(16 * 1e9 / 2**30, 1),
+    "v6e": TpuMemory(32 * 1e9 / 2**30, 1),
+}
+
+#: Host memory per vCPU (GB) of the general-purpose shapes, for CPU-only replicas:
+#: https://cloud.google.com/compute/docs/general-purpose-machines (N1 3.75 / 6.5 / 0.9, N2 and E2 4 / 8 / 1,
+#: N4 4 / 8 / 2, C2 4). M1 totals: https://cloud.google.com/compute/docs/memory-optimized-machines.
+_GB_PER_VCPU: dict[str, dict[str, float]] = {
+    "n1": {"standard": 3.75, "highmem": 6.5, "highcpu": 0.9},
+    "n2": {"standard": 4, "highmem": 8, "highcpu": 1},
+    "n4": {"standard": 4, "highmem": 8, "highcpu": 2},
+    "e2": {"standard": 4, "highmem": 8, "highcpu": 1},
+    "c2": {"standard": 4},
+}
+_M1_GB = {"m1-ultramem-40": 961, "m1-ultramem-80": 1922, "m1-ultramem-160": 3844, "m1-megamem-96": 1433.6}
+
+
+def host_memory_gb(machine_type: str) -> float | None:
+    """Host RAM (GB) of a general-purpose machine type; None for types not in the tables."""
+    if machine_type in _M1_GB:
+        return _M1_GB[machine_type]
+    if machine_type not in CPU_MACHINES:
+        return None
+    family, shape, _ = machine_type.split("-")
+    per_vcpu = _GB_PER_VCPU.get(family, {}).get(shape)
+    return None if per_vcpu is None else per_vcpu * CPU_MACHINES[machine_type]
+
+
+def tpu_generation(machine_type: str, accelerator: str | None) -> str | None:
+    """'v2', 'v3', 'v5e', 'v6e' for a TPU pool; None for anything else."""
+    if machine_type in TPU_VM_MACHINES:
+        return TPU_VM_MACHINES[machine_type].generation
+    if machine_type == CLOUD_TPU and accelerator in TPU_TYPES:
+        return accelerator.removeprefix("TPU_").lower()
+    return None
+
+
 # --------------------------------------------------------------------------- images
 
 IMAGE_REGISTRY = "docker.pkg.dev/vertex-ai/training"

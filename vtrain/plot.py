@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from vtrain.errors import PlotError
 from vtrain.estimate import Estimate, estimate, recommended_reducers
+
+if TYPE_CHECKING:
+    from vtrain.estimate import Report
 
 
 def scaling_curves(est: Estimate) -> dict[str, list[tuple[int, float]]]:
@@ -28,30 +33,92 @@ def scaling_curves(est: Estimate) -> dict[str, list[tuple[int, float]]]:
     return curves
 
 
-def plot_scaling(est: Estimate, path: str) -> None:
-    """Write a PNG of predicted steps/sec against the number of workers (1…2n)."""
+def memory_bars(report: Report) -> dict[str, dict[str, float]]:
+    """Bytes per replica by part, for each precision: what the memory panel stacks."""
+    bars: dict[str, dict[str, float]] = {}
+    advice = report.precision[0] if report.precision else None
+    for precision in ("fp32", "mixed_bf16", "mixed_fp16"):
+        from vtrain.estimate import memory_need
+
+        acts = advice.activation_bytes[precision] if advice is not None else report.memory.activations
+        need = memory_need(report.inputs.params, report.inputs.optimizer, precision, acts)
+        bars[precision] = {
+            "weights": need.weights,
+            "16-bit copies": need.half_copies,
+            "gradients": need.gradients,
+            "optimizer": need.optimizer_slots,
+            "activations": need.activations or 0.0,
+        }
+    return bars
+
+
+def _pyplot() -> Any:
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise PlotError("--plot needs matplotlib: pip install 'vtrain[plot]'") from None
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+        raise PlotError("plotting needs matplotlib: pip install 'vtrain[plot]'") from None
+    return plt
+
+
+def _scaling_axes(ax: Any, est: Estimate) -> None:
     for label, points in scaling_curves(est).items():
         if points:
             xs, ys = zip(*points, strict=True)
             ax.plot(xs, ys, marker="o", markersize=3, label=label)
     ax.axvline(est.workers, color="grey", linestyle=":", label=f"this job ({est.workers} workers)")
     compute = "communication-bound" if est.step_compute_s is None else f"{est.step_compute_s:g} s compute/step"
-    ax.set_title(f"Predicted steps/sec, {est.gradient_bytes / 1e9:.3g} GB gradients, {compute}")
+    ax.set_title(f"Predicted steps/sec, {est.gradient_bytes / 1e9:.3g} GB gradients, {compute}", fontsize="medium")
     ax.set_xlabel("worker replicas (chief + workers)")
     ax.set_ylabel("steps / sec")
     ax.grid(alpha=0.3)
     ax.legend(loc="best", fontsize="small")
+
+
+def _memory_axes(ax: Any, report: Report) -> None:
+    bars = memory_bars(report)
+    names = list(bars)
+    bottoms = [0.0] * len(names)
+    for part in ("weights", "16-bit copies", "gradients", "optimizer", "activations"):
+        heights = [bars[name][part] / 1e9 for name in names]
+        ax.bar(names, heights, bottom=bottoms, label=part)
+        bottoms = [b + h for b, h in zip(bottoms, heights, strict=True)]
+    for f in report.fits:
+        if f.device.memory_bytes:
+            ax.axhline(f.device.memory_bytes / 1e9, linestyle="--", color="black", linewidth=1)
+            label = f" {f.device.name} {f.device.memory_bytes / 1e9:.0f} GB"
+            ax.text(-0.4, f.device.memory_bytes / 1e9, label, va="bottom", fontsize="small")
+    ax.set_title(f"Memory per replica, {report.inputs.params / 1e6:.4g}M params, {report.inputs.optimizer}",
+                 fontsize="medium")  # fmt: skip
+    ax.set_ylabel("GB")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
+
+
+def _save(fig: Any, plt: Any, path: str) -> None:
     try:
         fig.savefig(path, dpi=120, bbox_inches="tight")
     except OSError as err:
-        raise PlotError(f"--plot: cannot write {path}: {err.strerror or err}") from None
+        raise PlotError(f"cannot write the plot to {path}: {err.strerror or err}") from None
     finally:
         plt.close(fig)
+
+
+def plot_report(report: Report, path: str) -> None:
+    """Write a PNG: predicted steps/sec against workers (1…2n), and memory per replica by precision
+    against each pool's device memory, with the recommendation as the figure's title."""
+    plt = _pyplot()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.8), gridspec_kw={"width_ratios": [3, 2]})
+    _scaling_axes(left, report.est)
+    _memory_axes(right, report)
+    fig.suptitle(f"recommendation: {report.recommendation.summary}", fontsize="large")
+    _save(fig, plt, path)
+
+
+def plot_scaling(est: Estimate, path: str) -> None:
+    """Write a PNG of predicted steps/sec against the number of workers (1…2n)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    _scaling_axes(ax, est)
+    _save(fig, plt, path)

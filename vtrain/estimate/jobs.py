@@ -53,7 +53,7 @@ def job_cluster(config: JobConfig, reducer_machine: str | None = None) -> JobClu
         sizing_gbps=sum(int(p.replicas) * nic for p, nic in zip(pools, nics, strict=True)),
         gpus_per_worker=min((catalog.gpus_per_machine(p.machine_type, p.gpus) for p in pools), default=0),
         reducer_machine=machine,
-        reducer_gbps=gbps(machine, "--reducer-machine" if reducer_machine else "reducer machine type"),
+        reducer_gbps=gbps(machine, "reducer machine type"),
         job_reducers=job_reducers if job_reducers else None,
     )
 

@@ -57,33 +57,31 @@ def parse_params(text: str) -> int:
     """`340M`, `1.3B`, `7e9`, `125_000_000` -> a parameter count (≥ 1)."""
     match = _PARAMS_RE.match(str(text))
     if not match:
-        raise EstimateError(
-            f"--params: cannot read {text!r} as a parameter count (examples: 340M, 1.3B, 7e9, 125000000)"
-        )
+        raise EstimateError(f"cannot read {text!r} as a parameter count (examples: 340M, 1.3B, 7e9, 125000000)")
     value = float(match["num"].replace("_", "")) * _SCALE[match["unit"].lower()]
     if not math.isfinite(value):
-        raise EstimateError(f"--params: {text!r} is too large to be a parameter count")
+        raise EstimateError(f"{text!r} is too large to be a parameter count")
     if value < 1:
-        raise EstimateError(f"--params: {text!r} is less than one parameter")
+        raise EstimateError(f"{text!r} is less than one parameter")
     return int(round(value))
 
 
-def parse_seconds(text: str, what: str = "--step-compute") -> float:
+def parse_seconds(text: str) -> float:
     """`0.4s`, `400ms`, `30us`, `0.4` (seconds), `2m` -> seconds (≥ 0)."""
     match = _DURATION_RE.match(str(text))
     unit = match["unit"].lower() if match else ""
     if not match or unit not in _SECONDS:
-        raise EstimateError(f"{what}: cannot read {text!r} as a duration (examples: 0.4s, 400ms, 30us)")
+        raise EstimateError(f"cannot read {text!r} as a duration (examples: 0.4s, 400ms, 30us)")
     multiply, divide = _SECONDS[unit]
     seconds = float(match["num"]) * multiply / divide
     if not math.isfinite(seconds):
-        raise EstimateError(f"{what}: {text!r} is too long a duration")
+        raise EstimateError(f"{text!r} is too long a duration")
     return seconds
 
 
 def gradient_bytes(params: int, dtype: str = "fp32") -> int:
     if dtype not in DTYPE_BYTES:
-        raise EstimateError(f"--grad-dtype: {dtype!r} is not one of {', '.join(DTYPE_BYTES)}")
+        raise EstimateError(f"gradient dtype {dtype!r} is not one of {', '.join(DTYPE_BYTES)}")
     return params * DTYPE_BYTES[dtype]
 
 
@@ -280,13 +278,13 @@ def _check(
     if workers < 1:
         raise EstimateError(f"the job has {workers} worker replicas (pools 0+1); need at least 1")
     if reducers < 1:
-        raise EstimateError(f"--reducers must be at least 1, got {reducers}")
+        raise EstimateError(f"a Reduction Server needs at least 1 reducer, got {reducers}")
     for name, value in (("worker bandwidth", worker_gbps), ("reducer bandwidth", reducer_gbps)):
         if not value > 0:
             raise EstimateError(f"{name} must be positive, got {value} Gbps")
     if not grad_bytes > 0:
         raise EstimateError(f"gradient size must be positive, got {grad_bytes} bytes")
     if compute is not None and not compute >= 0:
-        raise EstimateError(f"--step-compute must be ≥ 0, got {compute}")
+        raise EstimateError(f"step compute time must be ≥ 0 s, got {compute}")
     if not alpha_s >= 0:
-        raise EstimateError(f"--alpha must be ≥ 0, got {alpha_s}")
+        raise EstimateError(f"per-hop latency α must be ≥ 0 s, got {alpha_s}")

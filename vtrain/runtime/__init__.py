@@ -10,6 +10,7 @@ branch; TensorFlow is imported lazily, only when a strategy is built, so
     from vtrain import runtime
     strategy = runtime.strategy()          # first thing in the trainer
     keras = runtime.keras()                # tf_keras under multi-worker, see below
+    runtime.mixed_precision()              # optional: the 16-bit policy this hardware runs fast
     with strategy.scope():
         model = ...
     model.fit(..., callbacks=[runtime.backup_and_restore(keras)])
@@ -23,6 +24,8 @@ Signals read (all set by the launcher):
                        is absent (a one-replica job).
   VTRAIN_DISTRIBUTION_STRATEGY   auto (default) | one_device | mirrored |
                        multi_worker_mirrored | parameter_server | tpu.
+  VTRAIN_MIXED_PRECISION         overrides mixed_precision(policy): auto | mixed_bfloat16 |
+                       mixed_float16 | float32 (see :mod:`.precision`).
   VTRAIN_COLLECTIVE_TIMEOUT      seconds before a collective gives up (default 300;
                        0 disables). A dead peer then fails the job instead of hanging it.
   AIP_MODEL_DIR, AIP_CHECKPOINT_DIR, AIP_TENSORBOARD_LOG_DIR, CLOUD_ML_JOB_ID.
@@ -44,9 +47,10 @@ replicas only serve (strategy() never returns for them; the job ends with the
 primary replica), so only the chief writes.
 
 The package is split by what each part needs: :mod:`.decision` (pure, standard library only),
-:mod:`.tfsetup` (builds the strategy and picks Keras; imports TensorFlow lazily) and
-:mod:`.outputs` (directories, saving, checkpoints). It ships to replicas with nothing else of
-vtrain but :mod:`vtrain.errors` and :mod:`vtrain.constants`.
+:mod:`.tfsetup` (builds the strategy and picks Keras; imports TensorFlow lazily),
+:mod:`.outputs` (directories, saving, checkpoints) and :mod:`.precision` (the mixed-precision
+policy: a pure decision, then Keras). It ships to replicas with nothing else of vtrain but
+:mod:`vtrain.errors` and :mod:`vtrain.constants`.
 """
 
 from __future__ import annotations
@@ -76,6 +80,14 @@ from vtrain.runtime.outputs import (
     write_dir,
     write_weights_record,
 )
+from vtrain.runtime.precision import (
+    PrecisionDecision,
+    choose_precision,
+    loss_scale_optimizer,
+    mixed_precision,
+    scale_loss,
+    unscale_gradients,
+)
 from vtrain.runtime.tfsetup import info, is_chief, keras, strategy
 
 __all__ = [
@@ -85,9 +97,11 @@ __all__ = [
     "Checkpoints",
     "Decision",
     "Info",
+    "PrecisionDecision",
     "RuntimeMismatch",
     "backup_and_restore",
     "checkpoint_dir",
+    "choose_precision",
     "choose_strategy",
     "decide",
     "detect_tpu",
@@ -95,12 +109,16 @@ __all__ = [
     "is_chief",
     "join",
     "keras",
+    "loss_scale_optimizer",
+    "mixed_precision",
     "model_dir",
     "remove_scratch",
     "save_model",
+    "scale_loss",
     "scratch_dir",
     "strategy",
     "tensorboard_dir",
+    "unscale_gradients",
     "weights_checksum",
     "write_dir",
     "write_weights_record",

@@ -32,6 +32,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--train-data", help="CSV file pattern (local or gs://); default: built-in data")
     p.add_argument("--num-features", type=int, default=8)
     p.add_argument("--seed", type=int, default=42)
+    p.add_argument(
+        "--mixed-precision",
+        action="store_true",
+        help="16-bit compute where the hardware runs it fast (runtime.mixed_precision); "
+        "VTRAIN_MIXED_PRECISION in the job's env overrides it",
+    )
     return p.parse_args(argv)
 
 
@@ -44,18 +50,21 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     import keras
     import tensorflow as tf
 
+    precision = runtime.mixed_precision("auto" if args.mixed_precision else "float32", keras)
+
     from trainer import data
 
     info = runtime.info()
     global_batch = args.batch_size * strategy.num_replicas_in_sync
     log.info(
-        "%s/%d of %d worker(s), %s, %d replica(s) in sync, global batch %d",
+        "%s/%d of %d worker(s), %s, %d replica(s) in sync, global batch %d, %s",
         info.task_type,
         info.task_index,
         info.num_workers,
         info.strategy,
         strategy.num_replicas_in_sync,
         global_batch,
+        precision.policy,
     )
 
     keras.utils.set_random_seed(args.seed)
@@ -63,9 +72,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     batches = iter(strategy.experimental_distribute_dataset(dataset))
     with strategy.scope():
         model = keras.Sequential(
-            [keras.Input(shape=(args.num_features,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1)]
+            [
+                keras.Input(shape=(args.num_features,)),
+                keras.layers.Dense(16, activation="relu"),
+                keras.layers.Dense(1, dtype="float32"),  # float32 outputs keep the loss stable under mixed precision
+            ]
         )
-        optimizer = keras.optimizers.SGD(args.learning_rate)
+        # Under mixed_float16 a custom loop scales the loss itself (model.compile would do it for Keras).
+        optimizer = runtime.loss_scale_optimizer(keras.optimizers.SGD(args.learning_rate), keras)
         epoch = tf.Variable(0, dtype=tf.int64, trainable=False)
         checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, epoch=epoch)
     checkpoints = runtime.Checkpoints(checkpoint)
@@ -75,7 +89,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         with tf.GradientTape() as tape:
             per_example = tf.reduce_mean(tf.square(y - model(x, training=True)), axis=-1)
             loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
-        grads = tape.gradient(loss, model.trainable_variables)
+            scaled = runtime.scale_loss(optimizer, loss)
+        grads = runtime.unscale_gradients(optimizer, tape.gradient(scaled, model.trainable_variables))
         optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
         return loss
 

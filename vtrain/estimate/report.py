@@ -1,0 +1,163 @@
+"""One job file and the user's numbers → the whole advice: exchange model, memory fit, precision,
+parallelism, money. What `vtrain estimate` prints (as text or JSON) and what the SDK returns.
+
+The JSON shape (`Report.to_dict`) is documented in the README ("Which parallelism? `vtrain estimate`")
+and its keys only grow: the ring vs Reduction Server keys of the first version stay where they were.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from vtrain.errors import EstimateError
+from vtrain.estimate.advice import Recommendation, recommend
+from vtrain.estimate.costs import Costs, LowComm, costs, low_communication
+from vtrain.estimate.diloco import DilocoTraffic, diloco_traffic
+from vtrain.estimate.jobs import JobCluster, job_cluster
+from vtrain.estimate.memory import Fit, MemoryNeed, memory_need, pool_fits
+from vtrain.estimate.model import (
+    DEFAULT_ALPHA_S,
+    DEFAULT_INNER_STEPS,
+    Estimate,
+    estimate,
+    gradient_bytes,
+    recommended_reducers,
+)
+from vtrain.estimate.precision import PrecisionAdvice, precision_advice
+from vtrain.estimate.prices import Prices, cluster_prices
+
+if TYPE_CHECKING:
+    from vtrain.config import JobConfig
+
+SCHEMA_VERSION = 2
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What the user knows about the model and asks about; everything but `params` has a default."""
+
+    params: int
+    grad_dtype: str = "fp32"
+    step_compute_s: float | None = None
+    reducers: int | None = None
+    reducer_machine: str | None = None
+    alpha_s: float = DEFAULT_ALPHA_S
+    inner_steps: tuple[int, ...] = DEFAULT_INNER_STEPS
+    optimizer: str = "adam"
+    precision: str = "fp32"
+    activations: float | None = None  # bytes per replica, measured under `precision`
+    regions: int = 1
+    prices: Prices | None = None
+
+
+@dataclass(frozen=True)
+class Report:
+    """Everything `vtrain estimate` knows about one job; `to_dict` is the documented JSON."""
+
+    job: str
+    name: str
+    inputs: Inputs
+    cluster: JobCluster
+    est: Estimate
+    low: list[LowComm]
+    money: Costs | None
+    memory: MemoryNeed
+    fits: list[Fit]
+    precision: list[PrecisionAdvice]
+    diloco: list[DilocoTraffic]
+    recommendation: Recommendation
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, object]:
+        from vtrain.estimate.text import verdict_line
+
+        i = self.inputs
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "job": self.job,
+            "params": i.params,
+            "grad_dtype": i.grad_dtype,
+            "optimizer": i.optimizer,
+            "precision": i.precision,
+            "regions": i.regions,
+            "cluster": self.cluster.to_dict(),
+            **self.est.to_dict(),
+            "low_communication": [row.to_dict() for row in self.low],
+            "costs": self.money.to_dict() if self.money else None,
+            "verdict": verdict_line(self.est, self.money),
+            "memory": {
+                "need": self.memory.to_dict(),
+                "pools": [f.to_dict() for f in self.fits],
+            },
+            "precision_advice": [p.to_dict() for p in self.precision],
+            "diloco": [row.to_dict() for row in self.diloco],
+            "recommendation": self.recommendation.to_dict(),
+            "notes": self.notes,
+        }
+
+
+def _notes(config: JobConfig, cluster: JobCluster) -> list[str]:
+    """Where the comparison is hypothetical for this job, and why."""
+    from vtrain.catalog import is_tpu_machine
+
+    out = []
+    if config.parameter_servers is not None and config.parameter_servers.replicas != 0:
+        out.append("this job uses parameter servers, not all-reduce: the numbers show what switching would give")
+    if cluster.workers > 1 and cluster.gpus_per_worker == 0:
+        if any(is_tpu_machine(machine) for machine in cluster.machines):
+            out.append("TPUs exchange gradients over their own interconnect; Reduction Server is for GPU workers")
+        else:
+            out.append("Vertex's Reduction Server needs GPU workers using NCCL all-reduce; this is hypothetical")
+    return out
+
+
+def advise(config: JobConfig, inputs: Inputs, job: str = "") -> Report:
+    """The full advice for a loaded job; an unusable input is an :class:`EstimateError` naming the value."""
+    if inputs.regions < 1:
+        raise EstimateError(f"a cluster spans at least 1 region, got {inputs.regions}")
+    if any(h < 1 for h in inputs.inner_steps):
+        raise EstimateError(f"DiLoCo inner steps must be at least 1, got {min(inputs.inner_steps)}")
+    cluster = job_cluster(config, inputs.reducer_machine)
+    grad = gradient_bytes(inputs.params, inputs.grad_dtype)
+    rule = recommended_reducers(cluster.sizing_gbps, cluster.reducer_gbps) if cluster.workers else 1
+    m = inputs.reducers if inputs.reducers is not None else cluster.job_reducers or rule
+    est = estimate(
+        cluster.workers,
+        cluster.worker_gbps,
+        m,
+        cluster.reducer_gbps,
+        grad,
+        inputs.step_compute_s,
+        inputs.alpha_s,
+        cluster.gpus_per_worker,
+        cluster.sizing_gbps,
+    )
+    inner = inputs.inner_steps or DEFAULT_INNER_STEPS
+    low = low_communication(grad, cluster.worker_gbps, inputs.step_compute_s, inner)
+    money = None
+    if inputs.prices is not None:
+        money = costs(est, *cluster_prices(inputs.prices, config, cluster.reducer_machine))
+    pools = [p for p in (config.chief, config.workers) if p is not None and int(p.replicas) > 0]
+    need = memory_need(inputs.params, inputs.optimizer, inputs.precision, inputs.activations)
+    fits = pool_fits(pools, need)
+    advice = [
+        precision_advice(f.device, inputs.params, inputs.optimizer, inputs.activations, inputs.precision) for f in fits
+    ]
+    traffic = [
+        diloco_traffic(inputs.params, cluster.workers, h, cluster.worker_gbps, cluster.reducer_gbps, inputs.alpha_s)
+        for h in sorted(set(inner))
+    ]
+    devices = min((f.device.per_replica for f in fits), default=1)
+    rec = recommend(
+        fits,
+        est,
+        traffic,
+        need.state,
+        devices,
+        gpu_workers=cluster.gpus_per_worker > 0,
+        tpu=any(f.device.kind == "tpu" for f in fits),
+        regions=inputs.regions,
+    )
+    return Report(job, config.name, inputs, cluster, est, low, money, need, fits, advice, traffic, rec,
+                  _notes(config, cluster))  # fmt: skip

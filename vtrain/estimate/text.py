@@ -1,0 +1,224 @@
+"""`vtrain estimate` as text: the exchange table, the sizing, memory per replica, precision, and the
+recommendation. Pure string building over a :class:`~vtrain.estimate.report.Report`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from vtrain.estimate.memory import human_bytes
+from vtrain.estimate.model import DTYPE_BYTES, TARGET_UTILISATION
+
+if TYPE_CHECKING:
+    from vtrain.estimate.costs import Costs, LowComm
+    from vtrain.estimate.jobs import JobCluster
+    from vtrain.estimate.model import Estimate
+    from vtrain.estimate.report import Report
+
+
+_bytes = human_bytes
+
+
+def _secs(s: float | None) -> str:
+    if s is None:
+        return "-"
+    if s == 0:
+        return "0 s"
+    return f"{s * 1e3:.1f} ms" if s < 1 else f"{s:.2f} s"
+
+
+def _count(n: int) -> str:
+    for unit, size in (("T", 10**12), ("B", 10**9), ("M", 10**6), ("k", 10**3)):
+        if n >= size:
+            return f"{n / size:.4g}{unit}"
+    return str(n)
+
+
+def _rate(x: float | None) -> str:
+    return "unbounded" if x is None else f"{x:.2f}"
+
+
+def verdict_line(est: Estimate, money: Costs | None) -> str:
+    """Whether reducers pay in time and in cost, and where they stop paying."""
+    if est.workers < 2:
+        return "verdict: one replica exchanges no gradients over the network; reducers cannot help."
+    rs = est.reduction_server
+    if est.speedup > 1:
+        time = f"reducers pay in time: {est.speedup:.2f}× the steps/sec of the ring"
+    else:
+        time = f"reducers do not pay in time ({est.speedup:.2f}× the ring)"
+        if rs.reducer_bound and est.min_reducers_to_beat_ring is not None:
+            time += f": {rs.reducers} are too few, {est.min_reducers_to_beat_ring} would beat the ring"
+    if money is None:
+        if est.speedup <= 1:
+            return f"verdict: {time}; so not in cost either."
+        return (
+            f"verdict: {time}; in cost while one reducer-hour costs less than "
+            f"{est.break_even_worker_hours:.3g} worker-VM-hours (give --prices for money)."
+        )
+    ring_cost, rs_cost = money.ring_per_1000_steps, money.reduction_server_per_1000_steps
+    cost = f"in cost {'too' if money.reducers_cheaper else 'not'} (${rs_cost:.2f} vs ${ring_cost:.2f} per 1,000 steps)"
+    if money.break_even_reducer_price:
+        cost += f"; they stop paying above ${money.break_even_reducer_price:.2f} per reducer-hour"
+    if money.break_even_step_compute_s:
+        cost += f" or once a step computes more than {_secs(money.break_even_step_compute_s)}"
+    return f"verdict: {time}; {cost}."
+
+
+def _exchange_text(report: Report) -> str:
+    job_file, cluster, est, low, money = report.job, report.cluster, report.est, report.low, report.money
+    params, dtype, verdict = report.inputs.params, report.inputs.grad_dtype, verdict_line(est, money)
+    ring, rs, rec = est.ring, est.reduction_server, est.at_recommended
+    origin = "from the job" if cluster.job_reducers else "assumed: the job has none"
+    if cluster.job_reducers and rs.reducers != cluster.job_reducers:
+        origin = f"--reducers; the job has {cluster.job_reducers}"
+    gpus = f", {est.gpus_per_worker} GPUs each ({est.ring_ranks} ring ranks)" if est.gpus_per_worker else ""
+    compute = (
+        f"{_secs(est.step_compute_s)} per step"
+        if est.step_compute_s is not None
+        else "not given: communication-bound ceiling"
+    )
+    lines = [
+        f"{report.name} ({job_file})",
+        f"  workers     {est.workers} × {' / '.join(cluster.machines)} (chief + workers){gpus}, "
+        f"{cluster.worker_gbps:g} Gbps NIC",
+        f"  reducers    {rs.reducers} × {cluster.reducer_machine}, {cluster.reducer_gbps:g} Gbps ({origin})",
+        f"  gradient    {_count(params)} params × {DTYPE_BYTES[dtype]} B ({dtype}) = {_bytes(est.gradient_bytes)}",
+        f"  compute     {compute}",
+        f"  model       α = {est.alpha_s * 1e6:g} µs per hop; per-VM NIC bound; no compute/comm overlap",
+        "",
+        f"  {'':26}{'ring all-reduce':>16}{'reduction server':>18}",
+        f"  {'sent per worker per step':26}{_bytes(ring.bytes_sent_per_worker):>16}"
+        f"{_bytes(rs.bytes_sent_per_worker):>18}",
+        f"  {'communication per step':26}{_secs(ring.comm_seconds):>16}{_secs(rs.comm_seconds):>18}"
+        + ("  reducer-bound" if rs.reducer_bound else ""),
+        f"  {'steps/sec':26}{_rate(ring.steps_per_sec):>16}{_rate(rs.steps_per_sec):>18}",
+        f"  {'speed-up':26}{'1.00×':>16}{f'{est.speedup:.2f}×':>18}",
+        f"  {'VM-hours / 1,000 steps':26}{ring.worker_hours:>16.3f}{rs.worker_hours:>18.3f}",
+        f"  {'GPU-hours / 1,000 steps':26}{ring.gpu_hours:>16.3f}{rs.gpu_hours:>18.3f}",
+        f"  {'reducer-hours / 1,000':26}{'-':>16}{rs.reducer_hours:>18.3f}",
+    ]
+    if money is not None:
+        lines.append(
+            f"  {'cost / 1,000 steps':26}{f'${money.ring_per_1000_steps:.2f}':>16}"
+            f"{f'${money.reduction_server_per_1000_steps:.2f}':>18}"
+        )
+        lines.append(
+            f"  prices      ${money.worker_price_per_hour:.2f}/h for pools 0+1, "
+            f"${money.reducer_price_per_hour:.2f}/h per reducer (from your price file)"
+        )
+    lines += ["", _sizing(est, cluster, rec), "", _low_text(low, cluster.worker_gbps, TARGET_UTILISATION)]
+    return "\n".join(lines + ["", verdict])
+
+
+def _sizing(est: Estimate, cluster: JobCluster, rec: Any) -> str:
+    rule = est.recommended_reducers
+    if cluster.sizing_gbps == est.workers * cluster.worker_gbps:
+        total = f"{est.workers} × {cluster.worker_gbps:g} Gbps"
+    else:
+        total = f"Σ {cluster.sizing_gbps:g} Gbps"
+    speedup = est.ring.step_seconds / rec.step_seconds if rec.step_seconds else 1.0
+    text = (
+        f"  sizing      ⌈{total} / {cluster.reducer_gbps:g} Gbps⌉ = {rule} reducers: "
+        f"{_rate(rec.steps_per_sec)} steps/sec, {speedup:.2f}× the ring\n"
+        f"              (bandwidth alone caps it at 2(N−1)/N = {est.ceiling:.2f}×; "
+        f"the ring also waits 2(N−1) = {2 * (est.ring_ranks - 1)} hops of α)"
+    )
+    m = est.reduction_server.reducers
+    if m < rule:
+        text += f"\n              with {m} (< {rule}) the reducers set the pace"
+    elif m > rule:
+        text += f"\n              {m - rule} reducer(s) past the rule add cost, not speed"
+    beat = est.min_reducers_to_beat_ring
+    text += (
+        f"\n              fewer than {beat} reducers are slower than the ring"
+        if beat and beat > 1
+        else ("\n              no pool size beats the ring here" if beat is None and est.workers > 1 else "")
+    )
+    return text
+
+
+def _low_text(low: list[LowComm], nic: float, target: float) -> str:
+    pct = f"{target:.0%}"
+    lines = [f"  low-communication training: per-worker bandwidth to keep compute ≥ {pct} busy"]
+    for row in low:
+        every = "every step" if row.inner_steps == 1 else f"every {row.inner_steps} steps"
+        need = f"needs {row.needed_gbps:.3g} Gbps" if row.needed_gbps is not None else "needs --step-compute"
+        lines.append(
+            f"    {row.name:<20} S {every:<17} {need:<20} "
+            f"(at {nic:g} Gbps: a step must compute ≥ {_secs(row.min_step_compute_s)})"
+        )
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- the advisor's sections
+
+
+def _memory_text(report: Report) -> str:
+    need = report.memory
+    opt = f"{need.optimizer}, {need.precision}: {need.bytes_per_param:g} B/param"
+    parts = [f"weights {_bytes(need.weights)}"]
+    if need.half_copies:
+        parts.append(f"16-bit copies {_bytes(need.half_copies)}")
+    parts += [f"gradients {_bytes(need.gradients)}", f"optimizer {_bytes(need.optimizer_slots)}"]
+    acts = "not given: the verdict covers the training state only" if need.activations is None else _bytes(
+        need.activations)  # fmt: skip
+    lines = [
+        f"  memory per replica ({opt})",
+        f"    state        {' + '.join(parts)} = {_bytes(need.state)}",
+        f"    activations  {acts}",
+    ]
+    for f in report.fits:
+        dev = f.device
+        mem = "unknown memory" if dev.memory_bytes is None else _bytes(dev.memory_bytes)
+        if f.verdict == "unknown":
+            verdict = "memory not in the catalog"
+        elif f.verdict == "does not fit":
+            verdict = f"does not fit: needs {_bytes(f.need_bytes)}"
+            if f.sharded_devices:
+                verdict += f"; sharded over ≥ {f.sharded_devices} devices ({f.sharded_machines} × {f.machine_type})"
+        elif f.verdict == "tight":
+            verdict = f"fits with {f.headroom:.0%} headroom (tight: TF and the allocator need some)"
+        else:
+            verdict = f"fits, {f.headroom:.0%} headroom"
+        lines.append(f"    {f.role + ' ' + f.machine_type:<28} {dev.name} {mem}: {verdict}")
+    return "\n".join(lines)
+
+
+def _precision_text(report: Report) -> str:
+    lines = []
+    for p in report.precision:
+        scale = " with loss scaling" if p.loss_scaling else ""
+        lines.append(f"  precision    {p.device}: {p.recommended} ({p.keras_policy}{scale})")
+        lines.append(f"               {p.reason}")
+        if p.recommended != "fp32":
+            fp32, mixed = p.state_bytes["fp32"], p.state_bytes[p.recommended]
+            act = p.activation_bytes[p.recommended]
+            acts = f", activations {_bytes(act)}" if act is not None else ", activations halved"
+            lines.append(
+                f"               state {_bytes(fp32)} fp32 → {_bytes(mixed)} mixed{acts}; "
+                f"compute at most {p.speedup_bound:g}× faster"
+            )
+        if p.caution:
+            lines.append(f"               caution: {p.caution}")
+    return "\n".join(lines)
+
+
+def _recommendation_text(report: Report) -> str:
+    rec = report.recommendation
+    lines = [f"recommendation: {rec.summary}"]
+    lines += [f"  - {reason}" for reason in rec.reasons]
+    lines += [f"  use: {option}" for option in rec.options]
+    return "\n".join(lines)
+
+
+def format_report(report: Report) -> str:
+    """The whole text report, notes last."""
+    blocks = [
+        _exchange_text(report),
+        "",
+        _memory_text(report),
+        _precision_text(report),
+        "",
+        _recommendation_text(report),
+    ]
+    return "\n".join(blocks + [f"note: {note}" for note in report.notes])
