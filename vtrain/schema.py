@@ -226,6 +226,7 @@ class Obj:
             ck.add(path, f"expected a mapping with keys {', '.join(self.fields)}, got {_type_name(value)}")
             return None
         out: dict[str, Any] = {}
+        written: dict[str, str] = {}  # canonical name -> the spelling that gave it first
         ok = True
         for key, raw in value.items():
             name = self.aliases.get(key, key)
@@ -238,6 +239,13 @@ class Obj:
                     key=True,
                 )
                 continue  # reported; the rest of the file is still checked
+            if name in written:
+                # `replicas` and `replica_count` (or `workers` and `worker`) name one key: merging them
+                # would let whichever came last win in silence, so it is a duplicate like any other.
+                ck.add((*path, key), self._duplicate(path, key, written[name], name, ck), key=True)
+                self.fields[name].check(raw, (*path, key), ck)  # its value's own problems, reported too
+                continue
+            written[name] = key
             if name != key:
                 ck.positions.alias((*path, key), (*path, name))
             checked = self.fields[name].check(raw, (*path, key), ck)
@@ -250,6 +258,23 @@ class Obj:
                        key=True)
                 ok = False
         return out if ok else None
+
+    @staticmethod
+    def _duplicate(path: PathKey, key: str, first: str, name: str, ck: Checker) -> str:
+        """The message for a second spelling of one key, naming where the first one is."""
+        at = ck.positions.of((*path, first), key=True)
+        where = f"at {at.file or '<config>'}"
+        if at.line is not None:
+            where += f":{at.line}" + (f":{at.column}" if at.column is not None else "")
+        elif (at.file or "").startswith("--set"):
+            where = f"by {at.file}"
+        if first == name:
+            same = f"'{key}' is another name for '{name}', already given {where}"
+        elif key == name:
+            same = f"'{first}' (another name for '{name}') is already given {where}"
+        else:
+            same = f"'{key}' and '{first}' both mean '{name}', already given {where}"
+        return f"duplicate key: {same}; keep only one"
 
 
 _machine_fields = {
