@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from vtrain.constants import SCHEDULING_STRATEGIES, STRATEGIES
+from vtrain.constants import MAX_REPLICAS, SCHEDULING_STRATEGIES, STRATEGIES
 from vtrain.errors import Problem
 from vtrain.yamlpos import PathKey, Positions, format_path
 
@@ -289,7 +289,7 @@ _machine_fields = {
 def _pool(allow_auto: bool = False) -> Obj:
     return Obj(
         {
-            "replicas": Int(minimum=0, maximum=2**63 - 1, allow_auto=allow_auto),  # replicaCount is an int64
+            "replicas": Int(minimum=0, maximum=MAX_REPLICAS, allow_auto=allow_auto),
             **_machine_fields,
             "args": ListOf(Str(), single_ok=True),
             "env": MapOf(EnvValue()),

@@ -7,7 +7,6 @@ user wrote: vtrain never ships or guesses prices.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -162,12 +161,16 @@ def load_prices(path: str) -> dict[str, dict[str, float]]:
 
     from vtrain.catalog import normalize_accelerator
     from vtrain.estimate import EstimateError
+    from vtrain.userpaths import describe_oserror, read_bounded
+    from vtrain.yamlpos import MAX_BYTES
 
     try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        data = yaml.safe_load(read_bounded(path, MAX_BYTES).decode("utf-8"))  # a FIFO must not hang it
     except FileNotFoundError:
         raise EstimateError(f"--prices: file not found: {path}") from None
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+    except OSError as err:
+        raise EstimateError(f"--prices: cannot read {path}: {describe_oserror(err)}") from None
+    except (UnicodeDecodeError, yaml.YAMLError) as err:
         raise EstimateError(f"--prices: cannot read {path}: {' '.join(str(err).split())}") from None
     if not isinstance(data, dict):
         raise EstimateError(f"--prices: {path} must be a mapping with machines: and accelerators:")
