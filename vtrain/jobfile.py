@@ -29,7 +29,7 @@ def apply_overrides(data: Any, overrides: Iterable[str], positions: Positions) -
     problems: list[Problem] = []
     data = _deep_copy(data) if data is not None else {}
     for item in overrides:
-        where = Position(f"--set {item}")
+        where = Position(f"--set {shown(item)}")  # a NUL or newline in argv is shown escaped
         if "=" not in item:
             problems.append(Problem("", "--set expects KEY.PATH=VALUE, e.g. cluster.workers.replicas=4",
                                     file=where.file))

@@ -31,6 +31,7 @@ from vtrain import __version__
 from vtrain._select import Scan, check_package_dir, credential_reason, hash_entries, scan_package
 from vtrain.errors import PackagingError
 from vtrain.staging import StagedObject, StagingTarget, check_target, lookup, parse_staging, stage
+from vtrain.userpaths import describe_oserror
 
 if TYPE_CHECKING:
     from google.cloud import storage
@@ -49,6 +50,8 @@ def dist_name(package_dir: Path) -> str:
             data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
             raise PackagingError(f"{pyproject}: not valid TOML ({err})") from err
+        except OSError as err:
+            raise PackagingError(f"cannot read {pyproject}: {describe_oserror(err)}") from err
         project = data.get("project")
         if isinstance(project, dict) and isinstance(project.get("name"), str):
             name = project["name"]

@@ -72,6 +72,9 @@ class Checker:
         )
 
 
+_NUL = "contains a NUL byte (\\0), which no path, argument or environment value can hold; remove it"
+
+
 def _type_name(value: Any) -> str:
     if value is None:
         return "nothing (null)"
@@ -104,6 +107,9 @@ class Str:
             if isinstance(value, bool):
                 hint = "; YAML reads yes/no/on/off/true/false as booleans, quote the text"
             ck.add(path, f"expected text{allowed}, got {_type_name(value)}{hint}")
+            return None
+        if "\x00" in value:
+            ck.add(path, _NUL)
             return None
         if self.choices:
             word = value.strip().lower()
@@ -175,6 +181,9 @@ class EnvValue:
     """Environment values are text on Vertex; numbers are accepted and written as text."""
 
     def check(self, value: Any, path: PathKey, ck: Checker) -> Any:
+        if isinstance(value, str) and "\x00" in value:
+            ck.add(path, _NUL)  # a process environment is NUL-terminated C strings
+            return None
         if isinstance(value, str):
             return value
         if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -211,8 +220,11 @@ class MapOf:
         if not isinstance(value, dict):
             ck.add(path, f"expected a mapping of names to values, got {_type_name(value)}")
             return None
+        bad = [k for k in value if "\x00" in str(k)]
+        for key in bad:
+            ck.add((*path, key), _NUL, key=True)
         out = {k: self.value.check(v, (*path, k), ck) for k, v in value.items()}
-        return None if any(v is None for v in out.values()) else out
+        return None if bad or any(v is None for v in out.values()) else out
 
 
 @dataclass(frozen=True)

@@ -60,7 +60,8 @@ def format_path(path: PathKey) -> str:
         if isinstance(part, int):
             out += f"[{part}]"
         else:
-            out += f".{part}" if out else str(part)
+            text = part if part.isprintable() else part.encode("unicode_escape").decode("ascii")  # NUL, newline
+            out += f".{text}" if out else text
     return out
 
 

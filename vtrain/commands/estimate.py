@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from vtrain.commands._options import echo_json, output_option, set_option
+from vtrain.commands._options import UserPath, echo_json, output_option, set_option
 
 if TYPE_CHECKING:
     from vtrain.config import JobConfig
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 
 @click.command()
-@click.argument("job_file", metavar="JOB.yaml", type=click.Path(dir_okay=False))
+@click.argument("job_file", metavar="JOB.yaml", type=UserPath(dir_okay=False))
 @click.option("--params", required=True, metavar="N", help="Model parameters: 340M, 1.3B, 7e9, 125000000.")
 @click.option(
     "--grad-dtype",
@@ -54,10 +54,10 @@ if TYPE_CHECKING:
 )
 @click.option(
     "--prices",
-    type=click.Path(dir_okay=False),
+    type=UserPath(dir_okay=False),
     help="YAML of $/hour per machine type and accelerator (see examples/prices.example.yaml).",
 )
-@click.option("--plot", type=click.Path(dir_okay=False), help="Draw steps/sec against workers to this PNG.")
+@click.option("--plot", type=UserPath(dir_okay=False), help="Draw steps/sec against workers to this PNG.")
 @set_option
 @output_option("text", "json")
 def estimate(
