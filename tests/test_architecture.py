@@ -104,7 +104,9 @@ def _reaches(start: str) -> set[str]:
 
 def test_the_job_model_imports_nothing_that_uses_it() -> None:
     model = _reaches("vtrain.config")
-    assert model <= {"vtrain.catalog", "vtrain.constants", "vtrain.errors", "vtrain.yamlpos"}, model
+    # userpaths (path checks, symlink-loop-safe resolve) imports nothing of vtrain either
+    assert model <= {"vtrain.catalog", "vtrain.constants", "vtrain.errors", "vtrain.yamlpos", "vtrain.userpaths"}, model
+    assert _reaches("vtrain.userpaths") == set()
 
 
 def test_the_runtime_needs_only_what_ships_with_it() -> None:

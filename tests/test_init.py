@@ -114,7 +114,7 @@ def test_init_where_nothing_can_be_written_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "afile").write_text("x")
     result = CliRunner().invoke(cli, ["init", str(tmp_path / "afile" / "t")])
     assert result.exit_code == 1
-    assert result.output == f"error: cannot write {tmp_path / 'afile' / 't'}: Not a directory\n"
+    assert result.output == f"error: cannot write {tmp_path / 'afile' / 't'}: Not a directory; nothing was written\n"
 
 
 @pytest.mark.parametrize("name,expected", [("My_Proj", "my-proj"), ("2024 run", "job-2024-run"), ("__", "my-job")])

@@ -13,15 +13,18 @@ re-included: the caller prunes excluded directories while walking.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import fnmatch
 import hashlib
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from vtrain.errors import PackagingError
+from vtrain.userpaths import describe_oserror, path_problem, shown
 
 # Never packaged, whatever the ignore files say: VCS data, environments, caches, build output.
 _ALWAYS_DIRS = {
@@ -230,7 +233,12 @@ def credential_reason(rel: str, data: bytes) -> str | None:
 
 
 def scan_package(package_dir: Path, *, skip: Iterable[Path] = ()) -> Scan:
-    """Select the files that will be packaged (excludes applied) and hash them; reads only."""
+    """Select the files that will be packaged (excludes applied) and hash them; reads only.
+
+    Anything the walk cannot read (a directory or file this user may not read, a path past the
+    OS's length limit) is a one-line PackagingError, never a silently smaller package; so is a
+    selected file whose name is not UTF-8, which no sdist (a tar of UTF-8 names) can carry.
+    """
     scan = select_files(package_dir, skip=skip)
     root = scan.root
 
@@ -242,21 +250,52 @@ def scan_package(package_dir: Path, *, skip: Iterable[Path] = ()) -> Scan:
                 scan.credentials.append((rel, why))
             yield rel, data
 
-    scan.digest = hash_entries(entries())
+    with readable_errors(root):
+        scan.digest = hash_entries(entries())
     return scan
 
 
 def select_files(package_dir: Path, *, skip: Iterable[Path] = ()) -> Scan:
     """The files that will be packaged (excludes applied), without reading them: what `validate`
-    needs to judge the layout as `package` will."""
+    needs to judge the layout as `package` will. Errors as :func:`scan_package`'s."""
     root = check_package_dir(package_dir)
+    with readable_errors(root):
+        return _select(root, skip)
+
+
+@contextlib.contextmanager
+def readable_errors(root: Path) -> Iterator[None]:
+    """An OSError while walking or reading the trainer → one line naming the file and the fix."""
+    try:
+        yield
+    except OSError as err:
+        where = err.filename if isinstance(err.filename, str) else str(root)
+        rel = os.path.relpath(where, root) if where.startswith(str(root)) else where
+        fix = "make it readable" if err.errno in (errno.EACCES, errno.EPERM) else "move or rename it"
+        raise PackagingError(f"cannot read {shown(rel)} in trainer package {root}: {describe_oserror(err)}; "
+                             f"{fix}, or list it in {VTRAIN_IGNORE}") from None
+
+
+def _raise(err: OSError) -> None:
+    raise err
+
+
+def _is_marked(full: Path) -> bool:
+    """A virtualenv or `vtrain local` outputs (--output-dir out), whatever the directory's name."""
+    try:
+        return (full / "pyvenv.cfg").exists() or (full / "vtrain-local" / "job.json").exists()
+    except OSError as err:  # a directory this user may not search: name it, not the file probed
+        raise OSError(err.errno, err.strerror, str(full)) from None
+
+
+def _select(root: Path, skip: Iterable[Path]) -> Scan:
     skip_set = {os.path.abspath(p) for p in skip}
     rules = IgnoreRules()
     vtrainignore = root / VTRAIN_IGNORE
     if vtrainignore.is_file():
         rules.add_file(vtrainignore, base="", last=True)
     selected: list[str] = []
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, dirnames, filenames in os.walk(root, onerror=_raise):
         here = Path(dirpath)
         rel_dir = here.relative_to(root).as_posix()
         rel_dir = "" if rel_dir == "." else rel_dir
@@ -269,11 +308,10 @@ def select_files(package_dir: Path, *, skip: Iterable[Path] = ()) -> Scan:
             full = here / d
             if (
                 is_always_excluded(rel, is_dir=True)
-                or (full / "pyvenv.cfg").exists()  # a virtualenv, whatever its name
-                or (full / "vtrain-local" / "job.json").exists()  # `vtrain local` outputs (--output-dir out)
                 or os.path.abspath(full) in skip_set
                 or full.is_symlink()
                 or rules.ignored(rel, is_dir=True)
+                or _is_marked(full)
             ):
                 continue
             keep.append(d)
@@ -286,19 +324,42 @@ def select_files(package_dir: Path, *, skip: Iterable[Path] = ()) -> Scan:
                 and not rules.ignored(rel, is_dir=False)
             ):
                 selected.append(rel)
+    undecodable = [rel for rel in selected if not _is_utf8(rel)]
+    if undecodable:
+        names = ", ".join(shown(rel) for rel in undecodable[:5])
+        more = f" and {len(undecodable) - 5} more" if len(undecodable) > 5 else ""
+        raise PackagingError(f"file names in trainer package {root} are not valid UTF-8, which a package "
+                             f"cannot carry: {names}{more}; rename them, or list them in {VTRAIN_IGNORE}")
     return Scan(root=root, files=sorted(selected))
+
+
+def _is_utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:  # os.walk gives undecodable bytes as lone surrogates
+        return False
+    return True
 
 
 def check_package_dir(package_dir: Path | str | None) -> Path:
     if package_dir is None:
         raise PackagingError("no trainer package: set `trainer.package` in the job file")
+    bad = path_problem(str(package_dir))
+    if bad:
+        raise PackagingError(f"the trainer package path {shown(str(package_dir))} {bad}")
     root = Path(package_dir).expanduser()
-    if not root.exists():
-        raise PackagingError(f"trainer package directory {root} does not exist")
-    if not root.is_dir():
-        raise PackagingError(f"trainer package {root} is not a directory")
-    if not (root / "pyproject.toml").is_file() and not (root / "setup.py").is_file():
-        raise PackagingError(
-            f"trainer package {root} has no pyproject.toml or setup.py; `vtrain init` writes a ready one"
-        )
+    try:
+        if not root.exists():
+            if root.is_symlink():
+                raise PackagingError(f"trainer package {root} is a symlink that leads nowhere (a loop, or a "
+                                     "missing target)")
+            raise PackagingError(f"trainer package directory {root} does not exist")
+        if not root.is_dir():
+            raise PackagingError(f"trainer package {root} is not a directory")
+        if not (root / "pyproject.toml").is_file() and not (root / "setup.py").is_file():
+            raise PackagingError(
+                f"trainer package {root} has no pyproject.toml or setup.py; `vtrain init` writes a ready one"
+            )
+    except OSError as err:
+        raise PackagingError(f"cannot look at trainer package {root}: {describe_oserror(err)}") from None
     return root.absolute()

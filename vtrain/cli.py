@@ -50,6 +50,16 @@ class LazyGroup(click.Group):
         module_name, attr = COMMANDS[cmd_name].split(":", 1)
         return getattr(importlib.import_module(module_name), attr)
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        # A real argv cannot hold NUL (exec passes C strings), but the SDK's callers and CliRunner can;
+        # no option or path can use one, so refuse it once here for every command, as a usage error.
+        for arg in args:
+            if "\x00" in arg:
+                shown = arg.replace("\x00", "\\0")
+                raise click.UsageError(f"argument '{shown}' contains a NUL byte (\\0); no path, name or "
+                                       "value can hold one", ctx)
+        return super().parse_args(ctx, args)
+
     def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)

@@ -17,6 +17,7 @@ from typing import Any
 from vtrain.catalog import GPU_MACHINES, GPU_TYPES, is_tpu_machine
 from vtrain.constants import DEFAULT_REGION
 from vtrain.errors import Problem
+from vtrain.userpaths import absolute
 from vtrain.yamlpos import Positions
 
 ROLES = ("chief", "workers", "parameter_servers", "reduction_server", "evaluator")
@@ -200,7 +201,7 @@ def _resolve_package(raw: str | None, base: Path) -> Path | None:
     if raw is None:
         return None
     path = Path(os.path.expanduser(raw))
-    return path if path.is_absolute() else (base / path).resolve()
+    return path if path.is_absolute() else absolute(base / path)
 
 
 def _resolve_local_dir(raw: str | None, base: Path) -> str | None:
@@ -208,7 +209,7 @@ def _resolve_local_dir(raw: str | None, base: Path) -> str | None:
     if not isinstance(raw, str) or not raw.strip() or "://" in raw or raw.startswith(("gs:", "gs/")):
         return raw
     path = Path(os.path.expanduser(raw))
-    return raw if path.is_absolute() else str((base / path).resolve())
+    return raw if path.is_absolute() else str(absolute(base / path))
 
 
 def build_config(data: Mapping[str, Any], *, source: Path | None, positions: Positions) -> JobConfig:

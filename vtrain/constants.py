@@ -21,3 +21,5 @@ MAX_LABEL_LENGTH = 63
 MAX_DISPLAY_NAME = 128
 MAX_ENV = 100
 MAX_PACKAGE_URIS = 100
+#: A pool's replicaCount is an int64 in the API.
+MAX_REPLICAS = 2**63 - 1

@@ -20,7 +20,8 @@ import yaml
 from vtrain import rules, schema
 from vtrain.config import JobConfig, build_config
 from vtrain.errors import ConfigError, Problem
-from vtrain.yamlpos import Position, Positions, load_yaml
+from vtrain.userpaths import absolute, describe_oserror, path_problem, read_bounded, shown
+from vtrain.yamlpos import MAX_BYTES, Position, Positions, load_yaml
 
 
 def apply_overrides(data: Any, overrides: Iterable[str], positions: Positions) -> tuple[Any, list[Problem]]:
@@ -28,7 +29,7 @@ def apply_overrides(data: Any, overrides: Iterable[str], positions: Positions) -
     problems: list[Problem] = []
     data = _deep_copy(data) if data is not None else {}
     for item in overrides:
-        where = Position(f"--set {item}")
+        where = Position(f"--set {shown(item)}")  # a NUL or newline in argv is shown escaped
         if "=" not in item:
             problems.append(Problem("", "--set expects KEY.PATH=VALUE, e.g. cluster.workers.replicas=4",
                                     file=where.file))
@@ -145,13 +146,22 @@ def load_config(path: str | os.PathLike[str], overrides: Iterable[str] = (), *, 
     (a gs:// staging bucket for package trainers), for `vtrain local`.
     """
     file = Path(path)
+    where = shown(str(file))
+    bad = path_problem(str(file))
+    if bad:
+        raise ConfigError([Problem("", f"the job file's path {bad}", file=where)])
     try:
-        text = file.read_text(encoding="utf-8")
+        # Bounded and regular files only: a FIFO would hang the read, /dev/zero never end it.
+        text = read_bounded(file, MAX_BYTES).decode("utf-8")
     except FileNotFoundError:
-        raise ConfigError([Problem("", f"job file not found: {file}", file=str(file))]) from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise ConfigError([Problem("", f"cannot read job file: {err}", file=str(file))]) from None
-    return parse_config(text, str(path), source=file.resolve(), overrides=overrides, target=target)
+        raise ConfigError([Problem("", f"job file not found: {where}", file=where)]) from None
+    except OSError as err:
+        raise ConfigError([Problem("", f"cannot read the job file: {describe_oserror(err)}", file=where)]) from None
+    except UnicodeDecodeError as err:
+        raise ConfigError([Problem("", f"the job file is not UTF-8 text (byte {err.start + 1} is "
+                                       f"{err.object[err.start:err.start + 1]!r}); save it as UTF-8",
+                                   file=where)]) from None
+    return parse_config(text, where, source=absolute(file), overrides=overrides, target=target)
 
 
 __all__ = ["apply_overrides", "load_config", "parse_config"]

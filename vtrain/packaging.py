@@ -28,10 +28,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vtrain import __version__
-from vtrain._select import Scan, check_package_dir, credential_reason, hash_entries, scan_package
+from vtrain._select import Scan, check_package_dir, credential_reason, hash_entries, readable_errors, scan_package
 from vtrain.entrymodule import entry_module_problem, syntax_problem
 from vtrain.errors import PackagingError
 from vtrain.staging import StagedObject, StagingTarget, check_target, lookup, parse_staging, stage
+from vtrain.userpaths import describe_oserror
 
 if TYPE_CHECKING:
     from google.cloud import storage
@@ -50,6 +51,8 @@ def dist_name(package_dir: Path) -> str:
             data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
             raise PackagingError(f"{pyproject}: not valid TOML ({err})") from err
+        except OSError as err:
+            raise PackagingError(f"cannot read {pyproject}: {describe_oserror(err)}") from err
         project = data.get("project")
         if isinstance(project, dict) and isinstance(project.get("name"), str):
             name = project["name"]
@@ -74,7 +77,10 @@ def planned_uri(package_dir: Path, staging: str) -> str:
 def check_module(scan: Scan, module: str) -> None:
     """The entry module must run with `python -m` once installed, and its package must compile
     (:mod:`vtrain.entrymodule`: the same check `validate` makes)."""
-    problem = entry_module_problem(scan.files, module, scan.root) or syntax_problem(scan.root, scan.files, module)
+    problem = entry_module_problem(scan.files, module, scan.root)
+    if problem is None:
+        with readable_errors(scan.root):
+            problem = syntax_problem(scan.root, scan.files, module)
     if problem:
         raise PackagingError(problem)
 

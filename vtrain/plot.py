@@ -10,9 +10,21 @@ from vtrain.estimate import Estimate, estimate, recommended_reducers
 if TYPE_CHECKING:
     from vtrain.estimate import Report
 
+#: Points per curve: a figure 7 inches wide shows no more, and 10⁸ workers must not mean 2·10⁸ estimates.
+MAX_POINTS = 200
+
+
+def worker_counts(workers: int, points: int = MAX_POINTS) -> list[int]:
+    """1…2n workers: every count when there are few, else `points` evenly spread, n always among them."""
+    top = 2 * workers
+    if top <= points:
+        return list(range(1, top + 1))
+    return sorted({1 + (top - 1) * i // (points - 1) for i in range(points)} | {workers})
+
 
 def scaling_curves(est: Estimate) -> dict[str, list[tuple[int, float]]]:
-    """Steps/sec for 1…2n workers: ring, the job's reducer count, and reducers sized by the rule.
+    """Steps/sec for 1…2n workers (sampled: :func:`worker_counts`): ring, the job's reducer count, and
+    reducers sized by the rule.
 
     Each worker keeps the estimate's NIC and GPUs; one replica with no compute
     time given has no finite rate and is left out.
@@ -20,7 +32,7 @@ def scaling_curves(est: Estimate) -> dict[str, list[tuple[int, float]]]:
     m = est.reduction_server.reducers
     ring, fixed, sized = "ring all-reduce", f"reduction server, {m} reducers", "reduction server, sized by the rule"
     curves: dict[str, list[tuple[int, float]]] = {ring: [], fixed: [], sized: []}
-    for n in range(1, 2 * est.workers + 1):
+    for n in worker_counts(est.workers):
         rule = recommended_reducers(n * est.worker_gbps, est.reducer_gbps)
         at_m, at_rule = (
             estimate(n, est.worker_gbps, k, est.reducer_gbps, est.gradient_bytes, est.step_compute_s,

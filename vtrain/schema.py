@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from vtrain.constants import SCHEDULING_STRATEGIES, STRATEGIES
+from vtrain.constants import MAX_REPLICAS, SCHEDULING_STRATEGIES, STRATEGIES
 from vtrain.errors import Problem
 from vtrain.yamlpos import PathKey, Positions, format_path
 
@@ -72,6 +72,9 @@ class Checker:
         )
 
 
+_NUL = "contains a NUL byte (\\0), which no path, argument or environment value can hold; remove it"
+
+
 def _type_name(value: Any) -> str:
     if value is None:
         return "nothing (null)"
@@ -104,6 +107,9 @@ class Str:
             if isinstance(value, bool):
                 hint = "; YAML reads yes/no/on/off/true/false as booleans, quote the text"
             ck.add(path, f"expected text{allowed}, got {_type_name(value)}{hint}")
+            return None
+        if "\x00" in value:
+            ck.add(path, _NUL)
             return None
         if self.choices:
             word = value.strip().lower()
@@ -175,6 +181,9 @@ class EnvValue:
     """Environment values are text on Vertex; numbers are accepted and written as text."""
 
     def check(self, value: Any, path: PathKey, ck: Checker) -> Any:
+        if isinstance(value, str) and "\x00" in value:
+            ck.add(path, _NUL)  # a process environment is NUL-terminated C strings
+            return None
         if isinstance(value, str):
             return value
         if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -211,8 +220,11 @@ class MapOf:
         if not isinstance(value, dict):
             ck.add(path, f"expected a mapping of names to values, got {_type_name(value)}")
             return None
+        bad = [k for k in value if "\x00" in str(k)]
+        for key in bad:
+            ck.add((*path, key), _NUL, key=True)
         out = {k: self.value.check(v, (*path, k), ck) for k, v in value.items()}
-        return None if any(v is None for v in out.values()) else out
+        return None if bad or any(v is None for v in out.values()) else out
 
 
 @dataclass(frozen=True)
@@ -226,6 +238,7 @@ class Obj:
             ck.add(path, f"expected a mapping with keys {', '.join(self.fields)}, got {_type_name(value)}")
             return None
         out: dict[str, Any] = {}
+        written: dict[str, str] = {}  # canonical name -> the spelling that gave it first
         ok = True
         for key, raw in value.items():
             name = self.aliases.get(key, key)
@@ -238,6 +251,13 @@ class Obj:
                     key=True,
                 )
                 continue  # reported; the rest of the file is still checked
+            if name in written:
+                # `replicas` and `replica_count` (or `workers` and `worker`) name one key: merging them
+                # would let whichever came last win in silence, so it is a duplicate like any other.
+                ck.add((*path, key), self._duplicate(path, key, written[name], name, ck), key=True)
+                self.fields[name].check(raw, (*path, key), ck)  # its value's own problems, reported too
+                continue
+            written[name] = key
             if name != key:
                 ck.positions.alias((*path, key), (*path, name))
             checked = self.fields[name].check(raw, (*path, key), ck)
@@ -250,6 +270,23 @@ class Obj:
                        key=True)
                 ok = False
         return out if ok else None
+
+    @staticmethod
+    def _duplicate(path: PathKey, key: str, first: str, name: str, ck: Checker) -> str:
+        """The message for a second spelling of one key, naming where the first one is."""
+        at = ck.positions.of((*path, first), key=True)
+        where = f"at {at.file or '<config>'}"
+        if at.line is not None:
+            where += f":{at.line}" + (f":{at.column}" if at.column is not None else "")
+        elif (at.file or "").startswith("--set"):
+            where = f"by {at.file}"
+        if first == name:
+            same = f"'{key}' is another name for '{name}', already given {where}"
+        elif key == name:
+            same = f"'{first}' (another name for '{name}') is already given {where}"
+        else:
+            same = f"'{key}' and '{first}' both mean '{name}', already given {where}"
+        return f"duplicate key: {same}; keep only one"
 
 
 _machine_fields = {
@@ -264,7 +301,7 @@ _machine_fields = {
 def _pool(allow_auto: bool = False) -> Obj:
     return Obj(
         {
-            "replicas": Int(minimum=0, maximum=2**63 - 1, allow_auto=allow_auto),  # replicaCount is an int64
+            "replicas": Int(minimum=0, maximum=MAX_REPLICAS, allow_auto=allow_auto),
             **_machine_fields,
             "args": ListOf(Str(), single_ok=True),
             "env": MapOf(EnvValue()),

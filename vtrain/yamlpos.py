@@ -60,17 +60,35 @@ def format_path(path: PathKey) -> str:
         if isinstance(part, int):
             out += f"[{part}]"
         else:
-            out += f".{part}" if out else str(part)
+            text = part if part.isprintable() else part.encode("unicode_escape").decode("ascii")  # NUL, newline
+            out += f".{text}" if out else text
     return out
 
 
 _PLAIN_TAGS = frozenset({"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"})
-#: A job file has hundreds of values; aliases (`*a`) that expand past this are a "billion laughs".
-MAX_NODES = 100_000
+#: A job file has hundreds of values (a few thousand at the very most: 100 env vars in each of
+#: five pools); aliases (`*a`) that expand past this are a "billion laughs". Counted twice: while
+#: the parser composes the text (so a million keys stop at the limit, not after all of them are
+#: built) and while the walk expands aliases.
+MAX_NODES = 20_000
+#: A job file is a few kB; this bounds the reading and the parsing before either starts.
+MAX_BYTES = 1 << 20
 
 
 class _TooLarge(Exception):
-    """The document expands (through aliases) to more than MAX_NODES values."""
+    """The document has, or expands (through aliases) to, more than MAX_NODES values."""
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """SafeLoader whose composer stops at MAX_NODES nodes, rather than composing them all first."""
+
+    composed = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node:
+        self.composed += 1
+        if self.composed > MAX_NODES:
+            raise _TooLarge
+        return super().compose_node(parent, index)  # type: ignore[no-any-return]
 
 
 def _pos(file: str, mark: yaml.Mark | None) -> Position:
@@ -152,7 +170,11 @@ class _Walker:
 
 def load_yaml(text: str, file: str) -> tuple[Any, Positions, list[Problem]]:
     """Parse one YAML document; return (data, positions, problems). Never raises on bad YAML."""
-    loader = yaml.SafeLoader(text)
+    if len(text) > MAX_BYTES:  # characters ≤ bytes: a cheap first bound, before any parsing
+        return None, Positions(default=Position(file)), [
+            Problem("", f"the file is {len(text):,} characters long; a job file needs far fewer than "
+                        f"{MAX_BYTES:,}", file=file)]
+    loader = _BoundedLoader(text)
     try:
         node = loader.get_single_node()
         if node is None:
@@ -166,8 +188,8 @@ def load_yaml(text: str, file: str) -> tuple[Any, Positions, list[Problem]]:
         return None, Positions(default=Position(file)), [Problem("", "the YAML is nested too deeply", file=file)]
     except _TooLarge:
         return None, Positions(default=Position(file)), [
-            Problem("", f"the YAML expands to more than {MAX_NODES:,} values (aliases?); a job file needs far fewer",
-                    file=file)]
+            Problem("", f"the YAML has or expands to more than {MAX_NODES:,} values (aliases?); a job file needs "
+                        "far fewer", file=file)]
     finally:
         loader.dispose()
 

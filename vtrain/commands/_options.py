@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -54,6 +55,27 @@ set_option = click.option(
     help="Override a key of the job file (repeatable; VALUE is parsed as YAML, null removes the key). "
     "Precedence: --set beats the job file; later --set beats earlier ones.",
 )
+
+
+class UserPath(click.Path):
+    """click.Path that first refuses values no filesystem call can take, as a usage error (exit 2).
+
+    A NUL byte makes click's own stat raise ``ValueError`` (a traceback) and an over-long name
+    ``ENAMETOOLONG``; `utf8=True` also refuses names TensorFlow and JSON cannot carry as text.
+    """
+
+    def __init__(self, *, utf8: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.utf8 = utf8
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        from vtrain.userpaths import path_problem, shown
+
+        text = os.fsdecode(value) if isinstance(value, bytes) else str(value)
+        bad = path_problem(text, utf8=self.utf8)
+        if bad:
+            self.fail(f"'{shown(text)}' {bad}", param, ctx)
+        return super().convert(value, param, ctx)
 
 
 def duration_callback(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:

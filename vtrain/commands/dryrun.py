@@ -6,10 +6,10 @@ import json
 
 import click
 
-from vtrain.commands._options import output_option, project_option, region_option, set_option
+from vtrain.commands._options import UserPath, output_option, project_option, region_option, set_option
 from vtrain.errors import ConfigError
 
-_JOB = click.argument("job_file", metavar="JOB.yaml", type=click.Path(dir_okay=False))
+_JOB = click.argument("job_file", metavar="JOB.yaml", type=UserPath(dir_okay=False))
 _TARGET = click.option(
     "--target",
     type=click.Choice(["vertex", "local"]),

@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from vtrain.commands._options import echo_json, output_option, set_option
+from vtrain.commands._options import UserPath, echo_json, output_option, set_option
 
 
 class _LibraryValue(click.ParamType):
@@ -82,7 +82,7 @@ PRICES = _LibraryValue("price file", _prices)
 
 
 @click.command()
-@click.argument("job_file", metavar="JOB.yaml", type=click.Path(dir_okay=False))
+@click.argument("job_file", metavar="JOB.yaml", type=UserPath(dir_okay=False))
 @click.option("--params", required=True, type=PARAMS, metavar="N", help="Model parameters: 340M, 1.3B, 7e9.")
 @click.option(
     "--optimizer",
@@ -161,7 +161,7 @@ PRICES = _LibraryValue("price file", _prices)
 )
 @click.option(
     "--plot",
-    type=click.Path(dir_okay=False),
+    type=UserPath(dir_okay=False),
     help="Draw steps/sec against workers and memory per replica against the device to this PNG.",
 )
 @set_option

@@ -9,7 +9,7 @@ from types import FrameType
 
 import click
 
-from vtrain.commands._options import duration_callback, output_option, set_option
+from vtrain.commands._options import UserPath, duration_callback, output_option, set_option
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
@@ -17,8 +17,8 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 
 
 @click.command()
-@click.argument("job_file", metavar="JOB.yaml", type=click.Path(dir_okay=False))
-@click.option("--output-dir", type=click.Path(file_okay=False),
+@click.argument("job_file", metavar="JOB.yaml", type=UserPath(dir_okay=False))
+@click.option("--output-dir", type=UserPath(file_okay=False, utf8=True),
               help="Base output dir (AIP_MODEL_DIR = DIR/model/, ...; logs in DIR/vtrain-local/). "
               "Default: the job's base_output_dir when it is local, else a temporary dir removed "
               "on success unless --keep.")

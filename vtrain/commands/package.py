@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from vtrain.commands._options import echo_json, output_option, set_option
+from vtrain.commands._options import UserPath, echo_json, output_option, set_option
 
 
 def _size(n: int) -> str:
@@ -16,7 +16,7 @@ def _size(n: int) -> str:
 
 
 @click.command()
-@click.argument("job_file", metavar="JOB.yaml", type=click.Path(dir_okay=False))
+@click.argument("job_file", metavar="JOB.yaml", type=UserPath(dir_okay=False))
 @click.option(
     "--allow-credentials",
     is_flag=True,

@@ -7,15 +7,18 @@ installed package, so one path works for a checkout and an install alike.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 from pathlib import Path
 
 import click
 
-from vtrain.commands._options import echo_json, output_option
+from vtrain.commands._options import UserPath, echo_json, output_option
 from vtrain.constants import MAX_DISPLAY_NAME
 from vtrain.errors import InitError
+from vtrain.userpaths import absolute, describe_oserror, path_problem, shown
 
 TEMPLATES = ("keras", "custom-loop")
 DEFAULT_BUCKET = "gs://my-vtrain-bucket"
@@ -52,7 +55,7 @@ def templates_root() -> Path:
 
 def job_name(directory: Path) -> str:
     """A job name from the directory name: lowercase letters, digits and dashes."""
-    return _slug(directory.resolve().name)
+    return _slug(absolute(directory).name)
 
 
 def _slug(text: str) -> str:
@@ -107,26 +110,66 @@ def scaffold(
     name = name or job_name(directory)
     job = JOB_FILE.format(name=_yaml_text(name), path=_slug(name), bucket=bucket, image_note=_IMAGE_NOTE[template])
     contents[Path("vtrain.yaml")] = job.encode()
-    existing = [directory / rel for rel in contents if (directory / rel).exists()]
+    _check_destinations(directory, list(contents))
+    return _write_all(directory, contents)
+
+
+def _check_destinations(directory: Path, files: list[Path]) -> None:
+    """Refuse, before writing anything, every destination that exists or has a non-directory in its way.
+
+    `lexists`, not `exists`: a dangling link or a symlink loop named like a destination is in the way too.
+    """
+    bad = path_problem(str(directory))
+    if bad:
+        raise InitError(f"the directory '{shown(str(directory))}' {bad}")
+    existing: list[str] = []
+    blocked: dict[Path, str] = {}
+    try:
+        for rel in files:
+            for parent in [directory, *(directory / p for p in reversed(rel.parents[:-1]))]:
+                if os.path.lexists(parent) and not parent.is_dir():
+                    loop = parent.is_symlink() and not parent.exists()
+                    blocked[parent] = "a symlink that leads nowhere (a loop?)" if loop else "not a directory"
+                    break
+            else:
+                if os.path.lexists(directory / rel):
+                    existing.append(str(directory / rel))
+    except OSError as err:
+        raise InitError(f"cannot look at {shown(str(err.filename or directory))}: {describe_oserror(err)}") from None
+    if blocked:
+        listed = ", ".join(f"{shown(str(p))} is {why}" for p, why in blocked.items())
+        raise InitError(f"cannot write the trainer there: {listed}; nothing was written")
     if existing:
-        listed = ", ".join(str(p) for p in existing)
-        raise InitError(f"refusing to overwrite existing file(s): {listed}; nothing was written")
-    written = []
+        raise InitError(f"refusing to overwrite existing file(s): {', '.join(existing)}; nothing was written")
+
+
+def _write_all(directory: Path, contents: dict[Path, bytes]) -> list[Path]:
+    """Write every file or none: a failure part-way (disk full, a race) removes what was written."""
+    written: list[Path] = []
+    made: list[Path] = []
     try:
         for rel, data in contents.items():
             dest = directory / rel
+            missing = [p for p in (dest.parent, *dest.parent.parents) if not os.path.lexists(p)]
             dest.parent.mkdir(parents=True, exist_ok=True)
+            made.extend(missing)  # deepest first, so removal below empties them in order
             with open(dest, "xb") as f:  # "x": never clobber a file that appeared meanwhile
+                written.append(dest)
                 f.write(data)
-            written.append(dest)
     except OSError as err:
-        done = f"; wrote {len(written)} file(s) before that" if written else ""
-        raise InitError(f"cannot write {err.filename or directory}: {err.strerror or err}{done}") from None
+        for path in reversed(written):
+            with contextlib.suppress(OSError):
+                path.unlink()
+        for path in sorted(set(made), key=lambda p: len(p.parts), reverse=True):
+            with contextlib.suppress(OSError):
+                path.rmdir()
+        where = shown(str(err.filename or directory))
+        raise InitError(f"cannot write {where}: {describe_oserror(err)}; nothing was written") from None
     return written
 
 
 @click.command()
-@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("directory", type=UserPath(file_okay=False, path_type=Path))
 @click.option(
     "-t",
     "--template",

@@ -17,6 +17,7 @@ from typing import Any
 import click
 
 from vtrain.commands._options import (
+    UserPath,
     api_endpoint_option,
     duration_callback,
     echo_json,
@@ -26,7 +27,7 @@ from vtrain.commands._options import (
     set_option,
 )
 
-_JOB_FILE = click.argument("job_file", metavar="JOB.yaml", type=click.Path(dir_okay=False))
+_JOB_FILE = click.argument("job_file", metavar="JOB.yaml", type=UserPath(dir_okay=False))
 _JOB = click.argument("job", metavar="JOB")
 _POLL = click.option(
     "--poll",

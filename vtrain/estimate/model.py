@@ -41,6 +41,8 @@ DEFAULT_ALPHA_S = 30e-6
 TARGET_UTILISATION = 0.9
 DEFAULT_INNER_STEPS = (10, 100, 500)
 STEPS_PER_REPORT = 1000
+#: A quadrillion parameters: far past any model, and well inside what the float math can carry.
+MAX_PARAMS = 10**15
 
 
 # --------------------------------------------------------------------------- parsing
@@ -59,8 +61,9 @@ def parse_params(text: str) -> int:
     if not match:
         raise EstimateError(f"cannot read {text!r} as a parameter count (examples: 340M, 1.3B, 7e9, 125000000)")
     value = float(match["num"].replace("_", "")) * _SCALE[match["unit"].lower()]
-    if not math.isfinite(value):
-        raise EstimateError(f"{text!r} is too large to be a parameter count")
+    if not math.isfinite(value) or value > MAX_PARAMS:
+        raise EstimateError(f"{text!r} is too large to be a parameter count (at most {MAX_PARAMS:.0e}, "
+                            "1,000 times the largest models trained)")
     if value < 1:
         raise EstimateError(f"{text!r} is less than one parameter")
     return int(round(value))

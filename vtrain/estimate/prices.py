@@ -9,7 +9,6 @@ path from a flag says which flag.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vtrain.errors import EstimateError
@@ -32,12 +31,16 @@ def load_prices(path: str) -> Prices:
     import yaml
 
     from vtrain.catalog import normalize_accelerator
+    from vtrain.userpaths import describe_oserror, read_bounded
+    from vtrain.yamlpos import MAX_BYTES
 
     try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        data = yaml.safe_load(read_bounded(path, MAX_BYTES).decode("utf-8"))  # a FIFO must not hang it
     except FileNotFoundError:
         raise EstimateError(f"price file not found: {path}") from None
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+    except OSError as err:
+        raise EstimateError(f"cannot read price file {path}: {describe_oserror(err)}") from None
+    except (UnicodeDecodeError, yaml.YAMLError) as err:
         raise EstimateError(f"cannot read price file {path}: {' '.join(str(err).split())}") from None
     if not isinstance(data, dict):
         raise EstimateError(f"price file {path} must be a mapping with machines: and accelerators:")

@@ -27,6 +27,7 @@ from vtrain.rules.base import (
     with_suggestion,
 )
 from vtrain.schema import did_you_mean
+from vtrain.userpaths import path_problem
 from vtrain.yamlpos import PathKey
 
 #: https://cloud.google.com/vertex-ai/docs/training/schedule-jobs-dws#requirements
@@ -65,6 +66,8 @@ def check_job_fields(r: Rules, config: JobConfig) -> None:
             continue
         if value.startswith(("gs:", "gs/")):
             check_gcs(r, (key,), value)
+        elif r.target == "local" and (bad := path_problem(value, utf8=True)):
+            r.add((key,), f"the local path {bad}")
         elif r.target == "vertex":
             r.add((key,), f"'{value}' is a local path; Vertex AI needs gs://BUCKET/PATH "
                           "(local paths work only with `vtrain local`)")

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from vtrain import catalog
 from vtrain.config import JobConfig, PoolConfig
+from vtrain.constants import MAX_REPLICAS
 from vtrain.rules.base import (
     BOOT_DISK_GB,
     Rules,
@@ -210,8 +211,12 @@ def check_reduction_server(r: Rules, config: JobConfig) -> JobConfig:
                          f"tf-gpu.{catalog.DEFAULT_TF_VERSION}, or a custom container with NCCL ≥ 2.7 and "
                          "google-reduction-server")
     if red.replicas == "auto" and red.machine_type in catalog.ALL_MACHINE_TYPES:
-        sized = replace(red, replicas=size_reducers(config, red))
-        config = replace(config, reduction_server=sized)
+        count = size_reducers(config, red)
+        if count > MAX_REPLICAS:
+            r.add(pool_path(red, "replicas"), f"'auto' sizes the reducer pool to {count:,} replicas, more than a "
+                                              f"replica count can hold ({MAX_REPLICAS:,}); give fewer workers")
+            return config
+        config = replace(config, reduction_server=replace(red, replicas=count))
     return config
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from vtrain import catalog
 from vtrain.config import JobConfig
+from vtrain.errors import PackagingError
 from vtrain.rules.base import (
     _MODULE,
     MAX_PACKAGE_URIS,
@@ -14,6 +15,7 @@ from vtrain.rules.base import (
 )
 from vtrain.rules.job import check_gcs
 from vtrain.schema import did_you_mean
+from vtrain.userpaths import describe_oserror, path_problem
 
 # --------------------------------------------------------------------------- trainer and images
 
@@ -50,15 +52,31 @@ def check_trainer(r: Rules, config: JobConfig) -> None:
 
 
 def check_package_dir(r: Rules, package: Path, module: str | None) -> None:
+    """The package path is a value of the job file (exit 2); what the disk says of it is the machine's (exit 1)."""
+    bad = path_problem(str(package))
+    if bad:
+        r.add(("trainer", "package"), f"the trainer package path {bad}")
+        return
+    try:
+        _check_package_contents(r, package, module)
+    except OSError as err:  # a parent directory this user may not search, say
+        raise PackagingError(f"cannot look at trainer package {package}: {describe_oserror(err)}") from None
+
+
+def _check_package_contents(r: Rules, package: Path, module: str | None) -> None:
     path = ("trainer", "package")
     if not package.is_dir():
+        if package.is_symlink():
+            r.add(path, f"trainer package {package} is a symlink that leads nowhere (a loop, or a missing "
+                        "target); point trainer.package at the real directory")
+            return
         r.add(path, f"trainer package directory not found: {package}; set trainer.package to the directory "
                     "holding pyproject.toml (a relative path starts at the job file's directory)")
         return
     if not (package / "pyproject.toml").is_file() and not (package / "setup.py").is_file():
         r.add(path, f"{package} has no pyproject.toml or setup.py; it must be an installable Python package")
         return
-    from vtrain._select import select_files
+    from vtrain._select import readable_errors, select_files
     from vtrain.entrymodule import entry_module_problem, syntax_problem
     from vtrain.errors import PackagingError
     from vtrain.packaging import dist_name
@@ -66,6 +84,8 @@ def check_package_dir(r: Rules, package: Path, module: str | None) -> None:
     try:
         dist_name(package)  # reads pyproject.toml as the build will
     except PackagingError as err:
+        if isinstance(err.__cause__, OSError):
+            raise  # unreadable: the machine's state, not something to fix in the job file
         r.add(path, f"{err}; fix the file so the package can be built")
         return
     if not module or not _MODULE.match(module):
@@ -77,7 +97,9 @@ def check_package_dir(r: Rules, package: Path, module: str | None) -> None:
         found = _package_modules(package)
         hint = did_you_mean(module, found) or (f" modules found: {', '.join(found[:5])}" if found else "")
         problem = with_suggestion(problem, hint)
-    problem = problem or syntax_problem(package, files, module)
+    if problem is None:
+        with readable_errors(package):  # unreadable: PackagingError, exit 1, as `package` says it
+            problem = syntax_problem(package, files, module)
     if problem is not None:
         r.add(("trainer", "module"), problem)
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -233,7 +234,9 @@ def run_job(
     if output_dir is None:
         output_dir = local_output_dir(job)
     if output_dir is None:
-        output_dir, temporary = tempfile.mkdtemp(prefix=f"vtrain-local-{name[:40]}-"), True
+        # The display name is free text ("a/b", spaces): only a slug of it may name a directory.
+        slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", name)[:40].strip("-.") or "job"
+        output_dir, temporary = tempfile.mkdtemp(prefix=f"vtrain-local-{slug}-"), True
     out_path = Path(output_dir).expanduser().absolute()
     try:
         (out_path / RUN_DIR).mkdir(parents=True, exist_ok=True)

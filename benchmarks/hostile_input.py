@@ -1,0 +1,92 @@
+"""How much does hostile input cost before it is refused? Run by hand (not a test):
+
+    .venv/bin/python benchmarks/hostile_input.py
+
+Each case runs in its own child process and reports wall time and the child's peak RSS (from
+wait4), so the numbers are those of one `vtrain` run. The issue's starting point: 1e6 keys took
+95 s and 1.4 GB before the node-limit error, a FIFO job file hung, and `--plot` on 1e8 workers
+never ended. Targets: every case under 2 s and under 200 MB.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PY = sys.executable
+LIFTED = """\
+import sys, vtrain.yamlpos as y
+y.MAX_BYTES = 1 << 40  # only the node limit stands: does the parser stop at it?
+data, _, problems = y.load_yaml(open(sys.argv[1], encoding="utf-8").read(), sys.argv[1])
+print(problems[0].message if problems else "parsed")
+"""
+GPU_JOB = """\
+name: huge
+trainer: {container: {image_uri: us-docker.pkg.dev/vertex-ai/training/tf-gpu.2-17.py310:latest}}
+cluster:
+  chief: {machine_type: a2-highgpu-8g}
+  workers: {replicas: 100000000}
+  reduction_server: {replicas: auto}
+"""
+
+
+def measure(argv: list[str], timeout: float = 300) -> tuple[float, float, int, str]:
+    """(seconds, peak RSS in MB, exit code, last line of output) of one child."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    timer = threading.Timer(timeout, proc.kill)
+    timer.start()
+    assert proc.stdout is not None
+    output = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    timer.cancel()
+    seconds = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    last = (output.strip().splitlines() or [""])[-1]
+    return seconds, usage.ru_maxrss / 1024, proc.returncode, last
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory(prefix="vtrain-bench-") as tmp:
+        d = Path(tmp)
+        keys = d / "million-keys.yaml"
+        with keys.open("w", encoding="utf-8") as f:
+            f.writelines(f"k{i}: {i}\n" for i in range(1_000_000))
+        dense = d / "dense.yaml"
+        dense.write_text("x: [" + "1," * 500_000 + "1]\n", encoding="utf-8")  # ~1 MB, 500k values
+        laughs = d / "laughs.yaml"
+        lines = ["a: &a [x, x, x, x, x, x, x, x, x]"]
+        for i in range(1, 9):
+            prev, cur = chr(ord("a") + i - 1), chr(ord("a") + i)
+            lines.append(f"{cur}: &{cur} [" + ", ".join([f"*{prev}"] * 9) + "]")
+        laughs.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        fifo = d / "fifo.yaml"
+        os.mkfifo(fifo)
+        job = d / "huge.yaml"
+        job.write_text(GPU_JOB, encoding="utf-8")
+        cases = {
+            "validate: 1e6 keys (12 MB file)": [PY, "-m", "vtrain", "validate", str(keys)],
+            "load_yaml: 1e6 keys, byte limit lifted": [PY, "-c", LIFTED, str(keys)],
+            "validate: 500k values in ~1 MB": [PY, "-m", "vtrain", "validate", str(dense)],
+            "validate: 9^9 alias expansion": [PY, "-m", "vtrain", "validate", str(laughs)],
+            "validate: a FIFO as the job file": [PY, "-m", "vtrain", "validate", str(fifo)],
+            "validate: /dev/zero as the job file": [PY, "-m", "vtrain", "validate", "/dev/zero"],
+            "estimate --params 1e308": [PY, "-m", "vtrain", "estimate", str(job), "--params", "1e308"],
+            "estimate --plot, 1e8 workers": [PY, "-m", "vtrain", "estimate", str(job), "--params", "1B",
+                                             "--plot", str(d / "plot.png")],
+            "python -c pass (baseline)": [PY, "-c", "pass"],
+        }
+        print(f"{'case':42s} {'seconds':>8s} {'peak MB':>8s} {'exit':>5s}  last line")
+        for name, argv in cases.items():
+            seconds, mb, code, last = measure(argv)
+            print(f"{name:42s} {seconds:8.2f} {mb:8.0f} {code:5d}  {last[:100]}")
+
+
+if __name__ == "__main__":
+    main()
