@@ -51,11 +51,16 @@ class LazyGroup(click.Group):
         return getattr(importlib.import_module(module_name), attr)
 
     def invoke(self, ctx: click.Context) -> object:
+        from vtrain import network
+
+        previous = network.set_sink(lambda line: click.echo(line, err=True))  # retries say so on stderr
         try:
             return super().invoke(ctx)
         except VtrainError as err:
             err.show()
             ctx.exit(err.exit_code)
+        finally:
+            network.set_sink(previous)
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -263,7 +263,12 @@ def submit(
     for role, obj in zip(("trainer", "runtime"), result.staged, strict=False):
         click.echo(f"{role:<8} {'uploaded' if obj.uploaded else 'already staged':<15} {obj.uri}", err=True)
     if output == "text":
-        if result.skipped:
+        if result.recovered:
+            headline = (
+                f"Not submitted again: {job.name} ({job.display_name}) was created by an earlier submit "
+                f"of this job whose answer was lost; it is {job.state}"
+            )
+        elif result.skipped:
             headline = (
                 f"Not submitted: {job.name} ({job.display_name}) has the same config hash "
                 f"{result.plan.config_hash} and is {job.state}"
@@ -271,6 +276,8 @@ def submit(
         else:
             headline = f"Submitted {job.name} ({job.display_name})"
         _echo_job_intro(job, target.api_endpoint, headline)
+    elif result.recovered:
+        click.echo(f"not submitted again: {job.name} was created by an earlier submit of this job", err=True)
     elif result.skipped:
         click.echo(f"not submitted: {job.name} has the same config hash and is {job.state}", err=True)
     if wait or stream_logs or timeout is not None:
@@ -380,6 +387,21 @@ def cancel(job: str, output: str, project: str | None, region: str | None, api_e
         click.echo(f"{handle.name} had already ended: {handle.state}")
 
 
+def _label_callback(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:
+    """KEY=VALUE → the filter term labels.KEY="VALUE"; a malformed one is a usage error."""
+    import re
+
+    terms = []
+    for value in values:
+        key, sep, text = value.partition("=")
+        if not sep or not re.fullmatch(r"[a-z][a-z0-9_-]{0,62}", key) or not re.fullmatch(r"[a-z0-9_-]{0,63}", text):
+            raise click.BadParameter(
+                f"{value!r} is not KEY=VALUE with a label key (lower-case letter, then a-z 0-9 _ -) and value"
+            )
+        terms.append(f'labels.{key}="{text}"')
+    return tuple(terms)
+
+
 @click.command("list")
 @click.option(
     "--state",
@@ -393,12 +415,21 @@ def cancel(job: str, output: str, project: str | None, region: str | None, api_e
     metavar="EXPR",
     help="A Vertex AI list filter, ANDed with --state, e.g. 'labels.team=\"ml\"'.",
 )
+@click.option(
+    "--label",
+    "labels",
+    metavar="KEY=VALUE",
+    multiple=True,
+    callback=_label_callback,
+    help="Only jobs with this label (repeatable; ANDed), e.g. --label vtrain-submit-id=ID.",
+)
 @output_option("text", "json")
 @_where
 def list_jobs(
     state: str | None,
     limit: int,
     filter_: str | None,
+    labels: tuple[str, ...],
     output: str,
     project: str | None,
     region: str | None,
@@ -409,7 +440,10 @@ def list_jobs(
     from vtrain.submit import list_jobs as find_jobs
     from vtrain.target import Where
 
-    jobs = find_jobs(Where(project, region, api_endpoint), state=state, limit=limit, filter=filter_)
+    terms = [filter_] if filter_ else []
+    terms += labels
+    where = Where(project, region, api_endpoint)
+    jobs = find_jobs(where, state=state, limit=limit, filter=" AND ".join(terms) or None)
     if output == "json":
         echo_json([job_dict(j) for j in jobs])
         return
