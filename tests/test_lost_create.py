@@ -153,3 +153,40 @@ def test_an_unwritable_state_dir_does_not_stop_a_submit(
     code, _, err = run("submit", str(write_job(tmp_path, job_text())))
     assert code == 0, err
     assert len(emu.jobs()) == 1
+
+
+def test_list_label_must_be_key_equals_value() -> None:
+    for bad in ("novalue", "Upper=x", "k=Bad Value", "=x"):
+        code, _, err = run("list", "--label", bad, "--api-endpoint", "http://127.0.0.1:9")
+        assert code == 2 and "is not KEY=VALUE with a label key" in err, err
+
+
+def test_the_emulator_command_loses_answers_on_request() -> None:
+    import os
+    import subprocess
+    import sys
+
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import aiplatform_v1 as v1
+    from google.protobuf.json_format import ParseError
+
+    root = Path(__file__).resolve().parents[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GOOGLE_", "VTRAIN_"))}
+    env["PYTHONPATH"] = str(root)
+    argv = [sys.executable, "-m", "vtrain", "emulator", "--port", "0", "-q"]
+    argv += ["--fail-next", "1", "--fail-mode", "garble"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=root)
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().strip()
+        client = v1.JobServiceClient(
+            transport="rest", client_options={"api_endpoint": url}, credentials=AnonymousCredentials()
+        )
+        with pytest.raises(ParseError):
+            client.create_custom_job(parent="projects/test-project/locations/us-central1", custom_job=make_job())
+        assert len(list(client.list_custom_jobs(parent="projects/test-project/locations/us-central1"))) == 1
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    bad = subprocess.run([*argv[:4], "--fail-mode", "sideways"], capture_output=True, text=True, env=env, cwd=root)
+    assert bad.returncode == 2 and "Invalid value for '--fail-mode'" in bad.stderr

@@ -20,6 +20,7 @@ from vtrain.commands._options import (
     api_endpoint_option,
     duration_callback,
     echo_json,
+    label_filter_option,
     output_option,
     project_option,
     region_option,
@@ -387,21 +388,6 @@ def cancel(job: str, output: str, project: str | None, region: str | None, api_e
         click.echo(f"{handle.name} had already ended: {handle.state}")
 
 
-def _label_callback(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:
-    """KEY=VALUE → the filter term labels.KEY="VALUE"; a malformed one is a usage error."""
-    import re
-
-    terms = []
-    for value in values:
-        key, sep, text = value.partition("=")
-        if not sep or not re.fullmatch(r"[a-z][a-z0-9_-]{0,62}", key) or not re.fullmatch(r"[a-z0-9_-]{0,63}", text):
-            raise click.BadParameter(
-                f"{value!r} is not KEY=VALUE with a label key (lower-case letter, then a-z 0-9 _ -) and value"
-            )
-        terms.append(f'labels.{key}="{text}"')
-    return tuple(terms)
-
-
 @click.command("list")
 @click.option(
     "--state",
@@ -415,14 +401,7 @@ def _label_callback(ctx: click.Context, param: click.Parameter, values: tuple[st
     metavar="EXPR",
     help="A Vertex AI list filter, ANDed with --state, e.g. 'labels.team=\"ml\"'.",
 )
-@click.option(
-    "--label",
-    "labels",
-    metavar="KEY=VALUE",
-    multiple=True,
-    callback=_label_callback,
-    help="Only jobs with this label (repeatable; ANDed), e.g. --label vtrain-submit-id=ID.",
-)
+@label_filter_option
 @output_option("text", "json")
 @_where
 def list_jobs(

@@ -35,9 +35,10 @@ from vtrain.backends.vertex.retry import (
     call_with_retry,
     exhausted,
     explain,
+    lost_create,
     reached_server,
 )
-from vtrain.errors import BackendError, CreateOutcomeUnknown
+from vtrain.errors import BackendError
 
 LOGGING_ENDPOINT = "https://logging.googleapis.com"
 SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
@@ -294,7 +295,11 @@ class VertexBackend:
             if found is not None:
                 return VertexJob(self, found)
             why = exhausted(err, self.api_endpoint, self.timeout)
-            raise self._outcome_unknown(action, token, why, looked) from None
+            find = (
+                f"vtrain list --label {SUBMIT_LABEL}={token} --project {self.project} --region {self.region}"
+                + ("" if self.api_endpoint.startswith("https://") else f" --api-endpoint {self.api_endpoint}")
+            )
+            raise lost_create(action, why, looked, token, find) from None
         except (GoogleAPICallError, GoogleAuthError, RequestException) as err:
             raise self._explain(err, action, self.parent, "", "") from None
         return VertexJob(self, proto)
@@ -316,20 +321,6 @@ class VertexBackend:
             verb="list",
         )
         return None if proto is None else VertexJob(self, proto)
-
-    def find_command(self, submit_id: str) -> str:
-        """The command that finds the job a create with this submit id made, if it did."""
-        extra = "" if self.api_endpoint.startswith("https://") else f" --api-endpoint {self.api_endpoint}"
-        return f"vtrain list --label {SUBMIT_LABEL}={submit_id} --project {self.project} --region {self.region}{extra}"
-
-    def _outcome_unknown(self, action: str, submit_id: str, why: str, looked: bool) -> CreateOutcomeUnknown:
-        seen = "none with its submit id is listed yet" if looked else "vtrain could not look for it"
-        return CreateOutcomeUnknown(
-            f"cannot {action}: {why.removesuffix('; try again later')}, after a create that may have reached "
-            f"Vertex AI: the job may exist ({seen}); find it with `{self.find_command(submit_id)}`",
-            submit_id=submit_id,
-            find_command=self.find_command(submit_id),
-        )
 
     def _get_proto(self, name: str) -> Any:
         return self._call(

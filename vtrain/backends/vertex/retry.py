@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from vtrain import network
-from vtrain.errors import BackendError
+from vtrain.errors import BackendError, CreateOutcomeUnknown
 
 T = TypeVar("T")
 
@@ -239,6 +239,17 @@ def exhausted(err: TransientExhausted, endpoint: str = "", timeout: float | None
     if isinstance(err.last, gexc.GoogleAPICallError):
         return f"Vertex AI kept failing ({why}) after {tried}; try again later"
     return network.unreachable(endpoint or "Vertex AI", why, tried, "--api-endpoint, VTRAIN_API_ENDPOINT")
+
+
+def lost_create(action: str, why: str, looked: bool, submit_id: str, find: str) -> CreateOutcomeUnknown:
+    """A create that may have reached the server, and whose job could not be found: say it may exist."""
+    seen = "none with its submit id is listed yet" if looked else "vtrain could not look for it"
+    return CreateOutcomeUnknown(
+        f"cannot {action}: {why.removesuffix('; try again later')}, after a create that may have reached "
+        f"Vertex AI: the job may exist ({seen}); find it with `{find}`",
+        submit_id=submit_id,
+        find_command=find,
+    )
 
 
 def explain(
