@@ -237,7 +237,7 @@ def test_status_logs_and_list(tmp_path: Path, emu: Emulator, bucket: Any) -> Non
 def test_state_choices_are_vertex_job_states() -> None:
     from google.cloud.aiplatform_v1 import JobState
 
-    from vtrain.commands.vertex import JOB_STATES
+    from vtrain.commands.jobs import JOB_STATES
 
     assert {f"JOB_STATE_{s.upper()}" for s in JOB_STATES} == set(JobState.__members__) - {"JOB_STATE_UNSPECIFIED"}
 
@@ -278,12 +278,22 @@ def test_cancel(tmp_path: Path, gated: Any, bucket: Any) -> None:
 def test_transient_errors_are_retried_then_explained(emu: Emulator) -> None:
     emu.fail_next(2)
     emu.fail_next(1, code=429)
-    assert run("list") == (0, "no jobs\n", "")
+    code, out, err = run("list")
+    assert (code, out) == (0, "no jobs\n")
+    # One progress line per retry on stderr, naming the endpoint and what it answered.
+    assert [re.sub(r"in [0-9.]+ s", "in N s", line) for line in err.splitlines()] == [
+        f"Vertex AI at {emu.url} answered 503 UNAVAILABLE: The service is currently unavailable.; "
+        "retrying in N s (attempt 2 of 4)",
+        f"Vertex AI at {emu.url} answered 503 UNAVAILABLE: The service is currently unavailable.; "
+        "retrying in N s (attempt 3 of 4)",
+        f"Vertex AI at {emu.url} answered 429 RESOURCE_EXHAUSTED: Too many requests; please retry.; "
+        "retrying in N s (attempt 4 of 4)",
+    ]
     assert len(emu.requests) == 4
     emu.fail_next(10)
     code, _, err = run("list")
     assert code == 1
-    assert one_error_line(err).startswith(
+    assert one_error_line(err.splitlines()[-1]).startswith(
         "error: cannot list jobs: Vertex AI kept failing (503 UNAVAILABLE: The service is currently unavailable.) "
         "after 4 attempts"
     )

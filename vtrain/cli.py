@@ -25,10 +25,10 @@ COMMANDS: dict[str, str] = {
     "package": "vtrain.commands.package:package",
     "local": "vtrain.commands.local:local",
     "submit": "vtrain.commands.vertex:submit",
-    "status": "vtrain.commands.vertex:status",
-    "logs": "vtrain.commands.vertex:logs",
-    "cancel": "vtrain.commands.vertex:cancel",
-    "list": "vtrain.commands.vertex:list_jobs",
+    "status": "vtrain.commands.jobs:status",
+    "logs": "vtrain.commands.jobs:logs",
+    "cancel": "vtrain.commands.jobs:cancel",
+    "list": "vtrain.commands.jobs:list_jobs",
     "emulator": "vtrain.commands.emulator:emulator",
 }
 
@@ -61,11 +61,16 @@ class LazyGroup(click.Group):
         return super().parse_args(ctx, args)
 
     def invoke(self, ctx: click.Context) -> object:
+        from vtrain import network
+
+        previous = network.set_sink(lambda line: click.echo(line, err=True))  # retries say so on stderr
         try:
             return super().invoke(ctx)
         except VtrainError as err:
             err.show()
             ctx.exit(err.exit_code)
+        finally:
+            network.set_sink(previous)
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

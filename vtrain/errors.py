@@ -119,6 +119,16 @@ class BackendError(VtrainError):
     """A backend (Vertex AI or the local runner) refused or failed a call."""
 
 
+class CreateOutcomeUnknown(BackendError):
+    """A create may have reached Vertex AI but its answer was lost: the job may exist. Carries the
+    submit id (the vtrain-submit-id label) and the command that finds the job."""
+
+    def __init__(self, message: str, *, submit_id: str, find_command: str) -> None:
+        super().__init__(message)
+        self.submit_id = submit_id
+        self.find_command = find_command
+
+
 class JobFailed(VtrainError):
     """The job reached a terminal state other than SUCCEEDED."""
 

@@ -1,38 +1,23 @@
 """CustomJob → text: the REST body as JSON or YAML, or a `gcloud ... --config` file.
 
-Secret-looking environment values are replaced by ``<redacted>`` unless the
-caller asks otherwise, so rendered requests can be pasted into CI logs.
+Secrets (by env or argument name, by key format, by entropy: see :mod:`vtrain.redact`) are
+replaced by ``<redacted>`` unless the caller asks otherwise, so rendered requests can be pasted
+into CI logs.
 """
 
 from __future__ import annotations
 
-import copy
 import json
-import re
 import shlex
 from collections.abc import Mapping
 from typing import Any
 
 import yaml
 
+from vtrain.redact import REDACTED, is_secret_name, redact
+
 FORMATS = ("json", "yaml", "gcloud")
-REDACTED = "<redacted>"
-_SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|KEY|CREDENTIAL", re.IGNORECASE)
-
-
-def is_secret_name(name: str) -> bool:
-    return bool(_SECRET_NAME.search(name))
-
-
-def redact(body: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of the body with secret-looking env values of every pool hidden."""
-    out = copy.deepcopy(dict(body))
-    for pool in out.get("jobSpec", {}).get("workerPoolSpecs", []):
-        for key in ("pythonPackageSpec", "containerSpec"):
-            for var in pool.get(key, {}).get("env", []):
-                if is_secret_name(var.get("name", "")) and var.get("value"):
-                    var["value"] = REDACTED
-    return out
+__all__ = ["FORMATS", "REDACTED", "gcloud_command", "is_secret_name", "redact", "render"]
 
 
 def _as_dict(job: Any) -> dict[str, Any]:

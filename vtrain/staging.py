@@ -9,6 +9,10 @@ Every check a user can fail (bad URI, missing bucket, no write permission, no cr
 by :func:`check_target` before anything is built or uploaded, and raised as a
 :class:`~vtrain.errors.PackagingError`. google-cloud-storage is imported only when a gs:// target
 is actually touched, so :func:`parse_staging` stays cheap for ``vtrain render``.
+
+Every Cloud Storage call waits a bounded time (:mod:`vtrain.network`: per attempt, and in all)
+and says so before each retry; an endpoint that never answers is one PackagingError line naming
+it, not two minutes of silence and a RetryError traceback.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from vtrain import network
 from vtrain.errors import PackagingError
 
 if TYPE_CHECKING:
@@ -127,6 +132,46 @@ def default_client() -> storage.Client:
         ) from err
 
 
+def _endpoint(client: Any) -> str:
+    return str(getattr(client, "api_endpoint", None) or "https://storage.googleapis.com")
+
+
+def _policy(client: Any) -> dict[str, Any]:
+    """timeout= and retry= for one Cloud Storage call: bounded, with a progress line per retry."""
+    from google.api_core.retry import Retry
+
+    from vtrain.backends.vertex.retry import is_transient, network_reason
+
+    where = f"Cloud Storage at {_endpoint(client)}"
+    wait = network.attempt_timeout()
+
+    def on_error(err: Exception) -> None:
+        network.note(f"{where}: {network_reason(err, wait)}; retrying")
+
+    retry = Retry(predicate=is_transient, initial=1.0, maximum=8.0, timeout=network.deadline(), on_error=on_error)
+    return {"timeout": wait, "retry": retry}
+
+
+def _unreachable(err: Exception, client: Any, what: str) -> PackagingError:
+    """A call whose retries ran out (RetryError) or that never reached the server: one line."""
+    from vtrain.backends.vertex.retry import network_reason
+
+    cause = getattr(err, "cause", None) or err
+    why = network_reason(cause, network.attempt_timeout())
+    tried = f"gave up after {network.deadline():g} s" if cause is not err else "not retried"
+    where = f"Cloud Storage at {_endpoint(client)}"
+    line = network.unreachable(where, why, tried, "STORAGE_EMULATOR_HOST, or the bucket's location")
+    return PackagingError(f"{what}: {line}")
+
+
+def _network_errors() -> tuple[type[Exception], ...]:
+    from google.api_core.exceptions import RetryError
+    from google.auth.exceptions import TransportError
+    from requests.exceptions import RequestException
+
+    return (RetryError, RequestException, TransportError)
+
+
 def check_target(target: StagingTarget, client: storage.Client | None = None) -> None:
     """Fail now, before any build or upload, if packages could not be written to `target`."""
     if target.kind == "local":
@@ -153,7 +198,11 @@ def _check_gcs(target: StagingTarget, client: storage.Client) -> None:
 
     where = f"gs://{target.bucket}"
     try:
-        granted = set(client.bucket(target.bucket).test_iam_permissions(list(REQUIRED_PERMISSIONS)))
+        granted = set(
+            client.bucket(target.bucket).test_iam_permissions(list(REQUIRED_PERMISSIONS), **_policy(client))
+        )
+    except _network_errors() as err:
+        raise _unreachable(err, client, f"cannot check staging bucket {where}") from None
     except gexc.NotFound as err:
         raise PackagingError(
             f"staging bucket {where} does not exist; create it with "
@@ -210,8 +259,11 @@ def lookup(target: StagingTarget, filename: str, client: storage.Client | None =
         return StagedObject(dest.as_uri(), uploaded=False, size=dest.stat().st_size)
     from google.api_core import exceptions as gexc
 
+    client = client or default_client()
     try:
-        blob = (client or default_client()).bucket(target.bucket).get_blob(target.prefix + filename)
+        blob = client.bucket(target.bucket).get_blob(target.prefix + filename, **_policy(client))
+    except _network_errors() as err:
+        raise _unreachable(err, client, f"cannot read {target.uri_for(filename)}") from None
     except gexc.GoogleAPICallError as err:
         raise PackagingError(f"cannot read {target.uri_for(filename)}: {_reason(err)}") from err
     if blob is None:
@@ -249,9 +301,11 @@ def _stage_gcs(local_file: Path, target: StagingTarget, client: storage.Client, 
             blob.chunk_size = _CHUNK_SIZE
         with local_file.open("rb") as fh:
             if progress and sys.stderr.isatty():
-                _upload_with_bar(blob, fh, size, local_file.name)
+                _upload_with_bar(blob, fh, size, local_file.name, _policy(client))
             else:
-                _upload(blob, fh, size)
+                _upload(blob, fh, size, _policy(client))
+    except _network_errors() as err:
+        raise _unreachable(err, client, f"upload of {local_file.name} to {uri} failed") from None
     except gexc.PreconditionFailed:
         # Someone uploaded the same content between our check and our upload: same bytes' worth.
         return StagedObject(uri, uploaded=False, size=size)
@@ -260,16 +314,17 @@ def _stage_gcs(local_file: Path, target: StagingTarget, client: storage.Client, 
     return StagedObject(uri, uploaded=True, size=size)
 
 
-def _upload(blob: Any, fh: IO[bytes], size: int) -> None:
-    # if_generation_match=0: create only, never overwrite an object that appeared meanwhile.
-    blob.upload_from_file(fh, size=size, content_type="application/gzip", if_generation_match=0)
+def _upload(blob: Any, fh: IO[bytes], size: int, policy: dict[str, Any]) -> None:
+    # if_generation_match=0: create only, never overwrite an object that appeared meanwhile
+    # (which also makes the upload safe to retry).
+    blob.upload_from_file(fh, size=size, content_type="application/gzip", if_generation_match=0, **policy)
 
 
-def _upload_with_bar(blob: Any, fh: IO[bytes], size: int, label: str) -> None:
+def _upload_with_bar(blob: Any, fh: IO[bytes], size: int, label: str, policy: dict[str, Any]) -> None:
     import click
 
     with click.progressbar(length=size, label=f"uploading {label}", file=sys.stderr) as bar:
-        _upload(blob, _CountingReader(fh, bar.update), size)
+        _upload(blob, _CountingReader(fh, bar.update), size, policy)
 
 
 class _CountingReader:

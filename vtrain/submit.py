@@ -22,7 +22,9 @@ region, i.e. before vtrain's labels: display name, user labels, encryption spec 
 jobSpec, including the package URIs, which carry the content hash of the trainer's sources and
 of vtrain's runtime. Same file, same trainer code, same vtrain → same hash. Project and region
 are not hashed (`if_changed` looks only in the target project and region anyway). The backend
-adds ``vtrain-submit-id``, one per create call, for duplicate-free retries.
+adds ``vtrain-submit-id``, one per create call, for duplicate-free retries; `submit_job` also
+remembers it until the create's answer arrives (:mod:`vtrain.backends.vertex.pending`), so a
+submit whose answer was lost is found, not repeated, by the next submit of the same job.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import hashlib
 import json
 import os
 import tempfile
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -41,7 +44,7 @@ from vtrain.backends.handle import TERMINAL_STATES, JobHandle
 from vtrain.backends.vertex import SUBMIT_LABEL, VertexBackend, VertexJob  # cheap: Google libraries load on use
 from vtrain.config import JobConfig
 from vtrain.constants import MAX_LABELS
-from vtrain.errors import BackendError, ConfigError, PackagingError, Problem
+from vtrain.errors import BackendError, ConfigError, CreateOutcomeUnknown, PackagingError, Problem, VtrainError
 from vtrain.jobfile import load_config
 from vtrain.target import Target, Where
 
@@ -200,6 +203,42 @@ class SubmitResult:
     plan: SubmitPlan
     staged: tuple[StagedObject, ...] = ()
     skipped: bool = False  # if_changed found a live job with the same config hash: that is `job`
+    recovered: bool = False  # an earlier submit of this job lost its create's answer; `job` is what it made
+
+
+def recover_lost_create(backend: VertexBackend, plan: SubmitPlan) -> VertexJob | None:
+    """The job an earlier submit of this job created although its answer was lost, if any.
+    Every record looked at is settled: found or not, it is not looked up again."""
+    from vtrain.backends.vertex import pending
+
+    for record in pending.find(plan.target.parent, plan.config_hash):
+        job = backend.submitted(record.submit_id)
+        pending.forget(record)
+        if job is not None:
+            return job
+    return None
+
+
+def _create(backend: VertexBackend, plan: SubmitPlan) -> VertexJob:
+    """Create, with the submit id on record until the answer is known (see recover_lost_create)."""
+    from vtrain.backends.vertex import pending
+    from vtrain.spec import to_proto
+
+    record = pending.new(plan.target.parent, plan.config_hash, uuid.uuid4().hex, plan.config.name)
+    pending.record(record)
+    try:
+        job = backend.create(to_proto(plan.body), submit_id=record.submit_id)
+    except CreateOutcomeUnknown as err:  # the record stays: the next submit looks for the job first
+        raise CreateOutcomeUnknown(
+            f"{err}; `vtrain submit` of this job looks for it before creating another",
+            submit_id=err.submit_id,
+            find_command=err.find_command,
+        ) from None
+    except VtrainError:  # a definite refusal: nothing was created
+        pending.forget(record)
+        raise
+    pending.forget(record)
+    return job
 
 
 def find_live(backend: VertexBackend, digest: str) -> VertexJob | None:
@@ -231,6 +270,9 @@ def submit_job(
         backend = connect(plan.target, poll=poll)
     elif (backend.project, backend.region) != (plan.target.project, plan.target.region):
         raise BackendError(f"the backend is for {backend.parent}, the job for {plan.target.parent}")
+    earlier = recover_lost_create(backend, plan)
+    if earlier is not None:
+        return SubmitResult(earlier, plan, recovered=True)
     if if_changed:
         live = find_live(backend, plan.config_hash)
         if live is not None:
@@ -253,9 +295,7 @@ def submit_job(
         uris = [s.uri for s in staged]
         if uris != [p.uri for p in plan.packages]:  # the trainer changed since planning
             plan = _plan(plan.config, plan.target, uris)
-    from vtrain.spec import to_proto
-
-    return SubmitResult(backend.create(to_proto(plan.body)), plan, staged)
+    return SubmitResult(_create(backend, plan), plan, staged)
 
 
 def submit(

@@ -88,3 +88,28 @@ def duration_callback(ctx: click.Context, param: click.Parameter, value: str | N
     if seconds is None or seconds <= 0:
         raise click.BadParameter(f"expected a duration like 90s, 10m or 2h, got {value!r}")
     return float(seconds)
+
+
+def _label_callback(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:
+    """KEY=VALUE → the filter term labels.KEY="VALUE"; a malformed one is a usage error."""
+    import re
+
+    terms = []
+    for value in values:
+        key, sep, text = value.partition("=")
+        if not sep or not re.fullmatch(r"[a-z][a-z0-9_-]{0,62}", key) or not re.fullmatch(r"[a-z0-9_-]{0,63}", text):
+            raise click.BadParameter(
+                f"{value!r} is not KEY=VALUE with a label key (lower-case letter, then a-z 0-9 _ -) and value"
+            )
+        terms.append(f'labels.{key}="{text}"')
+    return tuple(terms)
+
+
+label_filter_option = click.option(
+    "--label",
+    "labels",
+    metavar="KEY=VALUE",
+    multiple=True,
+    callback=_label_callback,
+    help="Only jobs with this label (repeatable; ANDed), e.g. --label vtrain-submit-id=ID.",
+)

@@ -8,6 +8,17 @@ from types import FrameType
 
 import click
 
+#: vtrain.emulator.MAX_SECONDS (not imported here: the command's help stays cheap).
+_MAX_SECONDS = 1e9
+_FAULT_MODES = ("before", "reset", "after", "reset-after", "garble")
+
+
+def _seconds(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    """A duration a job can stay in one state: finite, and within a timestamp's and a wait's range."""
+    if not 0 <= value <= _MAX_SECONDS:  # also refuses nan and inf
+        raise click.BadParameter(f"{value} is not between 0 and {_MAX_SECONDS:.0f} seconds (~31 years)")
+    return value
+
 
 @click.command()
 @click.option(
@@ -34,14 +45,16 @@ import click
     "--run-seconds",
     default=10.0,
     show_default=True,
-    type=click.FloatRange(0),
+    type=float,
+    callback=_seconds,
     help="Without --run-jobs: how long each job stays RUNNING before it SUCCEEDS.",
 )
 @click.option(
     "--pending-seconds",
     default=2.0,
     show_default=True,
-    type=click.FloatRange(0),
+    type=float,
+    callback=_seconds,
     help="How long each new job stays PENDING.",
 )
 @click.option(
@@ -49,7 +62,23 @@ import click
     default=0,
     show_default=True,
     type=click.IntRange(0),
-    help="Answer the next N requests with 503 UNAVAILABLE (to exercise retries).",
+    help="Fail the next N requests (to exercise retries), as --fail-mode says.",
+)
+@click.option(
+    "--fail-mode",
+    type=click.Choice(_FAULT_MODES),
+    default="before",
+    show_default=True,
+    help="before: answer --fail-code without doing the work; reset: drop the connection first; "
+    "after: do the work (a create creates the job), then answer --fail-code; reset-after: do it, "
+    "then drop the connection; garble: do it, then answer 200 with JSON cut short.",
+)
+@click.option(
+    "--fail-code",
+    type=click.Choice(["429", "500", "503", "504"]),
+    default="503",
+    show_default=True,
+    help="The status --fail-next answers with (modes before and after).",
 )
 @click.option("--quiet", "-q", is_flag=True, help="Do not print one line per request.")
 def emulator(
@@ -59,6 +88,8 @@ def emulator(
     run_seconds: float,
     pending_seconds: float,
     fail_next: int,
+    fail_mode: str,
+    fail_code: str,
     quiet: bool,
 ) -> None:
     """Serve a local Vertex AI CustomJob API on 127.0.0.1 for the real client.
@@ -92,7 +123,7 @@ def emulator(
     except OSError as err:
         raise BackendError(f"cannot listen on 127.0.0.1:{port}: {err.strerror or err}") from None
     if fail_next:
-        emu.fail_next(fail_next)
+        emu.fail_next(fail_next, code=int(fail_code), mode=fail_mode)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

@@ -1,4 +1,5 @@
-"""`vtrain submit`, `status`, `logs`, `cancel`, `list`: Vertex AI from the command line.
+"""`vtrain submit`: a job file to Vertex AI from the command line, and the options and printing
+that `status`, `logs`, `cancel` and `list` (:mod:`vtrain.commands.jobs`) share with it.
 
 Thin: each command parses, calls :mod:`vtrain.submit`, and prints. Data goes to stdout
 (`-o json` for CI); progress, the live status line and notices go to stderr. Refusals
@@ -158,27 +159,6 @@ def status_elapsed(job: Any) -> float:
     return max((proto.end_time - proto.start_time).total_seconds(), 0.0)
 
 
-#: Vertex JobState names without the JOB_STATE_ prefix (tests keep this in step with aiplatform_v1).
-JOB_STATES = (
-    "queued", "pending", "running", "succeeded", "failed", "cancelling", "cancelled", "paused",
-    "expired", "updating", "partially_succeeded",
-)  # fmt: skip
-
-
-def _replica_callback(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """A bad --replica is a usage error (exit 2), caught before any API call."""
-    if value is None:
-        return None
-    from vtrain.backends.vertex import task_name
-    from vtrain.errors import BackendError
-
-    try:
-        task_name(value)
-    except BackendError as err:
-        raise click.BadParameter(str(err)) from None
-    return value
-
-
 @click.command()
 @_JOB_FILE
 @click.option(
@@ -264,7 +244,12 @@ def submit(
     for role, obj in zip(("trainer", "runtime"), result.staged, strict=False):
         click.echo(f"{role:<8} {'uploaded' if obj.uploaded else 'already staged':<15} {obj.uri}", err=True)
     if output == "text":
-        if result.skipped:
+        if result.recovered:
+            headline = (
+                f"Not submitted again: {job.name} ({job.display_name}) was created by an earlier submit "
+                f"of this job whose answer was lost; it is {job.state}"
+            )
+        elif result.skipped:
             headline = (
                 f"Not submitted: {job.name} ({job.display_name}) has the same config hash "
                 f"{result.plan.config_hash} and is {job.state}"
@@ -272,169 +257,11 @@ def submit(
         else:
             headline = f"Submitted {job.name} ({job.display_name})"
         _echo_job_intro(job, target.api_endpoint, headline)
+    elif result.recovered:
+        click.echo(f"not submitted again: {job.name} was created by an earlier submit of this job", err=True)
     elif result.skipped:
         click.echo(f"not submitted: {job.name} has the same config hash and is {job.state}", err=True)
     if wait or stream_logs or timeout is not None:
         _wait(job, output, timeout, poll, stream_logs)
     elif output == "json":
         echo_json(job_dict(job))
-
-
-def _fields(job: Any) -> list[tuple[str, str]]:
-    data = job.proto
-    rows = [
-        ("id", job.job_id),
-        ("name", job.name),
-        ("display name", job.display_name),
-        ("state", job.state),
-        ("created", _time(_iso(data, "create_time"))),
-        ("started", _time(_iso(data, "start_time"))),
-        ("ended", _time(_iso(data, "end_time"))),
-    ]
-    if job.error:
-        rows.append(("error", job.error))
-    if data.labels:
-        rows.append(("labels", ", ".join(f"{k}={v}" for k, v in sorted(data.labels.items()))))
-    rows.append(("console", job.console_url))
-    return rows
-
-
-def _iso(proto: Any, field: str) -> str | None:
-    return getattr(proto, field).isoformat().replace("+00:00", "Z") if field in proto else None
-
-
-@click.command()
-@_JOB
-@output_option("text", "json")
-@click.option(
-    "--exit-code",
-    "state_exit_code",
-    is_flag=True,
-    help="Exit with the job's state instead of 0: 0 SUCCEEDED, 10 FAILED, 11 CANCELLED, 12 not ended yet, "
-    "13 EXPIRED (for scripts that branch on the outcome).",
-)
-@_where
-def status(
-    job: str,
-    output: str,
-    state_exit_code: bool,
-    project: str | None,
-    region: str | None,
-    api_endpoint: str | None,
-) -> None:
-    """Show a job's state. JOB is a job ID or a full projects/P/locations/R/customJobs/ID name.
-
-    Exits 0 when the state was read, whatever it is (as `gcloud ... describe` does), so `set -e`
-    scripts can poll a running job; --exit-code maps the state to the exit status instead.
-    """
-    from vtrain.submit import get_job, job_dict
-    from vtrain.target import Where
-
-    handle = get_job(job, Where(project, region, api_endpoint))
-    if output == "json":
-        echo_json(job_dict(handle))
-    else:
-        rows = _fields(handle)
-        width = max(len(k) for k, _ in rows)
-        for key, value in rows:
-            click.echo(f"{key:<{width}}  {value}")
-    if state_exit_code:
-        raise SystemExit(handle.exit_code)
-
-
-@click.command()
-@_JOB
-@click.option("--follow", "-f", is_flag=True, help="Keep printing new lines until the job ends.")
-@click.option(
-    "--replica",
-    metavar="NAME",
-    callback=_replica_callback,
-    help="Only this replica: chief-0, worker-N, ps-N, reducer-N, evaluator-N (or workerpoolN-M).",
-)
-@click.option("--timestamps", is_flag=True, help="Start each line with its Cloud Logging timestamp.")
-@_POLL
-@_where
-def logs(
-    job: str,
-    follow: bool,
-    replica: str | None,
-    timestamps: bool,
-    poll: float,
-    project: str | None,
-    region: str | None,
-    api_endpoint: str | None,
-) -> None:
-    """Print a job's log from Cloud Logging, each line prefixed by its replica: [chief-0],
-    [worker-1], [ps-0], [evaluator-0] as `vtrain local` prints them, [vertex] for Vertex's own lines.
-    JOB is a job ID or a full projects/P/locations/R/customJobs/ID name."""
-    from vtrain.submit import get_job
-    from vtrain.target import Where
-
-    handle = get_job(job, Where(project, region, api_endpoint), poll=poll)
-    try:
-        for line in handle.logs(follow=follow, replica=replica, timestamps=timestamps):
-            click.echo(line)
-    except KeyboardInterrupt:
-        raise SystemExit(130) from None  # Ctrl-C ends a --follow quietly; the job is untouched
-
-
-@click.command()
-@_JOB
-@output_option("text", "json")
-@_where
-def cancel(job: str, output: str, project: str | None, region: str | None, api_endpoint: str | None) -> None:
-    """Ask Vertex AI to stop a job (it goes CANCELLING, then CANCELLED). A job that already
-    ended is left alone. JOB is a job ID or a full projects/P/locations/R/customJobs/ID name."""
-    from vtrain.submit import cancel_job, job_dict
-    from vtrain.target import Where
-
-    handle, sent = cancel_job(job, Where(project, region, api_endpoint))
-    if output == "json":
-        echo_json(job_dict(handle))
-    elif sent:
-        click.echo(f"Cancel requested: {handle.name} is {handle.state}")
-    else:
-        click.echo(f"{handle.name} had already ended: {handle.state}")
-
-
-@click.command("list")
-@click.option(
-    "--state",
-    type=click.Choice(JOB_STATES, case_sensitive=False),
-    help="Only jobs in this state.",
-)
-@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True, help="At most this many jobs.")
-@click.option(
-    "--filter",
-    "filter_",
-    metavar="EXPR",
-    help="A Vertex AI list filter, ANDed with --state, e.g. 'labels.team=\"ml\"'.",
-)
-@output_option("text", "json")
-@_where
-def list_jobs(
-    state: str | None,
-    limit: int,
-    filter_: str | None,
-    output: str,
-    project: str | None,
-    region: str | None,
-    api_endpoint: str | None,
-) -> None:
-    """List CustomJobs in the project and region, newest first."""
-    from vtrain.submit import job_dict
-    from vtrain.submit import list_jobs as find_jobs
-    from vtrain.target import Where
-
-    jobs = find_jobs(Where(project, region, api_endpoint), state=state, limit=limit, filter=filter_)
-    if output == "json":
-        echo_json([job_dict(j) for j in jobs])
-        return
-    if not jobs:
-        click.echo("no jobs")
-        return
-    rows = [("ID", "STATE", "CREATED", "NAME")]
-    rows += [(j.job_id, _short(j.state), _time(_iso(j.proto, "create_time")), j.display_name) for j in jobs]
-    widths = [max(len(r[i]) for r in rows) for i in range(3)]
-    for row in rows:
-        click.echo("  ".join(c.ljust(w) for c, w in zip(row[:3], widths, strict=True)) + "  " + row[3])

@@ -30,10 +30,14 @@ from vtrain.emulator.runner import (
 
 DENIED_PROJECT = "denied-project"
 QUOTA_PROJECT = "quota-project"
+#: The longest a job may stay in one state: ~31 years, well inside both a protobuf Timestamp
+#: (year 9999) and the longest wait a thread can do (threading.TIMEOUT_MAX).
+MAX_SECONDS = 1e9
 
 __all__ = [
     "DENIED_PROJECT",
     "LOCAL_RUNNER",
+    "MAX_SECONDS",
     "QUOTA_PROJECT",
     "Emulator",
     "GatedRunner",
@@ -70,6 +74,14 @@ class Emulator:
     ) -> None:
         from vtrain.emulator.server import EmulatorHTTPServer, Faults
         from vtrain.emulator.store import JobStore
+
+        for what, seconds in (
+            ("run_seconds", run_seconds),
+            ("pending_seconds", pending_seconds),
+            ("cancel_seconds", cancel_seconds),
+        ):
+            if not 0 <= seconds <= MAX_SECONDS:  # also refuses nan
+                raise ValueError(f"{what} must be between 0 and {MAX_SECONDS:.0f} s, got {seconds}")
 
         self.store = JobStore(runner or sleep_runner(run_seconds), pending_seconds, cancel_seconds)
         self.faults = Faults()
@@ -131,18 +143,23 @@ class Emulator:
         return [CustomJob.wrap(pb) for pb in self.store.snapshot()]
 
     def fail_next(self, count: int = 1, *, code: int = 503, mode: str = "before") -> None:
-        """Make the next `count` requests fail with `code` (429, 500, 503, 504).
+        """Make the next `count` requests fail.
 
-        mode "before": refused before any work (the job is not created);
-        "after": the work is done and the answer lost (the job exists);
-        "reset": the connection is dropped without an answer.
+        mode "before": answered `code` (429, 500, 503, 504) before any work (no job is created);
+        "reset": the connection is dropped before any work;
+        "after": the work is done (a create creates the job) and the answer is `code`;
+        "reset-after": the work is done and the connection dropped without an answer;
+        "garble": the work is done and the answer is a 200 whose JSON is cut short.
         """
-        if mode not in ("before", "after", "reset"):
-            raise ValueError(f"mode must be before, after or reset, not {mode!r}")
         from vtrain.emulator.errors import TRANSIENT
+        from vtrain.emulator.server import FAULT_MODES
 
-        if mode != "reset" and code not in TRANSIENT:
+        if mode not in FAULT_MODES:
+            raise ValueError(f"mode must be one of {', '.join(FAULT_MODES)}, not {mode!r}")
+        if mode in ("before", "after") and code not in TRANSIENT:
             raise ValueError(f"code must be one of {sorted(TRANSIENT)}")
+        if count < 0:
+            raise ValueError(f"count must not be negative, got {count}")
         self.faults.add(count, code, mode)
 
     def client(self) -> Any:

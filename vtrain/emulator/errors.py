@@ -98,3 +98,7 @@ TRANSIENT = {
 def transient(code: int) -> ApiError:
     status, message = TRANSIENT[code]
     return ApiError(code, status, message)
+
+
+def internal(message: str) -> ApiError:
+    return ApiError(500, "INTERNAL", message)

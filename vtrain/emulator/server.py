@@ -12,7 +12,14 @@ Routes (as `JobServiceClient(transport="rest")` calls them):
 The client asks for `$alt=json;enum-encoding=int`; the answer then carries enums as
 numbers, otherwise (curl) as names; 64-bit integers are strings either way, as in proto3
 JSON. Projects in `deny_projects` get IAM's 403 PERMISSION_DENIED on every call; creates
-in `quota_projects` get a 429 resource-quota error. `fail_next` injects transient errors.
+in `quota_projects` get a 429 resource-quota error. `fail_next` injects transient errors:
+"before" the work (5xx, or "reset": the connection dropped), or "after" it, when the job is
+created and the answer is lost (5xx, "reset-after": dropped, "garble": a 200 cut short).
+
+Like a real front end, it answers what it cannot parse instead of dropping the connection:
+400 for a malformed request line, header or Content-Length, 411 for a POST without a length,
+413 for a body over MAX_BODY, 414 for an over-long request line, 500 for its own bugs. The
+request log keeps the last REQUEST_LOG requests only, so memory stays flat under load.
 """
 
 from __future__ import annotations
@@ -21,6 +28,8 @@ import json
 import re
 import socket
 import threading
+import traceback
+from collections import deque
 from collections.abc import Callable
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -32,6 +41,7 @@ from google.protobuf import json_format
 from vtrain.emulator import validation
 from vtrain.emulator.errors import (
     ApiError,
+    internal,
     invalid_argument,
     not_found,
     permission_denied,
@@ -43,9 +53,31 @@ from vtrain.emulator.store import JobStore, _rfc3339
 
 _COLLECTION = re.compile(r"^/v1/projects/([^/]+)/locations/([^/]+)/customJobs$")
 _JOB = re.compile(r"^/v1/projects/([^/]+)/locations/([^/]+)/customJobs/([^/:]+)(:cancel)?$")
+_METHOD = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 _LOG_JOB = re.compile(r'resource\.labels\.job_id\s*=\s*"?([0-9]+)"?')
 _LOG_AFTER = re.compile(r'timestamp\s*(>=?)\s*"([^"]+)"')
 QUOTA_METRIC = "aiplatform.googleapis.com/custom_model_training_cpus"
+#: Requests kept for `Emulator.requests` (oldest dropped first).
+REQUEST_LOG = 1000
+#: Largest request body read; a real CustomJob is a few KiB.
+MAX_BODY = 32 * 1024 * 1024
+#: Connections waiting to be accepted: hundreds of clients may connect at once.
+LISTEN_BACKLOG = 1024
+#: An idle keep-alive connection (or a client that stops mid-request) is closed after this.
+IDLE_SECONDS = 120.0
+#: Modes of `fail_next`: refused before any work, or the work done and the answer lost.
+BEFORE_MODES = ("before", "reset")
+AFTER_MODES = ("after", "reset-after", "garble")
+FAULT_MODES = BEFORE_MODES + AFTER_MODES
+
+
+class _Refused(Exception):
+    """A request the HTTP layer cannot take (bad length, too big): answered, then closed."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
 
 
 class Faults:
@@ -71,11 +103,33 @@ class Faults:
 class Handler(BaseHTTPRequestHandler):
     server: EmulatorHTTPServer
     protocol_version = "HTTP/1.1"
+    # Errors for a request line that is not HTTP/1.x get a status line too, not the stdlib's
+    # bare HTTP/0.9 page (which no client can tell from garbage).
+    default_request_version = "HTTP/1.0"
     disable_nagle_algorithm = True  # headers and body are two writes: avoid 40 ms delayed ACKs
+    timeout = IDLE_SECONDS
+
+    def parse_request(self) -> bool:
+        """The stdlib's parse, plus RFC 9110's rule that a method is a token (else 400, not 501)."""
+        if not super().parse_request():
+            return False
+        if not _METHOD.match(self.command):
+            self.send_error(400, "Bad Request: malformed method")
+            return False
+        return True
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        """One access-log line per answer, safe for requests that never parsed (no command or path)."""
+        if self.server.access_log is None:
+            return
+        command = getattr(self, "command", None) or "-"
+        target = getattr(self, "path", None) or getattr(self, "requestline", "") or "-"
+        code_text = str(code.value if hasattr(code, "value") else code)
+        self.server.access_log(f"{_printable(command)} {_printable(target)} -> {code_text}")
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (stdlib signature)
-        if self.server.access_log is not None:
-            self.server.access_log(f"{self.command} {self.path} -> {args[1] if len(args) > 1 else '?'}")
+        """The stdlib's other messages (send_error's "code 400, message ...") are left out:
+        log_request already writes one line per answer."""
 
     def do_GET(self) -> None:
         self._handle()
@@ -87,9 +141,60 @@ class Handler(BaseHTTPRequestHandler):
         self._handle()
 
     # ---- plumbing ---------------------------------------------------------------------
-    def _handle(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
+    def _read_body(self) -> bytes:
+        """The body, as a real front end reads it: chunked or by one valid Content-Length."""
+        encoding = (self.headers.get("Transfer-Encoding") or "").strip().lower()
+        lengths = self.headers.get_all("Content-Length") or []
+        if encoding:
+            if encoding != "chunked" or lengths:
+                raise _Refused(400, "Bad Request: unsupported Transfer-Encoding")
+            return self._read_chunked()
+        if not lengths:
+            if self.command == "POST":
+                raise _Refused(411, "Length Required: POST requests require a Content-Length header")
+            return b""
+        values = {v.strip() for v in lengths}
+        if len(values) != 1 or not next(iter(values)).isdigit():
+            raise _Refused(400, f"Bad Request: invalid Content-Length {', '.join(lengths)!r}")
+        length = int(next(iter(values)))
+        if length > MAX_BODY:
+            raise _Refused(413, f"Payload Too Large: at most {MAX_BODY} bytes")
         body = self.rfile.read(length) if length else b""
+        if len(body) < length:
+            raise ConnectionError("the client closed the connection mid-body")
+        return body
+
+    def _read_chunked(self) -> bytes:
+        parts: list[bytes] = []
+        total = 0
+        while True:
+            line = self.rfile.readline(1024).strip().split(b";", 1)[0]
+            try:
+                size = int(line, 16)
+            except ValueError:
+                raise _Refused(400, "Bad Request: invalid chunk size") from None
+            if size < 0 or total + size > MAX_BODY:
+                raise _Refused(413 if size > 0 else 400, "Payload Too Large or bad chunk size")
+            if size == 0:
+                while self.rfile.readline(1024).strip():  # trailers
+                    pass
+                return b"".join(parts)
+            chunk = self.rfile.read(size)
+            if len(chunk) < size:
+                raise ConnectionError("the client closed the connection mid-body")
+            parts.append(chunk)
+            total += size
+            self.rfile.readline(1024)  # the CRLF after each chunk
+
+    def _handle(self) -> None:
+        try:
+            body = self._read_body()
+        except _Refused as refused:
+            self.send_error(refused.code, refused.message)  # closes the connection: the body is unread
+            return
+        except (ConnectionError, TimeoutError):
+            self.close_connection = True
+            return
         url = urlsplit(self.path)
         path = unquote(url.path)
         query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
@@ -97,8 +202,7 @@ class Handler(BaseHTTPRequestHandler):
         self.server.record(self.command, path, query, body)
         fault = self.server.faults.take()
         if fault and fault[1] == "reset":
-            self.close_connection = True
-            self.connection.shutdown(socket.SHUT_RDWR)
+            self._drop()
             return
         if fault and fault[1] == "before":
             self._send(fault[0], _error_body(fault[0]))
@@ -107,9 +211,25 @@ class Handler(BaseHTTPRequestHandler):
             status, payload = 200, self._route(path, query, body, int_enums)
         except ApiError as err:
             status, payload = err.http, err.body()
-        if fault:  # mode "after": the work is done, the answer is lost
+        except Exception:  # an emulator bug still gets an answer, and a trace on the access log
+            if self.server.access_log is not None:
+                self.server.access_log(traceback.format_exc().rstrip())
+            status, payload = 500, internal("The emulator failed on this request.").body()
+        if fault:  # the work is done, the answer is lost
+            mode = fault[1]
+            if mode == "reset-after":
+                self._drop()
+                return
+            if mode == "garble":
+                text = payload if isinstance(payload, str) else json.dumps(payload)
+                self._send(200, text[: max(len(text) // 2, 1)])
+                return
             status, payload = fault[0], _error_body(fault[0])
         self._send(status, payload)
+
+    def _drop(self) -> None:
+        self.close_connection = True
+        self.connection.shutdown(socket.SHUT_RDWR)
 
     def _send(self, status: int, payload: Any) -> None:
         data = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
@@ -187,10 +307,7 @@ class Handler(BaseHTTPRequestHandler):
         return "{" + ", ".join(fields) + "}"
 
     def _list_logs(self, body: bytes) -> dict[str, Any]:
-        try:
-            request = json.loads(body or b"{}")
-        except ValueError as err:
-            raise invalid_argument("Invalid JSON payload received.") from err
+        request = _logs_request(body)
         for resource in request.get("resourceNames", []):
             project = resource.split("/")[1] if resource.startswith("projects/") else ""
             if project in self.server.deny_projects:
@@ -200,10 +317,53 @@ class Handler(BaseHTTPRequestHandler):
         if not job:
             raise invalid_argument('The emulator filters logs by resource.labels.job_id="ID" only.')
         after = _LOG_AFTER.search(text)
-        when = datetime.fromisoformat(after.group(2).replace("Z", "+00:00")) if after else None
+        try:
+            when = datetime.fromisoformat(after.group(2).replace("Z", "+00:00")) if after else None
+        except ValueError:
+            raise invalid_argument(f"Invalid timestamp in filter: '{after.group(2) if after else ''}'.") from None
+        if when is not None and when.tzinfo is None:
+            raise invalid_argument(f"Invalid timestamp in filter: '{after.group(2) if after else ''}' has no zone.")
         inclusive = bool(after) and after.group(1) == ">="
         entries = self.server.store.log_entries(job.group(1), when, inclusive)
         return {"entries": [{k: v for k, v in e.items() if not k.startswith("_")} for e in entries]}
+
+
+#: entries:list fields and their JSON types, as ListLogEntriesRequest declares them.
+_LOGS_FIELDS: dict[str, tuple[str, type | tuple[type, ...]]] = {
+    "resourceNames": ("TYPE_STRING (repeated)", list),
+    "filter": ("TYPE_STRING", str),
+    "orderBy": ("TYPE_STRING", str),
+    "pageToken": ("TYPE_STRING", str),
+    "pageSize": ("TYPE_INT32", (int, str)),
+}
+
+
+def _logs_request(body: bytes) -> dict[str, Any]:
+    """The entries:list body, type-checked as the real API's JSON parser checks it."""
+    try:
+        request = json.loads(body or b"{}")
+    except ValueError as err:
+        raise invalid_argument("Invalid JSON payload received.") from err
+    if not isinstance(request, dict):
+        raise invalid_argument("Invalid JSON payload received. Expected an object for ListLogEntriesRequest.")
+    for key, value in request.items():
+        if key not in _LOGS_FIELDS:
+            raise invalid_argument(f'Invalid JSON payload received. Unknown name "{key}": Cannot find field.')
+        kind, expected = _LOGS_FIELDS[key]
+        bad = not isinstance(value, expected) or isinstance(value, bool)
+        if key == "resourceNames" and not bad:
+            bad = not all(isinstance(v, str) for v in value)
+        if key == "pageSize" and not bad:
+            bad = not str(value).lstrip("-").isdigit() or not -(2**31) <= int(value) < 2**31
+        if bad:
+            raise invalid_argument(f"Invalid value at '{key}' ({kind}), {json.dumps(value)[:100]}")
+    return request
+
+
+def _printable(text: str) -> str:
+    """A request target fit for one log line: control characters escaped, length capped."""
+    shown = text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
+    return shown if len(shown) <= 200 else shown[:200] + "..."
 
 
 def _error_body(code: int) -> dict[str, Any]:
@@ -226,6 +386,7 @@ def _delete_operation(project: str, location: str, job_id: str) -> dict[str, Any
 class EmulatorHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = LISTEN_BACKLOG
 
     def __init__(
         self,
@@ -242,7 +403,7 @@ class EmulatorHTTPServer(ThreadingHTTPServer):
         self.deny_projects = deny_projects
         self.quota_projects = quota_projects
         self.access_log = access_log
-        self.requests: list[dict[str, Any]] = []
+        self.requests: deque[dict[str, Any]] = deque(maxlen=REQUEST_LOG)
         self._requests_lock = threading.Lock()
 
     def record(self, method: str, path: str, query: dict[str, str], body: bytes) -> None:

@@ -6,10 +6,12 @@ pointed at the in-repo emulator (`vtrain.emulator`) and production hands it one 
 exercise is the one that talks to Google. Every call is retried on transient errors
 (`retry.RetryPolicy`) and every refusal becomes one BackendError line (`retry.explain`).
 
-create() is not idempotent on the server, so it stamps the job with a fresh label
-`vtrain-submit-id=<uuid>`; after an ambiguous failure (a 5xx or a dropped connection, when
-the job may exist although the answer was lost) it looks the label up before sending again,
-and never creates the same submission twice.
+create() is not idempotent on the server, so it stamps the job with a label
+`vtrain-submit-id=<uuid>`; after an ambiguous failure (a 5xx, a dropped connection, a timeout or
+a garbled answer, when the job may exist although the answer was lost) it looks the label up
+before sending again, and never creates the same submission twice. When the retries run out
+after such a failure it looks once more, and otherwise raises CreateOutcomeUnknown, which says
+the job may exist and how to find it.
 """
 
 from __future__ import annotations
@@ -20,51 +22,26 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from vtrain.backends.handle import TERMINAL_STATES, JobHandle, Waiting
-from vtrain.backends.vertex.logs import entries_request, entry_parts, iter_log_lines
-from vtrain.backends.vertex.retry import RetryPolicy, TransientExhausted, call_with_retry, explain
+from vtrain.backends.vertex.logreader import SCOPES, JobLogReader
+from vtrain.backends.vertex.logs import entry_parts, replica_label, task_name
+from vtrain.backends.vertex.retry import (
+    RetryPolicy,
+    TransientExhausted,
+    call_with_retry,
+    exhausted,
+    explain,
+    lost_create,
+    reached_server,
+)
 from vtrain.errors import BackendError
 
 LOGGING_ENDPOINT = "https://logging.googleapis.com"
-SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
 SUBMIT_LABEL = "vtrain-submit-id"
 CONSOLE_URL = (
     "https://console.cloud.google.com/vertex-ai/locations/{region}/training/{id}/cpu?project={project}"
 )
 _NAME_RE = re.compile(r"^projects/([^/]+)/locations/([^/]+)/customJobs/([0-9]+)$")
 _ID_RE = re.compile(r"^[0-9]+$")
-_TASK_RE = re.compile(r"^workerpool([0-3])-([0-9]+)$")
-_REPLICA_RE = re.compile(r"^(chief|worker|ps|reducer|evaluator)-([0-9]+)$")
-POOL_PREFIXES = ("chief", "worker", "ps", "evaluator")
-_PREFIX_POOL = {"chief": 0, "worker": 1, "ps": 2, "reducer": 2, "evaluator": 3}
-#: The prefix of Vertex's own log lines (provisioning, job state), which carry no task name.
-SERVICE_PREFIX = "vertex"
-
-
-def replica_label(task: str, reducers: bool = False) -> str:
-    """Vertex's task name → the prefix `vtrain local` prints: workerpool0-0 → chief-0,
-    workerpool1-N → worker-N, workerpool2-N → ps-N (reducer-N when pool 2 is a Reduction
-    Server), workerpool3-N → evaluator-N. Anything else is kept as it is."""
-    m = _TASK_RE.match(task)
-    if not m:
-        return task or SERVICE_PREFIX
-    pool = int(m.group(1))
-    role = "reducer" if pool == 2 and reducers else POOL_PREFIXES[pool]
-    return f"{role}-{m.group(2)}"
-
-
-def task_name(replica: str) -> str:
-    """chief-0 / worker-N / ps-N / reducer-N / evaluator-N (or workerpoolN-M as it is) → Vertex's task name."""
-    text = replica.strip()
-    if _TASK_RE.match(text):
-        return text
-    m = _REPLICA_RE.match(text)
-    if not m or (m.group(1) == "chief" and m.group(2) != "0"):
-        raise BackendError(
-            f"replica '{replica}' is not chief-0, worker-N, ps-N, reducer-N, evaluator-N or workerpoolN-M"
-        )
-    return f"workerpool{_PREFIX_POOL[m.group(1)]}-{m.group(2)}"
-
-
 def _has_reducers(proto: Any) -> bool:
     pools = list(proto.job_spec.worker_pool_specs)
     return len(pools) > 2 and "/reductionserver" in pools[2].container_spec.image_uri
@@ -139,7 +116,7 @@ class VertexJob(JobHandle):
         return format
 
 
-class VertexBackend:
+class VertexBackend(JobLogReader):
     def __init__(
         self,
         client: Any,
@@ -150,8 +127,11 @@ class VertexBackend:
         credentials: Any = None,
         logging_endpoint: str = LOGGING_ENDPOINT,
         poll: float = 10.0,
+        api_endpoint: str | None = None,
     ) -> None:
         self.client = client
+        #: Where calls go, for messages: the emulator's URL, or the regional Google endpoint.
+        self.api_endpoint = api_endpoint or f"https://{region}-aiplatform.googleapis.com"
         self.project = project
         self.region = region
         self.retry = retry or RetryPolicy()
@@ -204,6 +184,7 @@ class VertexBackend:
             retry=retry,
             credentials=credentials,
             logging_endpoint=endpoint if local else LOGGING_ENDPOINT,
+            api_endpoint=endpoint if "://" in endpoint else f"https://{endpoint}",
         )
 
     @property
@@ -230,6 +211,24 @@ class VertexBackend:
         return text
 
     # ---- calls ------------------------------------------------------------------------
+    @property
+    def timeout(self) -> float:
+        """Seconds one attempt waits to connect and for each read of the answer."""
+        return self.retry.attempt_timeout()
+
+    def _explain(self, err: BaseException, action: str, resource: str, permission: str, role: str) -> BackendError:
+        return explain(
+            err,
+            action=action,
+            resource=resource,
+            project=self.project,
+            region=self.region,
+            permission=permission or "aiplatform.customJobs.create",
+            role=role or "roles/aiplatform.user",
+            endpoint=self.api_endpoint,
+            timeout=self.timeout,
+        )
+
     def _call(
         self,
         fn: Any,
@@ -239,7 +238,7 @@ class VertexBackend:
         verb: str = "",
         permission: str = "",
         role: str = "roles/aiplatform.user",
-        before_retry: Any = None,
+        what: str = "",
     ) -> Any:
         """Run one API call under the retry policy; refusals become one BackendError line."""
         from google.api_core.exceptions import GoogleAPICallError
@@ -247,62 +246,90 @@ class VertexBackend:
         from requests.exceptions import RequestException
 
         try:
-            return call_with_retry(fn, self.retry, before_retry)
+            return call_with_retry(fn, self.retry, what=what or f"Vertex AI at {self.api_endpoint}")
         except (GoogleAPICallError, GoogleAuthError, RequestException, TransientExhausted) as err:
-            raise explain(
-                err,
-                action=action,
-                resource=resource,
-                project=self.project,
-                region=self.region,
-                permission=permission or f"aiplatform.customJobs.{verb}",
-                role=role,
-            ) from None
+            permission = permission or f"aiplatform.customJobs.{verb}"
+            raise self._explain(err, action, resource, permission, role) from None
 
-    def create(self, job: Any) -> VertexJob:
+    def create(self, job: Any, *, submit_id: str | None = None) -> VertexJob:
         """Submit a CustomJob (the caller's object is not modified) and return its handle.
 
-        One retry budget covers the whole submission: each attempt after an ambiguous
-        failure first lists jobs by this submission's label (one call, no nested retries)
-        and returns the job it finds instead of sending the create again.
+        `submit_id` (default: a fresh uuid) goes on the job as the vtrain-submit-id label. One
+        retry budget covers the whole submission: each attempt after an ambiguous failure first
+        lists jobs by that label (one call, no nested retries) and returns the job it finds
+        instead of sending the create again.
         """
-        from google.api_core.exceptions import TooManyRequests
-        from google.cloud.aiplatform_v1 import CustomJob, ListCustomJobsRequest
+        from google.api_core.exceptions import GoogleAPICallError
+        from google.auth.exceptions import GoogleAuthError
+        from google.cloud.aiplatform_v1 import CustomJob
+        from requests.exceptions import RequestException
 
         body = CustomJob.deserialize(CustomJob.serialize(job))
-        token = uuid.uuid4().hex
+        token = submit_id or uuid.uuid4().hex
         body.labels[SUBMIT_LABEL] = token
-        lookup = ListCustomJobsRequest(
-            parent=self.parent, filter=f'labels.{SUBMIT_LABEL}="{token}"', page_size=1
-        )
         maybe_created = False
+        action = f"create job '{job.display_name}'"
 
         def note_failure(err: BaseException) -> None:
             nonlocal maybe_created
-            if not isinstance(err, TooManyRequests):  # a 429 is refused before any work
-                maybe_created = True
+            maybe_created = maybe_created or reached_server(err)
 
         def attempt() -> Any:
             nonlocal maybe_created
             if maybe_created:
-                earlier = list(self.client.list_custom_jobs(request=lookup).custom_jobs)
+                earlier = self.find_submitted(token)
                 maybe_created = False
-                if earlier:
-                    return earlier[0]
-            return self.client.create_custom_job(parent=self.parent, custom_job=body)
+                if earlier is not None:
+                    return earlier
+            return self.client.create_custom_job(parent=self.parent, custom_job=body, timeout=self.timeout)
 
-        proto = self._call(
-            attempt,
-            action=f"create job '{job.display_name}'",
-            resource=self.parent,
-            verb="create",
-            before_retry=note_failure,
-        )
+        try:
+            proto = call_with_retry(attempt, self.retry, note_failure, what=f"Vertex AI at {self.api_endpoint}")
+        except TransientExhausted as err:
+            if not (maybe_created or reached_server(err.last)):
+                raise self._explain(err, action, self.parent, "", "") from None
+            try:  # the answer was lost: one last look before saying so
+                found = self.find_submitted(token)
+            except Exception:  # noqa: BLE001 - unknown either way; the error below says so
+                found, looked = None, False
+            else:
+                looked = True
+            if found is not None:
+                return VertexJob(self, found)
+            why = exhausted(err, self.api_endpoint, self.timeout)
+            find = (
+                f"vtrain list --label {SUBMIT_LABEL}={token} --project {self.project} --region {self.region}"
+                + ("" if self.api_endpoint.startswith("https://") else f" --api-endpoint {self.api_endpoint}")
+            )
+            raise lost_create(action, why, looked, token, find) from None
+        except (GoogleAPICallError, GoogleAuthError, RequestException) as err:
+            raise self._explain(err, action, self.parent, "", "") from None
         return VertexJob(self, proto)
+
+    def find_submitted(self, submit_id: str) -> Any:
+        """The job a create with this submit id made, or None: one list call, no retries."""
+        from google.cloud.aiplatform_v1 import ListCustomJobsRequest
+
+        lookup = ListCustomJobsRequest(parent=self.parent, filter=f'labels.{SUBMIT_LABEL}="{submit_id}"', page_size=1)
+        jobs = list(self.client.list_custom_jobs(request=lookup, timeout=self.timeout).custom_jobs)
+        return jobs[0] if jobs else None
+
+    def submitted(self, submit_id: str) -> VertexJob | None:
+        """The job a create with this submit id made, if any (retried like every call)."""
+        proto = self._call(
+            lambda: self.find_submitted(submit_id),
+            action=f"look for the job of an earlier submit (submit id {submit_id})",
+            resource=self.parent,
+            verb="list",
+        )
+        return None if proto is None else VertexJob(self, proto)
 
     def _get_proto(self, name: str) -> Any:
         return self._call(
-            lambda: self.client.get_custom_job(name=name), action=f"get job {name}", resource=name, verb="get"
+            lambda: self.client.get_custom_job(name=name, timeout=self.timeout),
+            action=f"get job {name}",
+            resource=name,
+            verb="get",
         )
 
     def get(self, job: str | VertexJob) -> VertexJob:
@@ -319,7 +346,7 @@ class VertexBackend:
                 parent=self.parent, filter=filter, page_size=size, page_token=token
             )
             page = self._call(
-                lambda request=request: self.client.list_custom_jobs(request=request),
+                lambda request=request: self.client.list_custom_jobs(request=request, timeout=self.timeout),
                 action="list jobs",
                 resource=self.parent,
                 verb="list",
@@ -359,7 +386,7 @@ class VertexBackend:
         if current.refresh() in TERMINAL_STATES:
             return current
         self._call(
-            lambda: self.client.cancel_custom_job(name=name),
+            lambda: self.client.cancel_custom_job(name=name, timeout=self.timeout),
             action=f"cancel job {name}",
             resource=name,
             verb="cancel",
@@ -371,61 +398,8 @@ class VertexBackend:
         """Delete a finished job (Vertex refuses to delete a live one)."""
         name = self.job_name(job)
         self._call(
-            lambda: self.client.delete_custom_job(name=name).result(),
+            lambda: self.client.delete_custom_job(name=name, timeout=self.timeout).result(timeout=self.timeout),
             action=f"delete job {name}",
             resource=name,
             verb="delete",
-        )
-
-    # ---- logs -------------------------------------------------------------------------
-    def _logging_session(self) -> Any:
-        if self._session is None:
-            from google.auth.transport.requests import AuthorizedSession
-
-            credentials = self.credentials
-            if credentials is None:
-                import google.auth
-
-                credentials, _ = google.auth.default(scopes=SCOPES)
-            self._session = AuthorizedSession(credentials)
-        return self._session
-
-    def _log_page(self, job_id: str, since: str | None, page_token: str, task: str | None = None) -> dict[str, Any]:
-        from google.api_core.exceptions import from_http_response
-
-        body = entries_request(self.project, job_id, since, page_token, task)
-
-        def fetch() -> dict[str, Any]:
-            url = f"{self.logging_endpoint}/v2/entries:list"
-            response = self._logging_session().post(url, json=body, timeout=60)
-            if response.status_code >= 400:
-                raise from_http_response(response)
-            return dict(response.json())
-
-        return self._call(  # type: ignore[no-any-return]
-            fetch,
-            action=f"read logs of job {job_id}",
-            resource=f"projects/{self.project}",
-            permission="logging.logEntries.list",
-            role="roles/logging.viewer",
-        )
-
-    def _logs(
-        self, job: VertexJob, *, follow: bool, poll: float, task: str | None, format: Any,
-        waiting: Waiting | None = None,
-    ) -> Iterator[str]:
-        pause = [poll]
-
-        def done() -> bool:
-            state = job.refresh()
-            if waiting is not None:  # report the state and keep to the wait's deadline
-                pause[0] = waiting.check(state)
-            return state in TERMINAL_STATES
-
-        return iter_log_lines(
-            lambda since, token: self._log_page(job.job_id, since, token, task),
-            job_done=done,
-            sleep=lambda: job._sleep(pause[0]),
-            follow=follow,
-            format=format,
         )

@@ -8,8 +8,44 @@ and out of order, so following a log re-reads from the newest timestamp seen
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
+
+from vtrain.errors import BackendError
+
+_TASK_RE = re.compile(r"^workerpool([0-3])-([0-9]+)$")
+_REPLICA_RE = re.compile(r"^(chief|worker|ps|reducer|evaluator)-([0-9]+)$")
+POOL_PREFIXES = ("chief", "worker", "ps", "evaluator")
+_PREFIX_POOL = {"chief": 0, "worker": 1, "ps": 2, "reducer": 2, "evaluator": 3}
+#: The prefix of Vertex's own log lines (provisioning, job state), which carry no task name.
+SERVICE_PREFIX = "vertex"
+
+
+def replica_label(task: str, reducers: bool = False) -> str:
+    """Vertex's task name → the prefix `vtrain local` prints: workerpool0-0 → chief-0,
+    workerpool1-N → worker-N, workerpool2-N → ps-N (reducer-N when pool 2 is a Reduction
+    Server), workerpool3-N → evaluator-N. Anything else is kept as it is."""
+    m = _TASK_RE.match(task)
+    if not m:
+        return task or SERVICE_PREFIX
+    pool = int(m.group(1))
+    role = "reducer" if pool == 2 and reducers else POOL_PREFIXES[pool]
+    return f"{role}-{m.group(2)}"
+
+
+def task_name(replica: str) -> str:
+    """chief-0 / worker-N / ps-N / reducer-N / evaluator-N (or workerpoolN-M as it is) → Vertex's task name."""
+    text = replica.strip()
+    if _TASK_RE.match(text):
+        return text
+    m = _REPLICA_RE.match(text)
+    if not m or (m.group(1) == "chief" and m.group(2) != "0"):
+        raise BackendError(
+            f"replica '{replica}' is not chief-0, worker-N, ps-N, reducer-N, evaluator-N or workerpoolN-M"
+        )
+    return f"workerpool{_PREFIX_POOL[m.group(1)]}-{m.group(2)}"
+
 
 PageFetcher = Callable[[str | None, str], dict[str, Any]]
 

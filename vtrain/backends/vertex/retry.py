@@ -1,10 +1,13 @@
 """Bounded retries for transient Google API failures, and one-line explanations for the rest.
 
-Transient: 429 rate limits (not resource quotas), 500/502/503/504, a dropped connection.
-Anything else is turned into a :class:`~vtrain.errors.BackendError` whose message says
-what was refused and what to do (which permission, which quota, which command), so the
-CLI never shows a traceback for a refused call. Works for the REST and gRPC transports
-alike: api-core's gRPC classes subclass the HTTP ones we match on.
+Transient: 429 rate limits (not resource quotas), 500/502/503/504, a dropped connection, no
+answer within the attempt's timeout, an answer cut short or unreadable. Each attempt waits at
+most `RetryPolicy.timeout` s and all of them at most `deadline` s (see :mod:`vtrain.network`),
+with a progress line before each retry. Anything else is turned into a
+:class:`~vtrain.errors.BackendError` whose message says what was refused and what to do
+(which permission, which quota, which command), so the CLI never shows a traceback for a
+refused call. Works for the REST and gRPC transports alike: api-core's gRPC classes subclass
+the HTTP ones we match on.
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from vtrain.errors import BackendError
+from vtrain import network
+from vtrain.errors import BackendError, CreateOutcomeUnknown
 
 T = TypeVar("T")
 
@@ -42,6 +46,16 @@ class RetryPolicy:
     maximum: float = 16.0
     jitter: float = 0.2
     sleep: Callable[[float], None] = field(default=time.sleep, compare=False, repr=False)
+    #: Seconds one attempt waits to connect and for each read; None: network.attempt_timeout().
+    timeout: float | None = None
+    #: Seconds after which no new attempt starts; None: network.deadline().
+    deadline: float | None = None
+
+    def attempt_timeout(self) -> float:
+        return network.attempt_timeout() if self.timeout is None else self.timeout
+
+    def total_deadline(self) -> float:
+        return network.deadline() if self.deadline is None else self.deadline
 
     def delays(self) -> Iterator[float]:
         """The sleeps between attempts: attempts - 1 of them."""
@@ -101,14 +115,73 @@ def quota_metric(err: Any) -> str | None:
 def is_transient(err: BaseException) -> bool:
     from google.api_core import exceptions as gexc
     from google.auth.exceptions import TransportError
+    from google.protobuf.json_format import ParseError
+    from requests.exceptions import ChunkedEncodingError, Timeout
     from requests.exceptions import ConnectionError as RequestsConnectionError
-    from requests.exceptions import Timeout
 
     if isinstance(err, gexc.TooManyRequests):
         return quota_metric(err) is None
     if isinstance(err, gexc.ServerError):
         return not isinstance(err, gexc.MethodNotImplemented)
-    return isinstance(err, (RequestsConnectionError, Timeout, TransportError))
+    return isinstance(err, (RequestsConnectionError, Timeout, TransportError, ChunkedEncodingError, ParseError))
+
+
+def _connect_failure(err: BaseException) -> BaseException | None:
+    """The urllib3 error under a requests ConnectionError when no connection was made."""
+    from urllib3.exceptions import NewConnectionError
+
+    seen: set[int] = set()
+    stack: list[object] = [err]
+    while stack:
+        item = stack.pop()
+        if id(item) in seen or not isinstance(item, BaseException):
+            continue
+        seen.add(id(item))
+        if isinstance(item, NewConnectionError):
+            return item
+        stack += [getattr(item, "reason", None), item.__cause__, item.__context__, *item.args]
+    return None
+
+
+def reached_server(err: BaseException) -> bool:
+    """Could the server have acted on the request? False only when it surely did not: a 429,
+    a refused or unresolvable connection, a connect timeout."""
+    from google.api_core import exceptions as gexc
+    from requests.exceptions import ConnectTimeout
+
+    if isinstance(err, (gexc.TooManyRequests, ConnectTimeout)):
+        return False
+    return _connect_failure(err) is None
+
+
+def network_reason(err: BaseException, timeout: float | None = None) -> str:
+    """A short why for a call that got no usable answer."""
+    from google.api_core import exceptions as gexc
+    from google.protobuf.json_format import ParseError
+    from requests import exceptions as rexc
+
+    if isinstance(err, gexc.GoogleAPICallError):
+        return f"{err.code} {api_status(err)}: {api_message(err)}"
+    wait = f" within {timeout:g} s" if timeout else ""
+    if isinstance(err, rexc.ConnectTimeout):
+        return f"could not connect{wait}"
+    if isinstance(err, rexc.ReadTimeout):
+        return f"no answer{wait}"
+    if isinstance(err, rexc.SSLError):
+        return "the TLS handshake failed"
+    if isinstance(err, rexc.ChunkedEncodingError):
+        return "the answer was cut short"
+    if isinstance(err, ParseError):
+        return "the answer was not valid JSON"
+    failure = _connect_failure(err)
+    if failure is not None:
+        text = str(failure).lower()
+        if "name or service" in text or "resolve" in text or "nodename" in text:
+            return "the host name does not resolve"
+        return "connection refused" if "refused" in text else "cannot connect"
+    if isinstance(err, rexc.ConnectionError):
+        return "the connection was dropped"
+    return f"{type(err).__name__}: {err}"
 
 
 class TransientExhausted(Exception):
@@ -122,15 +195,21 @@ class TransientExhausted(Exception):
 
 
 def call_with_retry(
-    fn: Callable[[], T], policy: RetryPolicy, before_retry: Callable[[BaseException], None] | None = None
+    fn: Callable[[], T],
+    policy: RetryPolicy,
+    before_retry: Callable[[BaseException], None] | None = None,
+    *,
+    what: str = "Vertex AI",
 ) -> T:
-    """Call `fn` until it succeeds, fails for good, or `policy.attempts` run out.
+    """Call `fn` until it succeeds, fails for good, or `policy.attempts` or its deadline run out.
 
     `before_retry(err)` runs before each new attempt; it may return normally or raise
-    (create() uses it to look for a job an ambiguous failure may have created).
+    (create() uses it to look for a job an ambiguous failure may have created). A progress
+    line naming `what` goes to :func:`vtrain.network.note` before each wait.
     """
     start = time.monotonic()
     delays = policy.delays()
+    deadline = policy.total_deadline()
     attempt = 0
     while True:
         attempt += 1
@@ -140,11 +219,37 @@ def call_with_retry(
             if not is_transient(err):
                 raise
             delay = next(delays, None)
-            if delay is None:
-                raise TransientExhausted(err, attempt, time.monotonic() - start) from err
+            elapsed = time.monotonic() - start
+            if delay is None or elapsed + delay >= deadline:
+                raise TransientExhausted(err, attempt, elapsed) from err
+            reason = network_reason(err, policy.attempt_timeout())
+            said = f" answered {reason}" if hasattr(err, "code") and hasattr(err, "errors") else f": {reason}"
+            network.note(f"{what}{said}; retrying in {delay:.1f} s (attempt {attempt + 1} of {policy.attempts})")
             policy.sleep(delay)
             if before_retry is not None:
                 before_retry(err)
+
+
+def exhausted(err: TransientExhausted, endpoint: str = "", timeout: float | None = None) -> str:
+    """Why every attempt failed, and what to check: the server kept failing, or it was never reached."""
+    from google.api_core import exceptions as gexc
+
+    why = network_reason(err.last, timeout)
+    tried = f"{err.attempts} attempt{'s' if err.attempts != 1 else ''} over {err.elapsed:.1f} s"
+    if isinstance(err.last, gexc.GoogleAPICallError):
+        return f"Vertex AI kept failing ({why}) after {tried}; try again later"
+    return network.unreachable(endpoint or "Vertex AI", why, tried, "--api-endpoint, VTRAIN_API_ENDPOINT")
+
+
+def lost_create(action: str, why: str, looked: bool, submit_id: str, find: str) -> CreateOutcomeUnknown:
+    """A create that may have reached the server, and whose job could not be found: say it may exist."""
+    seen = "none with its submit id is listed yet" if looked else "vtrain could not look for it"
+    return CreateOutcomeUnknown(
+        f"cannot {action}: {why.removesuffix('; try again later')}, after a create that may have reached "
+        f"Vertex AI: the job may exist ({seen}); find it with `{find}`",
+        submit_id=submit_id,
+        find_command=find,
+    )
 
 
 def explain(
@@ -156,21 +261,15 @@ def explain(
     region: str,
     permission: str,
     role: str = "roles/aiplatform.user",
+    endpoint: str = "",
+    timeout: float | None = None,
 ) -> BackendError:
     """One line: what failed, why, and what to do about it."""
     from google.api_core import exceptions as gexc
     from google.auth import exceptions as aexc
 
     if isinstance(err, TransientExhausted):
-        last = err.last
-        if isinstance(last, gexc.GoogleAPICallError):
-            why = f"{last.code} {api_status(last)}: {api_message(last)}"
-        else:
-            why = f"{type(last).__name__}: {last}"
-        return BackendError(
-            f"cannot {action}: Vertex AI kept failing ({why}) after {err.attempts} attempts over "
-            f"{err.elapsed:.1f} s; try again later"
-        )
+        return BackendError(f"cannot {action}: {exhausted(err, endpoint, timeout)}")
     if isinstance(err, aexc.DefaultCredentialsError):
         return BackendError(f"cannot {action}: no Google Cloud credentials found; {ADC_HELP}")
     if isinstance(err, aexc.RefreshError):
