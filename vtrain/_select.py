@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from vtrain.constants import AIP_OUTPUT_DIRS, LOCAL_RUNS_DIR
 from vtrain.errors import PackagingError
 
 # Never packaged, whatever the ignore files say: VCS data, environments, caches, build output.
@@ -240,6 +241,7 @@ def scan_package(package_dir: Path, *, skip: Iterable[Path] = ()) -> Scan:
     selected: list[str] = []
     for dirpath, dirnames, filenames in os.walk(root):
         here = Path(dirpath)
+        outputs = _run_outputs(here)
         rel_dir = here.relative_to(root).as_posix()
         rel_dir = "" if rel_dir == "." else rel_dir
         for name in IGNORE_FILES:
@@ -252,7 +254,8 @@ def scan_package(package_dir: Path, *, skip: Iterable[Path] = ()) -> Scan:
             if (
                 is_always_excluded(rel, is_dir=True)
                 or (full / "pyvenv.cfg").exists()  # a virtualenv, whatever its name
-                or (full / "vtrain-local" / "job.json").exists()  # `vtrain local` outputs (--output-dir out)
+                or _is_local_output(full)  # `vtrain local` outputs (--output-dir out)
+                or d in outputs  # ... or the outputs of `--output-dir .`, beside the sources
                 or os.path.abspath(full) in skip_set
                 or full.is_symlink()
                 or rules.ignored(rel, is_dir=True)
@@ -280,6 +283,19 @@ def scan_package(package_dir: Path, *, skip: Iterable[Path] = ()) -> Scan:
 
     scan.digest = hash_entries(entries())
     return scan
+
+
+def _is_local_output(directory: Path) -> bool:
+    """A base output directory `vtrain local` has run into: it holds the runs folder."""
+    return (directory / LOCAL_RUNS_DIR).is_dir()
+
+
+def _run_outputs(directory: Path) -> set[str]:
+    """The folders a local run wrote into `directory` when it is itself the output directory: the
+    runs folder and Vertex's model/, checkpoints/, logs/ (never a Python package of the trainer's)."""
+    if not _is_local_output(directory):
+        return set()
+    return {LOCAL_RUNS_DIR} | {d for d in AIP_OUTPUT_DIRS.values() if not (directory / d / "__init__.py").exists()}
 
 
 def check_package_dir(package_dir: Path | str | None) -> Path:

@@ -21,3 +21,8 @@ MAX_LABEL_LENGTH = 63
 MAX_DISPLAY_NAME = 128
 MAX_ENV = 100
 MAX_PACKAGE_URIS = 100
+
+#: Vertex's folders under baseOutputDirectory, by the variable that names each to a replica.
+AIP_OUTPUT_DIRS = {"AIP_MODEL_DIR": "model", "AIP_CHECKPOINT_DIR": "checkpoints", "AIP_TENSORBOARD_LOG_DIR": "logs"}
+#: Where `vtrain local` keeps its runs inside an output directory (one folder per job id).
+LOCAL_RUNS_DIR = "vtrain-local"

@@ -26,15 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from vtrain import proctree
 from vtrain.backends.handle import CANCELLED, CANCELLING, FAILED, PENDING, RUNNING, SUCCEEDED, JobHandle, WaitTimeout
 from vtrain.backends.local import env as localenv
 from vtrain.backends.local.env import Plan, Replica
 from vtrain.errors import BackendError
 
 TAIL_LINES = 15
-RUN_DIR = "vtrain-local"
-
-RUN_DIR = "vtrain-local"
 
 
 @dataclass(frozen=True)
@@ -123,15 +121,17 @@ class LocalJob(JobHandle):
     default_poll = 0.2
 
     def __init__(self, name: str, display_name: str, plan: Plan, procs: list[_Proc], output_dir: Path,
-                 temporary: bool, options: Options, out: IO[str] | None, notice: Callable[[str], None],
-                 on_line: Callable[[Replica, str], None] | None = None) -> None:
+                 run_dir: Path, temporary: bool, options: Options, out: IO[str] | None,
+                 notice: Callable[[str], None], on_line: Callable[[Replica, str], None] | None = None,
+                 release: Callable[[], None] = lambda: None) -> None:
         super().__init__(name)
         self.display_name = display_name
         self.plan = plan
         self.output_dir = output_dir
-        self.run_dir = output_dir / RUN_DIR
+        self.run_dir = run_dir  # this run's own folder (see vtrain.backends.local.rundir)
         self._procs = procs
         self._temporary = temporary
+        self._release = release  # the output directory's claim, the environment's lease
         self._options = options
         self._out = out
         self._notice = notice
@@ -215,7 +215,12 @@ class LocalJob(JobHandle):
     def _start(self) -> None:
         atexit.register(self._at_exit)
         threading.Thread(target=self._supervise, name=f"vtrain-local-{self._name}", daemon=True).start()
-        self._started.wait()
+        try:
+            self._started.wait()
+        except KeyboardInterrupt:  # no handle reached the caller yet: nothing may be left running
+            self.cancel(force=True)
+            self._finished.wait()
+            raise
         if self._start_error is not None:
             self._finished.wait()
             if isinstance(self._start_error, OSError):  # e.g. too many processes or open files
@@ -241,13 +246,27 @@ class LocalJob(JobHandle):
             state, error = self._watch()
         finally:
             self._stop(self._procs)
+            self._end_strays()
             for p in self._procs:
                 if p.reader is not None:
                     p.reader.join(timeout=5)
             self.ended_at = time.monotonic()
             self._finish(state, error)
 
+    def _end_strays(self) -> None:
+        """End what the replicas left outside their process groups (daemons), as Vertex ends the VM.
+
+        vtrain adopts such orphans (a child subreaper, set in :meth:`_spawn_all`) and knows them
+        by the CLOUD_ML_JOB_ID they inherited: see :mod:`vtrain.proctree`.
+        """
+        grace = 0.0 if self._force else self._options.kill_grace
+        ended = proctree.sweep(lambda q: proctree.has_env(q, "CLOUD_ML_JOB_ID", self._name), grace)
+        if ended:
+            self._notice(f"ended {len(ended)} process(es) the replicas left running outside their process "
+                         f"groups (daemonized): pid {', '.join(map(str, ended))}")
+
     def _spawn_all(self) -> None:
+        proctree.become_subreaper()  # a replica's daemonized descendants stay in our tree
         preexec = _pdeathsig()
         with self._lock:
             if self._cancel:
@@ -409,13 +428,16 @@ class LocalJob(JobHandle):
             "output_dir": str(self.output_dir),
             "replicas": {p.label: p.returncode for p in self._procs},
         }
-        (self.run_dir / "result.json").write_text(json.dumps(self.result, indent=2) + "\n", encoding="utf-8")
+        with contextlib.suppress(OSError):  # an output dir removed under us must not hang wait()
+            (self.run_dir / "result.json").write_text(json.dumps(self.result, indent=2) + "\n", encoding="utf-8")
         self._job_log.close()
         if not self._options.keep:
             for p in self._procs:
                 shutil.rmtree(p.cwd, ignore_errors=True)
             with contextlib.suppress(OSError):
                 (self.run_dir / "work").rmdir()
+        with contextlib.suppress(Exception):
+            self._release()
         if self._temporary and state == SUCCEEDED and not self._options.keep:
             shutil.rmtree(self.output_dir, ignore_errors=True)
         with self._lock:
@@ -424,4 +446,4 @@ class LocalJob(JobHandle):
         self._finished.set()
 
 
-__all__ = ["RUN_DIR", "LocalJob", "Options", "describe_exit", "free_ports"]
+__all__ = ["LocalJob", "Options", "describe_exit", "free_ports"]
