@@ -21,6 +21,8 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import re
+import shutil
 import signal
 import sys
 import threading
@@ -89,6 +91,36 @@ def has_env(proc: Proc, name: str, value: str) -> bool:
     except OSError:
         return False
     return f"{name}={value}".encode() in raw.split(b"\0")
+
+
+def gone(pid: int) -> bool:
+    """Whether no process has this pid any more (a temporary file named after it is stale)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    proc = _read_stat(pid)
+    return proc is not None and proc.zombie
+
+
+def sweep_stale(directory: Path, pattern: re.Pattern[str]) -> list[Path]:
+    """Remove the entries of `directory` whose name `pattern` matches with a dead pid as group 1:
+    what a killed vtrain left half-written (it could not clean up after SIGKILL)."""
+    removed: list[Path] = []
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(directory):
+            m = pattern.match(entry.name)
+            if m and gone(int(m.group(1))):
+                path = Path(entry.path)
+                with contextlib.suppress(OSError):
+                    if entry.is_dir(follow_symlinks=False):
+                        shutil.rmtree(path)
+                    else:
+                        path.unlink()
+                    removed.append(path)
+    return removed
 
 
 def become_subreaper() -> bool:
@@ -192,5 +224,5 @@ def children_end_with(grace: float = 3.0) -> Iterator[None]:
                 signal.signal(signal.SIGTERM, previous)
 
 
-__all__ = ["Proc", "become_subreaper", "children_end_with", "descendants", "end", "has_env", "interrupted_by",
-           "snapshot", "sweep"]
+__all__ = ["Proc", "become_subreaper", "children_end_with", "descendants", "end", "gone", "has_env",
+           "interrupted_by", "snapshot", "sweep", "sweep_stale"]
