@@ -105,14 +105,16 @@ def gone(pid: int) -> bool:
     return proc is not None and proc.zombie
 
 
-def sweep_stale(directory: Path, pattern: re.Pattern[str]) -> list[Path]:
+def sweep_stale(directory: Path, pattern: re.Pattern[str], min_age: float = 60.0) -> list[Path]:
     """Remove the entries of `directory` whose name `pattern` matches with a dead pid as group 1:
-    what a killed vtrain left half-written (it could not clean up after SIGKILL)."""
+    what a killed vtrain left half-written (it could not clean up after SIGKILL). Entries younger
+    than `min_age` seconds are kept: a shared /tmp may hold the work of another pid namespace."""
     removed: list[Path] = []
+    now = time.time()
     with contextlib.suppress(OSError):
         for entry in os.scandir(directory):
             m = pattern.match(entry.name)
-            if m and gone(int(m.group(1))):
+            if m and gone(int(m.group(1))) and now - entry.stat(follow_symlinks=False).st_mtime >= min_age:
                 path = Path(entry.path)
                 with contextlib.suppress(OSError):
                     if entry.is_dir(follow_symlinks=False):
@@ -163,7 +165,12 @@ def end(procs: Iterable[Proc], grace: float) -> None:
         if _same(p):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(p.pid, signal.SIGKILL)
-    _reap(p.pid for p in live)
+    deadline = time.monotonic() + 2.0  # SIGKILL is delivered, not waited for: see them go
+    while live and time.monotonic() < deadline:
+        _reap(p.pid for p in live)
+        live = [p for p in live if _same(p)]
+        if live:
+            time.sleep(0.01)
 
 
 def sweep(match: Callable[[Proc], bool], grace: float, rounds: int = 5) -> list[int]:
@@ -172,15 +179,15 @@ def sweep(match: Callable[[Proc], bool], grace: float, rounds: int = 5) -> list[
     The first round gives SIGTERM and `grace`; later rounds catch what those processes started
     (or had started) meanwhile, which the kernel re-parents to us when their parent dies.
     """
-    ended: list[int] = []
+    ended: dict[tuple[int, int], int] = {}
     for i in range(rounds):
         found = [p for p in descendants(os.getpid()) if not p.zombie and match(p)]
         if not found:
             break
         end(found, grace if i == 0 else 0.0)
-        ended += [p.pid for p in found]
-    _reap(ended)
-    return ended
+        ended.update({(p.pid, p.start): p.pid for p in found})
+    _reap(ended.values())
+    return list(ended.values())
 
 
 # --------------------------------------------------------------------------- commands

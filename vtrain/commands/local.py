@@ -54,7 +54,7 @@ def local(job_file: str, output_dir: str | None, max_replicas: int | None, timeo
         state = job.wait()
     except KeyboardInterrupt:
         if job is None:  # packaging or installing: nothing ran yet, and nothing half-built is kept
-            raise JobFailed(f"job {config.name} {CANCELLED} before its replicas started", state=CANCELLED,
+            raise JobFailed(f"job {config.name} ended {CANCELLED} before its replicas started", state=CANCELLED,
                             exit_code=exit_code(CANCELLED)) from None
         click.echo("[vtrain] interrupted: stopping every replica (Ctrl-C again to kill at once)", err=True)
         job.cancel()
