@@ -125,8 +125,13 @@ def run_local(
     `config` is a JobConfig or a job-file path (loaded for the local target). Replica logs go
     to `out` prefixed `[chief-0]` (None: only to files), launcher notices to `notices`.
     Outputs go to `output_dir`, else the job's base_output_dir when it is local, else a new
-    temporary directory, which is removed when the job succeeds unless `keep`.
+    temporary directory, which is removed when the job succeeds unless `keep`; this run's logs
+    and result go to its own folder, ``OUTPUT/vtrain-local/JOB_ID`` (see
+    :mod:`vtrain.backends.local.rundir`), and another live run on the same output dir is refused.
     Raises PackagingError/BackendError before anything starts if the job cannot run here.
+
+    On Linux the calling process becomes a child subreaper (:mod:`vtrain.proctree`), so that a
+    replica's daemonized descendants are adopted and ended with the job; this stays set.
     """
     from vtrain.backends.local import envcache as localpkg
     from vtrain.config import JobConfig
