@@ -136,6 +136,21 @@ def become_subreaper() -> bool:
     return bool(prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
 
 
+def die_with_parent() -> Callable[[], None] | None:
+    """A preexec hook so a child dies with vtrain even if vtrain is SIGKILLed (Linux)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+    def hook() -> None:
+        prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+    return hook
+
+
 def _same(proc: Proc) -> bool:
     now = _read_stat(proc.pid)
     return now is not None and now.start == proc.start and not now.zombie
@@ -231,5 +246,5 @@ def children_end_with(grace: float = 3.0) -> Iterator[None]:
                 signal.signal(signal.SIGTERM, previous)
 
 
-__all__ = ["Proc", "become_subreaper", "children_end_with", "descendants", "end", "gone", "has_env",
+__all__ = ["Proc", "become_subreaper", "children_end_with", "descendants", "die_with_parent", "end", "gone", "has_env",
            "interrupted_by", "snapshot", "sweep", "sweep_stale"]

@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
 import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
-import sys
 import threading
 import time
 from collections import deque
@@ -28,8 +25,8 @@ from typing import IO, Any
 
 from vtrain import proctree
 from vtrain.backends.handle import CANCELLED, CANCELLING, FAILED, PENDING, RUNNING, SUCCEEDED, JobHandle, WaitTimeout
-from vtrain.backends.local import env as localenv
 from vtrain.backends.local.env import Plan, Replica
+from vtrain.backends.local.ports import listening
 from vtrain.errors import BackendError
 
 TAIL_LINES = 15
@@ -73,46 +70,6 @@ def describe_exit(code: int) -> str:
         except ValueError:
             return f"was killed by signal {-code}"
     return f"exited with code {code}"
-
-
-def free_ports(n: int) -> list[int]:
-    """n distinct free ports on 127.0.0.1 (all held open together, so they differ)."""
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind((localenv.HOST, 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    except OSError as err:
-        raise BackendError(f"cannot open {n} ports on {localenv.HOST} for the replicas ({err.strerror or err}); "
-                           "run fewer with --max-replicas") from None
-    finally:
-        for s in socks:
-            s.close()
-
-
-def _listening(port: int) -> bool:
-    try:
-        with socket.create_connection((localenv.HOST, port), timeout=0.2):
-            return True
-    except OSError:
-        return False
-
-
-def _pdeathsig() -> Callable[[], None] | None:
-    """A preexec hook so a replica dies with the launcher even if it is SIGKILLed (Linux)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-
-    def hook() -> None:
-        prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-    return hook
 
 
 class LocalJob(JobHandle):
@@ -267,7 +224,7 @@ class LocalJob(JobHandle):
 
     def _spawn_all(self) -> None:
         proctree.become_subreaper()  # a replica's daemonized descendants stay in our tree
-        preexec = _pdeathsig()
+        preexec = proctree.die_with_parent()
         with self._lock:
             if self._cancel:
                 raise KeyboardInterrupt
@@ -359,7 +316,7 @@ class LocalJob(JobHandle):
             waiting = [p for p in members if not p.listening and p.returncode is None]
             if waiting and chief_done_at is None:
                 for p in waiting:
-                    p.listening = _listening(self._port(p))
+                    p.listening = listening(self._port(p))
                 if first_listen is None and any(p.listening for p in members):
                     first_listen = now
                 late = [p for p in members if not p.listening and p.returncode is None]
@@ -446,4 +403,4 @@ class LocalJob(JobHandle):
         self._finished.set()
 
 
-__all__ = ["LocalJob", "Options", "describe_exit", "free_ports"]
+__all__ = ["LocalJob", "Options", "describe_exit"]

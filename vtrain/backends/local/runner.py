@@ -34,7 +34,8 @@ from typing import IO, TYPE_CHECKING, Any
 from vtrain.backends.local import env as localenv
 from vtrain.backends.local import rundir
 from vtrain.backends.local.env import Plan, Replica
-from vtrain.backends.local.job import LocalJob, Options, _Proc, free_ports
+from vtrain.backends.local.job import LocalJob, Options, _Proc
+from vtrain.backends.local.ports import free_ports
 from vtrain.errors import BackendError, PackagingError
 
 if TYPE_CHECKING:
