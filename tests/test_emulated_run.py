@@ -164,7 +164,8 @@ def test_cancel_stops_every_replica(tmp_path: Path, emu: Emulator) -> None:
     assert cancelled == (0, f"Cancel requested: {name} is JOB_STATE_CANCELLING\n", "")
     until(lambda: run("status", name, "--api-endpoint", emu.url, "--exit-code")[0] == 11, timeout=30, what="CANCELLED")
     assert [pid for pid in pids if alive(pid)] == []
-    result = json.loads((tmp_path / "runs" / name.rsplit("/", 1)[1] / "vtrain-local" / "result.json").read_text())
+    job_id = name.rsplit("/", 1)[1]
+    result = json.loads((tmp_path / "runs" / job_id / "vtrain-local" / job_id / "result.json").read_text())
     assert result["state"] == "JOB_STATE_CANCELLED" and sorted(result["replicas"]) == ["chief-0", "worker-0"]
     assert "[vertex] cancelled: stopping every replica" in run("logs", name, "--api-endpoint", emu.url)[1]
 

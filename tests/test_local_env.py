@@ -12,6 +12,7 @@ from tests.helpers import write_job
 from vtrain.backends.local import env as localenv
 from vtrain.backends.local.env import Replica
 from vtrain.backends.local.envcache import check_requirements, default_cache_dir, env_key
+from vtrain.errors import UsageError
 from vtrain.jobfile import load_config
 from vtrain.spec import build_job_dict
 
@@ -69,7 +70,7 @@ def test_plan_shrinks_the_job_it_runs_and_says_so(tmp_path: Path) -> None:
     assert [r.label for r in plan.replicas] == ["chief-0", "worker-0", "worker-1", "ps-0", "evaluator-0"]
     assert [p["replicaCount"] for p in plan.pools] == ["1", "2", "1", "1"]
     assert plan.notices == ("--max-replicas 5: shrank workers 4 → 2, parameter_servers 2 → 1 (8 → 5 replicas)",)
-    with pytest.raises(ValueError, match="--max-replicas 3 is too small: this job needs at least 4"):
+    with pytest.raises(UsageError, match="--max-replicas 3 is too small: this job needs at least 4"):
         localenv.plan(job, max_replicas=3)
 
 

@@ -114,7 +114,7 @@ def test_each_replica_sees_what_vertex_gives_it(tmp_path: Path, cache: Path) -> 
     labels = ["chief-0", "worker-0", "worker-1", "ps-0", "evaluator-0"]
     assert sorted(job.pids) == sorted(labels)
     seen = {label: json.loads((dump / f"{label}.json").read_text()) for label in labels}
-    ran = json.loads((tmp_path / "out" / "vtrain-local" / "job.json").read_text())
+    ran = json.loads((job.run_dir / "job.json").read_text())
     ports = {label: f"127.0.0.1:{port}" for label, port in job.ports.items()}
     for label, s in seen.items():
         env = s["env"]
@@ -278,7 +278,7 @@ def test_prebuilt_packages_from_cloud_storage(gcs, tmp_path: Path, cache: Path) 
     job = run_local(path, output_dir=tmp_path / "out", cache_dir=cache, out=out)
     assert job.wait(timeout=60) == "JOB_STATE_SUCCEEDED", job.error
     assert "[chief-0] probe chief-0 done" in out.getvalue()
-    ran = json.loads((tmp_path / "out" / "vtrain-local" / "job.json").read_text())
+    ran = json.loads((job.run_dir / "job.json").read_text())
     assert ran["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]["packageUris"] == [
         f"gs://pkgs/trainers/{sdist.name}"]
 

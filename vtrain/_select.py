@@ -23,6 +23,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from vtrain.constants import AIP_OUTPUT_DIRS, LOCAL_RUNS_DIR
 from vtrain.errors import PackagingError
 from vtrain.userpaths import describe_oserror, path_problem, shown
 
@@ -283,7 +284,7 @@ def _raise(err: OSError) -> None:
 def _is_marked(full: Path) -> bool:
     """A virtualenv or `vtrain local` outputs (--output-dir out), whatever the directory's name."""
     try:
-        return (full / "pyvenv.cfg").exists() or (full / "vtrain-local" / "job.json").exists()
+        return (full / "pyvenv.cfg").exists() or _is_local_output(full)
     except OSError as err:  # a directory this user may not search: name it, not the file probed
         raise OSError(err.errno, err.strerror, str(full)) from None
 
@@ -297,6 +298,7 @@ def _select(root: Path, skip: Iterable[Path]) -> Scan:
     selected: list[str] = []
     for dirpath, dirnames, filenames in os.walk(root, onerror=_raise):
         here = Path(dirpath)
+        outputs = _run_outputs(here)
         rel_dir = here.relative_to(root).as_posix()
         rel_dir = "" if rel_dir == "." else rel_dir
         for name in IGNORE_FILES:
@@ -308,6 +310,7 @@ def _select(root: Path, skip: Iterable[Path]) -> Scan:
             full = here / d
             if (
                 is_always_excluded(rel, is_dir=True)
+                or d in outputs  # ... or the outputs of `--output-dir .`, beside the sources
                 or os.path.abspath(full) in skip_set
                 or full.is_symlink()
                 or rules.ignored(rel, is_dir=True)
@@ -339,6 +342,19 @@ def _is_utf8(name: str) -> bool:
     except UnicodeEncodeError:  # os.walk gives undecodable bytes as lone surrogates
         return False
     return True
+
+
+def _is_local_output(directory: Path) -> bool:
+    """A base output directory `vtrain local` has run into: it holds the runs folder."""
+    return (directory / LOCAL_RUNS_DIR).is_dir()
+
+
+def _run_outputs(directory: Path) -> set[str]:
+    """The folders a local run wrote into `directory` when it is itself the output directory: the
+    runs folder and Vertex's model/, checkpoints/, logs/ (never a Python package of the trainer's)."""
+    if not _is_local_output(directory):
+        return set()
+    return {LOCAL_RUNS_DIR} | {d for d in AIP_OUTPUT_DIRS.values() if not (directory / d / "__init__.py").exists()}
 
 
 def check_package_dir(package_dir: Path | str | None) -> Path:

@@ -8,8 +8,10 @@ code; anything else is a bug and keeps its traceback.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
+import signal
 
 import click
 
@@ -30,7 +32,13 @@ COMMANDS: dict[str, str] = {
     "cancel": "vtrain.commands.jobs:cancel",
     "list": "vtrain.commands.jobs:list_jobs",
     "emulator": "vtrain.commands.emulator:emulator",
+    "cache": "vtrain.commands.cache:cache",
 }
+
+#: Commands that build, install or upload: SIGTERM cleans up as Ctrl-C does (temporary files
+#: removed), no process they started outlives them, and an interruption exits 130 / 143.
+CLEAN_EXIT = frozenset({"package", "submit", "local"})
+_CLEANUP = "vtrain.cleanup"
 
 
 def _available(name: str) -> bool:
@@ -60,15 +68,38 @@ class LazyGroup(click.Group):
                                        "value can hold one", ctx)
         return super().parse_args(ctx, args)
 
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None,
+                                                                             list[str]]:
+        name, cmd, rest = super().resolve_command(ctx, args)
+        stack = ctx.meta.get(_CLEANUP)
+        if name in CLEAN_EXIT and isinstance(stack, contextlib.ExitStack):
+            from vtrain.proctree import children_end_with
+
+            stack.enter_context(children_end_with())
+        return name, cmd, rest
+
     def invoke(self, ctx: click.Context) -> object:
         from vtrain import network
 
         previous = network.set_sink(lambda line: click.echo(line, err=True))  # retries say so on stderr
+        stack = contextlib.ExitStack()
         try:
-            return super().invoke(ctx)
+            with stack:
+                ctx.meta[_CLEANUP] = stack
+                return super().invoke(ctx)
         except VtrainError as err:
             err.show()
             ctx.exit(err.exit_code)
+        except KeyboardInterrupt as err:
+            if ctx.invoked_subcommand not in CLEAN_EXIT:
+                raise  # click's own "Aborted!"
+            from vtrain.errors import Interrupted
+            from vtrain.proctree import interrupted_by
+
+            signum = interrupted_by(err)
+            stopped = Interrupted(signal.Signals(signum).name, signum)
+            stopped.show()
+            ctx.exit(stopped.exit_code)
         finally:
             network.set_sink(previous)
 

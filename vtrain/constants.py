@@ -23,3 +23,11 @@ MAX_ENV = 100
 MAX_PACKAGE_URIS = 100
 #: A pool's replicaCount is an int64 in the API.
 MAX_REPLICAS = 2**63 - 1
+
+#: Vertex's folders under baseOutputDirectory, by the variable that names each to a replica.
+AIP_OUTPUT_DIRS = {"AIP_MODEL_DIR": "model", "AIP_CHECKPOINT_DIR": "checkpoints", "AIP_TENSORBOARD_LOG_DIR": "logs"}
+#: Where `vtrain local` keeps its runs inside an output directory (one folder per job id).
+LOCAL_RUNS_DIR = "vtrain-local"
+#: What names a Vertex CustomJob on the command line: its numeric ID or its full resource name.
+JOB_ID_PATTERN = r"[0-9]+"
+JOB_NAME_PATTERN = r"projects/([^/]+)/locations/([^/]+)/customJobs/([0-9]+)"

@@ -14,6 +14,7 @@ traceback. This module imports nothing of vtrain: it ships to replicas with the 
     ├── PackagingError           the trainer cannot be built or staged
     ├── BackendError             Vertex AI / the local runner refused or failed a call
     ├── PlotError                matplotlib is missing or the figure cannot be written
+    ├── Interrupted              Ctrl-C or SIGTERM stopped a command that builds or uploads (130, 143)
     ├── RuntimeMismatch          inside a replica: the strategy asked for does not fit the machine
     └── JobFailed                the job ended FAILED, CANCELLED, EXPIRED (exit 10, 11, 13)
         └── WaitTimeout          waiting ran out while the job is still live (exit 12)
@@ -109,6 +110,15 @@ class PlotError(VtrainError):
 
 class RuntimeMismatch(VtrainError):
     """Inside a replica: the strategy asked for does not fit the environment this replica really has."""
+
+
+class Interrupted(VtrainError):
+    """Ctrl-C or SIGTERM stopped a command; exit 128 + the signal's number, as a shell reports it."""
+
+    def __init__(self, signal_name: str, signal_number: int) -> None:
+        super().__init__(f"interrupted by {signal_name}: stopped every process it started and removed its "
+                         "temporary files")
+        self.exit_code = 128 + signal_number
 
 
 class PackagingError(VtrainError):

@@ -108,11 +108,27 @@ def build_sdist(
     scan = scan_package(package_dir, skip=skip)
     if not allow_credentials:
         _refuse_credentials(scan)
+    sweep_stale_builds()
     return _build_scan(scan, dist_name(scan.root), Path(out_dir), isolation)
 
 
+#: Temporary build trees are named `vtrain-KIND-PID-…`: one whose PID is dead was left by a killed vtrain.
+_STALE_BUILD = re.compile(r"^vtrain-(?:build|dist|runtime|dry-run)-([0-9]+)-")
+
+
+def temp_prefix(kind: str) -> str:
+    return f"vtrain-{kind}-{os.getpid()}-"
+
+
+def sweep_stale_builds() -> list[Path]:
+    """Remove the build trees that killed vtrain processes left in the temporary directory."""
+    from vtrain.proctree import sweep_stale
+
+    return sweep_stale(Path(tempfile.gettempdir()), _STALE_BUILD)
+
+
 def _build_scan(scan: Scan, name: str, out_dir: Path, isolation: bool | None) -> Path:
-    with tempfile.TemporaryDirectory(prefix="vtrain-build-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=temp_prefix("build")) as tmp:
         src = Path(tmp) / "src"
         for rel in scan.files:
             dest = src / rel
@@ -241,7 +257,7 @@ def build_runtime_sdist(out_dir: Path, *, isolation: bool | None = None) -> Path
 
 
 def _build_entries(entries: list[tuple[str, Path | bytes]], name: str, out_dir: Path, isolation: bool | None) -> Path:
-    with tempfile.TemporaryDirectory(prefix="vtrain-runtime-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=temp_prefix("runtime")) as tmp:
         src = Path(tmp) / "src"
         for rel, value in entries:
             dest = src / rel
@@ -298,7 +314,8 @@ def build_and_stage(
     runtime_name = _runtime_name(runtime_entries)
     # Content-addressed names: what is already staged needs neither a build nor an upload.
     known = {name: lookup(target, name, client) for name in (trainer_name, runtime_name)}
-    with tempfile.TemporaryDirectory(prefix="vtrain-dist-") as tmp:
+    sweep_stale_builds()
+    with tempfile.TemporaryDirectory(prefix=temp_prefix("dist")) as tmp:
         built: dict[str, Path] = {}
         if known[trainer_name] is None:
             built[trainer_name] = _build_scan(scan, dist_name(scan.root), Path(tmp), isolation)
@@ -345,4 +362,6 @@ __all__ = [
     "scan_package",
     "sdist_members",
     "stage",
+    "sweep_stale_builds",
+    "temp_prefix",
 ]

@@ -21,6 +21,7 @@ import os
 import re
 import sys
 import tempfile
+import threading
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
@@ -271,16 +272,33 @@ def lookup(target: StagingTarget, filename: str, client: storage.Client | None =
     return StagedObject(target.uri_for(filename), uploaded=False, size=blob.size or 0)
 
 
+#: A copy in progress: `.NAME.PID.RANDOM.tmp` beside its final name; PID tells a dead copy's leftover.
+_PARTIAL = re.compile(r"^\..+\.([0-9]+)\.[A-Za-z0-9_]+\.tmp$")
+_UMASK_LOCK = threading.Lock()
+
+
+def _file_mode() -> int:
+    """The mode a plain new file gets here (0666 less the umask), not mkstemp's private 0600."""
+    with _UMASK_LOCK:
+        umask = os.umask(0o022)
+        os.umask(umask)
+    return 0o666 & ~umask
+
+
 def _stage_local(local_file: Path, target: StagingTarget) -> StagedObject:
+    from vtrain.proctree import sweep_stale
+
     dest = target.local_dir / local_file.name
     size = local_file.stat().st_size
     try:
         target.local_dir.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.local_dir, prefix=f".{local_file.name}.")
+        sweep_stale(target.local_dir, _PARTIAL)
+        fd, tmp = tempfile.mkstemp(dir=target.local_dir, prefix=f".{local_file.name}.{os.getpid()}.", suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as out, local_file.open("rb") as src:
                 while chunk := src.read(1024 * 1024):
                     out.write(chunk)
+                os.fchmod(out.fileno(), _file_mode())  # readable as any staged file (a container, a CI user)
             os.replace(tmp, dest)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)

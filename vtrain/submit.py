@@ -178,7 +178,7 @@ def dry_run(plan: SubmitPlan, *, allow_credentials: bool = False, show_secrets: 
         scan = packaging.scan_package(trainer.package)
         if trainer.module:
             packaging.check_module(scan, trainer.module)  # layout and syntax: what submit checks
-        with tempfile.TemporaryDirectory(prefix="vtrain-dry-run-") as tmp:
+        with tempfile.TemporaryDirectory(prefix=packaging.temp_prefix("dry-run")) as tmp:
             sdist = packaging.build_sdist(trainer.package, Path(tmp), allow_credentials=allow_credentials)
             if trainer.module:
                 packaging.check_sdist(sdist, trainer.module)

@@ -3,25 +3,19 @@
 from __future__ import annotations
 
 import json
-import signal
 import sys
-from types import FrameType
 
 import click
 
 from vtrain.commands._options import UserPath, duration_callback, output_option, set_option
 
 
-def _interrupt(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
-
-
 @click.command()
 @click.argument("job_file", metavar="JOB.yaml", type=UserPath(dir_okay=False))
 @click.option("--output-dir", type=UserPath(file_okay=False, utf8=True),
-              help="Base output dir (AIP_MODEL_DIR = DIR/model/, ...; logs in DIR/vtrain-local/). "
-              "Default: the job's base_output_dir when it is local, else a temporary dir removed "
-              "on success unless --keep.")
+              help="Base output dir (AIP_MODEL_DIR = DIR/model/, ...; this run's logs in "
+              "DIR/vtrain-local/JOB_ID/). Default: the job's base_output_dir when it is local, else a "
+              "temporary dir removed on success unless --keep.")
 @click.option("--max-replicas", type=click.IntRange(min=1), help="Shrink the cluster to at most N processes, "
               "keeping every role (chief, >= 1 worker, ps, evaluator).")
 @click.option("--timeout", callback=duration_callback, metavar="DURATION",
@@ -41,9 +35,9 @@ def local(job_file: str, output_dir: str | None, max_replicas: int | None, timeo
     127.0.0.1 ports, AIP_* dirs, CLOUD_ML_JOB_ID) and runs the packaged trainer from an
     isolated environment. Logs stream prefixed [chief-0], [worker-1]; the job fails fast when a
     replica fails, and succeeds when the chief does. Exit code: 0 SUCCEEDED, 10 FAILED,
-    11 CANCELLED (Ctrl-C).
+    11 CANCELLED (Ctrl-C or SIGTERM, also while the environment is being prepared).
     """
-    from vtrain.backends.handle import SUCCEEDED
+    from vtrain.backends.handle import CANCELLED, SUCCEEDED, exit_code
     from vtrain.backends.local.runner import run_local
     from vtrain.errors import JobFailed
     from vtrain.jobfile import load_config
@@ -51,7 +45,6 @@ def local(job_file: str, output_dir: str | None, max_replicas: int | None, timeo
     config = load_config(job_file, overrides, target="local")
     for warning in config.warnings:
         click.echo(str(warning), err=True)
-    signal.signal(signal.SIGTERM, _interrupt)  # `kill` cancels like Ctrl-C: children never orphaned
     logs = sys.stderr if output == "json" else sys.stdout
     job = None
     try:
@@ -60,8 +53,9 @@ def local(job_file: str, output_dir: str | None, max_replicas: int | None, timeo
                         allow_credentials=allow_credentials)
         state = job.wait()
     except KeyboardInterrupt:
-        if job is None:
-            raise
+        if job is None:  # packaging or installing: nothing ran yet, and nothing half-built is kept
+            raise JobFailed(f"job {config.name} ended {CANCELLED} before its replicas started", state=CANCELLED,
+                            exit_code=exit_code(CANCELLED)) from None
         click.echo("[vtrain] interrupted: stopping every replica (Ctrl-C again to kill at once)", err=True)
         job.cancel()
         try:

@@ -17,7 +17,7 @@ import click
 
 from vtrain.commands._options import UserPath, echo_json, output_option
 from vtrain.constants import MAX_DISPLAY_NAME
-from vtrain.errors import InitError
+from vtrain.errors import ConfigError, InitError, PackagingError, UsageError
 from vtrain.userpaths import absolute, describe_oserror, path_problem, shown
 
 TEMPLATES = ("keras", "custom-loop")
@@ -77,6 +77,36 @@ def _yaml_text(value: str) -> str:
     return json.dumps(value, ensure_ascii=False)  # a JSON string is a YAML double-quoted scalar
 
 
+def _check_bucket(bucket: str) -> str:
+    """--bucket as gs://BUCKET[/PATH], every character one a job file and Cloud Storage accept."""
+    from vtrain.staging import parse_staging
+
+    bucket = bucket.rstrip("/")
+    if not bucket.startswith("gs://") or len(bucket) <= len("gs://"):
+        raise UsageError(f"--bucket must look like gs://BUCKET, got {bucket!r}")
+    odd = sorted({c for c in bucket if not c.isprintable() or c.isspace() or c in "#?[]*"})
+    if odd:
+        raise UsageError(f"--bucket {bucket!r} holds {', '.join(repr(c) for c in odd)}: not allowed in a "
+                         "Cloud Storage bucket name, and risky in an object path")
+    try:
+        parse_staging(bucket)
+    except PackagingError as err:
+        raise UsageError(f"--bucket: {err}") from None
+    return bucket
+
+
+def _check_validates(job: str, directory: Path, template: str) -> None:
+    """The job file init writes must pass `vtrain validate` as written: checked against the template
+    itself (the same files), before anything is written."""
+    from vtrain.jobfile import parse_config
+
+    try:
+        parse_config(job, str(directory / "vtrain.yaml"), source=templates_root() / template / "vtrain.yaml")
+    except ConfigError as err:
+        raise UsageError("the job file would not validate with these options:\n"
+                         + "\n".join(p.message for p in err.problems)) from None
+
+
 def template_files(template: str) -> dict[Path, Path]:
     """Relative destination path -> source file, build leftovers skipped."""
     root = templates_root() / template
@@ -99,16 +129,15 @@ def scaffold(
 
     Nothing is written when any destination already exists: the error names them all.
     """
-    bucket = bucket.rstrip("/")
-    if not bucket.startswith("gs://") or len(bucket) <= len("gs://"):
-        raise InitError(f"--bucket must look like gs://BUCKET, got {bucket!r}")
+    bucket = _check_bucket(bucket)
     if name and not name.strip():
-        raise InitError("--name must not be blank")
+        raise UsageError("--name must not be blank")
     if name and len(name) > MAX_DISPLAY_NAME:
-        raise InitError(f"--name is {len(name)} characters; Vertex allows at most {MAX_DISPLAY_NAME}")
+        raise UsageError(f"--name is {len(name)} characters; Vertex allows at most {MAX_DISPLAY_NAME}")
     contents: dict[Path, bytes] = {rel: src.read_bytes() for rel, src in template_files(template).items()}
     name = name or job_name(directory)
     job = JOB_FILE.format(name=_yaml_text(name), path=_slug(name), bucket=bucket, image_note=_IMAGE_NOTE[template])
+    _check_validates(job, directory, template)
     contents[Path("vtrain.yaml")] = job.encode()
     _check_destinations(directory, list(contents))
     return _write_all(directory, contents)
@@ -168,8 +197,15 @@ def _write_all(directory: Path, contents: dict[Path, bytes]) -> list[Path]:
     return written
 
 
+def _directory(ctx: click.Context, param: click.Parameter, value: str) -> Path:
+    """An empty DIRECTORY (an unset shell variable) must not mean the current directory."""
+    if not value.strip():
+        raise click.BadParameter("must not be empty (pass . for the current directory)")
+    return Path(value)
+
+
 @click.command()
-@click.argument("directory", type=UserPath(file_okay=False, path_type=Path))
+@click.argument("directory", type=UserPath(file_okay=False), callback=_directory)
 @click.option(
     "-t",
     "--template",

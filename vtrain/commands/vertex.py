@@ -29,7 +29,21 @@ from vtrain.commands._options import (
 )
 
 _JOB_FILE = click.argument("job_file", metavar="JOB.yaml", type=UserPath(dir_okay=False))
-_JOB = click.argument("job", metavar="JOB")
+
+
+def _job_ref(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """JOB's shape is checked before any project lookup or API call: a malformed one is a usage error."""
+    import re
+
+    from vtrain.constants import JOB_ID_PATTERN, JOB_NAME_PATTERN
+
+    if not re.fullmatch(f"{JOB_ID_PATTERN}|{JOB_NAME_PATTERN}", value.strip()):
+        raise click.BadParameter(f"{value!r} is neither a job ID (digits) nor a resource name "
+                                 "projects/PROJECT/locations/REGION/customJobs/ID")
+    return value
+
+
+_JOB = click.argument("job", metavar="JOB", callback=_job_ref)
 _POLL = click.option(
     "--poll",
     type=click.FloatRange(min=0.01),

@@ -25,6 +25,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from vtrain.constants import AIP_OUTPUT_DIRS
+from vtrain.errors import UsageError
+
 #: TensorFlow task type of each Vertex pool index.
 POOL_ROLES = ("chief", "worker", "ps", "evaluator")
 POOL_KEYS = ("chief", "workers", "parameter_servers", "evaluator")
@@ -118,7 +121,8 @@ def plan(job: Mapping[str, Any], max_replicas: int | None = None) -> Plan:
             new = shrink_counts(counts, max_replicas)
         except ValueError as err:
             roles = ", ".join(POOL_KEYS[i] for i, c in enumerate(counts) if c)
-            raise ValueError(f"--max-replicas {max_replicas} is too small: this job {err} ({roles})") from None
+            # A command-line value this job cannot use: a usage error (exit 2), like click's own.
+            raise UsageError(f"--max-replicas {max_replicas} is too small: this job {err} ({roles})") from None
         changes = [f"{POOL_KEYS[i]} {counts[i]} → {n}" for i, n in enumerate(new) if counts[i] != n]
         notices.append(f"--max-replicas {max_replicas}: shrank {', '.join(changes)} "
                        f"({sum(counts)} → {sum(new)} replicas)")
@@ -169,11 +173,7 @@ def tf_config(p: Plan, ports: Mapping[Replica, int], replica: Replica) -> dict[s
 def output_env(base: str) -> dict[str, str]:
     """The AIP_* directories under a base output directory, trailing slash as Vertex writes them."""
     base = base.rstrip("/")
-    return {
-        "AIP_MODEL_DIR": f"{base}/model/",
-        "AIP_CHECKPOINT_DIR": f"{base}/checkpoints/",
-        "AIP_TENSORBOARD_LOG_DIR": f"{base}/logs/",
-    }
+    return {name: f"{base}/{folder}/" for name, folder in AIP_OUTPUT_DIRS.items()}
 
 
 def pool_env(pool: Mapping[str, Any]) -> dict[str, str]:

@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
 import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
-import sys
 import threading
 import time
 from collections import deque
@@ -26,16 +23,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from vtrain import proctree
 from vtrain.backends.handle import CANCELLED, CANCELLING, FAILED, PENDING, RUNNING, SUCCEEDED, JobHandle, Waiting
-from vtrain.backends.local import env as localenv
 from vtrain.backends.local.env import Plan, Replica
+from vtrain.backends.local.ports import listening
 from vtrain.errors import BackendError
 
 if TYPE_CHECKING:
     from vtrain.backends.handle import LogHook, StateHook
 
 TAIL_LINES = 15
-RUN_DIR = "vtrain-local"
 
 
 @dataclass(frozen=True)
@@ -78,61 +75,23 @@ def describe_exit(code: int) -> str:
     return f"exited with code {code}"
 
 
-def free_ports(n: int) -> list[int]:
-    """n distinct free ports on 127.0.0.1 (all held open together, so they differ)."""
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind((localenv.HOST, 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    except OSError as err:
-        raise BackendError(f"cannot open {n} ports on {localenv.HOST} for the replicas ({err.strerror or err}); "
-                           "run fewer with --max-replicas") from None
-    finally:
-        for s in socks:
-            s.close()
-
-
-def _listening(port: int) -> bool:
-    try:
-        with socket.create_connection((localenv.HOST, port), timeout=0.2):
-            return True
-    except OSError:
-        return False
-
-
-def _pdeathsig() -> Callable[[], None] | None:
-    """A preexec hook so a replica dies with the launcher even if it is SIGKILLed (Linux)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-
-    def hook() -> None:
-        prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-    return hook
-
-
 class LocalJob(JobHandle):
     """A running local job: the same handle contract as a Vertex job (state, wait, cancel, logs)."""
 
     default_poll = 0.2
 
     def __init__(self, name: str, display_name: str, plan: Plan, procs: list[_Proc], output_dir: Path,
-                 temporary: bool, options: Options, out: IO[str] | None, notice: Callable[[str], None],
-                 on_line: Callable[[Replica, str], None] | None = None) -> None:
+                 run_dir: Path, temporary: bool, options: Options, out: IO[str] | None,
+                 notice: Callable[[str], None], on_line: Callable[[Replica, str], None] | None = None,
+                 release: Callable[[], None] = lambda: None) -> None:
         super().__init__(name)
         self.display_name = display_name
         self.plan = plan
         self.output_dir = output_dir
-        self.run_dir = output_dir / RUN_DIR
+        self.run_dir = run_dir  # this run's own folder (see vtrain.backends.local.rundir)
         self._procs = procs
         self._temporary = temporary
+        self._release = release  # the output directory's claim, the environment's lease
         self._options = options
         self._out = out
         self._notice = notice
@@ -234,7 +193,12 @@ class LocalJob(JobHandle):
     def _start(self) -> None:
         atexit.register(self._at_exit)
         threading.Thread(target=self._supervise, name=f"vtrain-local-{self._name}", daemon=True).start()
-        self._started.wait()
+        try:
+            self._started.wait()
+        except KeyboardInterrupt:  # no handle reached the caller yet: nothing may be left running
+            self.cancel(force=True)
+            self._finished.wait()
+            raise
         if self._start_error is not None:
             self._finished.wait()
             if isinstance(self._start_error, OSError):  # e.g. too many processes or open files
@@ -260,14 +224,28 @@ class LocalJob(JobHandle):
             state, error = self._watch()
         finally:
             self._stop(self._procs)
+            self._end_strays()
             for p in self._procs:
                 if p.reader is not None:
                     p.reader.join(timeout=5)
             self.ended_at = time.monotonic()
             self._finish(state, error)
 
+    def _end_strays(self) -> None:
+        """End what the replicas left outside their process groups (daemons), as Vertex ends the VM.
+
+        vtrain adopts such orphans (a child subreaper, set in :meth:`_spawn_all`) and knows them
+        by the CLOUD_ML_JOB_ID they inherited: see :mod:`vtrain.proctree`.
+        """
+        grace = 0.0 if self._force else self._options.kill_grace
+        ended = proctree.sweep(lambda q: proctree.has_env(q, "CLOUD_ML_JOB_ID", self._name), grace)
+        if ended:
+            self._notice(f"ended {len(ended)} process(es) the replicas left running outside their process "
+                         f"groups (daemonized): pid {', '.join(map(str, ended))}")
+
     def _spawn_all(self) -> None:
-        preexec = _pdeathsig()
+        proctree.become_subreaper()  # a replica's daemonized descendants stay in our tree
+        preexec = proctree.die_with_parent()
         with self._lock:
             if self._cancel:
                 raise KeyboardInterrupt
@@ -359,7 +337,7 @@ class LocalJob(JobHandle):
             waiting = [p for p in members if not p.listening and p.returncode is None]
             if waiting and chief_done_at is None:
                 for p in waiting:
-                    p.listening = _listening(self._port(p))
+                    p.listening = listening(self._port(p))
                 if first_listen is None and any(p.listening for p in members):
                     first_listen = now
                 late = [p for p in members if not p.listening and p.returncode is None]
@@ -428,13 +406,16 @@ class LocalJob(JobHandle):
             "output_dir": str(self.output_dir),
             "replicas": {p.label: p.returncode for p in self._procs},
         }
-        (self.run_dir / "result.json").write_text(json.dumps(self.result, indent=2) + "\n", encoding="utf-8")
+        with contextlib.suppress(OSError):  # an output dir removed under us must not hang wait()
+            (self.run_dir / "result.json").write_text(json.dumps(self.result, indent=2) + "\n", encoding="utf-8")
         self._job_log.close()
         if not self._options.keep:
             for p in self._procs:
                 shutil.rmtree(p.cwd, ignore_errors=True)
             with contextlib.suppress(OSError):
                 (self.run_dir / "work").rmdir()
+        with contextlib.suppress(Exception):
+            self._release()
         if self._temporary and state == SUCCEEDED and not self._options.keep:
             shutil.rmtree(self.output_dir, ignore_errors=True)
         with self._lock:
@@ -443,4 +424,4 @@ class LocalJob(JobHandle):
         self._finished.set()
 
 
-__all__ = ["RUN_DIR", "LocalJob", "Options", "describe_exit", "free_ports"]
+__all__ = ["LocalJob", "Options", "describe_exit"]

@@ -33,8 +33,10 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from vtrain.backends.local import env as localenv
+from vtrain.backends.local import rundir
 from vtrain.backends.local.env import Plan, Replica
-from vtrain.backends.local.job import RUN_DIR, LocalJob, Options, _Proc, free_ports
+from vtrain.backends.local.job import LocalJob, Options, _Proc
+from vtrain.backends.local.ports import free_ports
 from vtrain.errors import BackendError, PackagingError
 
 if TYPE_CHECKING:
@@ -82,10 +84,9 @@ def _job_timeout(job: Mapping[str, Any]) -> float | None:
     return float(str(raw).rstrip("s")) if raw else None
 
 
-def build_procs(plan: Plan, *, python: str | None, venv: str | None, output_dir: Path, job_id: str,
-                host_env: Mapping[str, str], gpus: Mapping[Replica, str]) -> list[_Proc]:
-    """argv, environment, working dir and log of every replica (ports chosen here)."""
-    run_dir = output_dir / RUN_DIR
+def build_procs(plan: Plan, *, python: str | None, venv: str | None, output_dir: Path, run_dir: Path,
+                job_id: str, host_env: Mapping[str, str], gpus: Mapping[Replica, str]) -> list[_Proc]:
+    """argv, environment, working dir and log (in this run's folder) of every replica; ports chosen here."""
     ports = dict(zip(plan.replicas, free_ports(len(plan.replicas)), strict=True))
     procs = []
     for r in plan.replicas:
@@ -126,8 +127,13 @@ def run_local(
     `config` is a JobConfig or a job-file path (loaded for the local target). Replica logs go
     to `out` prefixed `[chief-0]` (None: only to files), launcher notices to `notices`.
     Outputs go to `output_dir`, else the job's base_output_dir when it is local, else a new
-    temporary directory, which is removed when the job succeeds unless `keep`.
+    temporary directory, which is removed when the job succeeds unless `keep`; this run's logs
+    and result go to its own folder, ``OUTPUT/vtrain-local/JOB_ID`` (see
+    :mod:`vtrain.backends.local.rundir`), and another live run on the same output dir is refused.
     Raises PackagingError/BackendError before anything starts if the job cannot run here.
+
+    On Linux the calling process becomes a child subreaper (:mod:`vtrain.proctree`), so that a
+    replica's daemonized descendants are adopted and ended with the job; this stays set.
     """
     from vtrain.backends.local import envcache as localpkg
     from vtrain.config import JobConfig
@@ -229,7 +235,7 @@ def run_job(
     if any(p.get("machineSpec", {}).get("acceleratorType", "").startswith("TPU") for p in the_plan.pools if p):
         notice("this machine has no TPU: the replica runs on CPU (strategy `tpu` will fail)")
 
-    job_id = job_id or f"local-{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(2).hex()}"
+    job_id = job_id or f"local-{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(3).hex()}"
     temporary = False
     if output_dir is None:
         output_dir = local_output_dir(job)
@@ -238,18 +244,33 @@ def run_job(
         slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", name)[:40].strip("-.") or "job"
         output_dir, temporary = tempfile.mkdtemp(prefix=f"vtrain-local-{slug}-"), True
     out_path = Path(output_dir).expanduser().absolute()
+    claim = rundir.claim(out_path, job_id)  # refused while another live run writes this output dir
+    lease = trainer_env.lease if trainer_env is not None else None
+
+    def release() -> None:
+        claim.release()
+        if lease is not None:
+            lease.release()
+
     try:
-        (out_path / RUN_DIR).mkdir(parents=True, exist_ok=True)
-        (out_path / RUN_DIR / "job.json").write_text(json.dumps(the_plan.job, indent=2) + "\n", encoding="utf-8")
-    except OSError as err:
-        raise BackendError(f"cannot write the output directory {out_path}: {err.strerror or err}") from None
-    procs = build_procs(the_plan, python=trainer_env.python if trainer_env else None,
-                        venv=str(trainer_env.venv) if trainer_env else None, output_dir=out_path,
-                        job_id=job_id, host_env=host_env, gpus=gpus)
-    options = Options(timeout=timeout if timeout is not None else _job_timeout(job),
-                      startup_timeout=startup_timeout, worker_grace=worker_grace, kill_grace=kill_grace, keep=keep)
-    handle = LocalJob(job_id, name, the_plan, procs, out_path, temporary, options, out, notice, on_line=on_line)
-    notice(f"job {name} ({job_id}): {', '.join(p.label for p in procs)}; outputs in {out_path}")
+        run_dir = rundir.new_run_dir(out_path, job_id)
+        try:
+            (run_dir / "job.json").write_text(json.dumps(the_plan.job, indent=2) + "\n", encoding="utf-8")
+        except OSError as err:
+            raise BackendError(f"cannot write the output directory {out_path}: {err.strerror or err}") from None
+        procs = build_procs(the_plan, python=trainer_env.python if trainer_env else None,
+                            venv=str(trainer_env.venv) if trainer_env else None, output_dir=out_path,
+                            run_dir=run_dir, job_id=job_id, host_env=host_env, gpus=gpus)
+        options = Options(timeout=timeout if timeout is not None else _job_timeout(job),
+                          startup_timeout=startup_timeout, worker_grace=worker_grace, kill_grace=kill_grace,
+                          keep=keep)
+        handle = LocalJob(job_id, name, the_plan, procs, out_path, run_dir, temporary, options, out, notice,
+                          on_line=on_line, release=release)
+    except BaseException:
+        release()
+        raise
+    notice(f"job {name} ({job_id}): {', '.join(p.label for p in procs)}; outputs in {out_path}, "
+           f"logs in {run_dir}")
     handle._start()
     return handle
 
@@ -263,8 +284,8 @@ def _packages(config: Any, cache: Path, allow_credentials: bool) -> tuple[list[P
     if config.trainer.package is None:
         paths = localpkg.fetch_packages(config.trainer.package_uris, cache)
         return paths, [p.as_uri() for p in paths]
+    localpkg.cache_dir_ready(cache, "sdists")
     staging = cache / "sdists"
-    staging.mkdir(parents=True, exist_ok=True)
     staged = packaging.build_and_stage(config.trainer.package, str(staging), config.trainer.module,
                                        allow_credentials=allow_credentials, progress=False)
     paths = [uri_to_path(s.uri) for s in staged]

@@ -32,6 +32,26 @@ def picked(value: str, me: str) -> bool:
     return value == "all" or me in value.split(",")
 
 
+def daemonize() -> int:
+    """The classic daemon: fork, setsid, fork again, the middle process exits; the pid of the daemon."""
+    read, write = os.pipe()
+    middle = os.fork()
+    if middle == 0:
+        os.setsid()
+        if os.fork() == 0:  # the daemon: out of our group and session, its parent gone; it ignores SIGTERM
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            devnull = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(devnull, fd)
+            os.write(write, f"{os.getpid()}\n".encode())
+            time.sleep(3600)
+        os._exit(0)
+    os.close(write)
+    os.waitpid(middle, 0)
+    with os.fdopen(read) as f:
+        return int(f.readline())
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--dump", help="write what this replica sees to DIR/<label>.json")
@@ -44,6 +64,8 @@ def main() -> None:
     p.add_argument("--fork", default="", help="replicas that leave a sleeping child process behind")
     p.add_argument("--fail-after", type=float, default=0.0, help="delay before --fail/--raise")
     p.add_argument("--ignore-term", default="", help="replicas that ignore SIGTERM")
+    p.add_argument("--daemonize", default="", help="replicas that leave a daemon behind (double fork + setsid)")
+    p.add_argument("--write", default="", help="replicas that write their job id into AIP_MODEL_DIR/<label>")
     args = p.parse_args()
     me = label()
     if args.ignore_term and picked(args.ignore_term, me):
@@ -70,6 +92,12 @@ def main() -> None:
     if args.fork and picked(args.fork, me):
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
         print(f"{me} forked {child.pid}", flush=True)
+    if args.daemonize and picked(args.daemonize, me):
+        print(f"{me} daemonized {daemonize()}", flush=True)
+    if args.write and picked(args.write, me):
+        os.makedirs(os.environ["AIP_MODEL_DIR"], exist_ok=True)
+        with open(os.path.join(os.environ["AIP_MODEL_DIR"], me), "w") as f:
+            f.write(os.environ["CLOUD_ML_JOB_ID"])
     if (args.fail and picked(args.fail, me)) or (args.raise_ and picked(args.raise_, me)):
         time.sleep(args.fail_after)
         if args.raise_ and picked(args.raise_, me):
