@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "cancel": "vtrain.commands.vertex:cancel",
     "list": "vtrain.commands.vertex:list_jobs",
     "emulator": "vtrain.commands.emulator:emulator",
+    "schema": "vtrain.commands.schema:schema",
 }
 
 
