@@ -53,6 +53,34 @@ class Problem:
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
+    def github(self) -> str:
+        """This problem as a GitHub Actions workflow command (`::error file=F,line=L,col=C::…`), so
+        the run's summary and the pull request's diff show it on its line. A location that is no
+        file (`--set …`, `<config>`) is left out rather than pointing at a file that does not exist."""
+        props = []
+        if self.file and not self.file.startswith(("--set ", "<")):
+            props.append(f"file={_escape_property(self.file)}")
+            if self.line is not None:
+                props.append(f"line={self.line}")
+                if self.column is not None:
+                    props.append(f"col={self.column}")
+        props.append(f"title={_escape_property('vtrain: ' + (self.path or 'job file'))}")
+        where = f"{self.path}: " if self.path else ""
+        if self.file and self.file.startswith("--set "):
+            where = f"{self.file}: {where}"
+        command = "error" if self.severity == "error" else "warning"
+        return f"::{command} {','.join(props)}::{_escape_data(where + self.message)}"
+
+
+def _escape_data(text: str) -> str:
+    """GitHub's escaping of a workflow command's message: %, CR and LF."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    """GitHub's escaping of a workflow command's property value: the message's, plus : and ,."""
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
 
 class VtrainError(Exception):
     """Base of every error a user can cause; the CLI prints it without a traceback."""
