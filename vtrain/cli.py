@@ -31,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "list": "vtrain.commands.vertex:list_jobs",
     "emulator": "vtrain.commands.emulator:emulator",
     "schema": "vtrain.commands.schema:schema",
+    "diff": "vtrain.commands.diff:diff",
 }
 
 
