@@ -13,6 +13,7 @@ traceback. This module imports nothing of vtrain: it ships to replicas with the 
     ├── InitError                `vtrain init` cannot write the trainer
     ├── PackagingError           the trainer cannot be built or staged
     ├── BackendError             Vertex AI / the local runner refused or failed a call
+    │   └── PreflightFailed      a cloud-side check before submitting failed (bucket, IAM, API)
     ├── PlotError                matplotlib is missing or the figure cannot be written
     ├── RuntimeMismatch          inside a replica: the strategy asked for does not fit the machine
     └── JobFailed                the job ended FAILED, CANCELLED, EXPIRED (exit 10, 11, 13)
@@ -145,6 +146,17 @@ class PackagingError(VtrainError):
 
 class BackendError(VtrainError):
     """A backend (Vertex AI or the local runner) refused or failed a call."""
+
+
+class PreflightFailed(BackendError):
+    """One or more preflight checks failed: nothing was uploaded or created. One line per failure."""
+
+    def __init__(self, failures: list[str], total: int) -> None:
+        self.failures = failures
+        lines = [f"preflight: {failure}" for failure in failures]
+        if len(failures) > 1:
+            lines.append(f"preflight: {len(failures)} of {total} checks failed; nothing was uploaded or created")
+        super().__init__("\n".join(lines))
 
 
 class JobFailed(VtrainError):

@@ -47,6 +47,7 @@ from vtrain.target import Target, Where
 
 if TYPE_CHECKING:
     from vtrain.backends.vertex.retry import RetryPolicy
+    from vtrain.preflight import Report
     from vtrain.staging import StagedObject
 
 VERSION_LABEL = "vtrain-version"
@@ -200,6 +201,7 @@ class SubmitResult:
     plan: SubmitPlan
     staged: tuple[StagedObject, ...] = ()
     skipped: bool = False  # if_changed found a live job with the same config hash: that is `job`
+    preflight: Report | None = None  # its warnings are worth showing; a failure raised before this
 
 
 def find_live(backend: VertexBackend, digest: str) -> VertexJob | None:
@@ -219,10 +221,12 @@ def submit_job(
     backend: VertexBackend | None = None,
     storage_client: Any = None,
     poll: float | None = None,
+    preflight: bool = True,
 ) -> SubmitResult:
-    """Validate, connect, stage, create. Nothing is uploaded before the credentials and the job
-    file are known good; nothing is created before every package is staged. `backend` (tests,
-    or a custom client) fixes project and region."""
+    """Validate, connect, preflight, stage, create. Nothing is uploaded before the credentials, the
+    job file and the cloud side (:mod:`vtrain.preflight`: bucket region and access, service
+    account, API) are known good; nothing is created before every package is staged. `backend`
+    (tests, or a custom client) fixes project and region."""
     where = where or Where()
     if backend is not None:
         where = replace(where, project=where.project or backend.project, region=where.region or backend.region)
@@ -231,10 +235,16 @@ def submit_job(
         backend = connect(plan.target, poll=poll)
     elif (backend.project, backend.region) != (plan.target.project, plan.target.region):
         raise BackendError(f"the backend is for {backend.parent}, the job for {plan.target.parent}")
+    report = None
+    if preflight:
+        from vtrain.preflight import run_preflight
+
+        report = run_preflight(plan.target, plan.config, backend=backend, storage_client=storage_client)
+        report.raise_for_failures()
     if if_changed:
         live = find_live(backend, plan.config_hash)
         if live is not None:
-            return SubmitResult(live, plan, skipped=True)
+            return SubmitResult(live, plan, skipped=True, preflight=report)
     staged: tuple[StagedObject, ...] = ()
     trainer = plan.config.trainer
     if trainer.package is not None:
@@ -255,7 +265,7 @@ def submit_job(
             plan = _plan(plan.config, plan.target, uris)
     from vtrain.spec import to_proto
 
-    return SubmitResult(backend.create(to_proto(plan.body)), plan, staged)
+    return SubmitResult(backend.create(to_proto(plan.body)), plan, staged, preflight=report)
 
 
 def submit(
