@@ -224,9 +224,9 @@ def _service_account(config: JobConfig, target: Target, credentials: Any) -> Che
         return Check("service account", FAIL, f"IAM answered {tested.status_code} for {email}: {_message(tested)}")
     granted = tested.json().get("permissions", []) if tested.status_code < 400 else []
     if ACT_AS not in granted:
+        grant = f"gcloud iam service-accounts add-iam-policy-binding {email} --member=user:YOU"
         return Check("service account", FAIL, f"you may not act as {email} (no {ACT_AS}), which a job running as it "
-                                              f"needs; grant it: `gcloud iam service-accounts add-iam-policy-binding "
-                                              f"{email} --member=user:YOU --role=roles/iam.serviceAccountUser`")  # fmt: skip
+                                              f"needs; grant it: `{grant} --role=roles/iam.serviceAccountUser`")
     seen = "exists and you" if got.status_code < 400 else "you"
     return Check("service account", PASS, f"{email} {seen} may act as it ({ACT_AS})")
 

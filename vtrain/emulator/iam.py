@@ -22,7 +22,9 @@ from typing import Any
 from vtrain.emulator.errors import ApiError, invalid_argument, not_found, permission_denied
 
 _ACCOUNT = re.compile(r"^/v1/projects/([^/]+)/serviceAccounts/([^/:]+)(:testIamPermissions)?$")
-_EMAIL = re.compile(r"^[a-z0-9-]+@([a-z0-9-]+)\.iam\.gserviceaccount\.com$|^[0-9]+-compute@developer\.gserviceaccount\.com$")
+_EMAIL = re.compile(
+    r"^[a-z0-9-]+@([a-z0-9-]+)\.iam\.gserviceaccount\.com$|^[0-9]+-compute@developer\.gserviceaccount\.com$"
+)
 DOMAIN = "iam.googleapis.com"
 
 
