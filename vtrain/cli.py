@@ -32,6 +32,7 @@ COMMANDS: dict[str, str] = {
     "emulator": "vtrain.commands.emulator:emulator",
     "schema": "vtrain.commands.schema:schema",
     "diff": "vtrain.commands.diff:diff",
+    "doctor": "vtrain.commands.doctor:doctor",
 }
 
 

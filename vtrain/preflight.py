@@ -196,8 +196,8 @@ def _output(config: JobConfig, region: str, client: Callable[[], Any]) -> Check:
     try:
         return _bucket_check("output dir", "base_output_dir", out.rstrip("/"), region, client(), OUTPUT_PERMISSIONS,
                              WARN)  # fmt: skip
-    except PackagingError as err:
-        return Check("output dir", FAIL, str(err))
+    except PackagingError as err:  # no credentials for Cloud Storage: said once, at the staging bucket
+        return Check("output dir", FAIL, f"cannot check {out}: {err}".replace(" to reach the staging bucket", ""))
 
 
 # ---- IAM ----------------------------------------------------------------------------------------
@@ -256,9 +256,10 @@ def run_preflight(
         return Report((*checks, *(Check(n, SKIP, "needs credentials") for n in names)))
     try:
         if backend is None:
-            from vtrain.submit import connect
+            from vtrain.backends.vertex import VertexBackend
 
-            backend = connect(target, retry=RetryPolicy(attempts=2, initial=0.5), credentials=credentials)
+            backend = VertexBackend.from_endpoint(target.project, target.region, target.api_endpoint,
+                                                  credentials=credentials, retry=RetryPolicy(attempts=2, initial=0.5))
         backend.list(limit=1)
         checks.append(Check("vertex ai", PASS, f"project {target.project}, region {target.region}: "
                                                f"customJobs.list answers at {target.endpoint}"))  # fmt: skip
