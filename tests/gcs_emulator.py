@@ -35,11 +35,21 @@ class GcsEmulator:
             client_options={"api_endpoint": self.host},
         )
 
-    def create_bucket(self, name: str) -> Any:
-        return self.client().create_bucket(name)
+    def create_bucket(self, name: str, location: str = "US-CENTRAL1") -> Any:
+        bucket = self.client().create_bucket(name, location=location)
+        self.server._storage.buckets[name].update(location=location.upper(), locationType=_location_type(location))
+        return bucket
 
     def object_names(self, bucket: str) -> list[str]:
         return sorted(blob.name for blob in self.client().list_blobs(bucket))
+
+
+def _location_type(location: str) -> str:
+    """Cloud Storage's locationType: US, EU, ASIA are multi-regions; NAM4, EUR4, ASIA1, … dual-regions."""
+    text = location.lower()
+    if text in ("us", "eu", "asia"):
+        return "multi-region"
+    return "region" if "-" in text else "dual-region"
 
 
 @pytest.fixture(scope="session")

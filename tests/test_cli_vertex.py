@@ -301,7 +301,13 @@ def test_transient_errors_are_retried_then_explained(emu: Emulator) -> None:
 
 def test_permission_and_quota_errors_are_one_line(tmp_path: Path, emu: Emulator, bucket: Any) -> None:
     job = str(write_job(tmp_path, job_text()))
-    code, _, err = run("submit", job, "--project", "denied-project")
+    code, _, err = run("submit", job, "--project", "denied-project")  # preflight's list is refused first
+    assert code == 1 and one_error_line(err) == (
+        "error: preflight: vertex ai: cannot list jobs: permission aiplatform.customJobs.list denied on "
+        "projects/denied-project/locations/us-central1 for the current credentials; grant them "
+        "roles/aiplatform.user (or a role with aiplatform.customJobs.list) in project denied-project"
+    )
+    code, _, err = run("submit", job, "--project", "denied-project", "--no-preflight")
     assert code == 1 and one_error_line(err) == (
         "error: cannot create job 'tiny': permission aiplatform.customJobs.create denied on "
         "projects/denied-project/locations/us-central1 for the current credentials; grant them "

@@ -34,7 +34,7 @@ def test_init_copies_template_and_writes_job_file(tmp_path: Path, template: str)
     target = tmp_path / "Fraud Model_v2"
     result = CliRunner().invoke(cli, ["init", str(target), "--template", template])
     assert result.exit_code == 0, result.output
-    expected = {rel.as_posix() for rel in template_files(template)} | {"vtrain.yaml"}
+    expected = {rel.as_posix() for rel in template_files(template)} | {"vtrain.yaml", "vtrain.schema.json"}
     assert files_under(target) == expected
     assert result.output.splitlines()[-1] == f"next: vtrain validate {target / 'vtrain.yaml'}"
     source = ROOT / "trainer_templates" / template / "trainer" / "task.py"
@@ -75,7 +75,7 @@ def test_init_options_and_json_output(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
-    assert data["template"] == "custom-loop" and len(data["files"]) == len(template_files("custom-loop")) + 1
+    assert data["template"] == "custom-loop" and len(data["files"]) == len(template_files("custom-loop")) + 2
     job = yaml.safe_load((tmp_path / "t" / "vtrain.yaml").read_text())
     assert (job["name"], job["staging_bucket"], job["base_output_dir"]) == (
         "nightly",

@@ -105,7 +105,7 @@ def test_resubmitting_after_a_lost_answer_finds_the_job(
     job_file = str(write_job(tmp_path, job_text()))
     emu.fail_next(1, mode=lost)
     emu.fail_next(20, mode="reset")
-    code, out, err = run("submit", job_file)
+    code, out, err = run("submit", job_file, "--no-preflight")  # the next requests fail: the create first
     assert code == 1 and out == ""
     [line] = [x for x in err.splitlines() if x.startswith("error: ")]
     assert "Traceback" not in err and err.rstrip().endswith(line)

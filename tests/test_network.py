@@ -146,8 +146,9 @@ def test_submit_with_storage_unreachable_is_one_line_and_creates_nothing(
         assert emu.jobs() == []
     assert code == 1 and out == ""
     line = error_line(err)
-    assert line.startswith(
-        f"error: cannot check staging bucket gs://stage-bkt: cannot reach Cloud Storage at {blackhole}"
+    assert line.startswith(  # preflight finds it first, before anything is built
+        "error: preflight: staging bucket: cannot check gs://stage-bkt/s: cannot reach Cloud Storage at "
+        f"{blackhole}"
     )
     retrying = f"Cloud Storage at {blackhole}: no answer within {TIMEOUT} s; retrying"
     assert any(x.startswith(retrying) for x in err.splitlines())

@@ -33,6 +33,9 @@ COMMANDS: dict[str, str] = {
     "list": "vtrain.commands.jobs:list_jobs",
     "emulator": "vtrain.commands.emulator:emulator",
     "cache": "vtrain.commands.cache:cache",
+    "schema": "vtrain.commands.schema:schema",
+    "diff": "vtrain.commands.diff:diff",
+    "doctor": "vtrain.commands.doctor:doctor",
 }
 
 #: Commands that build, install or upload: SIGTERM cleans up as Ctrl-C does (temporary files

@@ -13,6 +13,7 @@ traceback. This module imports nothing of vtrain: it ships to replicas with the 
     ├── InitError                `vtrain init` cannot write the trainer
     ├── PackagingError           the trainer cannot be built or staged
     ├── BackendError             Vertex AI / the local runner refused or failed a call
+    │   └── PreflightFailed      a cloud-side check before submitting failed (bucket, IAM, API)
     ├── PlotError                matplotlib is missing or the figure cannot be written
     ├── Interrupted              Ctrl-C or SIGTERM stopped a command that builds or uploads (130, 143)
     ├── RuntimeMismatch          inside a replica: the strategy asked for does not fit the machine
@@ -53,6 +54,34 @@ class Problem:
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
+
+    def github(self) -> str:
+        """This problem as a GitHub Actions workflow command (`::error file=F,line=L,col=C::…`), so
+        the run's summary and the pull request's diff show it on its line. A location that is no
+        file (`--set …`, `<config>`) is left out rather than pointing at a file that does not exist."""
+        props = []
+        if self.file and not self.file.startswith(("--set ", "<")):
+            props.append(f"file={_escape_property(self.file)}")
+            if self.line is not None:
+                props.append(f"line={self.line}")
+                if self.column is not None:
+                    props.append(f"col={self.column}")
+        props.append(f"title={_escape_property('vtrain: ' + (self.path or 'job file'))}")
+        where = f"{self.path}: " if self.path else ""
+        if self.file and self.file.startswith("--set "):
+            where = f"{self.file}: {where}"
+        command = "error" if self.severity == "error" else "warning"
+        return f"::{command} {','.join(props)}::{_escape_data(where + self.message)}"
+
+
+def _escape_data(text: str) -> str:
+    """GitHub's escaping of a workflow command's message: %, CR and LF."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    """GitHub's escaping of a workflow command's property value: the message's, plus : and ,."""
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
 class VtrainError(Exception):
@@ -137,6 +166,17 @@ class CreateOutcomeUnknown(BackendError):
         super().__init__(message)
         self.submit_id = submit_id
         self.find_command = find_command
+
+
+class PreflightFailed(BackendError):
+    """One or more preflight checks failed: nothing was uploaded or created. One line per failure."""
+
+    def __init__(self, failures: list[str], total: int) -> None:
+        self.failures = failures
+        lines = [f"preflight: {failure}" for failure in failures]
+        if len(failures) > 1:
+            lines.append(f"preflight: {len(failures)} of {total} checks failed; nothing was uploaded or created")
+        super().__init__("\n".join(lines))
 
 
 class JobFailed(VtrainError):

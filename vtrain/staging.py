@@ -137,7 +137,7 @@ def _endpoint(client: Any) -> str:
     return str(getattr(client, "api_endpoint", None) or "https://storage.googleapis.com")
 
 
-def _policy(client: Any) -> dict[str, Any]:
+def call_policy(client: Any) -> dict[str, Any]:
     """timeout= and retry= for one Cloud Storage call: bounded, with a progress line per retry."""
     from google.api_core.retry import Retry
 
@@ -153,7 +153,7 @@ def _policy(client: Any) -> dict[str, Any]:
     return {"timeout": wait, "retry": retry}
 
 
-def _unreachable(err: Exception, client: Any, what: str) -> PackagingError:
+def unreachable_error(err: Exception, client: Any, what: str) -> PackagingError:
     """A call whose retries ran out (RetryError) or that never reached the server: one line."""
     from vtrain.backends.vertex.retry import network_reason
 
@@ -165,7 +165,7 @@ def _unreachable(err: Exception, client: Any, what: str) -> PackagingError:
     return PackagingError(f"{what}: {line}")
 
 
-def _network_errors() -> tuple[type[Exception], ...]:
+def network_errors() -> tuple[type[Exception], ...]:
     from google.api_core.exceptions import RetryError
     from google.auth.exceptions import TransportError
     from requests.exceptions import RequestException
@@ -200,10 +200,10 @@ def _check_gcs(target: StagingTarget, client: storage.Client) -> None:
     where = f"gs://{target.bucket}"
     try:
         granted = set(
-            client.bucket(target.bucket).test_iam_permissions(list(REQUIRED_PERMISSIONS), **_policy(client))
+            client.bucket(target.bucket).test_iam_permissions(list(REQUIRED_PERMISSIONS), **call_policy(client))
         )
-    except _network_errors() as err:
-        raise _unreachable(err, client, f"cannot check staging bucket {where}") from None
+    except network_errors() as err:
+        raise unreachable_error(err, client, f"cannot check staging bucket {where}") from None
     except gexc.NotFound as err:
         raise PackagingError(
             f"staging bucket {where} does not exist; create it with "
@@ -262,9 +262,9 @@ def lookup(target: StagingTarget, filename: str, client: storage.Client | None =
 
     client = client or default_client()
     try:
-        blob = client.bucket(target.bucket).get_blob(target.prefix + filename, **_policy(client))
-    except _network_errors() as err:
-        raise _unreachable(err, client, f"cannot read {target.uri_for(filename)}") from None
+        blob = client.bucket(target.bucket).get_blob(target.prefix + filename, **call_policy(client))
+    except network_errors() as err:
+        raise unreachable_error(err, client, f"cannot read {target.uri_for(filename)}") from None
     except gexc.GoogleAPICallError as err:
         raise PackagingError(f"cannot read {target.uri_for(filename)}: {_reason(err)}") from err
     if blob is None:
@@ -319,11 +319,11 @@ def _stage_gcs(local_file: Path, target: StagingTarget, client: storage.Client, 
             blob.chunk_size = _CHUNK_SIZE
         with local_file.open("rb") as fh:
             if progress and sys.stderr.isatty():
-                _upload_with_bar(blob, fh, size, local_file.name, _policy(client))
+                _upload_with_bar(blob, fh, size, local_file.name, call_policy(client))
             else:
-                _upload(blob, fh, size, _policy(client))
-    except _network_errors() as err:
-        raise _unreachable(err, client, f"upload of {local_file.name} to {uri} failed") from None
+                _upload(blob, fh, size, call_policy(client))
+    except network_errors() as err:
+        raise unreachable_error(err, client, f"upload of {local_file.name} to {uri} failed") from None
     except gexc.PreconditionFailed:
         # Someone uploaded the same content between our check and our upload: same bytes' worth.
         return StagedObject(uri, uploaded=False, size=size)

@@ -50,6 +50,7 @@ from vtrain.target import Target, Where
 
 if TYPE_CHECKING:
     from vtrain.backends.vertex.retry import RetryPolicy
+    from vtrain.preflight import Report
     from vtrain.staging import StagedObject
 
 VERSION_LABEL = "vtrain-version"
@@ -204,6 +205,7 @@ class SubmitResult:
     staged: tuple[StagedObject, ...] = ()
     skipped: bool = False  # if_changed found a live job with the same config hash: that is `job`
     recovered: bool = False  # an earlier submit of this job lost its create's answer; `job` is what it made
+    preflight: Report | None = None  # its warnings are worth showing; a failure raised before this
 
 
 def recover_lost_create(backend: VertexBackend, plan: SubmitPlan) -> VertexJob | None:
@@ -258,10 +260,12 @@ def submit_job(
     backend: VertexBackend | None = None,
     storage_client: Any = None,
     poll: float | None = None,
+    preflight: bool = True,
 ) -> SubmitResult:
-    """Validate, connect, stage, create. Nothing is uploaded before the credentials and the job
-    file are known good; nothing is created before every package is staged. `backend` (tests,
-    or a custom client) fixes project and region."""
+    """Validate, connect, preflight, stage, create. Nothing is uploaded before the credentials, the
+    job file and the cloud side (:mod:`vtrain.preflight`: bucket region and access, service
+    account, API) are known good; nothing is created before every package is staged. `backend`
+    (tests, or a custom client) fixes project and region."""
     where = where or Where()
     if backend is not None:
         where = replace(where, project=where.project or backend.project, region=where.region or backend.region)
@@ -270,13 +274,19 @@ def submit_job(
         backend = connect(plan.target, poll=poll)
     elif (backend.project, backend.region) != (plan.target.project, plan.target.region):
         raise BackendError(f"the backend is for {backend.parent}, the job for {plan.target.parent}")
+    report = None
+    if preflight:
+        from vtrain.preflight import run_preflight
+
+        report = run_preflight(plan.target, plan.config, backend=backend, storage_client=storage_client)
+        report.raise_for_failures()
     earlier = recover_lost_create(backend, plan)
     if earlier is not None:
         return SubmitResult(earlier, plan, recovered=True)
     if if_changed:
         live = find_live(backend, plan.config_hash)
         if live is not None:
-            return SubmitResult(live, plan, skipped=True)
+            return SubmitResult(live, plan, skipped=True, preflight=report)
     staged: tuple[StagedObject, ...] = ()
     trainer = plan.config.trainer
     if trainer.package is not None:
@@ -295,7 +305,7 @@ def submit_job(
         uris = [s.uri for s in staged]
         if uris != [p.uri for p in plan.packages]:  # the trainer changed since planning
             plan = _plan(plan.config, plan.target, uris)
-    return SubmitResult(_create(backend, plan), plan, staged)
+    return SubmitResult(_create(backend, plan), plan, staged, preflight=report)
 
 
 def submit(

@@ -35,27 +35,54 @@ def _summary(config: object) -> str:
 
 
 @click.command()
-@_JOB
-@output_option("text", "json")
+@click.argument("job_files", metavar="JOB.yaml...", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@output_option("text", "json", "github")
 @set_option
 @_TARGET
-def validate(job_file: str, output: str, overrides: tuple[str, ...], target: str) -> None:
-    """Check a job file against Vertex AI's rules; list every problem.
+def validate(job_files: tuple[str, ...], output: str, overrides: tuple[str, ...], target: str) -> None:
+    """Check job files against Vertex AI's rules; list every problem.
 
-    Exit 0 when valid, 2 when not. Each problem reads
+    Exit 0 when all are valid, 2 when any is not. Each problem reads
     FILE:LINE:COL: key.path: what is wrong; what is allowed; did you mean X?
+    -o json lists the problems as objects; -o github prints GitHub Actions
+    workflow commands (::error file=F,line=L,col=C::...), one per problem.
     """
+    invalid = 0
+    found: list[dict[str, object]] = []
+    for job_file in job_files:
+        try:
+            _validate_one(job_file, output, overrides, target, found)
+        except ConfigError as err:
+            if output == "text" and len(job_files) == 1:
+                raise
+            invalid += 1
+            if output == "text":
+                err.show()
+            elif output == "github":
+                for problem in err.problems + err.warnings:
+                    click.echo(problem.github())
+            found.extend(p.to_dict() for p in err.problems + err.warnings)
+    if output == "json":
+        click.echo(json.dumps(found, indent=2))
+    if invalid:
+        if output != "json":
+            click.echo(f"error: {invalid} of {len(job_files)} job files invalid", err=True)
+        raise SystemExit(2)
+
+
+def _validate_one(
+    job_file: str, output: str, overrides: tuple[str, ...], target: str, found: list[dict[str, object]]
+) -> None:
     from vtrain.jobfile import load_config
 
-    try:
-        config = load_config(job_file, overrides, target=target)
-    except ConfigError as err:
-        if output == "json":
-            click.echo(json.dumps([p.to_dict() for p in err.problems + err.warnings], indent=2))
-            raise SystemExit(2) from None
-        raise
+    config = load_config(job_file, overrides, target=target)
     if output == "json":
-        click.echo(json.dumps([p.to_dict() for p in config.warnings], indent=2))
+        found.extend(p.to_dict() for p in config.warnings)
+        return
+    if output == "github":
+        for warning in config.warnings:
+            click.echo(warning.github())
+        click.echo(f"{job_file}: valid: {_summary(config)}")
         return
     for warning in config.warnings:
         click.echo(str(warning), err=True)

@@ -25,6 +25,7 @@ DEFAULT_BUCKET = "gs://my-vtrain-bucket"
 _SKIP = {"__pycache__", "build", "dist", ".pytest_cache"}
 
 JOB_FILE = """\
+{modeline}
 # vtrain job file. Check it offline with `vtrain validate vtrain.yaml`, run every replica
 # on this machine with `vtrain local vtrain.yaml`, and on Vertex AI with `vtrain submit`.
 # Relative paths are relative to this file.
@@ -125,7 +126,8 @@ def template_files(template: str) -> dict[Path, Path]:
 def scaffold(
     directory: Path, template: str = "keras", name: str | None = None, bucket: str = DEFAULT_BUCKET
 ) -> list[Path]:
-    """Copy a template into `directory` and write vtrain.yaml; returns the files written.
+    """Copy a template into `directory` and write vtrain.yaml (with a modeline pointing editors at
+    vtrain.schema.json, written beside it); returns the files written.
 
     Nothing is written when any destination already exists: the error names them all.
     """
@@ -136,9 +138,14 @@ def scaffold(
         raise UsageError(f"--name is {len(name)} characters; Vertex allows at most {MAX_DISPLAY_NAME}")
     contents: dict[Path, bytes] = {rel: src.read_bytes() for rel, src in template_files(template).items()}
     name = name or job_name(directory)
-    job = JOB_FILE.format(name=_yaml_text(name), path=_slug(name), bucket=bucket, image_note=_IMAGE_NOTE[template])
+    from vtrain.schema_json import MODELINE, SCHEMA_FILE, job_schema
+
+    job = JOB_FILE.format(name=_yaml_text(name), path=_slug(name), bucket=bucket, image_note=_IMAGE_NOTE[template],
+                          modeline=MODELINE)
     _check_validates(job, directory, template)
     contents[Path("vtrain.yaml")] = job.encode()
+    # The modeline's target: editors complete and check the job file with it, offline.
+    contents[Path(SCHEMA_FILE)] = (json.dumps(job_schema(), indent=2, ensure_ascii=False) + "\n").encode()
     _check_destinations(directory, list(contents))
     return _write_all(directory, contents)
 

@@ -144,6 +144,12 @@ def _echo_dry_run(report: dict[str, Any]) -> None:
     click.echo(f"config hash {report['configHash']}; added when submitting: label {labels}")
 
 
+def _echo_checks(report: Any) -> None:
+    """One line per preflight check on stderr (stdout stays the command's data)."""
+    for check in report.checks:
+        click.echo(f"preflight: {check}", err=True)
+
+
 def _wait(job: Any, output: str, timeout: float | None, poll: float, stream_logs: bool) -> None:
     from vtrain.backends.handle import raise_for_state
     from vtrain.submit import job_dict, watch
@@ -205,6 +211,12 @@ def status_elapsed(job: Any) -> float:
     help="Package files that look like credentials (keys, .env) instead of refusing them.",
 )
 @click.option("--show-secrets", is_flag=True, help="With --dry-run: print secret-looking env values.")
+@click.option(
+    "--preflight/--no-preflight",
+    default=None,
+    help="Check the cloud side first (credentials, API, staging bucket region and access, service account, "
+    "output dir). Default: on for a submission, off for --dry-run (which then needs no credentials).",
+)
 @_POLL
 @output_option("text", "json")
 @set_option
@@ -218,6 +230,7 @@ def submit(
     if_changed: bool,
     allow_credentials: bool,
     show_secrets: bool,
+    preflight: bool | None,
     poll: float,
     output: str,
     overrides: tuple[str, ...],
@@ -225,7 +238,8 @@ def submit(
     region: str | None,
     api_endpoint: str | None,
 ) -> None:
-    """Validate, package, stage and submit a job file to Vertex AI as a CustomJob.
+    """Validate, check the cloud side (preflight), package, stage and submit a job file to
+    Vertex AI as a CustomJob.
 
     Prints the job's resource name, its console URL and the commands to follow it;
     -o json prints the created job. Every job is labelled vtrain-version and
@@ -238,12 +252,20 @@ def submit(
     timeout = wait_timeout
     where = Where(project, region, api_endpoint)
     if dry_run:
-        report = plan_dry_run(
-            plan_submit(job_file, overrides=overrides, where=where),
-            allow_credentials=allow_credentials,
-            show_secrets=show_secrets,
-        )
+        plan = plan_submit(job_file, overrides=overrides, where=where)
+        checks = None
+        if preflight:
+            from vtrain.preflight import run_preflight
+
+            checks = run_preflight(plan.target, plan.config)
+            if output == "text":
+                _echo_checks(checks)
+        report = plan_dry_run(plan, allow_credentials=allow_credentials, show_secrets=show_secrets)
+        if checks is not None:
+            report["preflight"] = checks.to_dict()
         echo_json(report) if output == "json" else _echo_dry_run(report)
+        if checks is not None:
+            checks.raise_for_failures()
         return
     result = submit_job(
         job_file,
@@ -253,7 +275,10 @@ def submit(
         allow_credentials=allow_credentials,
         progress=output == "text",
         poll=poll,
+        preflight=preflight is not False,
     )
+    for warning in result.preflight.warnings if result.preflight else ():
+        click.echo(f"preflight: {warning}", err=True)
     job, target = result.job, result.plan.target
     for role, obj in zip(("trainer", "runtime"), result.staged, strict=False):
         click.echo(f"{role:<8} {'uploaded' if obj.uploaded else 'already staged':<15} {obj.uri}", err=True)

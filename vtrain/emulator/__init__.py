@@ -162,6 +162,14 @@ class Emulator:
             raise ValueError(f"count must not be negative, got {count}")
         self.faults.add(count, code, mode)
 
+    def set_service_accounts(self, accounts: dict[str, tuple[str, ...]] | None) -> None:
+        """Which service accounts exist, each with the IAM permissions the caller holds on it
+        (e.g. ``{"sa@p.iam.gserviceaccount.com": ("iam.serviceAccounts.actAs",)}``); None, the
+        default: every well-formed account exists and the caller may do anything with it."""
+        self._server.service_accounts = (
+            None if accounts is None else {email: frozenset(perms) for email, perms in accounts.items()}
+        )
+
     def client(self) -> Any:
         """A real `JobServiceClient` pointed here: REST transport, anonymous credentials."""
         from google.auth.credentials import AnonymousCredentials

@@ -8,6 +8,8 @@ Routes (as `JobServiceClient(transport="rest")` calls them):
     POST   /v1/projects/P/locations/L/customJobs/ID:cancel    cancel → {}
     DELETE /v1/projects/P/locations/L/customJobs/ID           delete → done Operation
     POST   /v2/entries:list                                   Cloud Logging, the runner's log
+    GET    /v1/projects/-/serviceAccounts/EMAIL               IAM (see iam.py), for preflight
+    POST   /v1/projects/-/serviceAccounts/EMAIL:testIamPermissions
 
 The client asks for `$alt=json;enum-encoding=int`; the answer then carries enums as
 numbers, otherwise (curl) as names; 64-bit integers are strings either way, as in proto3
@@ -38,7 +40,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from google.protobuf import json_format
 
-from vtrain.emulator import validation
+from vtrain.emulator import iam, validation
 from vtrain.emulator.errors import (
     ApiError,
     internal,
@@ -246,6 +248,8 @@ class Handler(BaseHTTPRequestHandler):
     def _route(self, path: str, query: dict[str, str], body: bytes, int_enums: bool) -> Any:
         if path == "/v2/entries:list" and self.command == "POST":
             return self._list_logs(body)
+        if iam.handles(path):
+            return iam.route(self.command, path, body, self.server.service_accounts, self.server.deny_projects)
         m = _COLLECTION.match(path)
         if m:
             project, location = m.groups()
@@ -403,6 +407,7 @@ class EmulatorHTTPServer(ThreadingHTTPServer):
         self.deny_projects = deny_projects
         self.quota_projects = quota_projects
         self.access_log = access_log
+        self.service_accounts: dict[str, frozenset[str]] | None = None  # None: all exist (see iam.py)
         self.requests: deque[dict[str, Any]] = deque(maxlen=REQUEST_LOG)
         self._requests_lock = threading.Lock()
 

@@ -1,0 +1,1 @@
+"""The CI smoke trainer: no TensorFlow, so the emulator runs it in seconds."""

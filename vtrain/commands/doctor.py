@@ -1,0 +1,70 @@
+"""`vtrain doctor [JOB.yaml]`: the local setup explained and the cloud side checked, nothing changed."""
+
+from __future__ import annotations
+
+import platform
+
+import click
+
+from vtrain.commands._options import (
+    api_endpoint_option,
+    echo_json,
+    output_option,
+    project_option,
+    region_option,
+    set_option,
+)
+
+
+@click.command()
+@click.argument("job_file", metavar="[JOB.yaml]", required=False, type=click.Path(dir_okay=False))
+@output_option("text", "json")
+@set_option
+@project_option
+@region_option
+@api_endpoint_option
+def doctor(
+    job_file: str | None,
+    output: str,
+    overrides: tuple[str, ...],
+    project: str | None,
+    region: str | None,
+    api_endpoint: str | None,
+) -> None:
+    """Explain where vtrain's calls would go and check that they would work: credentials (and
+    whose), the project and the Vertex AI API; with JOB.yaml also its staging bucket (exists,
+    writable, in the job's region), service account (exists, you may act as it) and output dir.
+
+    Reads and lists only: nothing is uploaded or created. Exit 0 when every check passes
+    (warnings allowed), 1 when one fails, 2 for an invalid job file.
+    """
+    from vtrain import __version__
+    from vtrain.errors import BackendError
+    from vtrain.preflight import FAIL, SKIP, Check, Report, run_preflight
+    from vtrain.target import Where
+
+    config = None
+    if job_file:
+        from vtrain.jobfile import load_config
+
+        config = load_config(job_file, overrides)
+    where = Where(project, region, api_endpoint)
+    info = {"vtrain": __version__, "python": platform.python_version(), "job file": job_file or "-"}
+    try:
+        target = where.resolve(config=config)
+    except BackendError as err:
+        report = Report((Check("project", FAIL, str(err)), Check("vertex ai", SKIP, "needs a project")))
+    else:
+        info.update(project=target.project, region=target.region, endpoint=target.endpoint)
+        report = run_preflight(target, config)
+    if output == "json":
+        echo_json({**info, **report.to_dict()})
+    else:
+        width = max(len(k) for k in info)
+        for key, value in info.items():
+            click.echo(f"{key:<{width}}  {value}")
+        for check in report.checks:
+            click.echo(str(check))
+        failed = len(report.failed)
+        click.echo(f"{failed} of {len(report.checks)} checks failed" if failed else "all checks passed")
+    raise SystemExit(0 if report.ok else 1)
