@@ -21,3 +21,12 @@ MAX_LABEL_LENGTH = 63
 MAX_DISPLAY_NAME = 128
 MAX_ENV = 100
 MAX_PACKAGE_URIS = 100
+
+#: What the launcher (`vtrain local`) tells a replica about faults, and how a replica reports progress
+#: back (see vtrain.runtime.progress and vtrain.backends.local.faults). Vertex sets none of these.
+RESTART_COUNT_ENV = "VTRAIN_RESTART_COUNT"  # times this replica was restarted in this job attempt
+JOB_ATTEMPT_ENV = "VTRAIN_JOB_ATTEMPT"  # 1 for the first run of the job, 2 after one whole-job retry, ...
+STATUS_FILE_ENV = "VTRAIN_STATUS_FILE"  # where runtime.report_step() writes {"step", "restarts", ...}
+#: The exit code of a replica that saved a checkpoint on SIGTERM and left to be restarted (128 + SIGTERM,
+#: as TensorFlow's PreemptionCheckpointHandler uses on Google Cloud).
+PREEMPTED_EXIT_CODE = 143
