@@ -8,6 +8,8 @@ from types import FrameType
 
 import click
 
+from vtrain.commands._options import duration_callback
+
 
 @click.command()
 @click.option(
@@ -51,6 +53,19 @@ import click
     type=click.IntRange(0),
     help="Answer the next N requests with 503 UNAVAILABLE (to exercise retries).",
 )
+@click.option(
+    "--fail-jobs",
+    metavar="CAUSE[:N]",
+    help="End the first N jobs (default 1) FAILED as Vertex AI would, to test `submit --recover`: "
+    "stockout, preempted, internal (retryable), replica, quota (not).",
+)
+@click.option(
+    "--fail-after",
+    callback=duration_callback,
+    metavar="DURATION",
+    help="With --fail-jobs preempted/internal/replica: let the job run this long first (its replicas "
+    "then get SIGTERM, as on a preempted VM).",
+)
 @click.option("--quiet", "-q", is_flag=True, help="Do not print one line per request.")
 def emulator(
     port: int,
@@ -59,6 +74,8 @@ def emulator(
     run_seconds: float,
     pending_seconds: float,
     fail_next: int,
+    fail_jobs: str | None,
+    fail_after: float | None,
     quiet: bool,
 ) -> None:
     """Serve a local Vertex AI CustomJob API on 127.0.0.1 for the real client.
@@ -67,8 +84,11 @@ def emulator(
     transport and anonymous credentials (VertexBackend.from_endpoint does this). Project
     `denied-project` answers 403 PERMISSION_DENIED; creates in `quota-project` answer 429.
     """
-    from vtrain.emulator import LOCAL_RUNNER, Emulator, load_runner, print_access_log
+    from vtrain.emulator import LOCAL_RUNNER, Emulator, load_runner, print_access_log, sleep_runner
+    from vtrain.emulator.jobfaults import parse_job_fault, with_job_faults
     from vtrain.errors import BackendError
+
+    job_fault = parse_job_fault(fail_jobs) if fail_jobs else None  # a bad value: exit 2 before listening
 
     runner = None
     if runner_spec:
@@ -81,6 +101,8 @@ def emulator(
                 f"--run-jobs needs the local runner {LOCAL_RUNNER}, which this vtrain "
                 f"does not provide yet ({err})"
             ) from None
+    if job_fault is not None:
+        runner = with_job_faults(runner or sleep_runner(run_seconds), job_fault, fail_after or 0.0)
     try:
         emu = Emulator(
             port=port,

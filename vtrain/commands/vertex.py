@@ -25,6 +25,7 @@ from vtrain.commands._options import (
     region_option,
     set_option,
 )
+from vtrain.commands._recover import recover_options, submit_recovering
 
 _JOB_FILE = click.argument("job_file", metavar="JOB.yaml", type=click.Path(dir_okay=False))
 _JOB = click.argument("job", metavar="JOB")
@@ -210,6 +211,7 @@ def _replica_callback(ctx: click.Context, param: click.Parameter, value: str | N
     help="Package files that look like credentials (keys, .env) instead of refusing them.",
 )
 @click.option("--show-secrets", is_flag=True, help="With --dry-run: print secret-looking env values.")
+@recover_options
 @_POLL
 @output_option("text", "json")
 @set_option
@@ -223,6 +225,8 @@ def submit(
     if_changed: bool,
     allow_credentials: bool,
     show_secrets: bool,
+    recover: int,
+    recover_backoff: float,
     poll: float,
     output: str,
     overrides: tuple[str, ...],
@@ -250,6 +254,9 @@ def submit(
         )
         echo_json(report) if output == "json" else _echo_dry_run(report)
         return
+    if recover:
+        return submit_recovering(job_file, recover=recover, backoff=recover_backoff, output=output, poll=poll,
+                                 timeout=timeout, overrides=overrides, where=where, allow_credentials=allow_credentials)
     result = submit_job(
         job_file,
         overrides=overrides,
@@ -292,6 +299,9 @@ def _fields(job: Any) -> list[tuple[str, str]]:
     ]
     if job.error:
         rows.append(("error", job.error))
+    if "vtrain-attempt" in data.labels:  # `submit --recover`: which attempt, and the job it replaced
+        rows.append(("attempt", data.labels["vtrain-attempt"] + "".join(
+            f" (after {v})" for k, v in data.labels.items() if k == "vtrain-previous-attempt")))
     if data.labels:
         rows.append(("labels", ", ".join(f"{k}={v}" for k, v in sorted(data.labels.items()))))
     rows.append(("console", job.console_url))

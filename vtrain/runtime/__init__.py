@@ -26,6 +26,9 @@ Signals read (all set by the launcher):
   VTRAIN_COLLECTIVE_TIMEOUT      seconds before a collective gives up (default 300;
                        0 disables). A dead peer then fails the job instead of hanging it.
   AIP_MODEL_DIR, AIP_CHECKPOINT_DIR, AIP_TENSORBOARD_LOG_DIR, CLOUD_ML_JOB_ID.
+  VTRAIN_RESTART_COUNT, VTRAIN_JOB_ATTEMPT, VTRAIN_STATUS_FILE   set by `vtrain local` to say how
+                       often this replica was restarted and where to report steps; see
+                       :mod:`.recovery` (resume after a restart: StepCheckpoints, step_reporter).
 TPU detection (:func:`detect_tpu`):
   * TPU Node (Vertex `cloud-tpu` machines, GKE): TPU_CONFIG (JSON with
     tpu_node_name/project/zone), TPU_NAME or KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS;
@@ -45,7 +48,8 @@ primary replica), so only the chief writes.
 
 The package is split by what each part needs: :mod:`.decision` (pure, standard library only),
 :mod:`.tfsetup` (builds the strategy and picks Keras; imports TensorFlow lazily) and
-:mod:`.outputs` (directories, saving, checkpoints). It ships to replicas with nothing else of
+:mod:`.outputs` (directories, saving, checkpoints), :mod:`.restarts` and :mod:`.recovery` (restart
+counts, step reports, checkpoints that survive SIGTERM). It ships to replicas with nothing else of
 vtrain but :mod:`vtrain.errors` and :mod:`vtrain.constants`.
 """
 
@@ -76,6 +80,8 @@ from vtrain.runtime.outputs import (
     write_dir,
     write_weights_record,
 )
+from vtrain.runtime.recovery import StepCheckpoints, preemption_handler, report_step, step_reporter
+from vtrain.runtime.restarts import job_attempt, restart_count
 from vtrain.runtime.tfsetup import info, is_chief, keras, strategy
 
 __all__ = [
@@ -86,6 +92,7 @@ __all__ = [
     "Decision",
     "Info",
     "RuntimeMismatch",
+    "StepCheckpoints",
     "backup_and_restore",
     "checkpoint_dir",
     "choose_strategy",
@@ -93,12 +100,17 @@ __all__ = [
     "detect_tpu",
     "info",
     "is_chief",
+    "job_attempt",
     "join",
     "keras",
     "model_dir",
+    "preemption_handler",
     "remove_scratch",
+    "report_step",
+    "restart_count",
     "save_model",
     "scratch_dir",
+    "step_reporter",
     "strategy",
     "tensorboard_dir",
     "weights_checksum",
