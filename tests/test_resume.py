@@ -103,3 +103,26 @@ def test_keras_sigkill_resumes_at_the_last_backup_not_at_zero(tmp_path: Path) ->
     assert 40 < first <= 60  # the optimizer's step count came back with the epoch-2 backup
     assert read_step(status) == 80
     assert weights(out / "model")["is_chief"]
+
+
+def test_restart_count_and_attempt_from_the_launcher_or_the_ledger(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from vtrain.runtime import restarts
+
+    assert restarts.job_attempt({}) == 1 and restarts.job_attempt({"VTRAIN_JOB_ATTEMPT": "3"}) == 3
+    monkeypatch.setenv("VTRAIN_RESTART_COUNT", "2")
+    restarts.restart_count.cache_clear()
+    assert restarts.restart_count() == 2
+    # On Vertex nobody says: each start of the task is counted under AIP_CHECKPOINT_DIR.
+    monkeypatch.delenv("VTRAIN_RESTART_COUNT")
+    monkeypatch.setenv("CLOUD_ML_JOB_ID", "123")
+    monkeypatch.setenv("AIP_CHECKPOINT_DIR", str(tmp_path / "ckpt"))
+    monkeypatch.setenv("CLUSTER_SPEC", json.dumps({"task": {"type": "workerpool1", "index": 1}}))
+    counts = []
+    for _ in range(3):
+        restarts.restart_count.cache_clear()
+        counts.append(restarts.restart_count())
+    restarts.restart_count.cache_clear()
+    assert counts == [0, 1, 2]
+    assert (tmp_path / "ckpt" / ".vtrain-starts" / "123-worker-1").read_text() == "3\n"
