@@ -89,8 +89,12 @@ class _Sigterm:
     def __call__(self) -> bool:
         return self.event.is_set()
 
+    def restore(self) -> None:
+        """Put back the SIGTERM handler there was before (after the loop, SIGTERM ends the process again)."""
+        signal.signal(signal.SIGTERM, self.previous)
 
-def preemption_handler(strategy: Any, checkpoint: Any, directory: str) -> Any | None:
+
+def preemption_handler(strategy: Any, checkpoint: Any, directory: str, watcher: _Sigterm | None = None) -> Any | None:
     """tf.distribute.experimental.PreemptionCheckpointHandler on `directory`, or None where TF cannot
     use one (parameter servers, TPUs, CPU machines on Google Cloud). It restores its latest checkpoint
     now; on SIGTERM it saves after the current step and the process exits PREEMPTED_EXIT_CODE."""
@@ -99,7 +103,7 @@ def preemption_handler(strategy: Any, checkpoint: Any, directory: str) -> Any | 
     name = type(strategy).__name__
     if "ParameterServer" in name or "TPU" in name:
         return None
-    watcher = _Sigterm()
+    watcher = watcher or _Sigterm()
     config = tf.distribute.experimental.TerminationConfig(
         termination_watcher_fn=watcher, exit_fn=lambda: sys.exit(PREEMPTED_EXIT_CODE), grace_period=0
     )
@@ -130,7 +134,10 @@ class StepCheckpoints:
         self.step = step
         self.every = max(1, every)
         self.backups = Checkpoints(checkpoint, join(base, "steps"), max_to_keep=max_to_keep)
-        self.handler = preemption_handler(strategy, checkpoint, join(base, "preempt"))
+        self._sigterm = _Sigterm()
+        self.handler = preemption_handler(strategy, checkpoint, join(base, "preempt"), self._sigterm)
+        if self.handler is None:
+            self._sigterm.restore()
         latest = tf.train.latest_checkpoint(self.backups.directory)
         if latest and int(latest.rsplit("-", 1)[1]) > int(step.numpy()):
             checkpoint.restore(latest)
@@ -155,10 +162,14 @@ class StepCheckpoints:
         return result
 
     def close(self) -> None:
-        """A final backup, so a restart after the loop (e.g. while saving the model) redoes nothing."""
+        """A final backup, so a restart after the loop (e.g. while saving the model) redoes nothing;
+        SIGTERM ends the process again from here on (and if one came meanwhile, it does now)."""
         done = int(self.step.numpy())
         if done % self.every:
             self.backups.save(done)
+        self._sigterm.restore()
+        if self._sigterm():
+            sys.exit(PREEMPTED_EXIT_CODE)
 
 
 __all__ = [
