@@ -62,10 +62,12 @@ def test_report_step_writes_whole_records(tmp_path: Path, monkeypatch: pytest.Mo
 def test_custom_loop_sigterm_saves_the_step_and_resumes_to_the_same_weights(tmp_path: Path) -> None:
     args = ["--epochs=2", "--steps-per-epoch=400", "--batch-size=8", "--checkpoint-every=50"]
     clean = tmp_path / "clean" / "out"
+    clean.parent.mkdir()
     finish(start("custom-loop", clean, args))
     expected = weights(clean / "model")["sha256"]
 
     out = tmp_path / "faulty" / "out"
+    out.parent.mkdir()
     status = out.parent / "status.json"
     proc = start("custom-loop", out, args, VTRAIN_STATUS_FILE=str(status))
     run_until_step(proc, status, 120)
