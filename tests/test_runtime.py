@@ -345,6 +345,8 @@ print("keras", runtime.keras().__name__)
         "strategy": "multi_worker_mirrored",
         "reason": "asked for; one worker (no TF_CONFIG)",
         "job_id": "123",
+        "restarts": 0,  # no VTRAIN_RESTART_COUNT, no AIP_CHECKPOINT_DIR for a ledger
+        "job_attempt": 1,
     }
     pytest.importorskip("tf_keras")
     assert lines["keras"] == "tf_keras"

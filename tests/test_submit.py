@@ -162,7 +162,7 @@ def test_reserved_and_too_many_labels(tmp_path: Path) -> None:
     assert str(err.value).endswith("labels.vtrain-config-hash: is set by vtrain itself; use another key")
     assert str(err.value).startswith(f"{job}:4:")
     many = "{" + ", ".join(f"k{i}: v" for i in range(62)) + "}"
-    with pytest.raises(ConfigError, match="at most 61 labels"):
+    with pytest.raises(ConfigError, match="at most 59 labels"):
         plan_submit(
             write_job(tmp_path, job_text().replace("{team: ml}", many)), where=Where(
                 project=PROJECT, env={}, gcloud=no_gcloud)

@@ -87,6 +87,7 @@ class SchedulingConfig:
     disable_retries: bool = False
     strategy: str | None = None
     max_wait_s: int | None = None
+    fallback: tuple[Mapping[str, Any], ...] = ()  # `submit --recover` alternatives (vtrain only)
 
 
 @dataclass(frozen=True)
@@ -261,6 +262,7 @@ def build_config(data: Mapping[str, Any], *, source: Path | None, positions: Pos
             disable_retries=sched.get("disable_retries", False),
             strategy=sched.get("strategy"),
             max_wait_s=sched.get("max_wait"),
+            fallback=tuple(dict(entry) for entry in sched.get("fallback") or ()),
         ),
         reservation=ReservationConfig(reservation.get("affinity", "specific" if reservation.get("name")
                                                       else "any"), reservation.get("name"))

@@ -9,7 +9,8 @@ traceback. This module imports nothing of vtrain: it ships to replicas with the 
     VtrainError                  exit 1 unless noted
     ├── ConfigError              the job file or its overrides are invalid (exit 2; every problem)
     ├── UsageError               a command-line value vtrain cannot use (exit 2)
-    │   └── EstimateError        an input to `vtrain estimate` is unusable
+    │   ├── EstimateError        an input to `vtrain estimate` is unusable
+    │   └── FaultSpecError       a --fault / emulator fault spec cannot be parsed or names no replica
     ├── InitError                `vtrain init` cannot write the trainer
     ├── PackagingError           the trainer cannot be built or staged
     ├── BackendError             Vertex AI / the local runner refused or failed a call
@@ -127,6 +128,10 @@ class UsageError(VtrainError):
 
 class EstimateError(UsageError):
     """An input to the estimate is unusable (bad number, no workers, unknown machine, bad price file)."""
+
+
+class FaultSpecError(UsageError):
+    """A fault to inject (`--fault REPLICA:KIND@WHEN`, a `vtrain-fault` label) is malformed or names no replica."""
 
 
 class InitError(VtrainError):

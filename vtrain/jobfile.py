@@ -10,7 +10,7 @@ above both the job model and the rules, so neither imports the other in a circle
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -134,9 +134,43 @@ def parse_config(
     config = build_config(checked, source=source, positions=positions)
     config, rule_problems = rules.validate(config, target=target)
     problems += rule_problems
+    seen = {(p.path, p.message) for p in problems}
+    problems += [p for p in _check_fallbacks(text, file, source, overrides, target, config)
+                 if (p.path, p.message.rsplit(" (with scheduling.fallback[", 1)[0]) not in seen]
     if any(p.severity == "error" for p in problems):
         raise ConfigError(problems)
     return replace(config, warnings=tuple(problems))
+
+
+_FALLBACK_KEYS = {"region": "region", "machine_type": "cluster.chief.machine_type",
+                  "accelerator": "cluster.chief.accelerator", "accelerator_count": "cluster.chief.accelerator_count"}
+
+
+def fallback_overrides(entry: Mapping[str, Any]) -> list[str]:
+    """A `scheduling.fallback` entry as `--set` overrides of the job file: the region and/or the chief's
+    machine (workers and evaluator inherit it as usual). A new machine type without accelerator keys
+    drops the chief's accelerator (machines like a2-highgpu-1g imply theirs)."""
+    out = [f"{_FALLBACK_KEYS[key]}={value}" for key, value in entry.items() if key in _FALLBACK_KEYS]
+    if "machine_type" in entry:
+        out += [f"cluster.chief.{k}=null" for k in ("accelerator", "accelerator_count") if k not in entry]
+    return [*out, "scheduling.fallback=null"]
+
+
+def _check_fallbacks(text: str, file: str, source: Path | None, overrides: list[str], target: str,
+                     config: JobConfig) -> list[Problem]:
+    """Each fallback validated like the primary; its problems point at the fallback entry."""
+    problems: list[Problem] = []
+    for i, entry in enumerate(config.scheduling.fallback):
+        try:
+            parse_config(text, file, source=source, overrides=[*overrides, *fallback_overrides(entry)], target=target)
+        except ConfigError as err:
+            for p in err.problems:
+                key = next((k for k, path in _FALLBACK_KEYS.items() if path == p.path and k in entry), None)
+                pos = config.positions.of(("scheduling", "fallback", i, key) if key else ("scheduling", "fallback", i))
+                if p.file and p.file.startswith("--set ") or key:
+                    p = replace(p, file=pos.file, line=pos.line, column=pos.column)
+                problems.append(replace(p, message=f"{p.message} (with scheduling.fallback[{i}])"))
+    return problems
 
 
 def load_config(path: str | os.PathLike[str], overrides: Iterable[str] = (), *, target: str = "vertex") -> JobConfig:
@@ -164,4 +198,4 @@ def load_config(path: str | os.PathLike[str], overrides: Iterable[str] = (), *, 
     return parse_config(text, where, source=absolute(file), overrides=overrides, target=target)
 
 
-__all__ = ["apply_overrides", "load_config", "parse_config"]
+__all__ = ["apply_overrides", "fallback_overrides", "load_config", "parse_config"]

@@ -360,6 +360,10 @@ JOB_SCHEMA = Obj(
                 "disable_retries": Bool(),
                 "strategy": Str(SCHEDULING_STRATEGIES),
                 "max_wait": Duration(),
+                # `submit --recover`: tried in order after a stock-out (vtrain's own; never sent to Vertex)
+                "fallback": ListOf(
+                    Obj({"region": Str(), "machine_type": Str(), "accelerator": Str(), "accelerator_count": Int(1)})
+                ),
             }
         ),
         "reservation": Obj({"affinity": Str(RESERVATION_AFFINITIES), "name": Str()}),

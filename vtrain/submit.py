@@ -55,6 +55,8 @@ if TYPE_CHECKING:
 
 VERSION_LABEL = "vtrain-version"
 HASH_LABEL = "vtrain-config-hash"
+ATTEMPT_LABEL = "vtrain-attempt"  # `submit --recover`: 1, 2, ... (vtrain.recover)
+PREVIOUS_LABEL = "vtrain-previous-attempt"  # the job ID the attempt replaced
 CONFIG_HASH_LENGTH = 16
 #: Tests swap this for a fast policy; None means the backend's default (6 attempts, 1 s doubling).
 DEFAULT_RETRY: RetryPolicy | None = None
@@ -112,7 +114,7 @@ def version_label(version: str = __version__) -> str:
 
 
 def _check_labels(config: JobConfig) -> None:
-    ours = (VERSION_LABEL, HASH_LABEL, SUBMIT_LABEL)
+    ours = (VERSION_LABEL, HASH_LABEL, SUBMIT_LABEL, ATTEMPT_LABEL, PREVIOUS_LABEL)
 
     def problem(key: str | None, message: str) -> Problem:
         pos = config.positions.of(("labels", key) if key else ("labels",), key=key is not None)
@@ -261,11 +263,13 @@ def submit_job(
     storage_client: Any = None,
     poll: float | None = None,
     preflight: bool = True,
+    labels: Mapping[str, str] | None = None,
 ) -> SubmitResult:
     """Validate, connect, preflight, stage, create. Nothing is uploaded before the credentials, the
     job file and the cloud side (:mod:`vtrain.preflight`: bucket region and access, service
     account, API) are known good; nothing is created before every package is staged. `backend`
-    (tests, or a custom client) fixes project and region."""
+    (tests, or a custom client) fixes project and region. `labels`: vtrain's own extra labels (the
+    attempt labels of `--recover`), added after the config hash."""
     where = where or Where()
     if backend is not None:
         where = replace(where, project=where.project or backend.project, region=where.region or backend.region)
@@ -305,6 +309,8 @@ def submit_job(
         uris = [s.uri for s in staged]
         if uris != [p.uri for p in plan.packages]:  # the trainer changed since planning
             plan = _plan(plan.config, plan.target, uris)
+    if labels:
+        plan = replace(plan, body={**plan.body, "labels": {**plan.body["labels"], **labels}})
     return SubmitResult(_create(backend, plan), plan, staged, preflight=report)
 
 

@@ -8,6 +8,8 @@ from types import FrameType
 
 import click
 
+from vtrain.commands._options import duration_callback
+
 #: vtrain.emulator.MAX_SECONDS (not imported here: the command's help stays cheap).
 _MAX_SECONDS = 1e9
 _FAULT_MODES = ("before", "reset", "after", "reset-after", "garble")
@@ -80,6 +82,19 @@ def _seconds(ctx: click.Context, param: click.Parameter, value: float) -> float:
     show_default=True,
     help="The status --fail-next answers with (modes before and after).",
 )
+@click.option(
+    "--fail-jobs",
+    metavar="CAUSE[:N]",
+    help="End the first N jobs (default 1) FAILED as Vertex AI would, to test `submit --recover`: "
+    "stockout, preempted, internal (retryable), replica, quota (not).",
+)
+@click.option(
+    "--fail-after",
+    callback=duration_callback,
+    metavar="DURATION",
+    help="With --fail-jobs preempted/internal/replica: let the job run this long first (its replicas "
+    "then get SIGTERM, as on a preempted VM).",
+)
 @click.option("--quiet", "-q", is_flag=True, help="Do not print one line per request.")
 def emulator(
     port: int,
@@ -90,6 +105,8 @@ def emulator(
     fail_next: int,
     fail_mode: str,
     fail_code: str,
+    fail_jobs: str | None,
+    fail_after: float | None,
     quiet: bool,
 ) -> None:
     """Serve a local Vertex AI CustomJob API on 127.0.0.1 for the real client.
@@ -98,8 +115,11 @@ def emulator(
     transport and anonymous credentials (VertexBackend.from_endpoint does this). Project
     `denied-project` answers 403 PERMISSION_DENIED; creates in `quota-project` answer 429.
     """
-    from vtrain.emulator import LOCAL_RUNNER, Emulator, load_runner, print_access_log
+    from vtrain.emulator import LOCAL_RUNNER, Emulator, load_runner, print_access_log, sleep_runner
+    from vtrain.emulator.jobfaults import parse_job_fault, with_job_faults
     from vtrain.errors import BackendError
+
+    job_fault = parse_job_fault(fail_jobs) if fail_jobs else None  # a bad value: exit 2 before listening
 
     runner = None
     if runner_spec:
@@ -112,6 +132,8 @@ def emulator(
                 f"--run-jobs needs the local runner {LOCAL_RUNNER}, which this vtrain "
                 f"does not provide yet ({err})"
             ) from None
+    if job_fault is not None:
+        runner = with_job_faults(runner or sleep_runner(run_seconds), job_fault, fail_after or 0.0)
     try:
         emu = Emulator(
             port=port,

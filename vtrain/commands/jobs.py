@@ -47,6 +47,9 @@ def _fields(job: Any) -> list[tuple[str, str]]:
     ]
     if job.error:
         rows.append(("error", job.error))
+    if "vtrain-attempt" in data.labels:  # `submit --recover`: which attempt, and the job it replaced
+        rows.append(("attempt", data.labels["vtrain-attempt"] + "".join(
+            f" (after {v})" for k, v in data.labels.items() if k == "vtrain-previous-attempt")))
     if data.labels:
         rows.append(("labels", ", ".join(f"{k}={v}" for k, v in sorted(data.labels.items()))))
     rows.append(("console", job.console_url))

@@ -27,6 +27,7 @@ from vtrain.commands._options import (
     region_option,
     set_option,
 )
+from vtrain.commands._recover import recover_options, submit_recovering
 
 _JOB_FILE = click.argument("job_file", metavar="JOB.yaml", type=UserPath(dir_okay=False))
 
@@ -217,6 +218,7 @@ def status_elapsed(job: Any) -> float:
     help="Check the cloud side first (credentials, API, staging bucket region and access, service account, "
     "output dir). Default: on for a submission, off for --dry-run (which then needs no credentials).",
 )
+@recover_options
 @_POLL
 @output_option("text", "json")
 @set_option
@@ -231,6 +233,8 @@ def submit(
     allow_credentials: bool,
     show_secrets: bool,
     preflight: bool | None,
+    recover: int,
+    recover_backoff: float,
     poll: float,
     output: str,
     overrides: tuple[str, ...],
@@ -267,6 +271,9 @@ def submit(
         if checks is not None:
             checks.raise_for_failures()
         return
+    if recover:
+        return submit_recovering(job_file, recover=recover, backoff=recover_backoff, output=output, poll=poll,
+                                 timeout=timeout, overrides=overrides, where=where, allow_credentials=allow_credentials)
     result = submit_job(
         job_file,
         overrides=overrides,

@@ -15,7 +15,8 @@ own thread once the job leaves JOB_STATE_PENDING (the job is then JOB_STATE_RUNN
   ``ctx.sleep(seconds)`` which returns True early if the job was cancelled.
 - It returns ``RunResult(state, error)`` with ``state`` JOB_STATE_SUCCEEDED,
   JOB_STATE_FAILED or JOB_STATE_CANCELLED; ``error`` becomes ``CustomJob.error.message``
-  for a failure. An exception raised by the runner fails the job with its message.
+  for a failure (``code``, default 13, its ``error.code``). An exception raised by the runner
+  fails the job with its message.
 
 The default :func:`sleep_runner` waits and succeeds. ``vtrain emulator --run-jobs`` loads
 :data:`LOCAL_RUNNER` (:mod:`vtrain.backends.local.emulated`, which runs the job through
@@ -44,6 +45,7 @@ LOCAL_RUNNER = "vtrain.backends.local.emulated:emulator_runner"
 class RunResult:
     state: str = SUCCEEDED
     error: str | None = None
+    code: int | None = None  # google.rpc.Code of CustomJob.error for a failure (None: 13 INTERNAL)
 
 
 @dataclass

@@ -220,7 +220,7 @@ class JobStore:
                 if result.state == CANCELLED:
                     self._set_state(rec, CANCELLED, "CANCELED", code=1)
                 elif result.state == FAILED:
-                    self._set_state(rec, FAILED, result.error or "The job failed.", code=13)
+                    self._set_state(rec, FAILED, result.error or "The job failed.", code=result.code or 13)
                 else:
                     self._set_state(rec, result.state)
                 return

@@ -29,6 +29,9 @@ Signals read (all set by the launcher):
   VTRAIN_COLLECTIVE_TIMEOUT      seconds before a collective gives up (default 300;
                        0 disables). A dead peer then fails the job instead of hanging it.
   AIP_MODEL_DIR, AIP_CHECKPOINT_DIR, AIP_TENSORBOARD_LOG_DIR, CLOUD_ML_JOB_ID.
+  VTRAIN_RESTART_COUNT, VTRAIN_JOB_ATTEMPT, VTRAIN_STATUS_FILE   set by `vtrain local` to say how
+                       often this replica was restarted and where to report steps; see
+                       :mod:`.recovery` (resume after a restart: StepCheckpoints, step_reporter).
 TPU detection (:func:`detect_tpu`):
   * TPU Node (Vertex `cloud-tpu` machines, GKE): TPU_CONFIG (JSON with
     tpu_node_name/project/zone), TPU_NAME or KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS;
@@ -48,8 +51,9 @@ primary replica), so only the chief writes.
 
 The package is split by what each part needs: :mod:`.decision` (pure, standard library only),
 :mod:`.tfsetup` (builds the strategy and picks Keras; imports TensorFlow lazily),
-:mod:`.outputs` (directories, saving, checkpoints) and :mod:`.precision` (the mixed-precision
-policy: a pure decision, then Keras). It ships to replicas with nothing else of vtrain but
+:mod:`.outputs` (directories, saving, checkpoints), :mod:`.precision` (the mixed-precision
+policy: a pure decision, then Keras), :mod:`.restarts` and :mod:`.recovery` (restart counts, step
+reports, checkpoints that survive SIGTERM). It ships to replicas with nothing else of vtrain but
 :mod:`vtrain.errors` and :mod:`vtrain.constants`.
 """
 
@@ -88,6 +92,8 @@ from vtrain.runtime.precision import (
     scale_loss,
     unscale_gradients,
 )
+from vtrain.runtime.recovery import StepCheckpoints, preemption_handler, report_step, step_reporter
+from vtrain.runtime.restarts import job_attempt, restart_count
 from vtrain.runtime.tfsetup import info, is_chief, keras, strategy
 
 __all__ = [
@@ -99,6 +105,7 @@ __all__ = [
     "Info",
     "PrecisionDecision",
     "RuntimeMismatch",
+    "StepCheckpoints",
     "backup_and_restore",
     "checkpoint_dir",
     "choose_precision",
@@ -107,15 +114,20 @@ __all__ = [
     "detect_tpu",
     "info",
     "is_chief",
+    "job_attempt",
     "join",
     "keras",
     "loss_scale_optimizer",
     "mixed_precision",
     "model_dir",
+    "preemption_handler",
     "remove_scratch",
+    "report_step",
+    "restart_count",
     "save_model",
     "scale_loss",
     "scratch_dir",
+    "step_reporter",
     "strategy",
     "tensorboard_dir",
     "unscale_gradients",

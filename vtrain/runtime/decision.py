@@ -53,6 +53,8 @@ class Info:
     strategy: str
     reason: str
     job_id: str | None
+    restarts: int = 0  # times this replica was restarted in place (VTRAIN_RESTART_COUNT, or the ledger)
+    job_attempt: int = 1  # 1, then 2 after a whole-job retry (VTRAIN_JOB_ATTEMPT)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -163,13 +163,15 @@ class Checkpoints:
         remove_scratch(self._write_dir)
 
 
-def backup_and_restore(keras_module: ModuleType | None = None) -> Any:
+def backup_and_restore(keras_module: ModuleType | None = None, save_freq: str | int = "epoch") -> Any:
     """A BackupAndRestore callback on checkpoint_dir(), so a restarted replica resumes mid-training.
 
-    Every worker passes the same directory; Keras lets only the chief write it.
+    Every worker passes the same directory; Keras lets only the chief write it. `save_freq` "epoch"
+    resumes at the first epoch not finished; an int backs up every that many steps (tf_keras then
+    resumes at that step, Keras 3 at the start of that step's epoch, with the newer weights).
     """
     module = keras_module or keras()
     _check_keras_fits(module, _cached()[0])
-    return module.callbacks.BackupAndRestore(backup_dir=join(checkpoint_dir(), "backup"))
+    return module.callbacks.BackupAndRestore(backup_dir=join(checkpoint_dir(), "backup"), save_freq=save_freq)
 
 

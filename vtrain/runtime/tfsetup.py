@@ -13,6 +13,7 @@ from types import ModuleType
 from typing import Any
 
 from vtrain.runtime.decision import Decision, Info, RuntimeMismatch, _role, decide, detect_tpu
+from vtrain.runtime.restarts import job_attempt, restart_count
 
 log = logging.getLogger("vtrain.runtime")
 
@@ -103,6 +104,7 @@ def strategy() -> Any:
 
 
 def info() -> Info:
+    """Who this replica is, its strategy, and how many times it was restarted."""
     d, built = _cached()
     return Info(
         d.task_type,
@@ -113,6 +115,8 @@ def info() -> Info:
         d.strategy,
         d.reason,
         os.environ.get("CLOUD_ML_JOB_ID"),
+        restart_count(),
+        job_attempt(),
     )
 
 

@@ -1,4 +1,4 @@
-"""Train a small model with a custom loop: strategy.run on a distributed dataset.
+"""Train a small model with a custom loop: strategy.run on a distributed dataset, resumable at any step.
 
     python -m trainer.task --epochs 3 --train-data 'gs://my-bucket/data/*.csv'
 
@@ -32,6 +32,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--train-data", help="CSV file pattern (local or gs://); default: built-in data")
     p.add_argument("--num-features", type=int, default=8)
     p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--checkpoint-every", type=int, default=100, help="steps between backups")
     p.add_argument(
         "--mixed-precision",
         action="store_true",
@@ -57,7 +58,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     info = runtime.info()
     global_batch = args.batch_size * strategy.num_replicas_in_sync
     log.info(
-        "%s/%d of %d worker(s), %s, %d replica(s) in sync, global batch %d, %s",
+        "%s/%d of %d worker(s), %s, %d replica(s) in sync, global batch %d, %s, restarts %d",
         info.task_type,
         info.task_index,
         info.num_workers,
@@ -65,11 +66,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         strategy.num_replicas_in_sync,
         global_batch,
         precision.policy,
+        info.restarts,
     )
 
     keras.utils.set_random_seed(args.seed)
-    dataset = data.make_dataset(args.train_data, args.num_features, global_batch, args.seed)
-    batches = iter(strategy.experimental_distribute_dataset(dataset))
     with strategy.scope():
         model = keras.Sequential(
             [
@@ -80,10 +80,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         )
         # Under mixed_float16 a custom loop scales the loss itself (model.compile would do it for Keras).
         optimizer = runtime.loss_scale_optimizer(keras.optimizers.SGD(args.learning_rate), keras)
-        epoch = tf.Variable(0, dtype=tf.int64, trainable=False)
-        checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, epoch=epoch)
-    checkpoints = runtime.Checkpoints(checkpoint)
-    checkpoints.restore()  # a restarted replica resumes from the chief's last epoch
+        step = tf.Variable(0, dtype=tf.int64, trainable=False)
+        checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step)
+    # Restores the newest backup (or SIGTERM save) of the chief on every replica: `step` resumes.
+    checkpoints = runtime.StepCheckpoints(strategy, checkpoint, step, every=args.checkpoint_every)
+    dataset = data.make_dataset(args.train_data, args.num_features, global_batch, args.seed)
+    batches = iter(strategy.experimental_distribute_dataset(dataset.skip(checkpoints.resumed_from)))
 
     def step_fn(x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
         with tf.GradientTape() as tape:
@@ -99,20 +101,22 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         per_replica = strategy.run(step_fn, args=next(iterator))
         return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 
-    while int(epoch.numpy()) < args.epochs:
-        start, total = time.perf_counter(), 0.0
-        for _ in range(args.steps_per_epoch):
-            total += float(train_step(batches))
-        rate = args.steps_per_epoch / max(time.perf_counter() - start, 1e-9)
-        epoch.assign_add(1)
-        log.info(
-            "epoch %d: %.1f steps/sec, %.0f examples/sec, loss %.4f",
-            int(epoch.numpy()),
-            rate,
-            rate * global_batch,
-            total / args.steps_per_epoch,
-        )
-        checkpoints.save(int(epoch.numpy()))
+    total_steps = args.epochs * args.steps_per_epoch
+    start, total, steps, done = time.perf_counter(), 0.0, 0, int(step.numpy())
+    while done < total_steps:
+        total += float(checkpoints.run(train_step, batches))  # may save and exit on SIGTERM
+        done, steps = int(step.numpy()), steps + 1
+        if done % args.steps_per_epoch == 0:
+            rate = steps / max(time.perf_counter() - start, 1e-9)
+            log.info(
+                "epoch %d: %.1f steps/sec, %.0f examples/sec, loss %.4f",
+                done // args.steps_per_epoch,
+                rate,
+                rate * global_batch,
+                total / steps,
+            )
+            start, total, steps = time.perf_counter(), 0.0, 0
+    checkpoints.close()
     return runtime.save_model(model)
 
 

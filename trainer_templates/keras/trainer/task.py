@@ -32,6 +32,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--train-data", help="CSV file pattern (local or gs://); default: built-in data")
     p.add_argument("--num-features", type=int, default=8)
     p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--backup-every", default="epoch",
+                   help="back up for restarts every epoch (default) or every N steps")
     p.add_argument(
         "--mixed-precision",
         action="store_true",
@@ -87,7 +89,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     info = runtime.info()
     global_batch = args.batch_size * strategy.num_replicas_in_sync
     log.info(
-        "%s/%d of %d worker(s), %s, %d replica(s) in sync, global batch %d, keras %s, %s",
+        "%s/%d of %d worker(s), %s, %d replica(s) in sync, global batch %d, keras %s, %s, restarts %d",
         info.task_type,
         info.task_index,
         info.num_workers,
@@ -96,6 +98,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         global_batch,
         keras.__name__,
         precision.policy,
+        info.restarts,
     )
 
     keras.utils.set_random_seed(args.seed)
@@ -103,7 +106,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     with strategy.scope():
         model = build_model(keras, args.num_features, args.learning_rate)
 
-    callbacks = [runtime.backup_and_restore(keras), throughput(keras, args.steps_per_epoch, global_batch)]
+    backup_every = args.backup_every if args.backup_every == "epoch" else int(args.backup_every)
+    callbacks = [runtime.backup_and_restore(keras, backup_every), throughput(keras, args.steps_per_epoch, global_batch)]
+    if info.strategy != "parameter_server":  # it refuses batch-level callbacks
+        callbacks.append(runtime.step_reporter(keras))  # steps for the launcher (VTRAIN_STATUS_FILE)
     if info.is_chief and importlib.util.find_spec("tensorboard"):  # TF >= 2.21 no longer bundles it
         callbacks.append(keras.callbacks.TensorBoard(runtime.tensorboard_dir()))
     model.fit(dataset, epochs=args.epochs, steps_per_epoch=args.steps_per_epoch, callbacks=callbacks, verbose=2)

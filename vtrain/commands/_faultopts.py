@@ -1,0 +1,53 @@
+"""`--fault` and `--restart-policy`, shared by `vtrain local` and `vtrain emulator` (issue 11).
+
+Phase 2 puts these on the commands and hands the values to the supervisor; until then they are
+defined (and tested) here so both commands spell them the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+
+class FaultType(click.ParamType):
+    """`REPLICA:KIND@WHEN` → :class:`vtrain.backends.local.faults.FaultSpec`; a bad one is a usage error."""
+
+    name = "REPLICA:KIND@WHEN"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        from vtrain.backends.local.faults import FaultSpec, parse_fault
+        from vtrain.errors import FaultSpecError
+
+        if isinstance(value, FaultSpec):
+            return value
+        try:
+            return parse_fault(str(value))
+        except FaultSpecError as err:
+            self.fail(str(err), param, ctx)
+
+
+FAULT = FaultType()
+
+fault_option: Callable[[Any], Any] = click.option(
+    "--fault",
+    "faults",
+    type=FAULT,
+    multiple=True,
+    help="Inject a fault (repeatable): REPLICA:KIND@WHEN. KIND: kill (SIGKILL), preempt[:GRACE] (SIGTERM, "
+    "SIGKILL after GRACE, default 30s, as a Spot VM), stop:SECONDS (SIGSTOP, then SIGCONT). WHEN: a duration "
+    "after the replica's process started (30s, 2m) or step:N once it reported step N. "
+    "E.g. worker-1:kill@30s, chief-0:preempt@step:200.",
+)
+
+restart_policy_option: Callable[[Any], Any] = click.option(
+    "--restart-policy",
+    type=click.Choice(["vertex", "never"]),
+    default="vertex",
+    show_default=True,
+    help="vertex: restart a failed replica in place (5 times), then retry the whole job (3 times, unless "
+    "scheduling.disable_retries), as Vertex AI does; a permanent error fails at once. never: the first "
+    "failed replica fails the job (for debugging).",
+)

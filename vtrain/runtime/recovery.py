@@ -1,0 +1,180 @@
+"""Surviving restarts inside the trainer: how often this replica was restarted, step reports for the
+launcher, and custom-loop checkpoints that lose nothing on SIGTERM.
+
+Vertex AI restarts a failed replica in place (and Spot VMs are preempted with a SIGTERM and 30 s of
+notice), so a trainer must resume where it was. Keras trainers get that from BackupAndRestore
+(:func:`vtrain.runtime.backup_and_restore`); custom loops from :class:`StepCheckpoints`, which
+keeps step-level backups *and* TensorFlow's own PreemptionCheckpointHandler, so a SIGTERM saves the
+step just finished before the process exits with :data:`~vtrain.constants.PREEMPTED_EXIT_CODE`.
+
+Signals read (set by `vtrain local`; Vertex sets none of them):
+  VTRAIN_RESTART_COUNT  times this replica was restarted in place in this attempt of the job. On
+                        Vertex it is derived instead: each start is counted in a small ledger under
+                        AIP_CHECKPOINT_DIR, keyed by CLOUD_ML_JOB_ID and the task (0 when neither is set).
+  VTRAIN_JOB_ATTEMPT    1 for the first run of the job, 2 after one whole-job retry, ... (default 1).
+  VTRAIN_STATUS_FILE    where :func:`report_step` writes ``{"step", "epoch", "restarts", "time"}``
+                        (atomically replaced, local disk), so the launcher can inject faults at
+                        `step:N` and measure how many steps a restart redid.
+Standard library only at import time; TensorFlow is imported where a checkpoint is touched.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from vtrain.constants import PREEMPTED_EXIT_CODE, RESTART_COUNT_ENV, STATUS_FILE_ENV
+from vtrain.runtime.outputs import Checkpoints, checkpoint_dir, join
+from vtrain.runtime.restarts import _int_env, restart_count
+
+log = logging.getLogger("vtrain.runtime")
+
+
+def report_step(step: int, epoch: int | None = None) -> None:
+    """Tell the launcher the step this replica just finished (a no-op without VTRAIN_STATUS_FILE)."""
+    path = os.environ.get(STATUS_FILE_ENV)
+    if not path:
+        return
+    record = {"step": int(step), "epoch": epoch, "restarts": _int_env(os.environ, RESTART_COUNT_ENV) or 0,
+              "time": time.time()}  # fmt: skip
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".status-", dir=directory)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(json.dumps(record))
+        os.replace(tmp, path)  # the launcher never reads half a record
+    except OSError as err:  # progress reports must never stop training
+        log.debug("vtrain: cannot write %s: %s", path, err)
+
+
+def step_reporter(keras_module: ModuleType) -> Any:
+    """A Keras callback calling :func:`report_step` with the optimizer's step count after each batch.
+
+    The optimizer's iterations are restored by BackupAndRestore, so the steps a launcher sees after a
+    restart tell where training resumed. Not for ParameterServerStrategy (no batch-level callbacks).
+    """
+
+    class StepReporter(keras_module.callbacks.Callback):  # type: ignore[name-defined,misc]
+        def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+            self.epoch = epoch
+
+        def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+            report_step(int(self.model.optimizer.iterations.numpy()), getattr(self, "epoch", None))
+
+    return StepReporter()
+
+
+# ---- custom loops ---------------------------------------------------------------------------------
+class _Sigterm:
+    """Our own SIGTERM flag: TF's handler only watches SIGTERM off Google Cloud (on GCE it polls the
+    maintenance notice instead, which a Spot preemption or a launcher's stop does not set)."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.previous = signal.signal(signal.SIGTERM, self._handle)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        log.warning("vtrain: SIGTERM: saving a checkpoint after this step, then exiting %d", PREEMPTED_EXIT_CODE)
+        self.event.set()
+
+    def __call__(self) -> bool:
+        return self.event.is_set()
+
+    def restore(self) -> None:
+        """Put back the SIGTERM handler there was before (after the loop, SIGTERM ends the process again)."""
+        signal.signal(signal.SIGTERM, self.previous)
+
+
+def preemption_handler(strategy: Any, checkpoint: Any, directory: str, watcher: _Sigterm | None = None) -> Any | None:
+    """tf.distribute.experimental.PreemptionCheckpointHandler on `directory`, or None where TF cannot
+    use one (parameter servers, TPUs, CPU machines on Google Cloud). It restores its latest checkpoint
+    now; on SIGTERM it saves after the current step and the process exits PREEMPTED_EXIT_CODE."""
+    import tensorflow as tf
+
+    name = type(strategy).__name__
+    if "ParameterServer" in name or "TPU" in name:
+        return None
+    watcher = watcher or _Sigterm()
+    config = tf.distribute.experimental.TerminationConfig(
+        termination_watcher_fn=watcher, exit_fn=lambda: sys.exit(PREEMPTED_EXIT_CODE), grace_period=0
+    )
+    resolver = getattr(strategy, "cluster_resolver", None)
+    # On CPU machines on Google Cloud TF's handler neither restores nor saves (it says so in the log):
+    # the step backups of StepCheckpoints still protect the replica there.
+    return tf.distribute.experimental.PreemptionCheckpointHandler(resolver, checkpoint, directory, config)
+
+
+class StepCheckpoints:
+    """A custom loop's checkpoints: a backup every `every` steps, and one on SIGTERM.
+
+        step = tf.Variable(0, dtype=tf.int64)          # under strategy.scope(), in `checkpoint`
+        ckpt = runtime.StepCheckpoints(strategy, checkpoint, step, every=100)
+        while int(step) < total_steps:
+            loss = ckpt.run(train_step, iterator)      # one step; counts it; may save and exit
+        ckpt.close()
+
+    On construction it restores the newest of the two (every replica reads the chief's), so
+    `int(step)` is where training resumes (`resumed_from`).
+    """
+
+    def __init__(self, strategy: Any, checkpoint: Any, step: Any, *, every: int = 100,
+                 directory: str | None = None, max_to_keep: int = 2) -> None:  # fmt: skip
+        import tensorflow as tf
+
+        base = directory or checkpoint_dir()
+        self.step = step
+        self.every = max(1, every)
+        self.backups = Checkpoints(checkpoint, join(base, "steps"), max_to_keep=max_to_keep)
+        self._sigterm = _Sigterm()
+        self.handler = preemption_handler(strategy, checkpoint, join(base, "preempt"), self._sigterm)
+        if self.handler is None:
+            self._sigterm.restore()
+        latest = tf.train.latest_checkpoint(self.backups.directory)
+        if latest and int(latest.rsplit("-", 1)[1]) > int(step.numpy()):
+            checkpoint.restore(latest)
+            log.info("vtrain: resumed from %s", latest)
+        self.resumed_from = int(step.numpy())
+        if self.resumed_from:
+            log.info("vtrain: resuming at step %d (restart %d of this replica)", self.resumed_from, restart_count())
+
+    def run(self, train_step: Callable[..., Any], *args: Any) -> Any:
+        """One training step through the preemption handler; counts it, reports it, backs up."""
+
+        def one_step(*inner: Any) -> Any:
+            result = train_step(*inner)
+            self.step.assign_add(1)  # before the handler's check, so a SIGTERM save includes this step
+            return result
+
+        result = self.handler.run(one_step, *args) if self.handler is not None else one_step(*args)
+        done = int(self.step.numpy())
+        report_step(done)
+        if done % self.every == 0:
+            self.backups.save(done)
+        return result
+
+    def close(self) -> None:
+        """A final backup, so a restart after the loop (e.g. while saving the model) redoes nothing;
+        SIGTERM ends the process again from here on (and if one came meanwhile, it does now)."""
+        done = int(self.step.numpy())
+        if done % self.every:
+            self.backups.save(done)
+        self._sigterm.restore()
+        if self._sigterm():
+            sys.exit(PREEMPTED_EXIT_CODE)
+
+
+__all__ = [
+    "StepCheckpoints",
+    "preemption_handler",
+    "report_step",
+    "step_reporter",
+]
