@@ -90,6 +90,8 @@ DOCS: dict[str, str] = {
     "scheduling.disable_retries": "Fail the job instead of retrying it after a replica fails repeatedly.",
     "scheduling.strategy": "standard (on-demand), spot (preemptible, cheaper) or flex_start (waits for capacity).",
     "scheduling.max_wait": "flex_start only: how long to wait for capacity before giving up.",
+    "scheduling.fallback": "For `submit --recover`: alternatives tried in order after a stock-out or preemption, "
+    "each {region, machine_type, accelerator, accelerator_count}, validated like the primary.",
     "reservation": "Compute Engine reservation to consume.",
     "reservation.affinity": "none, any reservation, or a specific one named by `name`.",
     "reservation.name": "The reservation (projects/P/zones/Z/reservations/NAME) for affinity: specific.",
