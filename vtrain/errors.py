@@ -111,6 +111,10 @@ class RuntimeMismatch(VtrainError):
     """Inside a replica: the strategy asked for does not fit the environment this replica really has."""
 
 
+class DilocoError(VtrainError):
+    """Inside a DiLoCo job: the syncer or a learner cannot go on (rejected, a deadline passed, models differ)."""
+
+
 class PackagingError(VtrainError):
     """The trainer package cannot be built or staged."""
 
