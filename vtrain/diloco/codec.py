@@ -23,7 +23,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-BLOCK = {"int8": 1024, "int4": 256}
+from vtrain.diloco.traffic import BLOCK, encoded_size
+
+__all__ = ["BLOCK", "TensorSpec", "decode", "encode", "encoded_size", "fragments", "manifest_hash", "pack", "unpack"]
 LEVELS = {"int8": 127, "int4": 7}
 
 
@@ -60,16 +62,6 @@ def fragments(manifest: Sequence[TensorSpec], count: int) -> list[list[int]]:
         bins[lightest].append(i)
         load[lightest] += manifest[i].size
     return [sorted(b) for b in bins]
-
-
-def encoded_size(size: int, codec: str) -> int:
-    """Bytes one tensor of `size` values takes on the wire."""
-    if codec == "none":
-        return 4 * size
-    if codec == "bf16":
-        return 2 * size
-    blocks = -(-size // BLOCK[codec])
-    return 4 * blocks + (size if codec == "int8" else (size + 1) // 2)
 
 
 def encode(array: np.ndarray, codec: str) -> bytes:

@@ -107,7 +107,8 @@ class Outer:
                 "manifest": [[t.name, t.dtype, list(t.shape), t.trainable] for t in self.manifest], **(extra or {})}
         arrays = {"meta": np.frombuffer(json.dumps(meta).encode(), np.uint8)}
         for i in range(len(self.manifest)):
-            arrays[f"param{i}"], arrays[f"mom{i}"], arrays[f"res{i}"] = self.params[i], self.momentum[i], self.residual[i]
+            arrays[f"param{i}"], arrays[f"mom{i}"] = self.params[i], self.momentum[i]
+            arrays[f"res{i}"] = self.residual[i]
         buf = io.BytesIO()
         np.savez(buf, **arrays)  # type: ignore[arg-type]
         return buf.getvalue()

@@ -42,22 +42,13 @@ GRPC_OPTIONS = [
 ]
 _SERVER_OPTIONS = GRPC_OPTIONS + [("grpc.http2.min_ping_interval_without_data_ms", 5_000)]
 
-_T = descriptor_pb2.FieldDescriptorProto
-_FIELDS: dict[str, list[tuple[str, int, int, int, str]]] = {
-    "TensorSpec": [("name", 1, _T.TYPE_STRING, _T.LABEL_OPTIONAL, ""), ("dtype", 2, _T.TYPE_STRING, _T.LABEL_OPTIONAL, ""),
-                   ("shape", 3, _T.TYPE_INT64, _T.LABEL_REPEATED, ""), ("trainable", 4, _T.TYPE_BOOL, _T.LABEL_OPTIONAL, "")],
-    "Header": [
-        ("kind", 1, _T.TYPE_STRING, _T.LABEL_OPTIONAL, ""), ("token", 2, _T.TYPE_STRING, _T.LABEL_OPTIONAL, ""),
-        ("learner", 3, _T.TYPE_STRING, _T.LABEL_OPTIONAL, ""), ("manifest_hash", 4, _T.TYPE_STRING, _T.LABEL_OPTIONAL, ""),
-        ("manifest", 5, _T.TYPE_MESSAGE, _T.LABEL_REPEATED, ".vtrain.diloco.TensorSpec"),
-        ("fragment", 6, _T.TYPE_INT32, _T.LABEL_OPTIONAL, ""), ("round", 7, _T.TYPE_INT64, _T.LABEL_OPTIONAL, ""),
-        ("base_round", 8, _T.TYPE_INT64, _T.LABEL_OPTIONAL, ""), ("examples", 9, _T.TYPE_DOUBLE, _T.LABEL_OPTIONAL, ""),
-        ("codec", 10, _T.TYPE_STRING, _T.LABEL_OPTIONAL, ""), ("reason", 11, _T.TYPE_STRING, _T.LABEL_OPTIONAL, ""),
-        ("rounds", 12, _T.TYPE_INT64, _T.LABEL_REPEATED, ""), ("chunk", 13, _T.TYPE_INT32, _T.LABEL_OPTIONAL, ""),
-        ("chunks", 14, _T.TYPE_INT32, _T.LABEL_OPTIONAL, ""), ("snapshot", 15, _T.TYPE_BOOL, _T.LABEL_OPTIONAL, ""),
-    ],
-    "Frame": [("header", 1, _T.TYPE_MESSAGE, _T.LABEL_OPTIONAL, ".vtrain.diloco.Header"),
-              ("payload", 2, _T.TYPE_BYTES, _T.LABEL_OPTIONAL, "")],
+#: name: "field:type:number" ...; a leading * marks a repeated field, .Name a message type.
+_FIELDS = {
+    "TensorSpec": "name:string:1 dtype:string:2 shape:*int64:3 trainable:bool:4",
+    "Header": "kind:string:1 token:string:2 learner:string:3 manifest_hash:string:4 manifest:*.TensorSpec:5 "
+              "fragment:int32:6 round:int64:7 base_round:int64:8 examples:double:9 codec:string:10 "
+              "reason:string:11 rounds:*int64:12 chunk:int32:13 chunks:int32:14 snapshot:bool:15",
+    "Frame": "header:.Header:1 payload:bytes:2",
 }
 
 
@@ -66,10 +57,16 @@ def _messages() -> dict[str, Any]:
                                                syntax="proto3")
     for name, specs in _FIELDS.items():
         msg = proto.message_type.add(name=name)
-        for fname, number, ftype, label, type_name in specs:
-            field = msg.field.add(name=fname, number=number, type=ftype, label=label)
-            if type_name:
-                field.type_name = type_name
+        for item in specs.split():
+            fname, kind, number = item.split(":")
+            T = descriptor_pb2.FieldDescriptorProto
+            label = T.LABEL_REPEATED if kind.startswith("*") else T.LABEL_OPTIONAL
+            kind = kind.lstrip("*")
+            field = msg.field.add(name=fname, number=int(number), label=label)
+            if kind.startswith("."):
+                field.type, field.type_name = T.TYPE_MESSAGE, f".vtrain.diloco{kind}"
+            else:
+                field.type = getattr(T, f"TYPE_{kind.upper()}")
     pool = descriptor_pool.DescriptorPool()
     pool.Add(proto)
     get = getattr(message_factory, "GetMessageClass", None)

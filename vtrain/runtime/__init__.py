@@ -22,7 +22,8 @@ Signals read (all set by the launcher):
   CLUSTER_SPEC         Vertex's own description; used for the task when TF_CONFIG
                        is absent (a one-replica job).
   VTRAIN_DISTRIBUTION_STRATEGY   auto (default) | one_device | mirrored |
-                       multi_worker_mirrored | parameter_server | tpu.
+                       multi_worker_mirrored | parameter_server | tpu | diloco
+                       (each learner standalone; :mod:`.diloco` exchanges with the syncer).
   VTRAIN_COLLECTIVE_TIMEOUT      seconds before a collective gives up (default 300;
                        0 disables). A dead peer then fails the job instead of hanging it.
   AIP_MODEL_DIR, AIP_CHECKPOINT_DIR, AIP_TENSORBOARD_LOG_DIR, CLOUD_ML_JOB_ID.
@@ -60,6 +61,7 @@ from vtrain.runtime.decision import (
     decide,
     detect_tpu,
 )
+from vtrain.runtime.diloco import Diloco, diloco, diloco_callback
 from vtrain.runtime.outputs import (
     LOCAL_OUTPUT_DIR,
     WEIGHTS_FILE,
@@ -84,6 +86,7 @@ __all__ = [
     "WEIGHTS_FILE",
     "Checkpoints",
     "Decision",
+    "Diloco",
     "Info",
     "RuntimeMismatch",
     "backup_and_restore",
@@ -91,6 +94,8 @@ __all__ = [
     "choose_strategy",
     "decide",
     "detect_tpu",
+    "diloco",
+    "diloco_callback",
     "info",
     "is_chief",
     "join",
