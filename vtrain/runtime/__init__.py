@@ -61,7 +61,7 @@ from vtrain.runtime.decision import (
     decide,
     detect_tpu,
 )
-from vtrain.runtime.diloco import Diloco, diloco, diloco_callback
+from vtrain.runtime.diloco import Diloco, diloco, diloco_callback, learner_shard
 from vtrain.runtime.outputs import (
     LOCAL_OUTPUT_DIR,
     WEIGHTS_FILE,
@@ -100,6 +100,7 @@ __all__ = [
     "is_chief",
     "join",
     "keras",
+    "learner_shard",
     "model_dir",
     "remove_scratch",
     "save_model",

@@ -140,6 +140,16 @@ class Diloco:
                 "seconds": time.monotonic() - self._started}
 
 
+def learner_shard(env: Mapping[str, str] | None = None) -> tuple[int, int]:
+    """(number of learners, this learner's position): shard the input so learners see different data."""
+    from vtrain.diloco import settings as envsettings
+
+    env = os.environ if env is None else env
+    names = envsettings.expected_learners(env)
+    me = envsettings.this_replica(env)
+    return (len(names), names.index(me)) if me in names else (1, 0)
+
+
 def diloco(model_or_variables: Any, examples_per_step: float | None = None) -> Diloco:
     """Join the syncer now (the model must be built) and return the helper for a custom loop."""
     return Diloco(model_or_variables, examples_per_step)

@@ -8,7 +8,8 @@ scale the loss by the *global* batch size (tf.nn.compute_average_loss) so the
 all-reduced gradients are an average, and sum the per-replica losses. Keras
 layers and optimizers work here even under multi-worker (only model.fit breaks
 with Keras 3). The chief keeps checkpoints and the model; every replica writes
-weights.json with a checksum of its final weights.
+weights.json with a checksum of its final weights. Under DiLoCo each learner trains
+alone and runtime.diloco() exchanges parameter changes with the syncer every H steps.
 """
 
 from __future__ import annotations
@@ -59,7 +60,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
 
     keras.utils.set_random_seed(args.seed)
-    dataset = data.make_dataset(args.train_data, args.num_features, global_batch, args.seed)
+    diloco = info.strategy == "diloco"  # a standalone learner: its own slice of the data
+    shard = runtime.learner_shard() if diloco else (1, 0)
+    dataset = data.make_dataset(args.train_data, args.num_features, global_batch, args.seed, shard=shard)
     batches = iter(strategy.experimental_distribute_dataset(dataset))
     with strategy.scope():
         model = keras.Sequential(
@@ -70,6 +73,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, epoch=epoch)
     checkpoints = runtime.Checkpoints(checkpoint)
     checkpoints.restore()  # a restarted replica resumes from the chief's last epoch
+    # DiLoCo: join the syncer (the global model replaces the restored weights), exchange every H steps.
+    sync = runtime.diloco(model, examples_per_step=global_batch) if diloco else None
 
     def step_fn(x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
         with tf.GradientTape() as tape:
@@ -88,6 +93,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         start, total = time.perf_counter(), 0.0
         for _ in range(args.steps_per_epoch):
             total += float(train_step(batches))
+            if sync is not None:
+                sync.step()
         rate = args.steps_per_epoch / max(time.perf_counter() - start, 1e-9)
         epoch.assign_add(1)
         log.info(
@@ -98,6 +105,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             total / args.steps_per_epoch,
         )
         checkpoints.save(int(epoch.numpy()))
+    if sync is not None:
+        sync.finish()  # every learner ends with the same global model; the first one saves it
     return runtime.save_model(model)
 
 
