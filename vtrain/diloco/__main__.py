@@ -7,6 +7,7 @@ saying why. SIGTERM (preemption, cancel) writes a checkpoint first.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -22,7 +23,7 @@ def serve(env: Mapping[str, str]) -> int:
 
     from vtrain.diloco import settings as envsettings
     from vtrain.diloco import wire
-    from vtrain.diloco.storage import Store
+    from vtrain.diloco.storage import SUMMARY_NAME, Store
     from vtrain.diloco.syncer import Syncer, summary_json
 
     log = logging.getLogger("vtrain.diloco")
@@ -59,6 +60,8 @@ def serve(env: Mapping[str, str]) -> int:
         log.warning("vtrain.diloco: stopped by SIGTERM at rounds %s (checkpoint written)", stats.get("rounds"))
         return 143
     log.info("vtrain.diloco: finished: %s", summary_json(stats))
+    if checkpoint_dir:  # what happened, for people and tests: merges, stalls, stale deltas, per-learner counts
+        Store(checkpoint_dir, SUMMARY_NAME).write(json.dumps(stats, indent=1).encode())
     return 0
 
 

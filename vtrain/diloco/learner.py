@@ -177,6 +177,14 @@ class Client:
 
     # ------------------------------------------------------------------ syncing
 
+    def next_fragment(self) -> int:
+        """The fragment to exchange next: the one with the fewest merged rounds (the lowest index on a tie).
+
+        Chosen from the global rounds rather than the local step, so a learner that joins or rejoins
+        mid-run falls into the same phase as the others.
+        """
+        return min(range(len(self.rounds)), key=lambda g: (self.rounds[g], g))
+
     def delta(self, f: int, local: Sequence[np.ndarray]) -> list[np.ndarray]:
         return [self.anchor[i] - np.asarray(v, np.float32).reshape(self.anchor[i].shape)
                 for i, v in zip(self.fragments[f], local, strict=True)]
@@ -201,9 +209,12 @@ class Client:
     def _await(self, f: int, at_least: int, waiting_for: str) -> None:
         """Apply updates for fragment f until it reaches round `at_least` (no deadline: a merge waits for
         the quorum; the syncer's heartbeats prove it is alive)."""
-        while self.rounds[f] < at_least:
+        target = at_least
+        while self.rounds[f] < target:
             head, payload = self._recv(float("inf"), waiting_for)
             self._apply(head, payload)
+            if head.kind == "update" and int(head.fragment) == f:
+                target = max(target, int(head.base_round))  # a catch-up: read all of it before going on
 
     def _apply(self, head: Any, payload: bytes) -> None:
         if head.kind == "final":
@@ -211,6 +222,8 @@ class Client:
         if head.kind != "update":
             return
         g = int(head.fragment)
+        if not head.snapshot and int(head.round) <= self.rounds[g]:
+            return  # already applied (an update is never applied twice: the anchor must stay bit-exact)
         specs = [self.manifest[i] for i in self.fragments[g]]
         values = codec.unpack(payload, head.codec, specs)
         self.traffic.update_payload += len(payload)

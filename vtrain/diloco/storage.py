@@ -11,6 +11,7 @@ import os
 from typing import Any
 
 CHECKPOINT_NAME = "diloco/syncer.npz"
+SUMMARY_NAME = "diloco/summary.json"
 
 
 def _join(base: str, name: str) -> str:
@@ -18,8 +19,8 @@ def _join(base: str, name: str) -> str:
 
 
 class Store:
-    def __init__(self, directory: str) -> None:
-        self.path = _join(directory, CHECKPOINT_NAME)
+    def __init__(self, directory: str, name: str = CHECKPOINT_NAME) -> None:
+        self.path = _join(directory, name)
         self.remote = "://" in directory
 
     def _gfile(self) -> Any:

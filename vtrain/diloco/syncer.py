@@ -13,8 +13,9 @@ stream (:mod:`.wire`). The rules, per fragment and round r:
   waiting on us) within ``straggler_timeout``, and the stream open. A killed learner's stream
   ends (seen at once); a hung one falls silent: it stalls one merge by at most
   grace + straggler_timeout. Nobody is judged by the time since its last *delta*.
-* **Registration deadline**: no learner at all within ``registration_timeout`` fails the job;
-  a learner that never starts (or left and never came back) is ignored after that long.
+* **Registration deadline**: the first merge waits for every learner to register, at most
+  ``registration_timeout``; no learner at all by then fails the job; a learner that never starts
+  (or left and never came back) is ignored after that long.
 * **End**: once every learner is done or gone, pending deltas are merged, each connected learner
   gets the final global model, and the syncer exits 0 (the job's outcome is pool 0's).
 * **Checkpoint** (global params, outer momentum, residuals, rounds) to
@@ -88,9 +89,10 @@ class Syncer:
         self.pending: list[dict[str, tuple[list[np.ndarray], float, int]]] = []
         self.quorum_since: list[float | None] = []
         self.round_started: list[float] = []
+        self.first_fresh: list[float | None] = []
         self.started = clock()
         self.stop_requested = False
-        self.stats: dict[str, Any] = {"merges": 0, "stale_merged": 0, "stale_dropped": 0, "max_wait_after_quorum": 0.0,
+        self.stats: dict[str, Any] = {"merges": 0, "stale_merged": 0, "stale_dropped": 0, "max_wait_after_quorum": 0.0, "max_stall": 0.0,
                                       "rejected": 0, "resumed_from": None, "rounds": [], "merge_log": []}
         if store is not None:
             data = store.read()
@@ -105,6 +107,7 @@ class Syncer:
         n = len(self.outer.fragments)
         self.pending = [{} for _ in range(n)]
         self.quorum_since = [None] * n
+        self.first_fresh = [None] * n
         self.round_started = [self.clock()] * n
 
     # ------------------------------------------------------------------ streams
@@ -240,6 +243,8 @@ class Syncer:
             learner.deltas += 1
             r, base = self.outer.fragments[f].round, int(h.base_round)
             if base == r:
+                if self.first_fresh[f] is None:
+                    self.first_fresh[f] = self.clock()
                 self.pending[f][learner.name] = (deltas, max(weight, 1e-12), base)
                 learner.base[f] = r
             else:
@@ -254,12 +259,14 @@ class Syncer:
 
     def _send_catch_up(self, learner: Learner, f: int, base: int, missed: list[tuple[int, bytes]] | None) -> None:
         assert self.outer is not None and learner.conn is not None
+        now = self.outer.fragments[f].round  # base_round on an update: the round this reply brings it to
         if missed is None:
-            learner.conn.send(wire.header("update", fragment=f, round=self.outer.fragments[f].round, codec="none",
+            learner.conn.send(wire.header("update", fragment=f, round=now, base_round=now, codec="none",
                                           snapshot=True), self.outer.snapshot(f))
         else:
             for r, update in missed:
-                learner.conn.send(wire.header("update", fragment=f, round=r, codec=self.settings.compression), update)
+                learner.conn.send(wire.header("update", fragment=f, round=r, base_round=now,
+                                              codec=self.settings.compression), update)
         learner.base[f] = self.outer.fragments[f].round
 
     # ------------------------------------------------------------------ merging
@@ -270,10 +277,21 @@ class Syncer:
         r = self.outer.fragments[f].round
         fresh = [n for n, (_, _, b) in self.pending[f].items() if b == r]
         missing = [n for n, lr in self.learners.items() if n not in self.pending[f] and lr.base[f] == r
-                   and lr.alive(now, self.settings.straggler_timeout)]
+                   and lr.alive(now, self.settings.straggler_timeout) and not self._blocked(n, f)]
         return fresh, missing
 
+    def _blocked(self, name: str, f: int) -> bool:
+        """Waiting on another fragment's merge, so it cannot deliver f now: never wait for it (a learner that
+        joined out of phase would otherwise wait on us while we wait on it)."""
+        assert self.outer is not None
+        return any(name in self.pending[g] and self.pending[g][name][2] == self.outer.fragments[g].round
+                   for g in range(len(self.pending)) if g != f)
+
     def _ready(self, f: int, now: float) -> bool:
+        assert self.outer is not None
+        if (self.outer.fragments[f].round == 0 and now - self.started < self.settings.registration_timeout
+                and any(n not in self.learners for n in self.expected)):
+            return False  # the first merge waits for every learner to start (Vertex starts them in any order)
         fresh, missing = self._expected(f, now)
         if not fresh:
             self.quorum_since[f] = None
@@ -302,17 +320,20 @@ class Syncer:
         self.stats["merges"] += 1
         self.stats["stale_merged"] += stale
         self.stats["max_wait_after_quorum"] = max(self.stats["max_wait_after_quorum"], waited)
+        # The stall: how long the first learner to deliver this round waited for the merge.
+        stall = 0.0 if self.first_fresh[f] is None else now - self.first_fresh[f]
+        self.stats["max_stall"] = max(self.stats["max_stall"], stall)
         self.stats["merge_log"].append([round(now - self.started, 4), f, r + 1, len(fresh), stale])
         log.info("vtrain.diloco: fragment %d round %d: %d fresh + %d stale delta(s), %.3f s after quorum",
                  f, r + 1, len(fresh), stale, waited)
         for name in fresh:
             learner = self.learners.get(name)
             if learner is not None and learner.conn is not None:
-                learner.conn.send(wire.header("update", fragment=f, round=frag.round,
+                learner.conn.send(wire.header("update", fragment=f, round=frag.round, base_round=frag.round,
                                               codec=self.settings.compression), update)
                 learner.base[f] = frag.round
         entries.clear()
-        self.quorum_since[f] = None
+        self.quorum_since[f] = self.first_fresh[f] = None
         self.round_started[f] = now
 
     def _finished(self, now: float) -> bool:

@@ -106,7 +106,7 @@ class Diloco:
         self._since = [s + add for s in self._since]
         if self.steps % self.every:
             return False
-        f = (self.steps // self.every - 1) % len(self.client.fragments)
+        f = self.client.next_fragment()
         ix = self.client.fragments[f]
         local = [self._np.asarray(self.variables[i].numpy(), self._np.float32) for i in ix]
         for g, values in self.client.sync(f, local, self._since[f]).items():
