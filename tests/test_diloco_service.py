@@ -25,8 +25,6 @@ from vtrain.diloco import traffic
 from vtrain.diloco.codec import fragments
 
 
-
-
 class Job:
     def __init__(self, tmp: Path, learners: int, **settings: Any) -> None:
         self.tmp, self.learners = tmp, learners

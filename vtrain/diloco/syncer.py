@@ -92,7 +92,8 @@ class Syncer:
         self.first_fresh: list[float | None] = []
         self.started = clock()
         self.stop_requested = False
-        self.stats: dict[str, Any] = {"merges": 0, "stale_merged": 0, "stale_dropped": 0, "max_wait_after_quorum": 0.0, "max_stall": 0.0,
+        self.stats: dict[str, Any] = {"merges": 0, "stale_merged": 0, "stale_dropped": 0, "max_wait_after_quorum": 0.0,
+                                      "max_stall": 0.0,
                                       "rejected": 0, "resumed_from": None, "rounds": [], "merge_log": []}
         if store is not None:
             data = store.read()
