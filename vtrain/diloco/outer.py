@@ -59,10 +59,16 @@ class Outer:
     def rounds(self) -> list[int]:
         return [frag.round for frag in self.fragments]
 
-    def merge(self, f: int, contributions: Sequence[tuple[Sequence[np.ndarray], float]]) -> bytes:
-        """One outer step of fragment f from (deltas, weight) pairs; returns the encoded update."""
+    def merge(self, f: int, contributions: Sequence[tuple[Sequence[np.ndarray], float]],
+              full_weight: float = 0.0) -> bytes:
+        """One outer step of fragment f from (deltas, weight) pairs; returns the encoded update.
+
+        `full_weight` is what a round with every live learner would weigh: a merge of part of them
+        takes a proportionally smaller step, so more, smaller merges (a quorum, stragglers merged
+        late) move the model as far as the same work merged at once, not N/k times further.
+        """
         frag, s = self.fragments[f], self.settings
-        total = float(sum(w for _, w in contributions))
+        total = max(float(sum(w for _, w in contributions)), full_weight)
         if not contributions or total <= 0:
             raise ValueError("a merge needs at least one contribution with a positive weight")
         update = []

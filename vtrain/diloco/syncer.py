@@ -74,6 +74,7 @@ class Learner:
     done: bool = False
     left_at: float | None = None
     deltas: int = 0
+    weight: float = 0.0  # the weight of its last fresh delta: its share of a full round
 
     def alive(self, now: float, timeout: float) -> bool:
         return self.conn is not None and not self.conn.closed and not self.done and now - self.last_heard < timeout
@@ -247,7 +248,7 @@ class Syncer:
                 if self.first_fresh[f] is None:
                     self.first_fresh[f] = self.clock()
                 self.pending[f][learner.name] = (deltas, max(weight, 1e-12), base)
-                learner.base[f] = r
+                learner.base[f], learner.weight = r, max(weight, 1e-12)
             else:
                 missed = self.outer.catch_up(f, base)
                 if missed is not None and r - base <= self.settings.max_staleness:
@@ -315,7 +316,9 @@ class Syncer:
         r = frag.round
         entries = self.pending[f]
         fresh = [n for n, (_, _, b) in entries.items() if b == r]
-        update = self.outer.merge(f, [(d, w) for d, w, _ in entries.values()])
+        live = [lr.weight for n, lr in self.learners.items()
+                if n in entries or lr.alive(now, self.settings.straggler_timeout)]
+        update = self.outer.merge(f, [(d, w) for d, w, _ in entries.values()], full_weight=sum(live))
         stale = len(entries) - len(fresh)
         waited = 0.0 if self.quorum_since[f] is None else now - self.quorum_since[f]
         self.stats["merges"] += 1
