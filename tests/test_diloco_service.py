@@ -199,7 +199,7 @@ def test_a_restarted_syncer_resumes_from_its_checkpoint_and_learners_reconnect(j
     assert second.wait(60) == 0, job.log("syncer2")
     summary = job.summary()
     assert summary["resumed_from"][0] >= 3  # nothing lost before the last checkpoint
-    assert summary["rounds"][0] >= 12  # 120 steps / H=10 (+1 for the last flush; rounds redone after a restart)
+    assert summary["rounds"][0] >= 9  # 120 steps / H=10, less what a restart loses (merges after the checkpoint)
     assert "resumed from" in job.log("syncer2")
     assert all(job.result(i)["traffic"]["reconnects"] == 1 for i in range(2))
     assert job.result(0)["final"] == job.result(1)["final"]
