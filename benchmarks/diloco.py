@@ -85,6 +85,8 @@ def train(steps: int, batch: int, shard: int, shards: int, sync: Any = None, slo
             time.sleep((slow - 1) * (time.perf_counter() - start))
         if sync is not None:
             sync.step()
+            if sync.stopped:  # a quorum finished: a straggler stops
+                break
     if sync is not None:
         sync.finish()
     return evaluate()

@@ -59,6 +59,8 @@ def main() -> None:
                 for i, v in zip(client.fragments[g], new, strict=True):
                     values[i] = v
                 since[g] = 0.0
+            if client.stopped:
+                break
     pending = {f: ([values[i] for i in ix], since[f]) for f, ix in enumerate(client.fragments) if since[f] > 0}
     final = client.finish(pending)
     with open(args.out, "w", encoding="utf-8") as f:

@@ -64,6 +64,7 @@ class Client:
         self._call: Any = None
         self._stop = threading.Event()
         self._heard = time.monotonic()
+        self.stopped = False  # the syncer ended training (a quorum finished): stop at once
 
     # ------------------------------------------------------------------ connection
 
@@ -200,6 +201,8 @@ class Client:
             self.traffic.delta_payload += len(payload)
             self._await(f, self.rounds[f] + 1, "the merged update")
             out = {f: [self.anchor[i].copy() for i in self.fragments[f]]}
+            if self.stopped:
+                out = {g: [self.anchor[i].copy() for i in ix] for g, ix in enumerate(self.fragments)}
         except _Broken as err:
             out = self._rejoin(err)
         self.traffic.syncs += 1
@@ -210,7 +213,7 @@ class Client:
         """Apply updates for fragment f until it reaches round `at_least` (no deadline: a merge waits for
         the quorum; the syncer's heartbeats prove it is alive)."""
         target = at_least
-        while self.rounds[f] < target:
+        while self.rounds[f] < target and not self.stopped:
             head, payload = self._recv(float("inf"), waiting_for)
             self._apply(head, payload)
             if head.kind == "update" and int(head.fragment) == f:
@@ -218,7 +221,10 @@ class Client:
 
     def _apply(self, head: Any, payload: bytes) -> None:
         if head.kind == "final":
-            raise _Broken("final")  # only finish() expects it
+            log.info("vtrain.diloco: %s: the syncer ended training at rounds %s", self.name, list(head.rounds))
+            self.stopped = True
+            self._teardown()
+            return
         if head.kind != "update":
             return
         g = int(head.fragment)
@@ -244,6 +250,8 @@ class Client:
         If the syncer restarts meanwhile, rejoin (the unsent work is lost, as with any rejoin) and
         say `done` again; if it is gone for good, keep the last global model received.
         """
+        if self.stopped:
+            return [a.copy() for a in self.anchor]
         for attempt in range(3):
             try:
                 for f, (local, examples) in pending.items():

@@ -16,8 +16,9 @@ stream (:mod:`.wire`). The rules, per fragment and round r:
 * **Registration deadline**: the first merge waits for every learner to register, at most
   ``registration_timeout``; no learner at all by then fails the job; a learner that never starts
   (or left and never came back) is ignored after that long.
-* **End**: once every learner is done or gone, pending deltas are merged, each connected learner
-  gets the final global model, and the syncer exits 0 (the job's outcome is pool 0's).
+* **End**: once every learner is done or gone (or, with ``min_quorum``, that many are done: a
+  straggler does not train on alone), pending deltas are merged, each connected learner gets the
+  final global model (one still training stops at its next exchange), and the syncer exits 0.
 * **Checkpoint** (global params, outer momentum, residuals, rounds) to
   ``$AIP_CHECKPOINT_DIR/diloco/syncer.npz`` every ``checkpoint_every`` seconds and at the end; a
   restarted syncer resumes from it, and reconnecting learners get its global model.
@@ -343,6 +344,9 @@ class Syncer:
     def _finished(self, now: float) -> bool:
         if self.outer is None or not any(lr.done for lr in self.learners.values()):
             return False
+        quorum = self.settings.min_quorum
+        if quorum is not None and sum(lr.done for lr in self.learners.values()) >= quorum:
+            return True  # a quorum has done its work: stragglers stop at their next exchange, not run on alone
         deadline = self.settings.registration_timeout
         for lr in self.learners.values():
             gone = lr.conn is None and lr.left_at is not None and now - lr.left_at >= deadline

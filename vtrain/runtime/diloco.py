@@ -8,6 +8,8 @@ the change of its parameters to the syncer and continues from the merged global 
     for step in range(steps):
         train_step(...)
         sync.step()                     # every H steps (H/fragments with fragments): exchange
+        if sync.stopped:                # with min_quorum: a quorum finished, stragglers stop
+            break
     sync.finish()                       # last delta, then the final global model
 
     model.fit(..., callbacks=[..., runtime.diloco_callback(keras, examples_per_step=global_batch)])
@@ -99,8 +101,15 @@ class Diloco:
         """Rounds merged so far, per fragment."""
         return list(self.client.rounds)
 
+    @property
+    def stopped(self) -> bool:
+        """True once the syncer has ended training (a quorum of learners finished): leave the loop."""
+        return self.client.stopped
+
     def step(self, examples: float | None = None) -> bool:
         """Call after every optimizer step; True when this step exchanged a fragment."""
+        if self.client.stopped:
+            return False
         self.steps += 1
         add = self.examples_per_step if examples is None else float(examples)
         self._since = [s + add for s in self._since]
@@ -179,6 +188,8 @@ def diloco_callback(keras: Any, examples_per_step: float | None = None) -> Any:
                 per_call = 1
             for _ in range(per_call):
                 self.sync.step()
+            if self.sync.stopped:
+                self.model.stop_training = True  # a quorum finished: this straggler stops too
 
         def on_train_end(self, logs: dict | None = None) -> None:
             if self.sync is not None:

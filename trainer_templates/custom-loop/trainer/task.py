@@ -95,6 +95,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             total += float(train_step(batches))
             if sync is not None:
                 sync.step()
+                if sync.stopped:  # min_quorum learners finished: this straggler stops here
+                    epoch.assign(args.epochs - 1)
+                    break
         rate = args.steps_per_epoch / max(time.perf_counter() - start, 1e-9)
         epoch.assign_add(1)
         log.info(
