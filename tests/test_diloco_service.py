@@ -203,3 +203,15 @@ def test_a_restarted_syncer_resumes_from_its_checkpoint_and_learners_reconnect(j
     assert "resumed from" in job.log("syncer2")
     assert all(job.result(i)["traffic"]["reconnects"] == 1 for i in range(2))
     assert job.result(0)["final"] == job.result(1)["final"]
+
+
+def test_with_a_quorum_a_straggler_stops_when_the_quorum_is_done(job_factory: Any) -> None:
+    job = job_factory(3, min_quorum=2, grace=0.1)
+    syncer = job.syncer()
+    learners = [job.learner(0, "--steps", "60"), job.learner(1, "--steps", "60"),
+                job.learner(2, "--steps", "60", "--delay", "0.05")]
+    assert [p.wait(60) for p in learners] == [0, 0, 0]
+    assert syncer.wait(60) == 0, job.log("syncer")
+    assert "the syncer ended training" in job.log("learner2")
+    assert job.result(0)["final"] == job.result(1)["final"] == job.result(2)["final"]
+    assert job.result(2)["traffic"]["syncs"] < 6  # it did not train on alone after the others finished
