@@ -207,6 +207,8 @@ class Client:
             out = self._rejoin(err)
         self.traffic.syncs += 1
         self.traffic.wait_seconds += time.monotonic() - start
+        if self.traffic.syncs == 1:  # includes waiting for every learner to start: reported apart
+            self.traffic.extra["first_sync_wait"] = time.monotonic() - start
         return out
 
     def _await(self, f: int, at_least: int, waiting_for: str) -> None:

@@ -146,6 +146,7 @@ class Diloco:
         return {"learner": self.name, "steps": self.steps, "rounds": self.rounds, "sent": t.sent,
                 "received": t.received, "delta_payload": t.delta_payload, "update_payload": t.update_payload,
                 "syncs": t.syncs, "wait_seconds": t.wait_seconds, "reconnects": t.reconnects,
+                "first_sync_wait": t.extra.get("first_sync_wait", 0.0),
                 "seconds": time.monotonic() - self._started}
 
 
