@@ -15,14 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from vtrain.catalog import GPU_MACHINES, GPU_TYPES, is_tpu_machine
-from vtrain.constants import DEFAULT_REGION
+from vtrain.constants import DEFAULT_REGION, DILOCO_DEFAULTS
 from vtrain.errors import Problem
 from vtrain.userpaths import absolute
 from vtrain.yamlpos import Positions
 
 ROLES = ("chief", "workers", "parameter_servers", "reduction_server", "evaluator")
 #: Vertex worker pool index of each role (pool 2 is shared by parameter servers and reducers).
-POOL_INDEX = {"chief": 0, "workers": 1, "parameter_servers": 2, "reduction_server": 2, "evaluator": 3}
+POOL_INDEX = {"chief": 0, "workers": 1, "parameter_servers": 2, "reduction_server": 2, "evaluator": 3,
+              "second_learners": 2}
 DEFAULT_PS_MACHINE = "n1-standard-8"
 
 
@@ -97,6 +98,28 @@ class ReservationConfig:
 
 
 @dataclass(frozen=True)
+class DilocoConfig:
+    """`diloco:` (with `distribution_strategy: diloco`); its second learner pool is JobConfig.second_learners."""
+
+    inner_steps: int = 50
+    outer_lr: float = 1.0
+    outer_momentum: float = 0.6
+    min_quorum: int | None = None
+    grace: float = 30.0
+    straggler_timeout: float = 60.0
+    compression: str = "none"
+    fragments: int = 1
+    token_weighting: bool = True
+    registration_timeout: float = 600.0
+    checkpoint_every: float = 60.0
+    max_staleness: int = 4
+
+    def settings(self) -> dict[str, Any]:
+        """What every replica gets as VTRAIN_DILOCO (the runtime's diloco.settings.Settings fields)."""
+        return {name: getattr(self, name) for name in DILOCO_DEFAULTS}
+
+
+@dataclass(frozen=True)
 class JobConfig:
     """A checked job file. Build the Vertex request from it with :func:`vtrain.build_job`."""
 
@@ -121,6 +144,8 @@ class JobConfig:
     parameter_servers: PoolConfig | None = None
     reduction_server: PoolConfig | None = None
     evaluator: PoolConfig | None = None
+    second_learners: PoolConfig | None = None  # pool 2 of a DiLoCo job: a second learner group
+    diloco: DilocoConfig | None = None
     scheduling: SchedulingConfig = field(default_factory=SchedulingConfig)
     reservation: ReservationConfig | None = None
     source: Path | None = field(default=None, compare=False)
@@ -129,7 +154,8 @@ class JobConfig:
 
     def pools(self) -> list[PoolConfig]:
         """Pools present, in Vertex order (chief, workers, ps or reducers, evaluator)."""
-        found = [self.chief, self.workers, self.parameter_servers, self.reduction_server, self.evaluator]
+        found = [self.chief, self.workers, self.parameter_servers, self.reduction_server, self.second_learners,
+                 self.evaluator]
         return [p for p in found if p is not None and p.replicas != 0]
 
     def written_region(self) -> str | None:
@@ -142,6 +168,10 @@ class JobConfig:
     def training_replicas(self) -> int:
         """Replicas of pools 0 and 1: the ones that all-reduce gradients."""
         return sum(int(p.replicas) for p in (self.chief, self.workers) if p is not None)
+
+    def learners(self) -> int:
+        """DiLoCo learners: the replicas of the worker pool and of the second learner pool."""
+        return sum(int(p.replicas) for p in (self.workers, self.second_learners) if p is not None)
 
 
 # --------------------------------------------------------------------------- building
@@ -157,7 +187,7 @@ def _pool(role: str, raw: Mapping[str, Any], chief: PoolConfig | None) -> PoolCo
     """Build a pool; workers and evaluator inherit the chief's machine when they name none."""
     replicas = raw.get("replicas", "auto" if role == "reduction_server" else 1)
     machine_type = raw.get("machine_type")
-    inherit = chief is not None and role in ("workers", "evaluator") and (
+    inherit = chief is not None and role in ("workers", "evaluator", "second_learners") and (
         machine_type is None or machine_type == chief.machine_type
     )
     accelerator = raw.get("accelerator")
@@ -234,6 +264,13 @@ def build_config(data: Mapping[str, Any], *, source: Path | None, positions: Pos
     pools = {role: _pool(role, cluster[role], chief) for role in ROLES[1:] if role in cluster}
     sched = data.get("scheduling") or {}
     reservation = data.get("reservation")
+    diloco_raw = dict(data.get("diloco") or {})
+    second_raw = diloco_raw.pop("second_learner_pool", None)
+    diloco = None
+    if "diloco" in data or data.get("distribution_strategy") == "diloco":
+        diloco = DilocoConfig(**{k: v for k, v in diloco_raw.items() if v is not None})
+    # The second learner group inherits from the first (cluster.workers), like workers from the chief.
+    second = _pool("second_learners", second_raw, pools.get("workers") or chief) if second_raw is not None else None
     return JobConfig(
         name=data["name"],
         trainer=trainer,
@@ -256,6 +293,8 @@ def build_config(data: Mapping[str, Any], *, source: Path | None, positions: Pos
         parameter_servers=pools.get("parameter_servers"),
         reduction_server=pools.get("reduction_server"),
         evaluator=pools.get("evaluator"),
+        second_learners=second,
+        diloco=diloco,
         scheduling=SchedulingConfig(
             timeout_s=sched.get("timeout"),
             restart_job_on_worker_restart=sched.get("restart_job_on_worker_restart", False),
@@ -276,6 +315,7 @@ def build_config(data: Mapping[str, Any], *, source: Path | None, positions: Pos
 __all__ = [
     "BootDisk",
     "ContainerConfig",
+    "DilocoConfig",
     "JobConfig",
     "PoolConfig",
     "ReservationConfig",

@@ -155,6 +155,10 @@ class Interrupted(VtrainError):
         self.exit_code = 128 + signal_number
 
 
+class DilocoError(VtrainError):
+    """Inside a DiLoCo job: the syncer or a learner cannot go on (rejected, a deadline passed, models differ)."""
+
+
 class PackagingError(VtrainError):
     """The trainer package cannot be built or staged."""
 

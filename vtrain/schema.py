@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from vtrain.constants import MAX_REPLICAS, SCHEDULING_STRATEGIES, STRATEGIES
+from vtrain.constants import DILOCO_COMPRESSIONS, MAX_REPLICAS, SCHEDULING_STRATEGIES, STRATEGIES
 from vtrain.errors import Problem
 from vtrain.yamlpos import PathKey, Positions, format_path
 
@@ -174,6 +174,54 @@ class Duration:
             ck.add(path, f"must be at most {MAX_DURATION_S}s (10,000 years, the longest a protobuf Duration holds)")
             return None
         return seconds
+
+
+@dataclass(frozen=True)
+class Number:
+    """A real number in [minimum, maximum] (or below `below`, exclusive)."""
+
+    minimum: float | None = None
+    maximum: float | None = None
+    below: float | None = None
+    above: float | None = None
+
+    def check(self, value: Any, path: PathKey, ck: Checker) -> Any:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            ck.add(path, f"expected a number, got {_type_name(value)}")
+            return None
+        checks = ((self.minimum, "at least", lambda m: value >= m), (self.maximum, "at most", lambda m: value <= m),
+                  (self.below, "below", lambda m: value < m), (self.above, "above", lambda m: value > m))
+        for limit, words, holds in checks:
+            if limit is not None and not holds(limit):
+                ck.add(path, f"must be {words} {limit:g}, got {value:g}")
+                return None
+        return float(value)
+
+    def json_schema(self) -> dict[str, Any]:
+        """For `vtrain schema`: the same bounds in JSON Schema's words."""
+        words = {"minimum": self.minimum, "maximum": self.maximum, "exclusiveMaximum": self.below,
+                 "exclusiveMinimum": self.above}
+        return {"type": "number", **{k: v for k, v in words.items() if v is not None}}
+
+
+@dataclass(frozen=True)
+class Seconds:
+    """A duration that may be 0 or fractional, in seconds: `0.5s`, `2s`, `1m30s`, or a bare number."""
+
+    def check(self, value: Any, path: PathKey, ck: Checker) -> Any:
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0:
+            return float(value)
+        text = value.strip().lower().replace(" ", "") if isinstance(value, str) else ""
+        matches = list(_DURATION_RE.finditer(text))
+        if text and "".join(m.group(0) for m in matches) == text:
+            return float(sum(float(m.group(1)) * _DURATION_UNITS[m.group(2)] for m in matches))
+        ck.add(path, f"expected seconds (a number) or a duration like 0.5s, 30s or 2m, got {_type_name(value)}")
+        return None
+
+    def json_schema(self) -> dict[str, Any]:
+        """For `vtrain schema`: seconds as a number, or a duration such as 0.5s, 30s, 1m30s."""
+        return {"anyOf": [{"type": "number", "minimum": 0},
+                          {"type": "string", "pattern": "^\\s*(?:\\d+(?:\\.\\d+)?\\s*[dhmsDHMS]\\s*)+$"}]}
 
 
 @dataclass(frozen=True)
@@ -367,6 +415,23 @@ JOB_SCHEMA = Obj(
             }
         ),
         "reservation": Obj({"affinity": Str(RESERVATION_AFFINITIES), "name": Str()}),
+        "diloco": Obj(
+            {
+                "inner_steps": Int(minimum=1),
+                "outer_lr": Number(above=0),
+                "outer_momentum": Number(minimum=0, below=1),
+                "min_quorum": Int(minimum=1),
+                "grace": Seconds(),
+                "straggler_timeout": Seconds(),
+                "compression": Str(DILOCO_COMPRESSIONS),
+                "fragments": Int(minimum=1),
+                "token_weighting": Bool(),
+                "registration_timeout": Seconds(),
+                "checkpoint_every": Seconds(),
+                "max_staleness": Int(minimum=0),
+                "second_learner_pool": _pool(),
+            }
+        ),
     },
     required=("name", "trainer", "cluster"),
 )

@@ -90,6 +90,22 @@ DOCS: dict[str, str] = {
     "scheduling.disable_retries": "Fail the job instead of retrying it after a replica fails repeatedly.",
     "scheduling.strategy": "standard (on-demand), spot (preemptible, cheaper) or flex_start (waits for capacity).",
     "scheduling.max_wait": "flex_start only: how long to wait for capacity before giving up.",
+    "diloco": "distribution_strategy: diloco: learners train alone and exchange parameter changes with a CPU "
+    "syncer every inner_steps steps (see the README's \"Training with DiLoCo\").",
+    "diloco.inner_steps": "H: local steps each learner takes between exchanges.",
+    "diloco.outer_lr": "Outer learning rate of the syncer's Nesterov step on the averaged parameter change.",
+    "diloco.outer_momentum": "Outer Nesterov momentum in [0, 1); 0.6 settles within ~60 rounds, 0.9 needs hundreds.",
+    "diloco.min_quorum": "Merge once this many learners have sent (default: every learner alive).",
+    "diloco.grace": "After the quorum, wait at most this long for stragglers (also capped at a quarter of a round).",
+    "diloco.straggler_timeout": "Silence (no heartbeat) after which a learner counts as hung and is left out.",
+    "diloco.compression": "How parameter changes travel, both directions: none, bf16, int8 or int4.",
+    "diloco.fragments": "More than 1: exchange a balanced part of the model every inner_steps/fragments steps.",
+    "diloco.token_weighting": "Weight each learner's change by the examples it processed.",
+    "diloco.registration_timeout": "How long the first merge waits for every learner to start.",
+    "diloco.checkpoint_every": "Seconds between the syncer's checkpoints in AIP_CHECKPOINT_DIR/diloco/.",
+    "diloco.max_staleness": "Rounds a learner's change may lag the global model and still be merged "
+    "(weighted by 1/(1+staleness)).",
+    "diloco.second_learner_pool": "Optional second group of learners on another machine type (Vertex pool 2).",
     "scheduling.fallback": "For `submit --recover`: alternatives tried in order after a stock-out or preemption, "
     "each {region, machine_type, accelerator, accelerator_count}, validated like the primary.",
     "reservation": "Compute Engine reservation to consume.",
@@ -130,6 +146,8 @@ def _lookup(table: dict[str, Any], path: PathKey) -> Any:
     if key in table:
         return table[key]
     if len(path) > 2 and path[0] == "cluster":
+        return table.get(".".join(["cluster", "*", *(str(p) for p in path[2:])]))
+    if len(path) > 2 and tuple(path[:2]) == ("diloco", "second_learner_pool"):  # a pool like any other
         return table.get(".".join(["cluster", "*", *(str(p) for p in path[2:])]))
     return None
 

@@ -10,12 +10,13 @@ real proto, the only step that imports google-cloud-aiplatform.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from vtrain import catalog
 from vtrain.config import JobConfig, PoolConfig
-from vtrain.constants import STRATEGY_ENV
+from vtrain.constants import DILOCO_ENV, DILOCO_SYNCER_MODULE, STRATEGY_ENV
 
 if TYPE_CHECKING:
     from google.cloud.aiplatform_v1 import CustomJob
@@ -83,9 +84,16 @@ def _pool_spec(config: JobConfig, pool: PoolConfig, package_uris: Sequence[str])
     trainer = config.trainer
     args = list(pool.args if pool.args is not None else trainer.args)
     env = {**trainer.env, **(pool.env or {}), STRATEGY_ENV: config.distribution_strategy}
+    syncer = False
+    if config.diloco is not None and config.distribution_strategy == "diloco":
+        env[DILOCO_ENV] = json.dumps(config.diloco.settings(), sort_keys=True, separators=(",", ":"))
+        syncer = pool.role == "chief"  # pool 0 runs vtrain's syncer, with the trainer's packages and env
+        args = [] if syncer else args
     if trainer.container is not None:
         container: dict[str, Any] = {"imageUri": trainer.container.image_uri}
-        if trainer.container.command:
+        if syncer:
+            container["command"] = ["python3", "-m", DILOCO_SYNCER_MODULE]
+        elif trainer.container.command:
             container["command"] = list(trainer.container.command)
         if args:
             container["args"] = args
@@ -95,7 +103,7 @@ def _pool_spec(config: JobConfig, pool: PoolConfig, package_uris: Sequence[str])
         python: dict[str, Any] = {"executorImageUri": executor_image(config, pool)}
         if package_uris:
             python["packageUris"] = list(package_uris)
-        python["pythonModule"] = trainer.module
+        python["pythonModule"] = DILOCO_SYNCER_MODULE if syncer else trainer.module
         if args:
             python["args"] = args
         python["env"] = _env_list(env)

@@ -13,6 +13,7 @@ from dataclasses import replace
 from vtrain.config import JobConfig, PoolConfig
 from vtrain.errors import Problem
 from vtrain.rules.base import Rules
+from vtrain.rules.diloco import check_diloco
 from vtrain.rules.job import check_env, check_job_fields, check_scheduling
 from vtrain.rules.machines import check_boot_disk, check_cluster, check_machine
 from vtrain.rules.trainer import check_strategy, check_trainer
@@ -29,7 +30,8 @@ def validate(config: JobConfig, *, target: str = "vertex") -> tuple[JobConfig, l
     r = Rules(config, target)
     pools: dict[str, PoolConfig] = {}
     chief_machine = _machine_key(config.chief)
-    for pool in [config.chief, config.workers, config.parameter_servers, config.reduction_server, config.evaluator]:
+    for pool in [config.chief, config.workers, config.parameter_servers, config.reduction_server, config.evaluator,
+                 config.second_learners]:
         if pool is None:
             continue
         if pool.role != "chief" and _machine_key(pool) == chief_machine:
@@ -47,12 +49,14 @@ def validate(config: JobConfig, *, target: str = "vertex") -> tuple[JobConfig, l
         parameter_servers=pools.get("parameter_servers"),
         reduction_server=pools.get("reduction_server"),
         evaluator=pools.get("evaluator"),
+        second_learners=pools.get("second_learners"),
     )
     r.config = config
     config = check_cluster(r, config)
     r.config = config
     check_trainer(r, config)
     check_strategy(r, config)
+    check_diloco(r, config)
     check_job_fields(r, config)
     check_env(r, config)
     check_scheduling(r, config)

@@ -47,6 +47,8 @@ class Rules:
 
 
 def pool_path(pool: PoolConfig, *rest: str) -> PathKey:
+    if pool.role == "second_learners":
+        return ("diloco", "second_learner_pool", *rest)
     return ("cluster", pool.role, *rest)
 
 

@@ -23,7 +23,8 @@ Signals read (all set by the launcher):
   CLUSTER_SPEC         Vertex's own description; used for the task when TF_CONFIG
                        is absent (a one-replica job).
   VTRAIN_DISTRIBUTION_STRATEGY   auto (default) | one_device | mirrored |
-                       multi_worker_mirrored | parameter_server | tpu.
+                       multi_worker_mirrored | parameter_server | tpu | diloco
+                       (each learner standalone; :mod:`.diloco` exchanges with the syncer).
   VTRAIN_MIXED_PRECISION         overrides mixed_precision(policy): auto | mixed_bfloat16 |
                        mixed_float16 | float32 (see :mod:`.precision`).
   VTRAIN_COLLECTIVE_TIMEOUT      seconds before a collective gives up (default 300;
@@ -68,6 +69,7 @@ from vtrain.runtime.decision import (
     decide,
     detect_tpu,
 )
+from vtrain.runtime.diloco import Diloco, diloco, diloco_callback, learner_shard
 from vtrain.runtime.outputs import (
     LOCAL_OUTPUT_DIR,
     WEIGHTS_FILE,
@@ -102,6 +104,7 @@ __all__ = [
     "WEIGHTS_FILE",
     "Checkpoints",
     "Decision",
+    "Diloco",
     "Info",
     "PrecisionDecision",
     "RuntimeMismatch",
@@ -112,6 +115,8 @@ __all__ = [
     "choose_strategy",
     "decide",
     "detect_tpu",
+    "diloco",
+    "diloco_callback",
     "info",
     "is_chief",
     "job_attempt",
@@ -119,6 +124,7 @@ __all__ = [
     "keras",
     "loss_scale_optimizer",
     "mixed_precision",
+    "learner_shard",
     "model_dir",
     "preemption_handler",
     "remove_scratch",

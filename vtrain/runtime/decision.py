@@ -27,7 +27,7 @@ DEFAULT_COLLECTIVE_TIMEOUT = 300.0
 class Decision:
     """Which strategy to build and why; everything a replica needs to know about its role."""
 
-    strategy: str  # default | one_device | mirrored | multi_worker_mirrored | parameter_server | tpu
+    strategy: str  # default | one_device | mirrored | multi_worker_mirrored | parameter_server | tpu | diloco
     reason: str
     task_type: str
     task_index: int
@@ -108,6 +108,11 @@ def _role(env: Mapping[str, str]) -> tuple[str, int, bool, int, bool]:
     tf_config = _tf_config(env)
     cluster = tf_config.get("cluster", {})
     task_type, task_index = _task(env, tf_config)
+    if _asked(env) == "diloco":
+        # Pool 0 is the syncer; the learners (pools 1 and 2: TF_CONFIG's worker and ps) are standalone
+        # trainers, and the first learner plays the chief (it writes the final model).
+        learners = max(1, len(cluster.get("worker", [])) + len(cluster.get("ps", [])))
+        return task_type, task_index, task_type == "worker" and task_index == 0, learners, False
     n_chief = len(cluster.get("chief", [])) + len(cluster.get("master", []))
     num_workers = max(1, n_chief + len(cluster.get("worker", [])))
     if task_type in ("ps", "evaluator"):
@@ -118,6 +123,10 @@ def _role(env: Mapping[str, str]) -> tuple[str, int, bool, int, bool]:
     return task_type, task_index, is_chief, num_workers, bool(cluster.get("ps"))
 
 
+def _asked(env: Mapping[str, str]) -> str:
+    return (env.get("VTRAIN_DISTRIBUTION_STRATEGY") or "auto").strip().lower().replace("-", "_")
+
+
 def choose_strategy(env: Mapping[str, str], gpus: int, tpu: bool) -> Decision:
     """Decide the strategy from the environment, the local GPU count and TPU presence.
 
@@ -125,7 +134,7 @@ def choose_strategy(env: Mapping[str, str], gpus: int, tpu: bool) -> Decision:
     over auto, but one that cannot work here raises :class:`RuntimeMismatch` instead of
     silently training something else (e.g. N independent copies of the model).
     """
-    asked = (env.get("VTRAIN_DISTRIBUTION_STRATEGY") or "auto").strip().lower().replace("-", "_")
+    asked = _asked(env)
     if asked not in STRATEGIES:
         raise RuntimeMismatch(f"VTRAIN_DISTRIBUTION_STRATEGY={asked!r} is not one of: {', '.join(STRATEGIES)}")
     task_type, task_index, is_chief, num_workers, has_ps = _role(env)
@@ -137,9 +146,18 @@ def choose_strategy(env: Mapping[str, str], gpus: int, tpu: bool) -> Decision:
         comm = "NCCL" if gpus > 0 else "RING"
         return decide("multi_worker_mirrored", reason, communication=comm, collective_timeout=_timeout(env))
 
+    if asked == "diloco" and task_type == "chief":
+        raise RuntimeMismatch(
+            "VTRAIN_DISTRIBUTION_STRATEGY=diloco: pool 0 (the chief) runs the syncer, `python -m vtrain.diloco`, "
+            "not the trainer; the trainer runs on the worker pool(s)"
+        )
     if task_type == "evaluator":
         # TF's side-car evaluator is not part of the training cluster: it must not join collectives.
         return decide("default", "evaluator task: side-car evaluation outside the training cluster")
+    if asked == "diloco":
+        inside = f"MirroredStrategy over {gpus} local GPUs" if gpus > 1 else "the default strategy"
+        return decide("diloco", f"DiLoCo learner {task_type}-{task_index} of {num_workers}: standalone, "
+                                f"{inside}; exchanges with the syncer every inner_steps steps")
     where = f"TF_CONFIG lists {num_workers} chief/worker task(s)" + (" and ps tasks" if has_ps else "")
     if asked == "auto":
         if tpu:
@@ -210,7 +228,7 @@ def decide(env: Mapping[str, str] | None = None) -> Decision:
     env = os.environ if env is None else env
     tpu = detect_tpu(env) is not None
     asked = (env.get("VTRAIN_DISTRIBUTION_STRATEGY") or "auto").strip().lower()
-    needs_gpus = not tpu and asked in ("auto", "multi_worker_mirrored", "multi-worker-mirrored")
+    needs_gpus = not tpu and asked in ("auto", "multi_worker_mirrored", "multi-worker-mirrored", "diloco")
     return choose_strategy(env, _gpu_count() if needs_gpus else 0, tpu)
 
 

@@ -146,7 +146,10 @@ class Checkpoints:
 
         self.checkpoint = checkpoint
         self.directory = directory or join(checkpoint_dir(), "ckpt")
-        self._write_dir = write_dir(self.directory)
+        self._own = _learner_dir() is not None  # a DiLoCo learner keeps its own (its optimizer state is its own)
+        if self._own:
+            self.directory = join(self.directory, str(_learner_dir()))
+        self._write_dir = self.directory if self._own else write_dir(self.directory)
         self._manager = tf.train.CheckpointManager(checkpoint, self._write_dir, max_to_keep=max_to_keep)
 
     def restore(self) -> str | None:
@@ -160,7 +163,8 @@ class Checkpoints:
 
     def save(self, step: int | None = None) -> None:
         self._manager.save(checkpoint_number=step)
-        remove_scratch(self._write_dir)
+        if not self._own:
+            remove_scratch(self._write_dir)
 
 
 def backup_and_restore(keras_module: ModuleType | None = None, save_freq: str | int = "epoch") -> Any:
@@ -168,10 +172,19 @@ def backup_and_restore(keras_module: ModuleType | None = None, save_freq: str | 
 
     Every worker passes the same directory; Keras lets only the chief write it. `save_freq` "epoch"
     resumes at the first epoch not finished; an int backs up every that many steps (tf_keras then
-    resumes at that step, Keras 3 at the start of that step's epoch, with the newer weights).
+    resumes at that step, Keras 3 at the start of that step's epoch, with the newer weights). DiLoCo
+    learners each train alone, so each gets its own directory (backup/worker-0, ...).
     """
     module = keras_module or keras()
     _check_keras_fits(module, _cached()[0])
-    return module.callbacks.BackupAndRestore(backup_dir=join(checkpoint_dir(), "backup"), save_freq=save_freq)
+    own = _learner_dir()
+    backup = join(checkpoint_dir(), "backup") if own is None else join(checkpoint_dir(), "backup", own)
+    return module.callbacks.BackupAndRestore(backup_dir=backup, save_freq=save_freq)
+
+
+def _learner_dir() -> str | None:
+    """'worker-0' for a DiLoCo learner (its own checkpoints), None otherwise."""
+    d = _cached()[0]
+    return f"{d.task_type}-{d.task_index}" if d.strategy == "diloco" else None
 
 

@@ -33,7 +33,7 @@ from types import ModuleType
 from typing import Any
 
 from vtrain.constants import PREEMPTED_EXIT_CODE, RESTART_COUNT_ENV, STATUS_FILE_ENV
-from vtrain.runtime.outputs import Checkpoints, checkpoint_dir, join
+from vtrain.runtime.outputs import Checkpoints, _learner_dir, checkpoint_dir, join
 from vtrain.runtime.restarts import _int_env, restart_count
 
 log = logging.getLogger("vtrain.runtime")
@@ -135,7 +135,9 @@ class StepCheckpoints:
         self.every = max(1, every)
         self.backups = Checkpoints(checkpoint, join(base, "steps"), max_to_keep=max_to_keep)
         self._sigterm = _Sigterm()
-        self.handler = preemption_handler(strategy, checkpoint, join(base, "preempt"), self._sigterm)
+        own = _learner_dir()  # a DiLoCo learner trains alone: its preemption saves are its own too
+        preempt = join(base, "preempt", own) if own else join(base, "preempt")
+        self.handler = preemption_handler(strategy, checkpoint, preempt, self._sigterm)
         if self.handler is None:
             self._sigterm.restore()
         latest = tf.train.latest_checkpoint(self.backups.directory)

@@ -67,8 +67,8 @@ def _build(d: Decision) -> Any:
             server.join()
             raise SystemExit(0)
         return tf.distribute.ParameterServerStrategy(resolver)
-    if d.strategy == "mirrored":
-        return tf.distribute.MirroredStrategy()
+    if d.strategy == "mirrored" or (d.strategy == "diloco" and len(tf.config.list_physical_devices("GPU")) > 1):
+        return tf.distribute.MirroredStrategy()  # a DiLoCo learner: never a cluster across learners
     if d.strategy == "one_device":
         device = "/gpu:0" if tf.config.list_physical_devices("GPU") else "/cpu:0"
         return tf.distribute.OneDeviceStrategy(device)

@@ -8,7 +8,8 @@ scale the loss by the *global* batch size (tf.nn.compute_average_loss) so the
 all-reduced gradients are an average, and sum the per-replica losses. Keras
 layers and optimizers work here even under multi-worker (only model.fit breaks
 with Keras 3). The chief keeps checkpoints and the model; every replica writes
-weights.json with a checksum of its final weights.
+weights.json with a checksum of its final weights. Under DiLoCo each learner trains
+alone and runtime.diloco() exchanges parameter changes with the syncer every H steps.
 """
 
 from __future__ import annotations
@@ -70,6 +71,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
 
     keras.utils.set_random_seed(args.seed)
+    diloco = info.strategy == "diloco"  # a standalone learner: its own slice of the data
+    shard = runtime.learner_shard() if diloco else (1, 0)
     with strategy.scope():
         model = keras.Sequential(
             [
@@ -84,8 +87,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step)
     # Restores the newest backup (or SIGTERM save) of the chief on every replica: `step` resumes.
     checkpoints = runtime.StepCheckpoints(strategy, checkpoint, step, every=args.checkpoint_every)
-    dataset = data.make_dataset(args.train_data, args.num_features, global_batch, args.seed)
+    dataset = data.make_dataset(args.train_data, args.num_features, global_batch, args.seed, shard=shard)
     batches = iter(strategy.experimental_distribute_dataset(dataset.skip(checkpoints.resumed_from)))
+    # DiLoCo: join the syncer (the global model replaces the restored weights), exchange every H steps.
+    sync = runtime.diloco(model, examples_per_step=global_batch) if diloco else None
 
     def step_fn(x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
         with tf.GradientTape() as tape:
@@ -106,6 +111,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     while done < total_steps:
         total += float(checkpoints.run(train_step, batches))  # may save and exit on SIGTERM
         done, steps = int(step.numpy()), steps + 1
+        if sync is not None:
+            sync.step()
+            if sync.stopped:  # min_quorum learners finished: this straggler stops here
+                break
         if done % args.steps_per_epoch == 0:
             rate = steps / max(time.perf_counter() - start, 1e-9)
             log.info(
@@ -117,6 +126,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             )
             start, total, steps = time.perf_counter(), 0.0, 0
     checkpoints.close()
+    if sync is not None:
+        sync.finish()  # every learner ends with the same global model; the first one saves it
     return runtime.save_model(model)
 
 

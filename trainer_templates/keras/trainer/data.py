@@ -32,12 +32,15 @@ def from_files(pattern: str, num_features: int) -> tf.data.Dataset:
 
 
 def make_dataset(
-    pattern: str | None, num_features: int, global_batch: int, seed: int, num_examples: int = 4096
+    pattern: str | None, num_features: int, global_batch: int, seed: int, num_examples: int = 4096,
+    shard: tuple[int, int] = (1, 0),
 ) -> tf.data.Dataset:
     """An endless, batched dataset; the strategy splits each global batch across replicas.
 
     Sharding across workers: files are split by file when there are enough of them
     (AUTO), in-memory data by element (DATA), so no two workers see the same example.
+    DiLoCo learners train alone (no strategy splits their input): `shard` = (learners,
+    this learner) gives each its own slice.
     """
     options = tf.data.Options()
     if pattern:
@@ -46,6 +49,8 @@ def make_dataset(
     else:
         ds = synthetic(num_examples, num_features, seed)
         options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    if shard[0] > 1:
+        ds = ds.shard(*shard)
     ds = ds.shuffle(1024, seed=seed).repeat()
     # Static batch shapes (drop_remainder) are required on TPUs and harmless elsewhere.
     return ds.batch(global_batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE).with_options(options)

@@ -3,7 +3,7 @@
     python -m trainer.task --epochs 3 --train-data 'gs://my-bucket/data/*.csv'
 
 vtrain.runtime picks the strategy (one machine, several GPUs, several workers,
-parameter servers or a TPU) and the Keras that can train under it: tf_keras
+parameter servers, a TPU, or a DiLoCo learner that syncs every H steps) and the Keras that can train under it: tf_keras
 for multi-worker jobs, where Keras 3's model.fit fails. The chief saves the
 model to AIP_MODEL_DIR; every replica writes weights.json with a checksum of
 its final weights, so a launcher can check that all of them agree.
@@ -102,7 +102,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
 
     keras.utils.set_random_seed(args.seed)
-    dataset = data.make_dataset(args.train_data, args.num_features, global_batch, args.seed)
+    diloco = info.strategy == "diloco"  # a standalone learner: its own slice of the data
+    shard = runtime.learner_shard() if diloco else (1, 0)
+    dataset = data.make_dataset(args.train_data, args.num_features, global_batch, args.seed, shard=shard)
     with strategy.scope():
         model = build_model(keras, args.num_features, args.learning_rate)
 
@@ -110,6 +112,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     callbacks = [runtime.backup_and_restore(keras, backup_every), throughput(keras, args.steps_per_epoch, global_batch)]
     if info.strategy != "parameter_server":  # it refuses batch-level callbacks
         callbacks.append(runtime.step_reporter(keras))  # steps for the launcher (VTRAIN_STATUS_FILE)
+    if diloco:  # after BackupAndRestore: joining replaces the weights with the global model
+        callbacks.append(runtime.diloco_callback(keras, examples_per_step=global_batch))
     if info.is_chief and importlib.util.find_spec("tensorboard"):  # TF >= 2.21 no longer bundles it
         callbacks.append(keras.callbacks.TensorBoard(runtime.tensorboard_dir()))
     model.fit(dataset, epochs=args.epochs, steps_per_epoch=args.steps_per_epoch, callbacks=callbacks, verbose=2)

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from vtrain.constants import AIP_OUTPUT_DIRS
+from vtrain.constants import AIP_OUTPUT_DIRS, DILOCO_SYNCER_MODULE
 from vtrain.errors import UsageError
 
 #: TensorFlow task type of each Vertex pool index.
@@ -74,6 +74,18 @@ class Plan:
 
     def pool_spec(self, replica: Replica) -> dict[str, Any]:
         return dict(self.pools[replica.pool])
+
+
+def is_diloco(p: Plan) -> bool:
+    """A DiLoCo job: pool 0 runs vtrain's syncer; the learners never open a TensorFlow server."""
+    first = p.pools[0] if p.pools else {}
+    spec = first.get("pythonPackageSpec") or first.get("containerSpec") or {}
+    return spec.get("pythonModule") == DILOCO_SYNCER_MODULE or DILOCO_SYNCER_MODULE in spec.get("command", [])
+
+
+def listens(p: Plan, replica: Replica) -> bool:
+    """Whether the replica opens its cluster port: TF servers do, DiLoCo learners do not (only the syncer)."""
+    return replica.in_cluster and (replica.pool == 0 or not is_diloco(p))
 
 
 def is_reduction_server(pool: Mapping[str, Any]) -> bool:

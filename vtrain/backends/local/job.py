@@ -25,6 +25,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from vtrain import proctree
 from vtrain.backends.handle import CANCELLED, CANCELLING, FAILED, PENDING, RUNNING, SUCCEEDED, JobHandle, Waiting
+from vtrain.backends.local import env as localenv
 from vtrain.backends.local.env import Plan, Replica
 from vtrain.backends.local.ports import listening
 from vtrain.errors import BackendError
@@ -302,10 +303,11 @@ class LocalJob(JobHandle):
         deadline = None if opts.timeout is None else self.started_at + opts.timeout
         chief_done_at: float | None = None
         first_listen: float | None = None
-        members = [p for p in self._procs if p.replica.in_cluster] if len(self._procs) > 1 else []
+        members = [p for p in self._procs if localenv.listens(self.plan, p.replica)] if len(self._procs) > 1 else []
         # With parameter servers, workers only serve the chief (coordinator) and never exit by
         # themselves: they stop with it, like the ps. Under all-reduce they get a grace period.
-        servers = ("ps", "evaluator", "worker") if any(p.replica.role == "ps" for p in self._procs) else (
+        ps = any(p.replica.role == "ps" for p in self._procs) and not localenv.is_diloco(self.plan)
+        servers = ("ps", "evaluator", "worker") if ps else (
             "ps", "evaluator")
         while True:
             now = time.monotonic()

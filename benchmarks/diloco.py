@@ -1,0 +1,199 @@
+"""DiLoCo on CPU: quality vs synchronous data parallel, traffic vs ring all-reduce, a 2x slower learner.
+
+    flock /tmp/vtrain-heavy.lock .venv/bin/python benchmarks/diloco.py [--rounds 60] [--inner-steps 50]
+
+Real processes: the syncer is `python -m vtrain.diloco`; each learner is this script in `learner`
+mode, a Keras MLP (26k parameters) trained with a custom loop and `vtrain.runtime.diloco`. The task is
+a fixed random teacher network's 10-way labels (with 10% noise) on 64 features; each learner reads
+its own shard. Baselines at the same examples: synchronous DP = one process with the 4x global batch
+(the same maths as 4 all-reducing replicas), and a single learner (1/4 of the examples). Reported:
+final eval loss, the share of the single→DP gap recovered, bytes per learner per step (measured by
+the client) vs ring all-reduce, and utilisation (1 - waiting / wall time over all learners; also
+without the first exchange, which waits for every learner's TensorFlow to start).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+BATCH, FEATURES, CLASSES, LEARNERS = 32, 64, 10, 4
+
+
+def _tf() -> Any:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    return tf
+
+
+def data(tf: Any, n: int, seed: int) -> tuple[Any, Any]:
+    teacher = tf.random.stateless_normal((FEATURES, CLASSES), seed=(7, 7))
+    hidden = tf.random.stateless_normal((FEATURES, FEATURES), seed=(8, 8)) / FEATURES ** 0.5
+    x = tf.random.stateless_normal((n, FEATURES), seed=(seed, 1))
+    logits = tf.tanh(x @ hidden) @ teacher * 2.0
+    y = tf.argmax(logits, axis=1)
+    noise = tf.random.stateless_uniform((n,), seed=(seed, 2)) < 0.1
+    y = tf.where(noise, tf.random.stateless_uniform((n,), seed=(seed, 3), maxval=CLASSES, dtype=tf.int64), y)
+    return x, y
+
+
+def model_and_step(tf: Any, seed: int) -> tuple[Any, Any, Any]:
+    import keras
+
+    keras.utils.set_random_seed(seed)
+    model = keras.Sequential([keras.Input((FEATURES,)), keras.layers.Dense(128, activation="relu"),
+                              keras.layers.Dense(128, activation="relu"), keras.layers.Dense(CLASSES)])
+    opt = keras.optimizers.Adam(2e-3)
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    @tf.function
+    def step(x: Any, y: Any) -> Any:
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+        grads = tape.gradient(loss, model.trainable_variables)
+        opt.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+        return loss
+
+    def evaluate() -> float:
+        x, y = data(tf, 20000, 999)
+        return float(loss_fn(y, model(x, training=False)))
+
+    return model, step, evaluate
+
+
+def train(steps: int, batch: int, shard: int, shards: int, sync: Any = None, slow: float = 1.0,
+          model_bits: Any = None) -> float:
+    tf = _tf()
+    model, step, evaluate = model_bits or model_and_step(tf, 1)
+    if sync is not None:
+        sync = sync(model)
+    x, y = data(tf, steps * batch, 100 + shard)
+    for i in range(steps):
+        start = time.perf_counter()
+        step(x[i * batch:(i + 1) * batch], y[i * batch:(i + 1) * batch])
+        if slow > 1:
+            time.sleep((slow - 1) * (time.perf_counter() - start))
+        if sync is not None:
+            sync.step()
+            if sync.stopped:  # a quorum finished: a straggler stops
+                break
+    if sync is not None:
+        sync.finish()
+    return evaluate()
+
+
+def learner_main(args: argparse.Namespace) -> None:
+    from vtrain import runtime
+
+    holder: dict[str, Any] = {}
+
+    def make(model: Any) -> Any:
+        holder["sync"] = runtime.Diloco(model, examples_per_step=BATCH)
+        return holder["sync"]
+
+    loss = train(args.steps, BATCH, args.index, LEARNERS, make, args.slow)
+    Path(args.out).write_text(json.dumps({"eval_loss": loss, **holder["sync"].summary()}))
+
+
+def diloco_run(name: str, steps: int, settings: dict[str, Any], slow: dict[int, float] | None = None) -> dict[str, Any]:
+    from vtrain.backends.local.ports import free_ports
+
+    tmp = Path(tempfile.mkdtemp(prefix=f"diloco-bench-{name}-"))
+    port = free_ports(1)[0]
+    spec = {"cluster": {"workerpool0": [f"127.0.0.1:{port}"], "workerpool1": ["127.0.0.1:9"] * LEARNERS}}
+    base = {**os.environ, "VTRAIN_DILOCO": json.dumps(settings), "CLOUD_ML_JOB_ID": f"bench-{name}",
+            "AIP_CHECKPOINT_DIR": str(tmp / "ckpt"), "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2",
+            "VTRAIN_LOG_LEVEL": "WARNING"}
+
+    def env(task: str, index: int) -> dict[str, str]:
+        return {**base, "CLUSTER_SPEC": json.dumps({**spec, "task": {"type": task, "index": index}})}
+
+    logs = [open(tmp / f"{n}.log", "wb") for n in ["syncer", *[f"l{i}" for i in range(LEARNERS)]]]  # noqa: SIM115
+    procs = [subprocess.Popen([sys.executable, "-m", "vtrain.diloco"], env=env("workerpool0", 0), stdout=logs[0],
+                              stderr=subprocess.STDOUT)]
+    for i in range(LEARNERS):
+        procs.append(subprocess.Popen([sys.executable, __file__, "learner", "--index", str(i), "--steps", str(steps),
+                                       "--slow", str((slow or {}).get(i, 1.0)), "--out", str(tmp / f"l{i}.json")],
+                                      env=env("workerpool1", i), stdout=logs[i + 1], stderr=subprocess.STDOUT))
+    codes = [p.wait(1800) for p in procs]
+    if any(codes):
+        raise SystemExit(f"{name}: exit codes {codes}; logs in {tmp}")
+    results = [json.loads((tmp / f"l{i}.json").read_text()) for i in range(LEARNERS)]
+    summary = json.loads((tmp / "ckpt" / "diloco" / "summary.json").read_text())
+    waited = sum(r["wait_seconds"] for r in results)
+    wall = sum(r["seconds"] for r in results)
+    first = sum(r["first_sync_wait"] for r in results)  # the first merge waits for every learner to start
+    return {"eval_loss": results[0]["eval_loss"], "rounds": summary["rounds"][0], "merges": summary["merges"],
+            "stale_merged": summary["stale_merged"], "max_stall_s": round(summary["max_stall"], 3),
+            "sent_per_step": results[0]["sent"] / steps, "received_per_step": results[0]["received"] / steps,
+            "utilisation": 1 - waited / wall, "utilisation_after_start": 1 - (waited - first) / (wall - first),
+            "wall_s": max(r["seconds"] for r in results)}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("mode", nargs="?", default="bench", choices=["bench", "learner"])
+    p.add_argument("--rounds", type=int, default=60)
+    p.add_argument("--inner-steps", type=int, default=50)
+    p.add_argument("--index", type=int, default=0)
+    p.add_argument("--steps", type=int, default=0)
+    p.add_argument("--slow", type=float, default=1.0)
+    p.add_argument("--out", default="")
+    p.add_argument("--only", default="", help="comma-separated runs: dp,single,fp32,int8,int4,hetero,allwait")
+    args = p.parse_args()
+    if args.mode == "learner":
+        learner_main(args)
+        return
+    from vtrain.diloco import traffic
+
+    h, steps = args.inner_steps, args.inner_steps * args.rounds
+    only = set(filter(None, args.only.split(",")))
+
+    def want(name: str) -> bool:
+        return not only or name in only
+
+    base = {"inner_steps": h, "grace": 2.0, "straggler_timeout": 10.0, "registration_timeout": 120.0,
+            "checkpoint_every": 30.0}
+    out: dict[str, Any] = {"learners": LEARNERS, "inner_steps": h, "rounds": args.rounds, "batch": BATCH}
+    if want("dp"):
+        out["dp"] = {"eval_loss": train(steps, BATCH * LEARNERS, 0, 1)}
+    if want("single"):
+        out["single"] = {"eval_loss": train(steps, BATCH, 0, 1)}
+    runs = {"fp32": ({}, None), "int8": ({"compression": "int8"}, None), "int4": ({"compression": "int4"}, None),
+            "hetero": ({"min_quorum": LEARNERS - 1}, {LEARNERS - 1: 2.0}), "allwait": ({}, {LEARNERS - 1: 2.0})}
+    for name, (extra, slow) in runs.items():
+        if want(name):
+            out[name] = diloco_run(name, steps, {**base, **extra}, slow)
+            print(name, out[name], file=sys.stderr, flush=True)
+    tf = _tf()
+    params = sum(int(v.shape.num_elements()) for v in model_and_step(tf, 1)[0].weights)
+    ring = traffic.ring_allreduce_bytes_per_step(params, LEARNERS)["up"]
+    out["params"], out["ring_allreduce_sent_per_step"] = params, ring
+    for name in ("fp32", "int8", "int4", "hetero"):
+        if name in out:
+            out[name]["ring_over_sent"] = ring / out[name]["sent_per_step"]
+            codec = name if name in ("int8", "int4") else "none"
+            out[name]["formula_sent_per_step"] = traffic.bytes_per_step(params, h, codec)["up"]
+    if "dp" in out:
+        for name in ("fp32", "int8", "int4", "hetero", "allwait"):
+            if name in out:
+                out[name]["vs_dp"] = out[name]["eval_loss"] / out["dp"]["eval_loss"] - 1
+                if "single" in out:
+                    gap = out["single"]["eval_loss"] - out["dp"]["eval_loss"]
+                    out[name]["gap_recovered"] = (out["single"]["eval_loss"] - out[name]["eval_loss"]) / gap
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,249 @@
+"""DiLoCo without processes: the job file, the rules, the request, the runtime decision, the codecs,
+the outer step and the syncer's merge rules (on a clock the test drives)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.helpers import assert_equals_real_proto, write_job
+from vtrain import load_config
+from vtrain.config import DilocoConfig
+from vtrain.constants import DILOCO_DEFAULTS
+from vtrain.diloco import codec, traffic
+from vtrain.diloco.codec import TensorSpec
+from vtrain.diloco.outer import Outer
+from vtrain.diloco.settings import Settings
+from vtrain.diloco.syncer import Conn, Learner, Syncer
+from vtrain.errors import ConfigError, DilocoError, RuntimeMismatch
+from vtrain.runtime.decision import choose_strategy
+from vtrain.spec import build_job_dict
+
+JOB = """
+name: d
+trainer: {{package_uris: [gs://bkt-x/t.tar.gz], module: trainer.task}}
+distribution_strategy: diloco
+{diloco}
+cluster:
+  chief: {{machine_type: {chief}}}
+  workers: {{replicas: 4, machine_type: a2-highgpu-1g}}
+{extra}
+"""
+
+
+def _job(tmp_path: Path, diloco: str = "", chief: str = "n1-standard-8", extra: str = "") -> Path:
+    return write_job(tmp_path, JOB.format(diloco=diloco, chief=chief, extra=extra))
+
+
+def test_the_three_copies_of_the_defaults_agree() -> None:
+    assert DilocoConfig().settings() == DILOCO_DEFAULTS
+    assert {k: getattr(Settings(), k) for k in DILOCO_DEFAULTS} == DILOCO_DEFAULTS
+
+
+def test_the_syncer_runs_on_pool_0_and_every_pool_gets_the_settings(tmp_path: Path) -> None:
+    path = _job(tmp_path, "diloco: {inner_steps: 20, compression: int8, grace: 1.5s, "
+                          "second_learner_pool: {replicas: 2, machine_type: g2-standard-8}}")
+    body = build_job_dict(load_config(path))
+    pools = body["jobSpec"]["workerPoolSpecs"]
+    assert [p["machineSpec"]["machineType"] for p in pools] == ["n1-standard-8", "a2-highgpu-1g", "g2-standard-8"]
+    chief = pools[0]["pythonPackageSpec"]
+    assert chief["pythonModule"] == "vtrain.diloco" and "args" not in chief and "tf-cpu" in chief["executorImageUri"]
+    assert pools[1]["pythonPackageSpec"]["pythonModule"] == "trainer.task"
+    for pool in pools:
+        env = {e["name"]: e["value"] for e in pool["pythonPackageSpec"]["env"]}
+        settings = Settings.from_json(env["VTRAIN_DILOCO"])
+        assert (settings.inner_steps, settings.compression, settings.grace) == (20, "int8", 1.5)
+        assert env["VTRAIN_DISTRIBUTION_STRATEGY"] == "diloco"
+    assert_equals_real_proto(body)
+
+
+def test_a_container_trainer_runs_the_syncer_from_its_image(tmp_path: Path) -> None:
+    path = write_job(tmp_path, """
+        name: d
+        trainer: {container: {image_uri: us-docker.pkg.dev/p/r/t:1, command: [python, -m, t]}}
+        distribution_strategy: diloco
+        cluster: {chief: {machine_type: n1-standard-8}, workers: {replicas: 2}}
+    """)
+    config = load_config(path)
+    pools = build_job_dict(config)["jobSpec"]["workerPoolSpecs"]
+    assert pools[0]["containerSpec"]["command"] == ["python3", "-m", "vtrain.diloco"]
+    assert pools[1]["containerSpec"]["command"] == ["python", "-m", "t"]
+    assert any("needs vtrain" in w.message for w in config.warnings)
+
+
+@pytest.mark.parametrize(("diloco", "chief", "extra", "expected"), [
+    ("diloco: {min_quorum: 5}", "n1-standard-8", "", "diloco.min_quorum: min_quorum 5 is more than the 4 learner(s)"),
+    ("diloco: {fragments: 3}", "n1-standard-8", "", "inner_steps (50) must be a multiple of fragments (3); e.g. "
+                                                    "fragments: 2"),
+    ("diloco: {fragments: 60}", "n1-standard-8", "", "fragments (60) must be at most inner_steps (50)"),
+    ("", "a2-highgpu-1g", "", "cluster.chief.machine_type: pool 0 runs the DiLoCo syncer, which needs only CPUs"),
+    ("", "n1-standard-8", "  reduction_server: {replicas: 2}", "DiLoCo jobs have no reduction server"),
+    ("diloco: {compression: int9}", "n1-standard-8", "", "'int9' is not allowed; allowed: none, bf16, int8, int4; "
+                                                         "did you mean 'int8'?"),
+    ("diloco: {outer_momentum: 1}", "n1-standard-8", "", "diloco.outer_momentum: must be below 1, got 1"),
+    ("diloco: {grace: soon}", "n1-standard-8", "", "expected seconds (a number) or a duration like 0.5s"),
+    ("diloco: {straggler_timeout: 0}", "n1-standard-8", "", "straggler_timeout must be longer than 0s"),
+])
+def test_bad_diloco_jobs_say_what_to_change(tmp_path: Path, diloco: str, chief: str, extra: str,
+                                            expected: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config(_job(tmp_path, diloco, chief, extra))
+    assert expected in str(err.value) + "".join(p.message for p in err.value.problems)
+
+
+def test_diloco_settings_need_the_diloco_strategy(tmp_path: Path) -> None:
+    path = write_job(tmp_path, """
+        name: d
+        trainer: {package_uris: [gs://bkt-x/t.tar.gz], module: trainer.task}
+        distribution_strategy: multi_worker_mirrored
+        diloco: {inner_steps: 10}
+        cluster: {chief: {machine_type: n1-standard-8}, workers: {replicas: 2}}
+    """)
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert [p.path for p in err.value.problems] == ["diloco"]
+    assert "only for distribution_strategy: diloco" in err.value.problems[0].message
+
+
+def _env(task: str, index: int, learners: int = 2, strategy: str = "diloco") -> dict[str, str]:
+    cluster = {"chief": ["h:1"], "worker": [f"h:{i + 2}" for i in range(learners)]}
+    return {"VTRAIN_DISTRIBUTION_STRATEGY": strategy,
+            "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": task, "index": index}})}
+
+
+def test_learners_are_standalone_and_the_first_one_plays_the_chief() -> None:
+    first = choose_strategy(_env("worker", 0), gpus=0, tpu=False)
+    assert (first.strategy, first.is_chief, first.num_workers, first.multi_worker) == ("diloco", True, 2, False)
+    assert "default strategy" in first.reason
+    other = choose_strategy(_env("worker", 1), gpus=4, tpu=False)
+    assert not other.is_chief and "MirroredStrategy over 4 local GPUs" in other.reason
+    with pytest.raises(RuntimeMismatch, match="pool 0 .* runs the syncer"):
+        choose_strategy(_env("chief", 0), gpus=0, tpu=False)
+
+
+def test_settings_from_the_environment_are_checked() -> None:
+    with pytest.raises(DilocoError, match="unknown keys color"):
+        Settings.from_json('{"color": 1}')
+    with pytest.raises(DilocoError, match="multiple of fragments"):
+        Settings.from_json('{"inner_steps": 10, "fragments": 3}')
+
+
+@pytest.mark.parametrize("name", ["none", "bf16", "int8", "int4"])
+def test_codecs_round_trip_within_their_precision(name: str) -> None:
+    x = np.random.default_rng(0).normal(size=3001).astype(np.float32)
+    data = codec.encode(x, name)
+    assert len(data) == traffic.encoded_size(x.size, name)
+    back = codec.decode(data, name, x.size)
+    bound = {"none": 0, "bf16": 0.004, "int8": 0.005, "int4": 0.08}[name]
+    assert np.abs(back - x).max() <= bound * np.abs(x).max()
+
+
+def test_fragments_are_balanced_and_manifests_are_hashed_by_shape() -> None:
+    manifest = [TensorSpec(str(i), "float32", (n,), True) for i, n in enumerate([100, 90, 60, 50, 10])]
+    parts = codec.fragments(manifest, 2)
+    assert sorted(sum(manifest[i].size for i in p) for p in parts) == [150, 160]
+    other = [*manifest[:-1], TensorSpec("4", "float32", (11,), True)]
+    assert codec.manifest_hash(manifest) != codec.manifest_hash(other)
+
+
+def test_the_outer_step_is_nesterov_and_statistics_are_averaged() -> None:
+    manifest = [TensorSpec("w", "float32", (3,), True), TensorSpec("bn", "float32", (2,), False)]
+    outer = Outer(manifest, [np.ones(3), np.zeros(2)], Settings(outer_lr=0.5, outer_momentum=0.9))
+    deltas = [([np.full(3, 1.0), np.full(2, -1.0)], 1.0), ([np.full(3, 3.0), np.full(2, -3.0)], 3.0)]
+    outer.merge(0, deltas)
+    g = 2.5  # weighted by examples: (1·1 + 3·3) / 4
+    assert np.allclose(outer.params[0], 1 - 0.5 * (g + 0.9 * g))
+    assert np.allclose(outer.params[1], 2.5)  # the weighted mean of the learners' values (0 - delta)
+    assert outer.rounds == [1]
+
+
+def test_a_compressed_downlink_keeps_every_learner_bit_identical_to_the_syncer() -> None:
+    manifest = [TensorSpec("w", "float32", (500,), True)]
+    rng = np.random.default_rng(1)
+    start = rng.normal(size=500).astype(np.float32)
+    outer = Outer(manifest, [start], Settings(compression="int4"))
+    anchor = start.copy()
+    for _ in range(5):
+        update = outer.merge(0, [([rng.normal(size=500).astype(np.float32) * 0.1], 1.0)])
+        anchor = anchor + codec.unpack(update, "int4", manifest)[0]
+    assert np.array_equal(anchor, outer.params[0])
+    assert outer.catch_up(0, 3) is not None and len(outer.catch_up(0, 3) or []) == 2
+    assert outer.catch_up(0, 6) is None  # ahead of us (we restarted): a snapshot instead
+    restored, meta = Outer.from_bytes(outer.to_bytes(), Settings(compression="int4"))
+    assert restored.rounds == [5] and np.array_equal(restored.params[0], outer.params[0])
+    assert np.array_equal(restored.residual[0], outer.residual[0])
+
+
+def test_traffic_per_step_is_below_a_ring_all_reduce_by_h_and_4h() -> None:
+    params, h = 10_000_000, 50
+    ring = traffic.ring_allreduce_bytes_per_step(params, 4)["up"]
+    assert traffic.bytes_per_step(params, h, "none")["up"] <= ring / h
+    assert traffic.bytes_per_step(params, h, "int8")["up"] <= ring / (4 * h)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _syncer(quorum: int | None, fragments: int = 1) -> tuple[Syncer, Clock]:
+    clock = Clock()
+    names = ["a", "b", "c"]
+    s = Syncer(Settings(min_quorum=quorum, grace=5.0, straggler_timeout=10.0, fragments=fragments, inner_steps=10),
+               names, "t", clock=clock)
+    manifest = [TensorSpec("w", "float32", (4,), True), TensorSpec("v", "float32", (4,), True)]
+    s.outer = Outer(manifest, [np.zeros(4), np.zeros(4)], s.settings)
+    s._reset_rounds()
+    for n in names:
+        s.learners[n] = Learner(n, Conn(), clock.now, s.outer.rounds)
+    return s, clock
+
+
+def _deliver(s: Syncer, name: str, f: int = 0) -> None:
+    assert s.outer is not None
+    s.pending[f][name] = ([np.ones(4)], 1.0, s.outer.fragments[f].round)
+
+
+def test_a_merge_waits_for_every_live_learner_and_not_for_a_silent_one() -> None:
+    s, clock = _syncer(quorum=None)
+    _deliver(s, "a"), _deliver(s, "b")
+    assert not s._ready(0, clock.now)
+    clock.now += 9.9  # c is still heartbeating within straggler_timeout? its last frame was 9.9 s ago
+    assert not s._ready(0, clock.now)
+    clock.now += 0.2  # 10.1 s of silence: hung, merged around
+    assert s._ready(0, clock.now)
+
+
+def test_a_quorum_waits_an_adaptive_grace_window_capped_by_grace() -> None:
+    s, clock = _syncer(quorum=2)
+    clock.now += 4.0  # the round took 4 s to reach its quorum
+    _deliver(s, "a"), _deliver(s, "b")
+    for lr in s.learners.values():
+        lr.last_heard = clock.now
+    assert not s._ready(0, clock.now)
+    clock.now += 0.9
+    assert not s._ready(0, clock.now)
+    clock.now += 0.2  # a quarter of 4 s has passed
+    assert s._ready(0, clock.now)
+    s2, clock2 = _syncer(quorum=2)
+    clock2.now += 400.0
+    _deliver(s2, "a"), _deliver(s2, "b")
+    for lr in s2.learners.values():
+        lr.last_heard = clock2.now
+    assert not s2._ready(0, clock2.now)
+    clock2.now += 5.1  # never more than `grace`
+    assert s2._ready(0, clock2.now)
+
+
+def test_a_learner_blocked_on_another_fragment_is_not_waited_for() -> None:
+    s, clock = _syncer(quorum=None, fragments=2)
+    _deliver(s, "a", f=0)
+    _deliver(s, "b", f=0)
+    _deliver(s, "c", f=1)  # c waits on fragment 1, which waits on a and b: no cycle allowed
+    assert s._ready(0, clock.now)

@@ -1,0 +1,284 @@
+"""The learner's side of the wire: numpy in, numpy out; the TensorFlow glue is :mod:`vtrain.runtime.diloco`.
+
+:class:`Client` keeps the anchor (the global parameters this learner last received, per fragment),
+turns local parameters into a delta (anchor − local), sends it, and blocks until the syncer's
+update arrives. A heartbeat thread keeps the syncer from taking a learner that is busy (or
+waiting) for a hung one. If the stream breaks (the syncer restarted, a network blip), it
+reconnects until ``registration_timeout`` and comes back with the syncer's current global model:
+:meth:`sync` then returns every fragment, and the caller resets its variables to them.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+import numpy as np
+
+from vtrain.diloco import codec, wire
+from vtrain.diloco.codec import TensorSpec
+from vtrain.diloco.settings import Settings
+from vtrain.errors import DilocoError
+
+log = logging.getLogger("vtrain.diloco")
+
+
+class _Broken(Exception):
+    """The stream ended or fell silent: reconnect."""
+
+
+@dataclass
+class Traffic:
+    """Bytes on the wire (protobuf frames as serialised) and payload bytes of deltas/updates."""
+
+    sent: int = 0
+    received: int = 0
+    delta_payload: int = 0
+    update_payload: int = 0
+    syncs: int = 0
+    wait_seconds: float = 0.0
+    reconnects: int = 0
+    extra: dict[str, float] = field(default_factory=dict)
+
+
+class Client:
+    def __init__(self, address: str, token: str, name: str, manifest: Sequence[TensorSpec], settings: Settings,
+                 initial: Callable[[], Sequence[np.ndarray]]) -> None:
+        self.address, self._token, self.name, self.settings = address, token, name, settings
+        self.manifest = list(manifest)
+        self.hash = codec.manifest_hash(self.manifest)
+        self.fragments = codec.fragments(self.manifest, settings.fragments)
+        self._initial = initial
+        self.anchor: list[np.ndarray] = []
+        self.rounds: list[int] = [0] * len(self.fragments)
+        self.traffic = Traffic()
+        self._out: queue.Queue[Any] = queue.Queue()
+        self._in: queue.Queue[Any] = queue.Queue()
+        self._channel: grpc.Channel | None = None
+        self._call: Any = None
+        self._stop = threading.Event()
+        self._heard = time.monotonic()
+        self.stopped = False  # the syncer ended training (a quorum finished): stop at once
+
+    # ------------------------------------------------------------------ connection
+
+    def connect(self) -> list[np.ndarray]:
+        """Register (sending our initial parameters if the syncer has none); the global model, full."""
+        deadline = time.monotonic() + self.settings.registration_timeout
+        delay = 0.2
+        while True:
+            try:
+                return self._handshake(deadline)
+            except _Broken as err:
+                self._teardown()
+                if time.monotonic() + delay >= deadline:
+                    raise DilocoError(f"{self.name}: no syncer at {self.address} within registration_timeout "
+                                      f"({self.settings.registration_timeout:g} s): {err}") from None
+                log.info("vtrain.diloco: %s: syncer not reachable (%s); retrying", self.name, err)
+                time.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    def _handshake(self, deadline: float) -> list[np.ndarray]:
+        self._out, self._in = queue.Queue(), queue.Queue()
+        self._stop = threading.Event()
+        self._channel = grpc.insecure_channel(self.address, options=wire.GRPC_OPTIONS)
+        outbox = self._out
+
+        def requests() -> Any:
+            while True:
+                frame = outbox.get()
+                if frame is None:
+                    return
+                yield frame
+
+        stub = self._channel.stream_stream(wire.METHOD, request_serializer=wire.Frame.SerializeToString,
+                                           response_deserializer=wire.Frame.FromString)
+        self._call = stub(requests(), wait_for_ready=True)
+        threading.Thread(target=self._reader, args=(self._call, self._in), daemon=True).start()
+        self._send(wire.header("hello", token=self._token, learner=self.name, manifest_hash=self.hash,
+                               manifest=self.manifest, rounds=self.rounds))
+        while True:
+            head, payload = self._recv(max(0.1, deadline - time.monotonic()), waiting_for="the syncer's welcome")
+            if head.kind == "init_please":
+                values = [np.asarray(v, np.float32) for v in self._initial()]
+                self._send(wire.header("init", learner=self.name, manifest_hash=self.hash, manifest=self.manifest),
+                           codec.pack(values, "none"))
+            elif head.kind == "welcome":
+                self.anchor = codec.unpack(payload, "none", [self.manifest[i] for f in self.fragments for i in f])
+                order = [i for f in self.fragments for i in f]
+                self.anchor = [a for _, a in sorted(zip(order, self.anchor, strict=True), key=lambda p: p[0])]
+                self.rounds = list(head.rounds)
+                threading.Thread(target=self._heartbeats, args=(self._stop, outbox), daemon=True).start()
+                log.info("vtrain.diloco: %s joined at rounds %s", self.name, self.rounds)
+                return [a.copy() for a in self.anchor]
+
+    def _reader(self, call: Any, inbox: queue.Queue[Any]) -> None:
+        assembler = wire.Assembler()
+        try:
+            for frame in call:
+                self.traffic.received += frame.ByteSize()
+                message = assembler.feed(frame)
+                if message is not None:
+                    inbox.put(message)
+            inbox.put(("closed", "the syncer ended the stream"))
+        except grpc.RpcError as err:
+            inbox.put(("closed", f"{err.code().name}: {err.details()}"))
+        except Exception as err:  # noqa: BLE001 - any other end of the stream is a break too
+            inbox.put(("closed", str(err)))
+
+    def _heartbeats(self, stop: threading.Event, outbox: queue.Queue[Any]) -> None:
+        beat = wire.Frame(header=wire.header("heartbeat"))
+        while not stop.wait(self.settings.heartbeat):
+            self.traffic.sent += beat.ByteSize()
+            outbox.put(beat)
+
+    def _send(self, head: Any, payload: bytes = b"") -> None:
+        for frame in wire.frames(head, payload):
+            self.traffic.sent += frame.ByteSize()
+            self._out.put(frame)
+
+    def _recv(self, timeout: float, waiting_for: str) -> tuple[Any, bytes]:
+        """The next message that is not a heartbeat. Silence longer than the syncer's heartbeats allow
+        (or `timeout`) breaks the connection."""
+        end = time.monotonic() + timeout
+        silence = max(3 * self.settings.heartbeat, self.settings.straggler_timeout)
+        while True:
+            wait = min(end, time.monotonic() + silence) - time.monotonic()
+            try:
+                head, payload = self._in.get(timeout=max(0.0, wait))
+            except queue.Empty:
+                if time.monotonic() >= end:
+                    raise _Broken(f"nothing from the syncer while waiting for {waiting_for}") from None
+                raise _Broken(f"the syncer fell silent for {silence:g} s") from None
+            if head == "closed":
+                raise _Broken(payload)
+            if head.kind == "reject":
+                self._teardown()
+                raise DilocoError(f"{self.name}: the syncer refused us: {head.reason}")
+            if head.kind != "heartbeat":
+                return head, payload
+
+    def _teardown(self) -> None:
+        self._stop.set()
+        self._out.put(None)
+        if self._call is not None:
+            self._call.cancel()
+        if self._channel is not None:
+            self._channel.close()
+        self._call = self._channel = None
+
+    def close(self) -> None:
+        self._teardown()
+
+    # ------------------------------------------------------------------ syncing
+
+    def next_fragment(self) -> int:
+        """The fragment to exchange next: the one with the fewest merged rounds (the lowest index on a tie).
+
+        Chosen from the global rounds rather than the local step, so a learner that joins or rejoins
+        mid-run falls into the same phase as the others.
+        """
+        return min(range(len(self.rounds)), key=lambda g: (self.rounds[g], g))
+
+    def delta(self, f: int, local: Sequence[np.ndarray]) -> list[np.ndarray]:
+        return [self.anchor[i] - np.asarray(v, np.float32).reshape(self.anchor[i].shape)
+                for i, v in zip(self.fragments[f], local, strict=True)]
+
+    def sync(self, f: int, local: Sequence[np.ndarray], examples: float) -> dict[int, list[np.ndarray]]:
+        """Send fragment f's delta, wait for the merge; {fragment: new values} (all of them after a rejoin)."""
+        start = time.monotonic()
+        payload = codec.pack(self.delta(f, local), self.settings.compression)
+        try:
+            self._send(wire.header("delta", learner=self.name, manifest_hash=self.hash, fragment=f,
+                                   base_round=self.rounds[f], examples=float(examples),
+                                   codec=self.settings.compression), payload)
+            self.traffic.delta_payload += len(payload)
+            self._await(f, self.rounds[f] + 1, "the merged update")
+            out = {f: [self.anchor[i].copy() for i in self.fragments[f]]}
+            if self.stopped:
+                out = {g: [self.anchor[i].copy() for i in ix] for g, ix in enumerate(self.fragments)}
+        except _Broken as err:
+            out = self._rejoin(err)
+        self.traffic.syncs += 1
+        self.traffic.wait_seconds += time.monotonic() - start
+        if self.traffic.syncs == 1:  # includes waiting for every learner to start: reported apart
+            self.traffic.extra["first_sync_wait"] = time.monotonic() - start
+        return out
+
+    def _await(self, f: int, at_least: int, waiting_for: str) -> None:
+        """Apply updates for fragment f until it reaches round `at_least` (no deadline: a merge waits for
+        the quorum; the syncer's heartbeats prove it is alive)."""
+        target = at_least
+        while self.rounds[f] < target and not self.stopped:
+            head, payload = self._recv(float("inf"), waiting_for)
+            self._apply(head, payload)
+            if head.kind == "update" and int(head.fragment) == f:
+                target = max(target, int(head.base_round))  # a catch-up: read all of it before going on
+
+    def _apply(self, head: Any, payload: bytes) -> None:
+        if head.kind == "final":
+            log.info("vtrain.diloco: %s: the syncer ended training at rounds %s", self.name, list(head.rounds))
+            self.stopped = True
+            self._teardown()
+            return
+        if head.kind != "update":
+            return
+        g = int(head.fragment)
+        if not head.snapshot and int(head.round) <= self.rounds[g]:
+            return  # already applied (an update is never applied twice: the anchor must stay bit-exact)
+        specs = [self.manifest[i] for i in self.fragments[g]]
+        values = codec.unpack(payload, head.codec, specs)
+        self.traffic.update_payload += len(payload)
+        for i, v in zip(self.fragments[g], values, strict=True):
+            self.anchor[i] = v.astype(np.float32) if head.snapshot else self.anchor[i] + v
+        self.rounds[g] = int(head.round)
+
+    def _rejoin(self, err: BaseException) -> dict[int, list[np.ndarray]]:
+        log.warning("vtrain.diloco: %s: connection to the syncer lost (%s); rejoining", self.name, err)
+        self._teardown()
+        self.traffic.reconnects += 1
+        self.connect()
+        return {g: [self.anchor[i].copy() for i in ix] for g, ix in enumerate(self.fragments)}
+
+    def finish(self, pending: dict[int, tuple[Sequence[np.ndarray], float]]) -> list[np.ndarray]:
+        """Send the last deltas and `done`; wait for the final global model (all tensors).
+
+        If the syncer restarts meanwhile, rejoin (the unsent work is lost, as with any rejoin) and
+        say `done` again; if it is gone for good, keep the last global model received.
+        """
+        if self.stopped:
+            return [a.copy() for a in self.anchor]
+        for attempt in range(3):
+            try:
+                for f, (local, examples) in pending.items():
+                    payload = codec.pack(self.delta(f, local), self.settings.compression)
+                    self._send(wire.header("delta", learner=self.name, manifest_hash=self.hash, fragment=f,
+                                           base_round=self.rounds[f], examples=float(examples),
+                                           codec=self.settings.compression), payload)
+                    self.traffic.delta_payload += len(payload)
+                self._send(wire.header("done", learner=self.name))
+                while True:
+                    head, payload = self._recv(float("inf"), "the final model")
+                    if head.kind == "final":
+                        self._teardown()
+                        return [a.copy() for a in self.anchor]
+                    self._apply(head, payload)
+            except _Broken as err:
+                pending = {}
+                try:
+                    if attempt < 2:
+                        self._rejoin(err)
+                        continue
+                except DilocoError:
+                    pass
+                log.warning("vtrain.diloco: %s: the syncer went away before the final model (%s); keeping the "
+                            "last global model received", self.name, err)
+                break
+        self._teardown()
+        return [a.copy() for a in self.anchor]

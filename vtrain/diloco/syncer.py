@@ -1,0 +1,422 @@
+"""The DiLoCo syncer: pool 0 of the CustomJob, a CPU process that merges what the learners send.
+
+Run by Vertex AI (and `vtrain local`) as ``python -m vtrain.diloco``. Each learner holds one gRPC
+stream (:mod:`.wire`). The rules, per fragment and round r:
+
+* **Merge** when every learner expected for round r (alive, working from round r, not done)
+  has sent its delta; or when at least ``min(min_quorum, those expected)`` fresh deltas are in
+  and an adaptive grace window has passed: a quarter of the time the quorum took, never more
+  than ``grace``. A learner still working from an older round is a straggler, not expected: its
+  delta, when it comes, is answered at once with the updates it missed and joins the next merge
+  (weighted by 1/(1+staleness); dropped beyond ``max_staleness``).
+* **Alive** means a frame (deltas, heartbeats: learners send them from a thread, even while
+  waiting on us) within ``straggler_timeout``, and the stream open. A killed learner's stream
+  ends (seen at once); a hung one falls silent: it stalls one merge by at most
+  grace + straggler_timeout. Nobody is judged by the time since its last *delta*.
+* **Registration deadline**: the first merge waits for every learner to register, at most
+  ``registration_timeout``; no learner at all by then fails the job; a learner that never starts
+  (or left and never came back) is ignored after that long.
+* **End**: once every learner is done or gone (or, with ``min_quorum``, that many are done: a
+  straggler does not train on alone), pending deltas are merged, each connected learner gets the
+  final global model (one still training stops at its next exchange), and the syncer exits 0.
+* **Checkpoint** (global params, outer momentum, residuals, rounds) to
+  ``$AIP_CHECKPOINT_DIR/diloco/syncer.npz`` every ``checkpoint_every`` seconds and at the end; a
+  restarted syncer resumes from it, and reconnecting learners get its global model.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from vtrain.diloco import codec, wire
+from vtrain.diloco.codec import TensorSpec
+from vtrain.diloco.outer import Outer
+from vtrain.diloco.settings import Settings
+from vtrain.diloco.storage import Store
+
+log = logging.getLogger("vtrain.diloco")
+GRACE_FRACTION = 0.25
+
+
+@dataclass(eq=False)
+class Conn:
+    """One stream. Only its response generator writes to it (one writer per connection)."""
+
+    out: queue.Queue[Any] = field(default_factory=queue.Queue)
+    learner: str | None = None
+    closed: bool = False
+
+    def send(self, head: Any, payload: bytes = b"") -> None:
+        if not self.closed:
+            for frame in wire.frames(head, payload):
+                self.out.put(frame)
+
+    def close(self) -> None:
+        self.closed = True
+        self.out.put(None)
+
+
+@dataclass
+class Learner:
+    name: str
+    conn: Conn | None
+    last_heard: float
+    base: list[int]
+    done: bool = False
+    left_at: float | None = None
+    deltas: int = 0
+    weight: float = 0.0  # the weight of its last fresh delta: its share of a full round
+
+    def alive(self, now: float, timeout: float) -> bool:
+        return self.conn is not None and not self.conn.closed and not self.done and now - self.last_heard < timeout
+
+
+class Syncer:
+    def __init__(self, settings: Settings, expected: list[str], token: str, store: Store | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.settings, self.expected, self._token, self.store, self.clock = settings, expected, token, store, clock
+        self.cv = threading.Condition()
+        self.outer: Outer | None = None
+        self.learners: dict[str, Learner] = {}
+        self.pending: list[dict[str, tuple[list[np.ndarray], float, int]]] = []
+        self.quorum_since: list[float | None] = []
+        self.round_started: list[float] = []
+        self.first_fresh: list[float | None] = []
+        self.started = clock()
+        self.stop_requested = False
+        self.stats: dict[str, Any] = {"merges": 0, "stale_merged": 0, "stale_dropped": 0, "max_wait_after_quorum": 0.0,
+                                      "max_stall": 0.0,
+                                      "rejected": 0, "resumed_from": None, "rounds": [], "merge_log": []}
+        if store is not None:
+            data = store.read()
+            if data is not None:
+                self.outer, meta = Outer.from_bytes(data, settings)
+                self._reset_rounds()
+                self.stats["resumed_from"] = self.outer.rounds
+                log.info("vtrain.diloco: resumed from %s at rounds %s", store.path, self.outer.rounds)
+
+    def _reset_rounds(self) -> None:
+        assert self.outer is not None
+        n = len(self.outer.fragments)
+        self.pending = [{} for _ in range(n)]
+        self.quorum_since = [None] * n
+        self.first_fresh = [None] * n
+        self.round_started = [self.clock()] * n
+
+    # ------------------------------------------------------------------ streams
+
+    def session(self, requests: Iterator[Any], context: Any) -> Iterator[Any]:
+        """The gRPC method: a reader thread handles what arrives; this generator is the only writer."""
+        conn = Conn()
+        context.add_callback(lambda: self._closed(conn))
+        threading.Thread(target=self._read, args=(conn, requests), daemon=True).start()
+        while True:
+            try:
+                frame = conn.out.get(timeout=self.settings.heartbeat)
+            except queue.Empty:
+                frame = wire.Frame(header=wire.header("heartbeat"))
+            if frame is None:
+                return
+            yield frame
+
+    def _read(self, conn: Conn, requests: Iterator[Any]) -> None:
+        assembler = wire.Assembler()
+        try:
+            for frame in requests:
+                message = assembler.feed(frame)
+                if message is not None and not self._handle(conn, *message):
+                    break
+        except Exception as err:  # noqa: BLE001 - a broken stream is a learner leaving, whatever grpc raised
+            log.debug("vtrain.diloco: stream of %s ended: %s", conn.learner, err)
+        self._closed(conn)
+
+    def _closed(self, conn: Conn) -> None:
+        with self.cv:
+            if not conn.closed:
+                conn.close()
+            learner = self.learners.get(conn.learner or "")
+            if learner is not None and learner.conn is conn:
+                learner.conn, learner.left_at = None, self.clock()
+                if not learner.done:
+                    log.warning("vtrain.diloco: %s disconnected; merging without it until it rejoins", learner.name)
+            self.cv.notify_all()
+
+    def _reject(self, conn: Conn, reason: str) -> bool:
+        self.stats["rejected"] += 1
+        log.error("vtrain.diloco: refused %s: %s", conn.learner or "a learner", reason)
+        conn.send(wire.header("reject", reason=reason))
+        conn.close()
+        return False
+
+    def _handle(self, conn: Conn, h: Any, payload: bytes) -> bool:
+        """One message from a stream; False ends the stream."""
+        now = self.clock()
+        if h.kind == "hello":
+            return self._hello(conn, h)
+        if conn.learner is None:
+            return self._reject(conn, f"'{h.kind}' before hello")
+        if h.kind == "init":
+            return self._init(conn, h, payload)
+        with self.cv:
+            learner = self.learners.get(conn.learner)
+            if learner is None or learner.conn is not conn:
+                return False  # superseded by a newer stream of the same learner
+            learner.last_heard = now
+            if h.kind == "done":
+                learner.done = True
+                log.info("vtrain.diloco: %s is done", learner.name)
+                self.cv.notify_all()
+                return True
+            if h.kind != "delta":
+                return True
+        return self._delta(conn, learner, h, payload)
+
+    def _hello(self, conn: Conn, h: Any) -> bool:
+        if not hmac.compare_digest(h.token.encode(), self._token.encode()):
+            return self._reject(conn, "wrong token: this learner belongs to another job (or VTRAIN_DILOCO_TOKEN "
+                                      "differs between pools)")
+        conn.learner = h.learner
+        with self.cv:
+            if self.outer is None:
+                conn.send(wire.header("init_please"))
+                return True
+            if h.manifest_hash != self.outer.hash:
+                return self._reject(conn, self._mismatch(h))
+            self._welcome(conn, h.learner)
+        return True
+
+    def _mismatch(self, h: Any) -> str:
+        assert self.outer is not None
+        ours = {t.name: (t.dtype, t.shape) for t in self.outer.manifest}
+        theirs = {t.name: (t.dtype, tuple(t.shape)) for t in h.manifest}
+        diff = sorted(set(ours.items()) ^ set(theirs.items()))[:3]
+        return (f"model mismatch: manifest {h.manifest_hash} but the global model is {self.outer.hash} "
+                f"({len(theirs)} vs {len(ours)} tensors; first differences: {diff})")
+
+    def _init(self, conn: Conn, h: Any, payload: bytes) -> bool:
+        manifest = [TensorSpec(t.name, t.dtype, tuple(t.shape), t.trainable) for t in h.manifest]
+        if codec.manifest_hash(manifest) != h.manifest_hash:
+            return self._reject(conn, "the manifest does not match its hash")
+        values = codec.unpack(payload, "none", manifest)
+        with self.cv:
+            if self.outer is None:
+                self.outer = Outer(manifest, values, self.settings)
+                self._reset_rounds()
+                log.info("vtrain.diloco: global model from %s: %d tensors, %d values, %d fragment(s), manifest %s",
+                         conn.learner, len(manifest), sum(t.size for t in manifest), len(self.outer.fragments),
+                         self.outer.hash)
+            elif h.manifest_hash != self.outer.hash:
+                return self._reject(conn, self._mismatch(h))
+            self._welcome(conn, h.learner)
+        return True
+
+    def _welcome(self, conn: Conn, name: str) -> None:
+        """Register (or re-register) a learner and send it the global model. Called under the lock."""
+        assert self.outer is not None
+        old = self.learners.get(name)
+        if old is not None and old.conn is not None and old.conn is not conn:
+            old.conn.close()
+        rejoin = old is not None
+        self.learners[name] = Learner(name, conn, self.clock(), self.outer.rounds, deltas=old.deltas if old else 0)
+        for f in range(len(self.outer.fragments)):
+            self.pending[f].pop(name, None)
+        payload = b"".join(self.outer.snapshot(f) for f in range(len(self.outer.fragments)))
+        conn.send(wire.header("welcome", rounds=self.outer.rounds, codec="none", snapshot=True), payload)
+        log.info("vtrain.diloco: %s %s at rounds %s", name, "rejoined" if rejoin else "registered", self.outer.rounds)
+        self.cv.notify_all()
+
+    def _delta(self, conn: Conn, learner: Learner, h: Any, payload: bytes) -> bool:
+        assert self.outer is not None
+        if h.manifest_hash != self.outer.hash:
+            return self._reject(conn, self._mismatch(h))
+        f = int(h.fragment)
+        deltas = codec.unpack(payload, h.codec, self.outer.specs(f))
+        weight = float(h.examples) if self.settings.token_weighting else 1.0
+        with self.cv:
+            learner.deltas += 1
+            r, base = self.outer.fragments[f].round, int(h.base_round)
+            if base == r:
+                if self.first_fresh[f] is None:
+                    self.first_fresh[f] = self.clock()
+                self.pending[f][learner.name] = (deltas, max(weight, 1e-12), base)
+                learner.base[f], learner.weight = r, max(weight, 1e-12)
+            else:
+                missed = self.outer.catch_up(f, base)
+                if missed is not None and r - base <= self.settings.max_staleness:
+                    self.pending[f][learner.name] = (deltas, max(weight, 1e-12) / (1 + r - base), base)
+                else:
+                    self.stats["stale_dropped"] += 1
+                self._send_catch_up(learner, f, base, missed)
+            self.cv.notify_all()
+        return True
+
+    def _send_catch_up(self, learner: Learner, f: int, base: int, missed: list[tuple[int, bytes]] | None) -> None:
+        assert self.outer is not None and learner.conn is not None
+        now = self.outer.fragments[f].round  # base_round on an update: the round this reply brings it to
+        if missed is None:
+            learner.conn.send(wire.header("update", fragment=f, round=now, base_round=now, codec="none",
+                                          snapshot=True), self.outer.snapshot(f))
+        else:
+            for r, update in missed:
+                learner.conn.send(wire.header("update", fragment=f, round=r, base_round=now,
+                                              codec=self.settings.compression), update)
+        learner.base[f] = self.outer.fragments[f].round
+
+    # ------------------------------------------------------------------ merging
+
+    def _expected(self, f: int, now: float) -> tuple[list[str], list[str]]:
+        """(fresh senders, alive learners the round still waits for)."""
+        assert self.outer is not None
+        r = self.outer.fragments[f].round
+        fresh = [n for n, (_, _, b) in self.pending[f].items() if b == r]
+        missing = [n for n, lr in self.learners.items() if n not in self.pending[f] and lr.base[f] == r
+                   and lr.alive(now, self.settings.straggler_timeout) and not self._blocked(n, f)]
+        return fresh, missing
+
+    def _blocked(self, name: str, f: int) -> bool:
+        """Waiting on another fragment's merge, so it cannot deliver f now: never wait for it (a learner that
+        joined out of phase would otherwise wait on us while we wait on it)."""
+        assert self.outer is not None
+        return any(name in self.pending[g] and self.pending[g][name][2] == self.outer.fragments[g].round
+                   for g in range(len(self.pending)) if g != f)
+
+    def _ready(self, f: int, now: float) -> bool:
+        assert self.outer is not None
+        if (self.outer.fragments[f].round == 0 and now - self.started < self.settings.registration_timeout
+                and any(n not in self.learners for n in self.expected)):
+            return False  # the first merge waits for every learner to start (Vertex starts them in any order)
+        fresh, missing = self._expected(f, now)
+        if not fresh:
+            self.quorum_since[f] = None
+            return False
+        if not missing:
+            return True
+        quorum = min(self.settings.min_quorum or len(fresh) + len(missing), len(fresh) + len(missing))
+        if len(fresh) < quorum:
+            self.quorum_since[f] = None
+            return False
+        since = self.quorum_since[f]
+        if since is None:
+            since = self.quorum_since[f] = now
+        window = min(self.settings.grace, GRACE_FRACTION * max(0.0, since - self.round_started[f]))
+        return now - since >= window
+
+    def _merge(self, f: int, now: float) -> None:
+        assert self.outer is not None
+        frag = self.outer.fragments[f]
+        r = frag.round
+        entries = self.pending[f]
+        fresh = [n for n, (_, _, b) in entries.items() if b == r]
+        live = [lr.weight for n, lr in self.learners.items()
+                if n in entries or lr.alive(now, self.settings.straggler_timeout)]
+        update = self.outer.merge(f, [(d, w) for d, w, _ in entries.values()], full_weight=sum(live))
+        stale = len(entries) - len(fresh)
+        waited = 0.0 if self.quorum_since[f] is None else now - self.quorum_since[f]
+        self.stats["merges"] += 1
+        self.stats["stale_merged"] += stale
+        self.stats["max_wait_after_quorum"] = max(self.stats["max_wait_after_quorum"], waited)
+        # The stall: how long the first learner to deliver this round waited for the merge.
+        stall = 0.0 if self.first_fresh[f] is None else now - self.first_fresh[f]
+        self.stats["max_stall"] = max(self.stats["max_stall"], stall)
+        self.stats["merge_log"].append([round(now - self.started, 4), f, r + 1, len(fresh), stale])
+        log.info("vtrain.diloco: fragment %d round %d: %d fresh + %d stale delta(s), %.3f s after quorum",
+                 f, r + 1, len(fresh), stale, waited)
+        for name in fresh:
+            learner = self.learners.get(name)
+            if learner is not None and learner.conn is not None:
+                learner.conn.send(wire.header("update", fragment=f, round=frag.round, base_round=frag.round,
+                                              codec=self.settings.compression), update)
+                learner.base[f] = frag.round
+        entries.clear()
+        self.quorum_since[f] = self.first_fresh[f] = None
+        self.round_started[f] = now
+
+    def _finished(self, now: float) -> bool:
+        if self.outer is None or not any(lr.done for lr in self.learners.values()):
+            return False
+        quorum = self.settings.min_quorum
+        if quorum is not None and sum(lr.done for lr in self.learners.values()) >= quorum:
+            return True  # a quorum has done its work: stragglers stop at their next exchange, not run on alone
+        deadline = self.settings.registration_timeout
+        for lr in self.learners.values():
+            gone = lr.conn is None and lr.left_at is not None and now - lr.left_at >= deadline
+            if not (lr.done or gone):
+                return False
+        unseen = [n for n in self.expected if n not in self.learners]
+        return not unseen or now - self.started >= deadline
+
+    def _finish(self) -> None:
+        """Merge what is pending, send every connected learner the final model. Under the lock."""
+        assert self.outer is not None
+        now = self.clock()
+        for f in range(len(self.outer.fragments)):
+            if self.pending[f]:
+                self._merge(f, now)
+        for lr in self.learners.values():
+            if lr.conn is None or lr.conn.closed:
+                continue
+            for f in range(len(self.outer.fragments)):
+                if lr.base[f] != self.outer.fragments[f].round:
+                    self._send_catch_up(lr, f, lr.base[f], self.outer.catch_up(f, lr.base[f]))
+            lr.conn.send(wire.header("final", rounds=self.outer.rounds))
+
+    def coordinate(self, poll: float = 0.02, linger: float = 60.0) -> dict[str, Any]:
+        """Drive merges until the end; returns the run's statistics. Raises on the registration deadline."""
+        from vtrain.errors import DilocoError
+
+        last_checkpoint = self.clock()
+        while True:
+            with self.cv:
+                now = self.clock()
+                if self.outer is None and now - self.started >= self.settings.registration_timeout:
+                    raise DilocoError(f"no learner registered within registration_timeout "
+                                      f"({self.settings.registration_timeout:g} s)")
+                if self.stop_requested:
+                    break
+                if self.outer is not None:
+                    for f in range(len(self.outer.fragments)):
+                        if self._ready(f, now):
+                            self._merge(f, now)
+                    if self._finished(now):
+                        self._finish()
+                        break
+                due = self.outer is not None and now - last_checkpoint >= self.settings.checkpoint_every
+                data = self._checkpoint_bytes() if due else None
+                if data is None:
+                    self.cv.wait(poll)
+            if data is not None:
+                self._write(data)
+                last_checkpoint = self.clock()
+        with self.cv:
+            data = self._checkpoint_bytes()
+            self.stats["rounds"] = self.outer.rounds if self.outer else []
+            self.stats["learners"] = {n: lr.deltas for n, lr in self.learners.items()}
+            end = self.clock() + linger
+            while any(lr.conn is not None for lr in self.learners.values()) and self.clock() < end:
+                self.cv.wait(0.1)  # learners close after applying the final model
+        if data is not None:
+            self._write(data)
+        return self.stats
+
+    def _checkpoint_bytes(self) -> bytes | None:
+        if self.outer is None or self.store is None:
+            return None
+        return self.outer.to_bytes({"learners": sorted(self.learners)})
+
+    def _write(self, data: bytes) -> None:
+        if self.store is not None:
+            self.store.write(data)
+
+
+def summary_json(stats: dict[str, Any]) -> str:
+    return json.dumps({k: v for k, v in stats.items() if k != "merge_log"}, sort_keys=True)
