@@ -319,3 +319,15 @@ def test_plot_has_both_panels(jobs: Path) -> None:
     assert result.exit_code == 0, result.output
     height, width, _ = image.imread(str(jobs / "advice.png")).shape
     assert width > 1.8 * height  # scaling curves and the memory bars side by side
+
+
+def test_diloco_bytes_follow_the_implementation_when_compression_is_given() -> None:
+    from vtrain.diloco.traffic import bytes_per_step
+
+    for codec in ("none", "bf16", "int8", "int4"):
+        real = bytes_per_step(340_000_000, 50, codec)["up"]
+        assert diloco_bytes_per_learner_per_step(340_000_000, 50, compression=codec) == real
+    # int8 moves about a quarter of fp32 (plus its per-block scales).
+    ratio = diloco_bytes_per_learner_per_step(10**8, 50, compression="int8") / diloco_bytes_per_learner_per_step(
+        10**8, 50, compression="none")
+    assert 0.25 < ratio < 0.26

@@ -38,11 +38,23 @@ class DilocoTraffic:
 
 
 def diloco_bytes_per_learner_per_step(
-    params: int, inner_steps: int, bytes_per_value: float = DEFAULT_BYTES_PER_VALUE, overhead_bytes: float = 0.0
+    params: int,
+    inner_steps: int,
+    bytes_per_value: float = DEFAULT_BYTES_PER_VALUE,
+    overhead_bytes: float = 0.0,
+    compression: str | None = None,
 ) -> float:
-    """Bytes one learner sends per inner step: its pseudo-gradient once every H steps (it receives as much)."""
+    """Bytes one learner sends per inner step: its pseudo-gradient once every H steps (it receives as much).
+
+    With `compression` (a job's `diloco.compression`: none, bf16, int8, int4) the number is what
+    vtrain's implementation really puts on the wire (:mod:`vtrain.diloco.traffic`: the codec's
+    scales and the frame headers included); without, the plain `bytes_per_value` model."""
     if inner_steps < 1:
         raise EstimateError(f"DiLoCo inner steps must be at least 1, got {inner_steps}")
+    if compression is not None:
+        from vtrain.diloco.traffic import bytes_per_step
+
+        return bytes_per_step(params, inner_steps, compression)["up"] + overhead_bytes / inner_steps
     return (params * bytes_per_value + overhead_bytes) / inner_steps
 
 
@@ -54,9 +66,10 @@ def diloco_traffic(
     syncer_gbps: float,
     alpha_s: float = 0.0,
     bytes_per_value: float = DEFAULT_BYTES_PER_VALUE,
+    compression: str | None = None,
 ) -> DilocoTraffic:
     """Traffic and network seconds per inner step; NICs are full duplex, so sending and receiving overlap."""
-    per_step = diloco_bytes_per_learner_per_step(params, inner_steps, bytes_per_value)
+    per_step = diloco_bytes_per_learner_per_step(params, inner_steps, bytes_per_value, compression=compression)
     syncer = learners * per_step
     learner_s = per_step * 8 / (learner_gbps * 1e9)
     syncer_s = syncer * 8 / (syncer_gbps * 1e9)

@@ -144,8 +144,13 @@ def advise(config: JobConfig, inputs: Inputs, job: str = "") -> Report:
     advice = [
         precision_advice(f.device, inputs.params, inputs.optimizer, inputs.activations, inputs.precision) for f in fits
     ]
+    # A DiLoCo job: the bytes its own settings put on the wire (vtrain.diloco.traffic), at its H too.
+    compression = config.diloco.compression if config.diloco is not None else None
+    if config.diloco is not None:
+        inner = (*inner, config.diloco.inner_steps)
     traffic = [
-        diloco_traffic(inputs.params, cluster.workers, h, cluster.worker_gbps, cluster.reducer_gbps, inputs.alpha_s)
+        diloco_traffic(inputs.params, cluster.workers, h, cluster.worker_gbps, cluster.reducer_gbps, inputs.alpha_s,
+                       compression=compression)
         for h in sorted(set(inner))
     ]
     devices = min((f.device.per_replica for f in fits), default=1)
