@@ -27,7 +27,8 @@ def is_secret_name(name: str) -> bool:
 def redact(body: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of the body with secret-looking env values of every pool hidden."""
     out = copy.deepcopy(dict(body))
-    for pool in out.get("jobSpec", {}).get("workerPoolSpecs", []):
+    spec = out.get("jobSpec") or out.get("trialJobSpec") or {}  # a CustomJob or a HyperparameterTuningJob
+    for pool in spec.get("workerPoolSpecs", []):
         for key in ("pythonPackageSpec", "containerSpec"):
             for var in pool.get(key, {}).get("env", []):
                 if is_secret_name(var.get("name", "")) and var.get("value"):
@@ -57,7 +58,7 @@ def gcloud_command(
     body: Mapping[str, Any], project: str | None, region: str, config_file: str = "job.yaml"
 ) -> list[str]:
     """The argv that submits a rendered `gcloud` config file (display name and labels are flags there)."""
-    argv = ["gcloud", "ai", "custom-jobs", "create"]
+    argv = ["gcloud", "ai", "hp-tuning-jobs" if "trialJobSpec" in body else "custom-jobs", "create"]
     if project:
         argv.append(f"--project={project}")
     argv += [f"--region={region}", f"--display-name={body['displayName']}"]
@@ -91,5 +92,9 @@ def render(
         return _dump_yaml(body)
     argv = gcloud_command(body, project, region)
     command = "".join(f"#   {line}\n" for line in shlex.join(argv).splitlines())  # a name may hold line breaks
+    if "trialJobSpec" in body:  # the file holds the whole job; labels and the key go as flags
+        header = "# HyperparameterTuningJob for `gcloud ai hp-tuning-jobs create --config`. Submit with:\n"
+        config = {k: v for k, v in body.items() if k not in ("labels", "encryptionSpec")}
+        return header + command + _dump_yaml(config)
     header = "# CustomJobSpec for `gcloud ai custom-jobs create --config`. Submit with:\n" + command
     return header + _dump_yaml(body["jobSpec"])

@@ -19,6 +19,12 @@ from vtrain.errors import Problem
 from vtrain.yamlpos import PathKey, Positions, format_path
 
 RESERVATION_AFFINITIES = ("none", "any", "specific")
+#: `tuning:` words; vtrain/tuning/model.py maps them to StudySpec's enums.
+TUNING_GOALS = ("maximize", "minimize")
+TUNING_PARAMETER_TYPES = ("double", "integer", "discrete", "categorical")
+TUNING_SCALES = ("linear", "log", "reverse_log")
+TUNING_ALGORITHMS = ("default", "random", "grid")
+TUNING_EARLY_STOPPING = ("median", "none")
 BOOT_DISK_TYPES = ("pd-ssd", "pd-standard", "hyperdisk-balanced")
 
 MAX_DURATION_S = 315_576_000_000
@@ -143,6 +149,58 @@ class Int:
             ck.add(path, f"must be at most {self.maximum}, got {value}")
             return None
         return value
+
+
+@dataclass(frozen=True)
+class Number:
+    """A finite number (int or float), as tuning ranges and discrete values are."""
+
+    def check(self, value: Any, path: PathKey, ck: Checker) -> Any:
+        if isinstance(value, str):
+            try:  # YAML 1.1 reads 1e-3 (no dot) as text; a number is what was meant
+                value = float(value)
+            except ValueError:
+                ck.add(path, f"expected a number, got {_type_name(value)}; e.g. 0.001 or 1.0e-3")
+                return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            ck.add(path, f"expected a number, got {_type_name(value)}")
+            return None
+        if not math.isfinite(value):
+            ck.add(path, f"expected a finite number, got {value}; give a bound like 1e6")
+            return None
+        return value
+
+
+@dataclass(frozen=True)
+class Scalar:
+    """A number or a text (tuning values); booleans and nulls are refused: Vertex has neither."""
+
+    def check(self, value: Any, path: PathKey, ck: Checker) -> Any:
+        if isinstance(value, str) or (isinstance(value, (int, float)) and not isinstance(value, bool)):
+            if isinstance(value, float) and not math.isfinite(value):
+                ck.add(path, f"expected a finite number, got {value}; give a finite one")
+                return None
+            return value
+        hint = "; YAML reads yes/no/on/off/true/false as booleans, quote the text" if isinstance(value, bool) else ""
+        ck.add(path, f"expected a number or a text, got {_type_name(value)}{hint}")
+        return None
+
+
+@dataclass(frozen=True)
+class OneOrList:
+    """One item, or a list of them (`metric: {...}` or `metric: [{...}, {...}]`)."""
+
+    item: Any
+
+    def check(self, value: Any, path: PathKey, ck: Checker) -> Any:
+        if isinstance(value, list):
+            if not value:
+                ck.add(path, "expected at least one entry, got an empty list")
+                return None
+            out = [self.item.check(v, (*path, i), ck) for i, v in enumerate(value)]
+            return None if any(v is None for v in out) else out
+        checked = self.item.check(value, path, ck)
+        return None if checked is None else [checked]
 
 
 @dataclass(frozen=True)
@@ -326,6 +384,30 @@ JOB_SCHEMA = Obj(
             }
         ),
         "reservation": Obj({"affinity": Str(RESERVATION_AFFINITIES), "name": Str()}),
+        "tuning": Obj(
+            {
+                "metric": OneOrList(Obj({"name": Str(), "goal": Str(TUNING_GOALS)}, required=("name", "goal"))),
+                "parameters": MapOf(
+                    Obj(
+                        {
+                            "type": Str(TUNING_PARAMETER_TYPES),
+                            "min": Number(),
+                            "max": Number(),
+                            "scale": Str(TUNING_SCALES),
+                            "values": ListOf(Scalar()),
+                        },
+                        required=("type",),
+                    )
+                ),
+                "algorithm": Str(TUNING_ALGORITHMS),
+                "max_trials": Int(minimum=1, maximum=2**31 - 1),
+                "parallel_trials": Int(minimum=1, maximum=2**31 - 1),
+                "max_failed_trials": Int(minimum=0, maximum=2**31 - 1),
+                "early_stopping": Str(TUNING_EARLY_STOPPING),
+            },
+            required=("metric", "parameters", "max_trials"),
+            aliases={"metrics": "metric"},
+        ),
     },
     required=("name", "trainer", "cluster"),
 )
