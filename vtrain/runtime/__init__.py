@@ -14,6 +14,7 @@ branch; TensorFlow is imported lazily, only when a strategy is built, so
         model = ...
     model.fit(..., callbacks=[runtime.backup_and_restore(keras)])
     runtime.save_model(model)              # chief -> model_dir(), others -> scratch
+    runtime.report_metric("loss", 0.25, step=3)   # a tuning trial's metric (cloudml-hypertune's format)
 
 Signals read (all set by the launcher):
   TF_CONFIG            the cluster; only present when the job has >1 replica.
@@ -45,7 +46,8 @@ primary replica), so only the chief writes.
 
 The package is split by what each part needs: :mod:`.decision` (pure, standard library only),
 :mod:`.tfsetup` (builds the strategy and picks Keras; imports TensorFlow lazily) and
-:mod:`.outputs` (directories, saving, checkpoints). It ships to replicas with nothing else of
+:mod:`.outputs` (directories, saving, checkpoints) and :mod:`.hypertune` (reporting a tuning trial's
+metric, standard library only). It ships to replicas with nothing else of
 vtrain but :mod:`vtrain.errors` and :mod:`vtrain.constants`.
 """
 
@@ -60,6 +62,7 @@ from vtrain.runtime.decision import (
     decide,
     detect_tpu,
 )
+from vtrain.runtime.hypertune import metric_reporter, read_reports, report_metric, trial_id
 from vtrain.runtime.outputs import (
     LOCAL_OUTPUT_DIR,
     WEIGHTS_FILE,
@@ -95,12 +98,16 @@ __all__ = [
     "is_chief",
     "join",
     "keras",
+    "metric_reporter",
     "model_dir",
+    "read_reports",
+    "report_metric",
     "remove_scratch",
     "save_model",
     "scratch_dir",
     "strategy",
     "tensorboard_dir",
+    "trial_id",
     "weights_checksum",
     "write_dir",
     "write_weights_record",

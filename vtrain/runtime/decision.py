@@ -53,6 +53,7 @@ class Info:
     strategy: str
     reason: str
     job_id: str | None
+    trial_id: str | None = None  # CLOUD_ML_TRIAL_ID: set in the replicas of a tuning trial
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -113,6 +113,7 @@ def info() -> Info:
         d.strategy,
         d.reason,
         os.environ.get("CLOUD_ML_JOB_ID"),
+        os.environ.get("CLOUD_ML_TRIAL_ID") or None,
     )
 
 

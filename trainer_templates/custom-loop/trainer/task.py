@@ -8,7 +8,8 @@ scale the loss by the *global* batch size (tf.nn.compute_average_loss) so the
 all-reduced gradients are an average, and sum the per-replica losses. Keras
 layers and optimizers work here even under multi-worker (only model.fit breaks
 with Keras 3). The chief keeps checkpoints and the model; every replica writes
-weights.json with a checksum of its final weights.
+weights.json with a checksum of its final weights. In a hyperparameter tuning
+trial the chief reports the mean loss per epoch (runtime.report_metric).
 """
 
 from __future__ import annotations
@@ -23,15 +24,25 @@ from vtrain import runtime
 log = logging.getLogger("trainer")
 
 
+def whole(text: str) -> int:
+    """An integer flag that also takes `32.0`: a tuning service may pass a discrete value as a float."""
+    number = float(text)
+    if not number.is_integer():
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text}")
+    return int(number)
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--epochs", type=int, default=3)
-    p.add_argument("--steps-per-epoch", type=int, default=50)
-    p.add_argument("--batch-size", type=int, default=32, help="per replica; the global batch scales")
+    p.add_argument("--epochs", type=whole, default=3)
+    p.add_argument("--steps-per-epoch", type=whole, default=50)
+    p.add_argument("--batch-size", type=whole, default=32, help="per replica; the global batch scales")
     p.add_argument("--learning-rate", type=float, default=0.05)
     p.add_argument("--train-data", help="CSV file pattern (local or gs://); default: built-in data")
-    p.add_argument("--num-features", type=int, default=8)
+    p.add_argument("--num-features", type=whole, default=8)
     p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--metric", default="loss", help="in a tuning trial, report the mean training loss per epoch "
+                   "under this name (the job file's tuning.metric.name)")
     return p.parse_args(argv)
 
 
@@ -98,6 +109,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             total / args.steps_per_epoch,
         )
         checkpoints.save(int(epoch.numpy()))
+        if runtime.trial_id() is not None and info.is_chief:  # a tuning trial: report its metric
+            runtime.report_metric(args.metric, total / args.steps_per_epoch, step=int(epoch.numpy()))
     return runtime.save_model(model)
 
 
