@@ -61,7 +61,7 @@ def emulator(
     fail_next: int,
     quiet: bool,
 ) -> None:
-    """Serve a local Vertex AI CustomJob API on 127.0.0.1 for the real client.
+    """Serve a local Vertex AI CustomJob and HyperparameterTuningJob API on 127.0.0.1 for the real client.
 
     Point a JobServiceClient at it with api_endpoint http://127.0.0.1:PORT, the REST
     transport and anonymous credentials (VertexBackend.from_endpoint does this). Project
@@ -70,7 +70,11 @@ def emulator(
     from vtrain.emulator import LOCAL_RUNNER, Emulator, load_runner, print_access_log
     from vtrain.errors import BackendError
 
-    runner = None
+    runner = tuning_runner = None
+    if run_jobs:  # tuning jobs run through the local tuner, whatever runs CustomJobs
+        from vtrain.emulator.tuning import LOCAL_TUNING_RUNNER
+
+        tuning_runner = load_runner(LOCAL_TUNING_RUNNER)
     if runner_spec:
         runner = load_runner(runner_spec)
     elif run_jobs:
@@ -85,6 +89,7 @@ def emulator(
         emu = Emulator(
             port=port,
             runner=runner,
+            tuning_runner=tuning_runner,
             run_seconds=run_seconds,
             pending_seconds=pending_seconds,
             access_log=None if quiet else print_access_log,

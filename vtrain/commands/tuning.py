@@ -102,3 +102,24 @@ def run_study(config: Any, *, output_dir: str | None, max_parallel: int | None, 
     detail = f": {study.error}" if study.error and study.error != "cancelled" else ""
     raise JobFailed(f"study {study.display_name} ({study.job_id}) ended {state} after {seconds:.1f} s{detail}\n"
                     f"outputs and logs: {study.output_dir}", state=state, exit_code=study.exit_code)
+
+
+def echo_trials(job: Any) -> None:
+    """For a HyperparameterTuningJob handle: the trial table and the best trial (nothing for a CustomJob)."""
+    if getattr(job, "kind", "") != "tuning":
+        return
+    from vtrain.tuning.table import format_table, format_value
+
+    rows = job.rows()
+    metric, _ = job.metric
+    best = job.best_trial
+    if not rows:
+        click.echo("trials: none yet")
+        return
+    click.echo("trials:")
+    for line in format_table(rows, metric, best):
+        click.echo(f"  {line}")
+    if best is not None:
+        row = next(r for r in rows if r.id == best)
+        flags = " ".join(f"--{k}={v}" for k, v in row.params.items())
+        click.echo(f"best trial {best}: {metric} {format_value(row.value)} with {flags}")

@@ -145,6 +145,9 @@ def _wait(job: Any, output: str, timeout: float | None, poll: float, stream_logs
     if output == "json":
         echo_json(job_dict(job))
     elif job.done:
+        from vtrain.commands.tuning import echo_trials
+
+        echo_trials(job)
         click.echo(f"{job.name} ended {state} after {_duration(status_elapsed(job))}")
     raise_for_state(job.name, state, job.error)
 
@@ -307,7 +310,8 @@ def _iso(proto: Any, field: str) -> str | None:
 @output_option("text", "json")
 @_where
 def status(job: str, output: str, project: str | None, region: str | None, api_endpoint: str | None) -> None:
-    """Show a job's state. JOB is a job ID or a full projects/P/locations/R/customJobs/ID name.
+    """Show a job's state. JOB is a job ID or a full projects/P/locations/R/customJobs/ID name
+    (or .../hyperparameterTuningJobs/ID: then the trial table and the best trial too).
 
     Exit status follows the job: 0 SUCCEEDED, 10 FAILED, 11 CANCELLED, 12 not ended yet, 13 EXPIRED.
     """
@@ -318,10 +322,13 @@ def status(job: str, output: str, project: str | None, region: str | None, api_e
     if output == "json":
         echo_json(job_dict(handle))
     else:
+        from vtrain.commands.tuning import echo_trials
+
         rows = _fields(handle)
         width = max(len(k) for k, _ in rows)
         for key, value in rows:
             click.echo(f"{key:<{width}}  {value}")
+        echo_trials(handle)
     raise SystemExit(handle.exit_code)
 
 
@@ -404,7 +411,7 @@ def list_jobs(
     region: str | None,
     api_endpoint: str | None,
 ) -> None:
-    """List CustomJobs in the project and region, newest first."""
+    """List CustomJobs and HyperparameterTuningJobs (marked "(tuning)") in the project and region, newest first."""
     from vtrain.submit import job_dict
     from vtrain.submit import list_jobs as find_jobs
     from vtrain.target import Where
@@ -417,7 +424,8 @@ def list_jobs(
         click.echo("no jobs")
         return
     rows = [("ID", "STATE", "CREATED", "NAME")]
-    rows += [(j.job_id, _short(j.state), _time(_iso(j.proto, "create_time")), j.display_name) for j in jobs]
+    rows += [(j.job_id, _short(j.state), _time(_iso(j.proto, "create_time")),
+              j.display_name + (" (tuning)" if getattr(j, "kind", "") == "tuning" else "")) for j in jobs]
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     for row in rows:
         click.echo("  ".join(c.ljust(w) for c, w in zip(row[:3], widths, strict=True)) + "  " + row[3])

@@ -161,6 +161,12 @@ class Handler(BaseHTTPRequestHandler):
                 return {}
             store.delete(name)
             return _delete_operation(project, location, job_id)
+        if self.server.tuning_store is not None:
+            from vtrain.emulator.tuning import route_tuning
+
+            answer = route_tuning(self, path, query, body, int_enums)
+            if answer is not None:
+                return answer
         raise not_found(f"The requested URL {path} was not found on this server.")
 
     def _authorize(self, project: str, resource: str, verb: str) -> None:
@@ -203,6 +209,8 @@ class Handler(BaseHTTPRequestHandler):
         when = datetime.fromisoformat(after.group(2).replace("Z", "+00:00")) if after else None
         inclusive = bool(after) and after.group(1) == ">="
         entries = self.server.store.log_entries(job.group(1), when, inclusive)
+        if not entries and self.server.tuning_store is not None:  # a HyperparameterTuningJob's trials
+            entries = self.server.tuning_store.log_entries(job.group(1), when, inclusive)
         return {"entries": [{k: v for k, v in e.items() if not k.startswith("_")} for e in entries]}
 
 
@@ -243,6 +251,7 @@ class EmulatorHTTPServer(ThreadingHTTPServer):
         self.quota_projects = quota_projects
         self.access_log = access_log
         self.requests: list[dict[str, Any]] = []
+        self.tuning_store: Any = None  # vtrain.emulator.tuning.TuningStore, set by Emulator
         self._requests_lock = threading.Lock()
 
     def record(self, method: str, path: str, query: dict[str, str], body: bytes) -> None:
