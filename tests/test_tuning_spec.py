@@ -124,3 +124,18 @@ def test_grid_bigger_than_max_trials_warns_with_the_count(tmp_path: Path) -> Non
         """)
     (warning,) = load_config(path).warnings
     assert warning.path == "tuning.max_trials" and "the grid has only 6 points" in warning.message
+
+
+def test_estimate_multiplies_a_trial_by_trials_and_waves() -> None:
+    path = str(REPO / "configs" / "tuning" / "bayesian-multi-worker.yaml")
+    args = ["estimate", path, "--params", "10M", "--step-compute", "0.2s"]
+    data = json.loads(CliRunner().invoke(cli, [*args, "-o", "json"]).stdout)
+    study, ring = data["tuning"], data["ring"]
+    assert (study["trials"], study["parallel"], study["waves"]) == (12, 3, 4)
+    assert study["worker_hours_per_1000_steps"] == pytest.approx(12 * ring["worker_hours"])
+    assert study["wall_seconds_per_1000_steps"] == pytest.approx(4 * 1000 / ring["steps_per_sec"])
+    text = CliRunner().invoke(cli, args).stdout
+    assert "tuning: 12 trials, 3 at a time (4 waves), ring; per 1,000 steps of every trial:" in text
+    plain = json.loads(CliRunner().invoke(cli, ["estimate", str(REPO / "configs" / "multi-worker-gpu.yaml"),
+                                                "--params", "10M", "-o", "json"]).stdout)
+    assert plain["tuning"] is None

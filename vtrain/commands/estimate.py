@@ -112,6 +112,7 @@ def estimate(
         money = model.costs(est, worker_price, reducer_price)
     verdict = verdict_line(est, money)
     caveats = notes(config, cluster)
+    study = _study(config, est, money)
     if plot is not None:
         from vtrain.plot import plot_scaling
 
@@ -128,14 +129,32 @@ def estimate(
                 "costs": money.to_dict() if money else None,
                 "verdict": verdict,
                 "notes": caveats,
+                "tuning": study,
             }
         )
         return
     click.echo(format_text(job_file, config, cluster, n_params, grad_dtype, est, low, money, verdict))
+    if study is not None:
+        from vtrain.tuning.estimate import study_lines
+
+        for line in study_lines(study):
+            click.echo(line)
     for note in caveats:
         click.echo(f"note: {note}")
     if plot is not None:
         click.echo(f"plot: {plot}")
+
+
+def _study(config: JobConfig, est: Estimate, money: Costs | None) -> dict[str, Any] | None:
+    """A tuning job: the trial's numbers for the exchange it would use, × trials and waves."""
+    if config.tuning is None:
+        return None
+    from vtrain.tuning.estimate import study_estimate
+
+    reducers = config.reduction_server is not None
+    exchange = est.reduction_server if reducers else est.ring
+    cost = None if money is None else (money.reduction_server_per_1000_steps if reducers else money.ring_per_1000_steps)
+    return study_estimate(config.tuning, exchange, cost)
 
 
 def notes(config: JobConfig, cluster: JobCluster) -> list[str]:
