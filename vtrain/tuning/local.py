@@ -317,7 +317,7 @@ class LocalTuningJob(JobHandle):
         try:
             trial.job = run_job(body, trainer_env=self._trainer_env, name=body["displayName"],
                                 job_id=f"{self.job_id}-trial-{trial_id}", output_dir=trial.output_dir,
-                                max_replicas=self._max_replicas, keep=True, out=None, on_line=forward,
+                                max_replicas=self._max_replicas, keep=False, out=None, on_line=forward,
                                 **self._run_options)
         except BackendError as err:
             trial.state, trial.error, trial.ended = INFEASIBLE, str(err), time.monotonic()
