@@ -284,8 +284,8 @@ def test_runtime_sdist_installs_and_imports(tmp_path: Path) -> None:
     out = subprocess.run(
         [sys.executable, "-c", "import sys, vtrain, vtrain.runtime; print(vtrain.__version__, vtrain.__file__, "
          "sorted(m for m in sys.modules if m.startswith('vtrain')) == ['vtrain', 'vtrain.constants', "
-         "'vtrain.errors', 'vtrain.runtime', 'vtrain.runtime.decision', 'vtrain.runtime.outputs', "
-         "'vtrain.runtime.tfsetup'])"],
+         "'vtrain.errors', 'vtrain.runtime', 'vtrain.runtime.decision', 'vtrain.runtime.hypertune', "
+         "'vtrain.runtime.outputs', 'vtrain.runtime.tfsetup'])"],
         env={"PYTHONPATH": str(target), "PATH": os.environ.get("PATH", "")},
         cwd=tmp_path,
         capture_output=True,

@@ -345,6 +345,7 @@ print("keras", runtime.keras().__name__)
         "strategy": "multi_worker_mirrored",
         "reason": "asked for; one worker (no TF_CONFIG)",
         "job_id": "123",
+        "trial_id": None,
     }
     pytest.importorskip("tf_keras")
     assert lines["keras"] == "tf_keras"
