@@ -96,7 +96,7 @@ def test_real_client_creates_gets_lists_and_cancels_a_tuning_job(tmp_path: Path)
         with pytest.raises(BadRequest, match="Cannot cancel HyperparameterTuningJob"):
             client.cancel_hyperparameter_tuning_job(name=created.name)
         with pytest.raises(NotFound):
-            client.get_hyperparameter_tuning_job(name=created.name[:-1] + "9")
+            client.get_hyperparameter_tuning_job(name=f"{parent}/hyperparameterTuningJobs/123")
 
 
 def test_emulator_refuses_what_vertex_refuses(tmp_path: Path) -> None:
