@@ -289,7 +289,8 @@ def test_transient_errors_are_retried_then_explained(emu: Emulator) -> None:
         f"Vertex AI at {emu.url} answered 429 RESOURCE_EXHAUSTED: Too many requests; please retry.; "
         "retrying in N s (attempt 4 of 4)",
     ]
-    assert len(emu.requests) == 4
+    # three refused and one answered list of customJobs, then one of hyperparameterTuningJobs
+    assert [r["path"].rsplit("/", 1)[1] for r in emu.requests] == ["customJobs"] * 4 + ["hyperparameterTuningJobs"]
     emu.fail_next(10)
     code, _, err = run("list")
     assert code == 1

@@ -76,7 +76,7 @@ def string_paths(obj: Obj = JOB_SCHEMA, path: tuple[str, ...] = ()) -> Iterator[
             yield here, '"a\\0b"'
         elif isinstance(field, ListOf) and isinstance(field.item, Str):
             yield here, '["ok", "a\\0b"]'
-        elif isinstance(field, MapOf):
+        elif isinstance(field, MapOf) and isinstance(field.value, Str | EnvValue):  # (tuning.parameters: objects)
             yield here, '{A: "a\\0b"}'
             yield here, '{"A\\0B": "x"}'
 

@@ -347,6 +347,7 @@ print("keras", runtime.keras().__name__)
         "job_id": "123",
         "restarts": 0,  # no VTRAIN_RESTART_COUNT, no AIP_CHECKPOINT_DIR for a ledger
         "job_attempt": 1,
+        "trial_id": None,
     }
     pytest.importorskip("tf_keras")
     assert lines["keras"] == "tf_keras"

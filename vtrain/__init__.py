@@ -26,6 +26,7 @@ _LAZY: dict[str, str] = {
     "render": "vtrain.render",
     "submit": "vtrain.submit",
     "run_local": "vtrain.backends.local.runner",
+    "run_local_tuning": "vtrain.tuning.run",
     "VtrainError": "vtrain.errors",
     "ConfigError": "vtrain.errors",
     "PackagingError": "vtrain.errors",

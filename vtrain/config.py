@@ -17,6 +17,7 @@ from typing import Any
 from vtrain.catalog import GPU_MACHINES, GPU_TYPES, is_tpu_machine
 from vtrain.constants import DEFAULT_REGION, DILOCO_DEFAULTS
 from vtrain.errors import Problem
+from vtrain.tuning.model import TuningConfig, build_tuning
 from vtrain.userpaths import absolute
 from vtrain.yamlpos import Positions
 
@@ -148,6 +149,7 @@ class JobConfig:
     diloco: DilocoConfig | None = None
     scheduling: SchedulingConfig = field(default_factory=SchedulingConfig)
     reservation: ReservationConfig | None = None
+    tuning: TuningConfig | None = None  # a HyperparameterTuningJob whose trials run this job
     source: Path | None = field(default=None, compare=False)
     positions: Positions = field(default_factory=Positions, compare=False, repr=False)
     warnings: tuple[Problem, ...] = field(default=(), compare=False, repr=False)
@@ -307,6 +309,7 @@ def build_config(data: Mapping[str, Any], *, source: Path | None, positions: Pos
                                                       else "any"), reservation.get("name"))
         if reservation is not None
         else None,
+        tuning=build_tuning(data.get("tuning")),
         source=source,
         positions=positions,
     )

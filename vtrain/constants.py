@@ -36,7 +36,7 @@ AIP_OUTPUT_DIRS = {"AIP_MODEL_DIR": "model", "AIP_CHECKPOINT_DIR": "checkpoints"
 LOCAL_RUNS_DIR = "vtrain-local"
 #: What names a Vertex CustomJob on the command line: its numeric ID or its full resource name.
 JOB_ID_PATTERN = r"[0-9]+"
-JOB_NAME_PATTERN = r"projects/([^/]+)/locations/([^/]+)/customJobs/([0-9]+)"
+JOB_NAME_PATTERN = r"projects/([^/]+)/locations/([^/]+)/(?:customJobs|hyperparameterTuningJobs)/([0-9]+)"
 
 #: What the launcher (`vtrain local`) tells a replica about faults, and how a replica reports progress
 #: back (see vtrain.runtime.progress and vtrain.backends.local.faults). Vertex sets none of these.

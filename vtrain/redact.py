@@ -183,9 +183,10 @@ def _shapes(node: Any) -> Any:
 
 
 def redact(body: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of a CustomJob body (REST JSON) with secrets hidden; the input is not modified."""
+    """A copy of a CustomJob or HyperparameterTuningJob body (REST JSON) with secrets hidden; the input
+    is not modified."""
     out = copy.deepcopy(dict(body))
-    spec = out.get("jobSpec")
+    spec = out.get("jobSpec") or out.get("trialJobSpec")  # a CustomJob or a HyperparameterTuningJob
     pools = spec.get("workerPoolSpecs", []) if isinstance(spec, dict) else []
     for pool in pools if isinstance(pools, list) else []:
         for key in ("pythonPackageSpec", "containerSpec"):

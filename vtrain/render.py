@@ -42,7 +42,7 @@ def gcloud_command(
     body: Mapping[str, Any], project: str | None, region: str, config_file: str = "job.yaml"
 ) -> list[str]:
     """The argv that submits a rendered `gcloud` config file (display name and labels are flags there)."""
-    argv = ["gcloud", "ai", "custom-jobs", "create"]
+    argv = ["gcloud", "ai", "hp-tuning-jobs" if "trialJobSpec" in body else "custom-jobs", "create"]
     if project:
         argv.append(f"--project={project}")
     argv += [f"--region={region}", f"--display-name={body['displayName']}"]
@@ -76,5 +76,9 @@ def render(
         return _dump_yaml(body)
     argv = gcloud_command(body, project, region)
     command = "".join(f"#   {line}\n" for line in shlex.join(argv).splitlines())  # a name may hold line breaks
+    if "trialJobSpec" in body:  # the file holds the whole job; labels and the key go as flags
+        header = "# HyperparameterTuningJob for `gcloud ai hp-tuning-jobs create --config`. Submit with:\n"
+        config = {k: v for k, v in body.items() if k not in ("labels", "encryptionSpec")}
+        return header + command + _dump_yaml(config)
     header = "# CustomJobSpec for `gcloud ai custom-jobs create --config`. Submit with:\n" + command
     return header + _dump_yaml(body["jobSpec"])

@@ -106,6 +106,18 @@ DOCS: dict[str, str] = {
     "diloco.max_staleness": "Rounds a learner's change may lag the global model and still be merged "
     "(weighted by 1/(1+staleness)).",
     "diloco.second_learner_pool": "Optional second group of learners on another machine type (Vertex pool 2).",
+    "tuning": "Makes the job a hyperparameter tuning study (a Vertex HyperparameterTuningJob): each trial runs "
+    "this job with the parameters' values as --NAME=VALUE arguments.",
+    "tuning.metric": "What the trainer reports (runtime.report_metric) and the study optimizes: "
+    "{name, goal} or a list.",
+    "tuning.parameters": "The parameters to tune, by flag name: {type: double|integer|discrete|categorical, min, max, "
+    "scale: linear|log|reverse_log, values}.",
+    "tuning.algorithm": "default (Vertex's Bayesian optimization; locally optuna's TPE when installed), "
+    "random or grid.",
+    "tuning.max_trials": "Trials to run in all.",
+    "tuning.parallel_trials": "Trials running at once (at most max_trials).",
+    "tuning.max_failed_trials": "Failed trials after which the study fails (default: Vertex's own rule).",
+    "tuning.early_stopping": "median: stop a trial whose metric falls behind the median of the others at that step.",
     "scheduling.fallback": "For `submit --recover`: alternatives tried in order after a stock-out or preemption, "
     "each {region, machine_type, accelerator, accelerator_count}, validated like the primary.",
     "reservation": "Compute Engine reservation to consume.",
@@ -209,6 +221,9 @@ def node_schema(node: Any, path: PathKey = ()) -> dict[str, Any]:
         items = node_schema(node.item, (*path, 0))
         array = {"type": "array", "items": items}
         out = {"anyOf": [items, array]} if node.single_ok else array
+    elif isinstance(node, schema.OneOrList):
+        items = node_schema(node.item, (*path, 0))
+        out = {"anyOf": [items, {"type": "array", "items": items, "minItems": 1}]}
     elif isinstance(node, schema.MapOf):
         out = {"type": "object", "additionalProperties": node_schema(node.value, (*path, "*"))}
     else:

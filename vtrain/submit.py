@@ -96,7 +96,8 @@ class SubmitPlan:
 
     @property
     def url(self) -> str:
-        return f"{self.target.endpoint}/v1/{self.target.parent}/customJobs"
+        collection = "hyperparameterTuningJobs" if self.config.tuning else "customJobs"
+        return f"{self.target.endpoint}/v1/{self.target.parent}/{collection}"
 
     def request(self, *, show_secrets: bool = False) -> dict[str, Any]:
         from vtrain.render import redact
@@ -143,10 +144,11 @@ def _packages(config: JobConfig, uris: list[str]) -> tuple[PackagePlan, ...]:
 
 
 def _plan(config: JobConfig, target: Target, package_uris: list[str] | None = None) -> SubmitPlan:
-    from vtrain.spec import build_job_dict, trainer_package_uris
+    from vtrain.spec import trainer_package_uris
+    from vtrain.tuning.spec import build_request_dict
 
     uris = trainer_package_uris(config) if package_uris is None else package_uris
-    body = build_job_dict(config, uris)
+    body = build_request_dict(config, uris)  # a HyperparameterTuningJob when the file has `tuning:`
     digest = config_hash(body)
     labels = {**body.get("labels", {}), VERSION_LABEL: version_label(), HASH_LABEL: digest}
     return SubmitPlan(config, target, {**body, "labels": labels}, digest, _packages(config, uris))
@@ -245,9 +247,12 @@ def _create(backend: VertexBackend, plan: SubmitPlan) -> VertexJob:
     return job
 
 
-def find_live(backend: VertexBackend, digest: str) -> VertexJob | None:
-    """The newest job with this config hash that has not ended."""
-    jobs = backend.list(filter=f'labels.{HASH_LABEL}="{digest}"', limit=50)
+def find_live(backend: VertexBackend, digest: str, tuning: bool = False) -> VertexJob | None:
+    """The newest job (of the kind submitted) with this config hash that has not ended."""
+    from vtrain.backends.vertex.tuning import list_tuning
+
+    label = f'labels.{HASH_LABEL}="{digest}"'
+    jobs: list[VertexJob] = list(list_tuning(backend, label, 50)) if tuning else backend.list(filter=label, limit=50)
     return next((job for job in jobs if job.state not in TERMINAL_STATES), None)
 
 
@@ -288,7 +293,7 @@ def submit_job(
     if earlier is not None:
         return SubmitResult(earlier, plan, recovered=True)
     if if_changed:
-        live = find_live(backend, plan.config_hash)
+        live = find_live(backend, plan.config_hash, tuning=plan.config.tuning is not None)
         if live is not None:
             return SubmitResult(live, plan, skipped=True, preflight=report)
     staged: tuple[StagedObject, ...] = ()
@@ -311,6 +316,11 @@ def submit_job(
             plan = _plan(plan.config, plan.target, uris)
     if labels:
         plan = replace(plan, body={**plan.body, "labels": {**plan.body["labels"], **labels}})
+    if plan.config.tuning is not None:
+        from vtrain.backends.vertex.tuning import create_tuning
+        from vtrain.tuning.spec import to_tuning_proto
+
+        return SubmitResult(create_tuning(backend, to_tuning_proto(plan.body)), plan, staged, preflight=report)
     return SubmitResult(_create(backend, plan), plan, staged, preflight=report)
 
 
@@ -344,24 +354,42 @@ def open_backend(job: str | None = None, where: Where | None = None, *, poll: fl
 
 
 def get_job(job: str, where: Where | None = None, *, poll: float | None = None) -> VertexJob:
-    """A job by ID or resource name."""
-    return open_backend(job, where, poll=poll).get(job)
+    """A CustomJob or HyperparameterTuningJob by ID or resource name."""
+    from vtrain.backends.vertex.tuning import get_any
+
+    return get_any(open_backend(job, where, poll=poll), job)
 
 
 def cancel_job(job: str, where: Where | None = None) -> tuple[VertexJob, bool]:
     """Ask a job to stop: (the job, whether a cancel was sent). One that already ended is left alone."""
+    from vtrain.backends.vertex.tuning import get_any
+
     backend = open_backend(job, where)
-    current = backend.get(job)
+    current = get_any(backend, job)
     if current.done:
         return current, False
-    return backend.cancel(current), True
+    current.cancel()  # each kind cancels through its own collection
+    return current, True
 
 
 def list_jobs(
     where: Where | None = None, *, state: str | None = None, limit: int | None = 20, filter: str | None = None
 ) -> list[VertexJob]:
-    """Newest first; `state` like running or JOB_STATE_RUNNING; `filter` in Vertex's syntax."""
-    return open_backend(None, where).list(state=state, limit=limit, filter=filter)
+    """CustomJobs and HyperparameterTuningJobs, newest first; `state` like running or JOB_STATE_RUNNING;
+    `filter` in Vertex's syntax."""
+    from vtrain.backends.vertex.tuning import list_tuning
+
+    backend = open_backend(None, where)
+    custom = backend.list(state=state, limit=limit, filter=filter)
+    terms = []  # backend.list checked the state word; the same filter for the other collection
+    if state:
+        full = state.upper() if state.upper().startswith("JOB_STATE_") else f"JOB_STATE_{state.upper()}"
+        terms.append(f'state="{full}"')
+    if filter:
+        terms.append(filter)
+    tuning = list_tuning(backend, " AND ".join(terms), limit)
+    jobs = sorted([*custom, *tuning], key=lambda j: j.proto.create_time, reverse=True)
+    return jobs if limit is None else jobs[:limit]
 
 
 def job_dict(job: VertexJob) -> dict[str, Any]:

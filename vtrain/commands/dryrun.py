@@ -31,6 +31,11 @@ def _summary(config: object) -> str:
         if pool.tpu_topology:
             machine += f" ({pool.tpu_topology})"
         parts.append(f"{pool.role} {pool.replicas} × {machine}")
+    tuning = config.tuning
+    if tuning is not None:
+        parts.append(f"tuning {tuning.metric.name} ({tuning.metric.goal}) by {tuning.algorithm} search over "
+                     f"{', '.join(p.name for p in tuning.parameters)}: {tuning.max_trials} trials, "
+                     f"{tuning.parallel_trials} at a time")
     return "; ".join(parts)
 
 
@@ -101,15 +106,16 @@ def render(
 ) -> None:
     """Print the exact CustomJob request, with no cloud access.
 
-    json: the REST body of projects.locations.customJobs.create; yaml: the same
-    as YAML; gcloud: the file for `gcloud ai custom-jobs create --config`.
+    json: the REST body of projects.locations.customJobs.create (hyperparameterTuningJobs.create
+    when the file has `tuning:`); yaml: the same as YAML; gcloud: the file for
+    `gcloud ai custom-jobs create --config` (`gcloud ai hp-tuning-jobs create --config`).
     """
     from dataclasses import replace
 
     from vtrain.jobfile import load_config
     from vtrain.render import render as render_job
-    from vtrain.spec import build_job_dict
     from vtrain.target import Where
+    from vtrain.tuning.spec import build_request_dict
 
     config = load_config(job_file, overrides)
     for warning in config.warnings:
@@ -119,7 +125,7 @@ def render(
     resolved = where.region_for(config)
     if resolved != config.region:
         config = replace(config, region=resolved)
-    body = build_job_dict(config)
+    body = build_request_dict(config)
     text = render_job(body, output, show_secrets=show_secrets, project=where.project_for(config),
                       region=config.region)
     click.echo(text, nl=False)

@@ -109,7 +109,7 @@ def emulator(
     fail_after: float | None,
     quiet: bool,
 ) -> None:
-    """Serve a local Vertex AI CustomJob API on 127.0.0.1 for the real client.
+    """Serve a local Vertex AI CustomJob and HyperparameterTuningJob API on 127.0.0.1 for the real client.
 
     Point a JobServiceClient at it with api_endpoint http://127.0.0.1:PORT, the REST
     transport and anonymous credentials (VertexBackend.from_endpoint does this). Project
@@ -121,7 +121,11 @@ def emulator(
 
     job_fault = parse_job_fault(fail_jobs) if fail_jobs else None  # a bad value: exit 2 before listening
 
-    runner = None
+    runner = tuning_runner = None
+    if run_jobs:  # tuning jobs run through the local tuner, whatever runs CustomJobs
+        from vtrain.emulator.tuning import LOCAL_TUNING_RUNNER
+
+        tuning_runner = load_runner(LOCAL_TUNING_RUNNER)
     if runner_spec:
         runner = load_runner(runner_spec)
     elif run_jobs:
@@ -138,6 +142,7 @@ def emulator(
         emu = Emulator(
             port=port,
             runner=runner,
+            tuning_runner=tuning_runner,
             run_seconds=run_seconds,
             pending_seconds=pending_seconds,
             access_log=None if quiet else print_access_log,

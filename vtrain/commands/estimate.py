@@ -212,13 +212,31 @@ def estimate(
         prices=options["prices"],
     )
     report = model.advise(config, inputs, job_file)
+    study = _study(config, report.est, report.money)  # a tuning job: × trials and waves
     if plot is not None:
         from vtrain.plot import plot_report
 
         plot_report(report, plot)
     if output == "json":
-        echo_json(report.to_dict())
+        echo_json({**report.to_dict(), "tuning": study})
         return
     click.echo(model.format_report(report))
+    if study is not None:
+        from vtrain.tuning.estimate import study_lines
+
+        for line in study_lines(study):
+            click.echo(line)
     if plot is not None:
         click.echo(f"plot: {plot}")
+
+
+def _study(config: Any, est: Any, money: Any) -> dict[str, Any] | None:
+    """A tuning job: the trial's numbers for the exchange it would use, × trials and waves."""
+    if config.tuning is None:
+        return None
+    from vtrain.tuning.estimate import study_estimate
+
+    reducers = config.reduction_server is not None
+    exchange = est.reduction_server if reducers else est.ring
+    cost = None if money is None else (money.reduction_server_per_1000_steps if reducers else money.ring_per_1000_steps)
+    return study_estimate(config.tuning, exchange, cost)

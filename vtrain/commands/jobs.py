@@ -79,7 +79,8 @@ def status(
     region: str | None,
     api_endpoint: str | None,
 ) -> None:
-    """Show a job's state. JOB is a job ID or a full projects/P/locations/R/customJobs/ID name.
+    """Show a job's state. JOB is a job ID or a full projects/P/locations/R/customJobs/ID name
+    (or .../hyperparameterTuningJobs/ID: then the trial table and the best trial too).
 
     Exits 0 when the state was read, whatever it is (as `gcloud ... describe` does), so `set -e`
     scripts can poll a running job; --exit-code maps the state to the exit status instead.
@@ -91,10 +92,13 @@ def status(
     if output == "json":
         echo_json(job_dict(handle))
     else:
+        from vtrain.commands.tuning import echo_trials
+
         rows = _fields(handle)
         width = max(len(k) for k, _ in rows)
         for key, value in rows:
             click.echo(f"{key:<{width}}  {value}")
+        echo_trials(handle)
     if state_exit_code:
         raise SystemExit(handle.exit_code)
 
@@ -180,7 +184,7 @@ def list_jobs(
     region: str | None,
     api_endpoint: str | None,
 ) -> None:
-    """List CustomJobs in the project and region, newest first."""
+    """List CustomJobs and HyperparameterTuningJobs (marked "(tuning)") in the project and region, newest first."""
     from vtrain.submit import job_dict
     from vtrain.submit import list_jobs as find_jobs
     from vtrain.target import Where
@@ -196,7 +200,8 @@ def list_jobs(
         click.echo("no jobs")
         return
     rows = [("ID", "STATE", "CREATED", "NAME")]
-    rows += [(j.job_id, _short(j.state), _time(_iso(j.proto, "create_time")), j.display_name) for j in jobs]
+    rows += [(j.job_id, _short(j.state), _time(_iso(j.proto, "create_time")),
+              j.display_name + (" (tuning)" if getattr(j, "kind", "") == "tuning" else "")) for j in jobs]
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     for row in rows:
         click.echo("  ".join(c.ljust(w) for c, w in zip(row[:3], widths, strict=True)) + "  " + row[3])

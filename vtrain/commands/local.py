@@ -24,11 +24,17 @@ from vtrain.commands._options import UserPath, duration_callback, output_option,
               help="Fail when a replica's TensorFlow server is not up this long after a peer's.")
 @click.option("--keep", is_flag=True, help="Keep the temporary output dir and the replicas' working dirs.")
 @click.option("--allow-credentials", is_flag=True, help="Package files that look like credentials.")
+@click.option("--max-parallel", type=click.IntRange(min=1), help="Tuning: run at most N trials at a time "
+              "(default: tuning.parallel_trials; never more than this machine's CPU cores fit).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Tuning: seed of random search and of the "
+              "TPE approximation of `default`; the same seed gives the same trials.")
+@click.option("--stream-logs", is_flag=True, help="Tuning: also print every replica's lines, prefixed "
+              "[trial-N chief-0] (they are always in each trial's log files).")
 @set_option
 @output_option("text", "json")
 def local(job_file: str, output_dir: str | None, max_replicas: int | None, timeout: float | None,
-          startup_timeout: float, keep: bool, allow_credentials: bool, overrides: tuple[str, ...],
-          output: str) -> None:
+          startup_timeout: float, keep: bool, allow_credentials: bool, max_parallel: int | None, seed: int,
+          stream_logs: bool, overrides: tuple[str, ...], output: str) -> None:
     """Run JOB.yaml on this machine: the CustomJob `submit` would send, one process per replica.
 
     Each replica gets the environment Vertex AI gives it (CLUSTER_SPEC, TF_CONFIG on
@@ -36,6 +42,10 @@ def local(job_file: str, output_dir: str | None, max_replicas: int | None, timeo
     isolated environment. Logs stream prefixed [chief-0], [worker-1]; the job fails fast when a
     replica fails, and succeeds when the chief does. Exit code: 0 SUCCEEDED, 10 FAILED,
     11 CANCELLED (Ctrl-C or SIGTERM, also while the environment is being prepared).
+
+    With a `tuning:` block, the study runs here: each trial a local job with its values as
+    --NAME=VALUE flags, several at a time, a live table of trials and the best one at the end;
+    trial N writes under OUTPUT/N/.
     """
     from vtrain.backends.handle import CANCELLED, SUCCEEDED, exit_code
     from vtrain.backends.local.runner import run_local
@@ -45,6 +55,13 @@ def local(job_file: str, output_dir: str | None, max_replicas: int | None, timeo
     config = load_config(job_file, overrides, target="local")
     for warning in config.warnings:
         click.echo(str(warning), err=True)
+    if config.tuning is not None:
+        from vtrain.commands.tuning import run_study
+
+        run_study(config, output_dir=output_dir, max_parallel=max_parallel, seed=seed, max_replicas=max_replicas,
+                  timeout=timeout, startup_timeout=startup_timeout or 120.0, allow_credentials=allow_credentials,
+                  output=output, stream_logs=stream_logs)
+        return
     logs = sys.stderr if output == "json" else sys.stdout
     job = None
     try:

@@ -40,7 +40,7 @@ def _job_ref(ctx: click.Context, param: click.Parameter, value: str) -> str:
 
     if not re.fullmatch(f"{JOB_ID_PATTERN}|{JOB_NAME_PATTERN}", value.strip()):
         raise click.BadParameter(f"{value!r} is neither a job ID (digits) nor a resource name "
-                                 "projects/PROJECT/locations/REGION/customJobs/ID")
+                                 "projects/PROJECT/locations/REGION/customJobs/ID (or hyperparameterTuningJobs/ID)")
     return value
 
 
@@ -168,6 +168,9 @@ def _wait(job: Any, output: str, timeout: float | None, poll: float, stream_logs
     if output == "json":
         echo_json(job_dict(job))
     elif job.done:
+        from vtrain.commands.tuning import echo_trials
+
+        echo_trials(job)
         click.echo(f"{job.name} ended {state} after {_duration(status_elapsed(job))}")
     raise_for_state(job.name, state, job.error)
 

@@ -56,7 +56,9 @@ class Emulator:
     long it stays RUNNING (the default sleeps `run_seconds`); `cancel_seconds` is the
     CANCELLING → CANCELLED delay. Projects named in `deny_projects` (default
     ``denied-project``) answer 403 PERMISSION_DENIED; creates in `quota_projects` (default
-    ``quota-project``) answer 429 with a resource-quota error.
+    ``quota-project``) answer 429 with a resource-quota error. HyperparameterTuningJobs are
+    served too (:mod:`vtrain.emulator.tuning`), run by `tuning_runner` (default: trials only
+    suggested, never measured).
     """
 
     def __init__(
@@ -65,6 +67,7 @@ class Emulator:
         host: str = "127.0.0.1",
         port: int = 0,
         runner: JobRunner | None = None,
+        tuning_runner: JobRunner | None = None,
         run_seconds: float = 2.0,
         pending_seconds: float = 0.5,
         cancel_seconds: float = 0.2,
@@ -74,6 +77,7 @@ class Emulator:
     ) -> None:
         from vtrain.emulator.server import EmulatorHTTPServer, Faults
         from vtrain.emulator.store import JobStore
+        from vtrain.emulator.tuning import TuningStore, pretend_tuning_runner
 
         for what, seconds in (
             ("run_seconds", run_seconds),
@@ -84,6 +88,8 @@ class Emulator:
                 raise ValueError(f"{what} must be between 0 and {MAX_SECONDS:.0f} s, got {seconds}")
 
         self.store = JobStore(runner or sleep_runner(run_seconds), pending_seconds, cancel_seconds)
+        self.tuning_store = TuningStore(tuning_runner or pretend_tuning_runner(run_seconds), pending_seconds,
+                                        cancel_seconds)
         self.faults = Faults()
         self._server = EmulatorHTTPServer(
             (host, port),
@@ -93,6 +99,7 @@ class Emulator:
             {QUOTA_PROJECT} if quota_projects is None else set(quota_projects),
             access_log,
         )
+        self._server.tuning_store = self.tuning_store
         self._thread: threading.Thread | None = None
 
     # ---- lifecycle --------------------------------------------------------------------
@@ -111,6 +118,7 @@ class Emulator:
             self._thread = None
         self._server.server_close()
         self.store.close()
+        self.tuning_store.close()
 
     def __enter__(self) -> Emulator:
         return self.start()
@@ -141,6 +149,12 @@ class Emulator:
         from google.cloud.aiplatform_v1.types import CustomJob
 
         return [CustomJob.wrap(pb) for pb in self.store.snapshot()]
+
+    def tuning_jobs(self) -> list[Any]:
+        """Snapshot of the stored jobs as `aiplatform_v1.HyperparameterTuningJob`, oldest first."""
+        from google.cloud.aiplatform_v1.types import HyperparameterTuningJob
+
+        return [HyperparameterTuningJob.wrap(pb) for pb in self.tuning_store.snapshot()]
 
     def fail_next(self, count: int = 1, *, code: int = 503, mode: str = "before") -> None:
         """Make the next `count` requests fail.

@@ -285,6 +285,12 @@ class Handler(BaseHTTPRequestHandler):
                 return {}
             store.delete(name)
             return _delete_operation(project, location, job_id)
+        if self.server.tuning_store is not None:
+            from vtrain.emulator.tuning import route_tuning
+
+            answer = route_tuning(self, path, query, body, int_enums)
+            if answer is not None:
+                return answer
         raise not_found(f"The requested URL {path} was not found on this server.")
 
     def _authorize(self, project: str, resource: str, verb: str) -> None:
@@ -329,6 +335,8 @@ class Handler(BaseHTTPRequestHandler):
             raise invalid_argument(f"Invalid timestamp in filter: '{after.group(2) if after else ''}' has no zone.")
         inclusive = bool(after) and after.group(1) == ">="
         entries = self.server.store.log_entries(job.group(1), when, inclusive)
+        if not entries and self.server.tuning_store is not None:  # a HyperparameterTuningJob's trials
+            entries = self.server.tuning_store.log_entries(job.group(1), when, inclusive)
         return {"entries": [{k: v for k, v in e.items() if not k.startswith("_")} for e in entries]}
 
 
@@ -409,6 +417,7 @@ class EmulatorHTTPServer(ThreadingHTTPServer):
         self.access_log = access_log
         self.service_accounts: dict[str, frozenset[str]] | None = None  # None: all exist (see iam.py)
         self.requests: deque[dict[str, Any]] = deque(maxlen=REQUEST_LOG)
+        self.tuning_store: Any = None  # vtrain.emulator.tuning.TuningStore, set by Emulator
         self._requests_lock = threading.Lock()
 
     def record(self, method: str, path: str, query: dict[str, str], body: bytes) -> None:

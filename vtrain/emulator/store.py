@@ -47,6 +47,10 @@ class _Record:
 
 
 class JobStore:
+    #: The REST collection this store serves and the resource's name in messages (TuningStore: its own).
+    collection = "customJobs"
+    kind = "CustomJob"
+
     def __init__(self, runner: JobRunner, pending_seconds: float, cancel_seconds: float) -> None:
         self.runner = runner
         self.pending_seconds = pending_seconds
@@ -60,7 +64,7 @@ class JobStore:
     def create(self, project: str, location: str, job: Any) -> Any:
         with self._lock:
             job_id = self._new_id()
-            job.name = f"projects/{project}/locations/{location}/customJobs/{job_id}"
+            job.name = f"projects/{project}/locations/{location}/{self.collection}/{job_id}"
             job.state = JobState.JOB_STATE_PENDING.value
             now = _now()
             job.create_time.CopyFrom(now)
@@ -82,7 +86,7 @@ class JobStore:
         after = int(page_token) if page_token.isdigit() else None
         with self._lock:
             records = sorted(
-                (r for n, r in self._jobs.items() if n.startswith(parent + "/customJobs/")),
+                (r for n, r in self._jobs.items() if n.startswith(f"{parent}/{self.collection}/")),
                 key=lambda r: r.seq,
                 reverse=True,
             )
@@ -96,7 +100,7 @@ class JobStore:
             rec = self._record(name)
             if rec.job.state in TERMINAL:
                 state = JobState(rec.job.state).name
-                raise failed_precondition(f"Cannot cancel CustomJob {name} in state {state}.")
+                raise failed_precondition(f"Cannot cancel {self.kind} {name} in state {state}.")
             if not rec.cancel.is_set():
                 rec.job.state = JobState.JOB_STATE_CANCELLING.value
                 rec.job.update_time.CopyFrom(_now())
@@ -108,7 +112,7 @@ class JobStore:
             if rec.job.state not in TERMINAL:
                 state = JobState(rec.job.state).name
                 raise failed_precondition(
-                    f"CustomJob {name} is in state {state} and cannot be deleted; cancel it first."
+                    f"{self.kind} {name} is in state {state} and cannot be deleted; cancel it first."
                 )
             del self._jobs[name]
 
@@ -144,7 +148,7 @@ class JobStore:
     def _record(self, name: str) -> _Record:
         rec = self._jobs.get(name)
         if rec is None:
-            raise not_found(f"The CustomJob does not exist: {name}")
+            raise not_found(f"The {self.kind} does not exist: {name}")
         return rec
 
     def _new_id(self) -> str:
@@ -159,12 +163,14 @@ class JobStore:
         out.CopyFrom(job)
         return out
 
-    def _log(self, rec: _Record, message: str, task: str, severity: str) -> None:
+    def _log(self, rec: _Record, message: str, task: str, severity: str,
+             labels: dict[str, str] | None = None) -> None:
         when = datetime.now(timezone.utc)
         job_id = rec.job.name.rsplit("/", 1)[-1]
         with self._lock:
             rec.entries.append(
                 {
+                    **({"labels": labels} if labels else {}),
                     "_when": when,
                     "insertId": f"{job_id}-{len(rec.entries)}",
                     "logName": f"projects/{rec.project}/logs/{task}",
@@ -190,6 +196,14 @@ class JobStore:
                 rec.job.error.code = code
                 rec.job.error.message = error
 
+    def _wrap(self, pb: Any) -> Any:
+        return CustomJob.wrap(pb)
+
+    def _context(self, rec: _Record, job_id: str) -> RunContext:
+        """What the runner gets (a TuningStore's runner also publishes trials through it)."""
+        return RunContext(job_id=job_id, cancelled=rec.cancel, stopping=self._closing,
+                          _sink=lambda m, t, s: self._log(rec, m, t, s))
+
     def _finish_cancelled(self, rec: _Record) -> None:
         if not self._closing.is_set():
             self._closing.wait(self.cancel_seconds)
@@ -202,13 +216,8 @@ class JobStore:
             return
         with self._lock:
             self._set_state(rec, "JOB_STATE_RUNNING")
-            job = CustomJob.wrap(self._copy(rec.job))
-        ctx = RunContext(
-            job_id=job.name.rsplit("/", 1)[-1],
-            cancelled=rec.cancel,
-            stopping=self._closing,
-            _sink=lambda m, t, s: self._log(rec, m, t, s),
-        )
+            job = self._wrap(self._copy(rec.job))
+        ctx = self._context(rec, job.name.rsplit("/", 1)[-1])
         try:
             result = self.runner(job, ctx)
         except Exception as err:  # a runner bug fails the job, never the emulator

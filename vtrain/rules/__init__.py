@@ -17,6 +17,7 @@ from vtrain.rules.diloco import check_diloco
 from vtrain.rules.job import check_env, check_job_fields, check_scheduling
 from vtrain.rules.machines import check_boot_disk, check_cluster, check_machine
 from vtrain.rules.trainer import check_strategy, check_trainer
+from vtrain.rules.tuning import check_tuning
 
 __all__ = ["validate"]
 
@@ -60,4 +61,5 @@ def validate(config: JobConfig, *, target: str = "vertex") -> tuple[JobConfig, l
     check_job_fields(r, config)
     check_env(r, config)
     check_scheduling(r, config)
+    check_tuning(r, config)
     return config, r.problems

@@ -15,6 +15,7 @@ branch; TensorFlow is imported lazily, only when a strategy is built, so
         model = ...
     model.fit(..., callbacks=[runtime.backup_and_restore(keras)])
     runtime.save_model(model)              # chief -> model_dir(), others -> scratch
+    runtime.report_metric("loss", 0.25, step=3)   # a tuning trial's metric (cloudml-hypertune's format)
 
 Signals read (all set by the launcher):
   TF_CONFIG            the cluster; only present when the job has >1 replica.
@@ -54,8 +55,9 @@ The package is split by what each part needs: :mod:`.decision` (pure, standard l
 :mod:`.tfsetup` (builds the strategy and picks Keras; imports TensorFlow lazily),
 :mod:`.outputs` (directories, saving, checkpoints), :mod:`.precision` (the mixed-precision
 policy: a pure decision, then Keras), :mod:`.restarts` and :mod:`.recovery` (restart counts, step
-reports, checkpoints that survive SIGTERM). It ships to replicas with nothing else of vtrain but
-:mod:`vtrain.errors` and :mod:`vtrain.constants`.
+reports, checkpoints that survive SIGTERM), :mod:`.diloco` (a DiLoCo learner's side) and
+:mod:`.hypertune` (reporting a tuning trial's metric, standard library only). It ships to replicas
+with nothing else of vtrain but :mod:`vtrain.errors`, :mod:`vtrain.constants` and :mod:`vtrain.diloco`.
 """
 
 from __future__ import annotations
@@ -70,6 +72,7 @@ from vtrain.runtime.decision import (
     detect_tpu,
 )
 from vtrain.runtime.diloco import Diloco, diloco, diloco_callback, learner_shard
+from vtrain.runtime.hypertune import metric_reporter, read_reports, report_metric, trial_id
 from vtrain.runtime.outputs import (
     LOCAL_OUTPUT_DIR,
     WEIGHTS_FILE,
@@ -127,6 +130,10 @@ __all__ = [
     "learner_shard",
     "model_dir",
     "preemption_handler",
+    "metric_reporter",
+    "model_dir",
+    "read_reports",
+    "report_metric",
     "remove_scratch",
     "report_step",
     "restart_count",
@@ -137,6 +144,7 @@ __all__ = [
     "strategy",
     "tensorboard_dir",
     "unscale_gradients",
+    "trial_id",
     "weights_checksum",
     "write_dir",
     "write_weights_record",

@@ -55,6 +55,7 @@ class Info:
     job_id: str | None
     restarts: int = 0  # times this replica was restarted in place (VTRAIN_RESTART_COUNT, or the ledger)
     job_attempt: int = 1  # 1, then 2 after a whole-job retry (VTRAIN_JOB_ATTEMPT)
+    trial_id: str | None = None  # CLOUD_ML_TRIAL_ID: set in the replicas of a tuning trial
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

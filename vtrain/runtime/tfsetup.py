@@ -117,6 +117,7 @@ def info() -> Info:
         os.environ.get("CLOUD_ML_JOB_ID"),
         restart_count(),
         job_attempt(),
+        os.environ.get("CLOUD_ML_TRIAL_ID") or None,
     )
 
 

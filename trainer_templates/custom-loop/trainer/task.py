@@ -10,6 +10,7 @@ layers and optimizers work here even under multi-worker (only model.fit breaks
 with Keras 3). The chief keeps checkpoints and the model; every replica writes
 weights.json with a checksum of its final weights. Under DiLoCo each learner trains
 alone and runtime.diloco() exchanges parameter changes with the syncer every H steps.
+In a hyperparameter tuning trial the chief reports the mean loss per epoch (runtime.report_metric).
 """
 
 from __future__ import annotations
@@ -24,14 +25,22 @@ from vtrain import runtime
 log = logging.getLogger("trainer")
 
 
+def whole(text: str) -> int:
+    """An integer flag that also takes `32.0`: a tuning service may pass a discrete value as a float."""
+    number = float(text)
+    if not number.is_integer():
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text}")
+    return int(number)
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--epochs", type=int, default=3)
-    p.add_argument("--steps-per-epoch", type=int, default=50)
-    p.add_argument("--batch-size", type=int, default=32, help="per replica; the global batch scales")
+    p.add_argument("--epochs", type=whole, default=3)
+    p.add_argument("--steps-per-epoch", type=whole, default=50)
+    p.add_argument("--batch-size", type=whole, default=32, help="per replica; the global batch scales")
     p.add_argument("--learning-rate", type=float, default=0.05)
     p.add_argument("--train-data", help="CSV file pattern (local or gs://); default: built-in data")
-    p.add_argument("--num-features", type=int, default=8)
+    p.add_argument("--num-features", type=whole, default=8)
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--checkpoint-every", type=int, default=100, help="steps between backups")
     p.add_argument(
@@ -40,6 +49,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="16-bit compute where the hardware runs it fast (runtime.mixed_precision); "
         "VTRAIN_MIXED_PRECISION in the job's env overrides it",
     )
+    p.add_argument("--metric", default="loss", help="in a tuning trial, report the mean training loss per epoch "
+                   "under this name (the job file's tuning.metric.name)")
     return p.parse_args(argv)
 
 
@@ -124,6 +135,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 rate * global_batch,
                 total / steps,
             )
+            if runtime.trial_id() is not None and info.is_chief:  # a tuning trial: report its metric
+                runtime.report_metric(args.metric, total / steps, step=done // args.steps_per_epoch)
             start, total, steps = time.perf_counter(), 0.0, 0
     checkpoints.close()
     if sync is not None:

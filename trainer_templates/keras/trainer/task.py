@@ -6,7 +6,9 @@ vtrain.runtime picks the strategy (one machine, several GPUs, several workers,
 parameter servers, a TPU, or a DiLoCo learner that syncs every H steps) and the Keras that can train under it: tf_keras
 for multi-worker jobs, where Keras 3's model.fit fails. The chief saves the
 model to AIP_MODEL_DIR; every replica writes weights.json with a checksum of
-its final weights, so a launcher can check that all of them agree.
+its final weights, so a launcher can check that all of them agree. In a
+hyperparameter tuning trial, the flags are the tunable values and the chief
+reports the loss per epoch (runtime.metric_reporter) for the tuner to compare.
 """
 
 from __future__ import annotations
@@ -23,14 +25,22 @@ from vtrain import runtime
 log = logging.getLogger("trainer")
 
 
+def whole(text: str) -> int:
+    """An integer flag that also takes `32.0`: a tuning service may pass a discrete value as a float."""
+    number = float(text)
+    if not number.is_integer():
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text}")
+    return int(number)
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--epochs", type=int, default=3)
-    p.add_argument("--steps-per-epoch", type=int, default=50)
-    p.add_argument("--batch-size", type=int, default=32, help="per replica; the global batch scales")
+    p.add_argument("--epochs", type=whole, default=3)
+    p.add_argument("--steps-per-epoch", type=whole, default=50)
+    p.add_argument("--batch-size", type=whole, default=32, help="per replica; the global batch scales")
     p.add_argument("--learning-rate", type=float, default=0.05)
     p.add_argument("--train-data", help="CSV file pattern (local or gs://); default: built-in data")
-    p.add_argument("--num-features", type=int, default=8)
+    p.add_argument("--num-features", type=whole, default=8)
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--backup-every", default="epoch",
                    help="back up for restarts every epoch (default) or every N steps")
@@ -40,6 +50,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="16-bit compute where the hardware runs it fast (runtime.mixed_precision); "
         "VTRAIN_MIXED_PRECISION in the job's env overrides it",
     )
+    p.add_argument("--metric", default="loss", help="in a tuning trial, report the mean training loss per epoch "
+                   "under this name (the job file's tuning.metric.name)")
     return p.parse_args(argv)
 
 
@@ -114,6 +126,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         callbacks.append(runtime.step_reporter(keras))  # steps for the launcher (VTRAIN_STATUS_FILE)
     if diloco:  # after BackupAndRestore: joining replaces the weights with the global model
         callbacks.append(runtime.diloco_callback(keras, examples_per_step=global_batch))
+    if runtime.trial_id() is not None:  # a tuning trial (Vertex AI or `vtrain local`): report its metric
+        callbacks.append(runtime.metric_reporter(keras, "loss", name=args.metric))
     if info.is_chief and importlib.util.find_spec("tensorboard"):  # TF >= 2.21 no longer bundles it
         callbacks.append(keras.callbacks.TensorBoard(runtime.tensorboard_dir()))
     model.fit(dataset, epochs=args.epochs, steps_per_epoch=args.steps_per_epoch, callbacks=callbacks, verbose=2)

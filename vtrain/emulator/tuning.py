@@ -1,0 +1,228 @@
+"""HyperparameterTuningJobs in the emulator: the v1 REST collection, its store, and its runners.
+
+Routes (as `JobServiceClient(transport="rest")` calls them):
+
+    POST   /v1/projects/P/locations/L/hyperparameterTuningJobs             create
+    GET    /v1/projects/P/locations/L/hyperparameterTuningJobs             list (filter, pageSize, pageToken)
+    GET    /v1/projects/P/locations/L/hyperparameterTuningJobs/ID          get
+    POST   /v1/projects/P/locations/L/hyperparameterTuningJobs/ID:cancel   cancel → {}
+    DELETE /v1/projects/P/locations/L/hyperparameterTuningJobs/ID          delete → done Operation
+
+Parsing is strict (`json_format` into `aiplatform.v1.HyperparameterTuningJob`); the study and
+the trial job spec are checked as Vertex checks them at create time (the trial spec by the very
+checks a CustomJob gets). A tuning runner is ``runner(job, ctx) -> RunResult`` like a CustomJob
+runner, where ``ctx`` (:class:`TuningContext`) also has ``set_trials([...])`` (REST Trial dicts:
+the job's `trials` as `get` then returns them) and ``log(message, task=..., trial=ID)``. The
+default pretends (trials suggested by random or grid search, none measured); ``--run-jobs``
+loads :data:`LOCAL_TUNING_RUNNER`, which runs every trial through the local tuner.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from google.cloud.aiplatform_v1.types import CustomJob, HyperparameterTuningJob
+from google.protobuf import json_format
+
+from vtrain.emulator import validation
+from vtrain.emulator.errors import invalid_argument, not_found
+from vtrain.emulator.runner import CANCELLED, SUCCEEDED, RunContext, RunResult
+from vtrain.emulator.store import JobStore, _Record
+
+LOCAL_TUNING_RUNNER = "vtrain.tuning.emulated:tuning_runner"
+TRIAL_LABEL = "ml.googleapis.com/trial_id"
+_COLLECTION = re.compile(r"^/v1/projects/([^/]+)/locations/([^/]+)/hyperparameterTuningJobs$")
+_JOB = re.compile(r"^/v1/projects/([^/]+)/locations/([^/]+)/hyperparameterTuningJobs/([^/:]+)(:cancel)?$")
+_OUTPUT_ONLY = ("name", "trials", "state", "create_time", "start_time", "end_time", "update_time", "error",
+                "satisfies_pzs", "satisfies_pzi")
+TuningPb = HyperparameterTuningJob.pb()
+
+
+@dataclass
+class TuningContext(RunContext):
+    """A RunContext that can also publish the study's trials."""
+
+    _trials: Callable[[list[dict[str, Any]]], None] = lambda trials: None
+    _trial_sink: Callable[[str, str, str, str], None] = lambda message, task, severity, trial: None
+
+    def set_trials(self, trials: list[dict[str, Any]]) -> None:
+        """Replace the job's trials with these REST Trial dicts (id, state, parameters, finalMeasurement, ...)."""
+        self._trials(trials)
+
+    def log(self, message: str, *, task: str = "workerpool0-0", severity: str = "INFO", trial: str = "") -> None:
+        if trial:
+            self._trial_sink(message, task, severity, trial)
+        else:
+            self._sink(message, task, severity)
+
+
+class TuningStore(JobStore):
+    collection = "hyperparameterTuningJobs"
+    kind = "HyperparameterTuningJob"
+
+    def _wrap(self, pb: Any) -> Any:
+        return HyperparameterTuningJob.wrap(pb)
+
+    def _context(self, rec: _Record, job_id: str) -> RunContext:
+        def trials(items: list[dict[str, Any]]) -> None:
+            with self._lock:
+                del rec.job.trials[:]
+                for item in items:
+                    json_format.ParseDict(item, rec.job.trials.add())
+
+        return TuningContext(job_id=job_id, cancelled=rec.cancel, stopping=self._closing,
+                             _sink=lambda m, t, s: self._log(rec, m, t, s), _trials=trials,
+                             _trial_sink=lambda m, t, s, trial: self._log(rec, m, t, s, {TRIAL_LABEL: trial}))
+
+
+def parse_tuning_job(raw: bytes) -> Any:
+    """Strict JSON → proto; output-only fields are ignored, as AIP-203 says."""
+    job = TuningPb()
+    try:
+        json_format.Parse(raw.decode("utf-8") or "{}", job)
+    except UnicodeDecodeError as err:
+        raise invalid_argument("Invalid JSON payload received. The body is not UTF-8.") from err
+    except json_format.ParseError as err:
+        raise invalid_argument(f"Invalid JSON payload received. {str(err).splitlines()[0]}") from err
+    for field in _OUTPUT_ONLY:
+        job.ClearField(field)
+    return job
+
+
+def check_tuning_job(job: Any) -> None:
+    """Vertex's create-time rules for the study; the trial spec gets the CustomJob checks."""
+    problems: list[tuple[str, str]] = []
+    study = job.study_spec
+    if not study.metrics:
+        problems.append(("study_spec.metrics", "At least one metric is required."))
+    if not study.parameters:
+        problems.append(("study_spec.parameters", "At least one parameter is required."))
+    for i, p in enumerate(study.parameters):
+        kind = p.WhichOneof("parameter_value_spec")
+        if not p.parameter_id:
+            problems.append((f"study_spec.parameters[{i}].parameter_id", "parameter_id is required."))
+        if kind is None:
+            problems.append((f"study_spec.parameters[{i}]", "One of the value specs is required."))
+        elif kind in ("double_value_spec", "integer_value_spec"):
+            spec = getattr(p, kind)
+            if spec.min_value > spec.max_value:
+                problems.append((f"study_spec.parameters[{i}].{kind}", "min_value must not exceed max_value."))
+        if study.algorithm == 2 and kind == "double_value_spec":  # GRID_SEARCH
+            problems.append((f"study_spec.parameters[{i}]", "Grid search does not support DOUBLE parameters."))
+    if job.max_trial_count <= 0:
+        problems.append(("max_trial_count", "max_trial_count must be positive."))
+    if job.parallel_trial_count <= 0:
+        problems.append(("parallel_trial_count", "parallel_trial_count must be positive."))
+    elif job.parallel_trial_count > job.max_trial_count > 0:
+        problems.append(("parallel_trial_count", "parallel_trial_count must not exceed max_trial_count."))
+    if problems:
+        field, message = problems[0]
+        raise invalid_argument(f"{field}: {message}", problems)
+    custom = CustomJob.pb()(display_name=job.display_name)
+    custom.job_spec.CopyFrom(job.trial_job_spec)
+    custom.labels.update(job.labels)
+    try:
+        validation.check_custom_job(custom)
+    except validation.ApiError as err:  # the same rules, named as this resource names them
+        raise invalid_argument(str(err.message).replace("job_spec", "trial_job_spec")) from err
+
+
+def route_tuning(handler: Any, path: str, query: dict[str, str], body: bytes, int_enums: bool) -> Any:
+    """Answer a hyperparameterTuningJobs request; None when the path is not one."""
+    server = handler.server
+    store: TuningStore = server.tuning_store
+    m = _COLLECTION.match(path)
+    if m:
+        project, location = m.groups()
+        parent = f"projects/{project}/locations/{location}"
+        verb = {"POST": "create", "GET": "list"}.get(handler.command)
+        if verb is None:
+            raise not_found(f"Method {handler.command} not found for {path}.")
+        _authorize(server, project, parent, verb)
+        validation.check_parent(project, location)
+        if verb == "create":
+            job = parse_tuning_job(body)
+            check_tuning_job(job)
+            return handler._json(store.create(project, location, job), int_enums)
+        return _list(handler, store, parent, query, int_enums)
+    m = _JOB.match(path)
+    if not m:
+        return None
+    project, location, job_id, cancel = m.groups()
+    name = f"projects/{project}/locations/{location}/hyperparameterTuningJobs/{job_id}"
+    verb = {("GET", None): "get", ("DELETE", None): "delete", ("POST", ":cancel"): "cancel"}.get(
+        (handler.command, cancel))
+    if verb is None:
+        raise not_found(f"Method {handler.command} not found for {path}.")
+    _authorize(server, project, name, verb)
+    validation.check_job_name(project, location, job_id)
+    if verb == "get":
+        return handler._json(store.get(name), int_enums)
+    if verb == "cancel":
+        store.cancel(name)
+        return {}
+    store.delete(name)
+    return {"name": f"{name}/operations/{job_id}1", "done": True,
+            "response": {"@type": "type.googleapis.com/google.protobuf.Empty"}}
+
+
+def _authorize(server: Any, project: str, resource: str, verb: str) -> None:
+    from vtrain.emulator.errors import permission_denied
+
+    if project in server.deny_projects:
+        raise permission_denied(f"aiplatform.hyperparameterTuningJobs.{verb}", resource)
+
+
+def _list(handler: Any, store: TuningStore, parent: str, query: dict[str, str], int_enums: bool) -> str:
+    from vtrain.emulator.filters import compile_filter
+
+    match = compile_filter(query.get("filter", ""))
+    try:
+        size = int(query.get("pageSize") or 0)
+    except ValueError as err:
+        raise invalid_argument("pageSize must be an integer.") from err
+    token = query.get("pageToken", "")
+    if size < 0 or (token and not token.isdigit()):
+        raise invalid_argument("pageSize must not be negative and pageToken must come from a previous page.")
+    jobs, next_token = store.list(parent, match, size, token)
+    fields = []
+    if jobs:
+        fields.append('"hyperparameterTuningJobs": [' + ",".join(handler._json(j, int_enums) for j in jobs) + "]")
+    if next_token:
+        fields.append(f'"nextPageToken": "{next_token}"')
+    return "{" + ", ".join(fields) + "}"
+
+
+def pretend_tuning_runner(seconds: float = 2.0) -> Callable[[Any, RunContext], RunResult]:
+    """The default without --run-jobs: the study's trials are suggested (grid or seeded random
+    search) and each 'succeeds' without a measurement; nothing runs."""
+
+    def run(job: Any, ctx: RunContext) -> RunResult:
+        from vtrain.tuning.local import tuning_from_body
+        from vtrain.tuning.search import make_searcher
+
+        body = json_format.MessageToDict(HyperparameterTuningJob.pb(job))
+        tuning = tuning_from_body(body)
+        searcher = make_searcher(tuning, 0)
+        trials: list[dict[str, Any]] = []
+        ctx.log(f"emulated tuning job {job.display_name} started (nothing runs without --run-jobs)")
+        for n in range(1, tuning.max_trials + 1):
+            params = searcher.suggest()
+            if params is None:
+                break
+            if ctx.sleep(seconds / tuning.max_trials):
+                return RunResult(CANCELLED)
+            trials.append({"id": str(n), "state": "SUCCEEDED",
+                           "parameters": [{"parameterId": k, "value": v} for k, v in params.items()]})
+            if isinstance(ctx, TuningContext):
+                ctx.set_trials(trials)
+        return RunResult(SUCCEEDED)
+
+    return run
+
+
+__all__ = ["LOCAL_TUNING_RUNNER", "TuningContext", "TuningStore", "check_tuning_job", "parse_tuning_job",
+           "pretend_tuning_runner", "route_tuning"]
