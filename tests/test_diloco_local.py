@@ -46,4 +46,4 @@ def test_a_diloco_job_runs_locally_and_learners_end_equal(tmp_path: Path) -> Non
     summary = json.loads((base / "checkpoints" / "diloco" / "summary.json").read_text())
     assert summary["rounds"] == [4] and summary["learners"] == {"workerpool1-0": 4, "workerpool1-1": 4}
     assert (base / "checkpoints" / "diloco" / "syncer.npz").is_file()
-    assert (base / "checkpoints" / "ckpt" / "worker-0").is_dir()  # each learner keeps its own checkpoints
+    assert (base / "checkpoints" / "steps" / "worker-0").is_dir()  # each learner keeps its own step checkpoints
