@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 
 import click
 
+from vtrain.commands._faultopts import fault_option, restart_policy_option
 from vtrain.commands._options import UserPath, duration_callback, output_option, set_option
 
 
@@ -30,18 +32,25 @@ from vtrain.commands._options import UserPath, duration_callback, output_option,
               "TPE approximation of `default`; the same seed gives the same trials.")
 @click.option("--stream-logs", is_flag=True, help="Tuning: also print every replica's lines, prefixed "
               "[trial-N chief-0] (they are always in each trial's log files).")
+@restart_policy_option
+@fault_option
+@click.option("--preempt-grace", callback=duration_callback, default="30s", show_default=True, metavar="DURATION",
+              help="A preempt fault's SIGTERM → SIGKILL time, unless the fault gives its own (preempt:10s).")
 @set_option
 @output_option("text", "json")
 def local(job_file: str, output_dir: str | None, max_replicas: int | None, timeout: float | None,
           startup_timeout: float, keep: bool, allow_credentials: bool, max_parallel: int | None, seed: int,
-          stream_logs: bool, overrides: tuple[str, ...], output: str) -> None:
+          stream_logs: bool, restart_policy: str, faults: tuple[Any, ...], preempt_grace: float | None,
+          overrides: tuple[str, ...], output: str) -> None:
     """Run JOB.yaml on this machine: the CustomJob `submit` would send, one process per replica.
 
     Each replica gets the environment Vertex AI gives it (CLUSTER_SPEC, TF_CONFIG on
     127.0.0.1 ports, AIP_* dirs, CLOUD_ML_JOB_ID) and runs the packaged trainer from an
-    isolated environment. Logs stream prefixed [chief-0], [worker-1]; the job fails fast when a
-    replica fails, and succeeds when the chief does. Exit code: 0 SUCCEEDED, 10 FAILED,
-    11 CANCELLED (Ctrl-C or SIGTERM, also while the environment is being prepared).
+    isolated environment. Logs stream prefixed [chief-0], [worker-1]. A failed replica is
+    restarted in place as Vertex AI restarts it (--restart-policy never: the job fails fast);
+    the job succeeds when the chief does. --fault injects kills, preemptions and freezes.
+    Exit code: 0 SUCCEEDED, 10 FAILED, 11 CANCELLED (Ctrl-C or SIGTERM, also while the
+    environment is being prepared), 2 a bad job file or option.
 
     With a `tuning:` block, the study runs here: each trial a local job with its values as
     --NAME=VALUE flags, several at a time, a live table of trials and the best one at the end;
@@ -57,17 +66,22 @@ def local(job_file: str, output_dir: str | None, max_replicas: int | None, timeo
         click.echo(str(warning), err=True)
     if config.tuning is not None:
         from vtrain.commands.tuning import run_study
+        from vtrain.errors import UsageError
 
+        if faults:
+            raise UsageError("--fault applies to a single job: a job file with `tuning:` runs a study of many "
+                             "trials (remove --fault, or the tuning block with --set tuning=null)")
         run_study(config, output_dir=output_dir, max_parallel=max_parallel, seed=seed, max_replicas=max_replicas,
                   timeout=timeout, startup_timeout=startup_timeout or 120.0, allow_credentials=allow_credentials,
-                  output=output, stream_logs=stream_logs)
+                  output=output, stream_logs=stream_logs, restart_policy=restart_policy)
         return
     logs = sys.stderr if output == "json" else sys.stdout
     job = None
     try:
         job = run_local(config, output_dir=output_dir, max_replicas=max_replicas, timeout=timeout,
                         startup_timeout=startup_timeout or 120.0, keep=keep, out=logs, notices=sys.stderr,
-                        allow_credentials=allow_credentials)
+                        allow_credentials=allow_credentials, restart_policy=restart_policy, faults=faults,
+                        preempt_grace=30.0 if preempt_grace is None else preempt_grace)
         state = job.wait()
     except KeyboardInterrupt:
         if job is None:  # packaging or installing: nothing ran yet, and nothing half-built is kept

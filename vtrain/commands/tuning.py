@@ -60,7 +60,7 @@ class LiveTable:
 
 def run_study(config: Any, *, output_dir: str | None, max_parallel: int | None, seed: int, max_replicas: int | None,
               timeout: float | None, startup_timeout: float, allow_credentials: bool, output: str,
-              stream_logs: bool) -> None:
+              stream_logs: bool, restart_policy: str = "vertex") -> None:
     """Run the study, print the table and the best trial; exit as `vtrain local` does."""
     from vtrain.backends.handle import SUCCEEDED
     from vtrain.tuning.run import run_local_tuning
@@ -70,7 +70,8 @@ def run_study(config: Any, *, output_dir: str | None, max_parallel: int | None, 
     try:
         study = run_local_tuning(config, output_dir=output_dir, max_parallel=max_parallel, seed=seed,
                                  max_replicas=max_replicas, timeout=timeout, startup_timeout=startup_timeout,
-                                 allow_credentials=allow_credentials, notices=display,  # type: ignore[arg-type]
+                                 allow_credentials=allow_credentials, restart_policy=restart_policy,
+                                 notices=display,  # type: ignore[arg-type]
                                  out=(sys.stderr if output == "json" else sys.stdout) if stream_logs else None,
                                  on_change=display.changed)
         state = study.wait()

@@ -12,7 +12,8 @@ Signals read (set by `vtrain local`; Vertex sets none of them):
                         Vertex it is derived instead: each start is counted in a small ledger under
                         AIP_CHECKPOINT_DIR, keyed by CLOUD_ML_JOB_ID and the task (0 when neither is set).
   VTRAIN_JOB_ATTEMPT    1 for the first run of the job, 2 after one whole-job retry, ... (default 1).
-  VTRAIN_STATUS_FILE    where :func:`report_step` writes ``{"step", "epoch", "restarts", "time"}``
+  VTRAIN_STATUS_FILE    where :func:`report_step` writes ``{"step", "first", "epoch", "restarts", "time"}``
+                        (``first``: the first step this process reported, where it resumed)
                         (atomically replaced, local disk), so the launcher can inject faults at
                         `step:N` and measure how many steps a restart redid.
 Standard library only at import time; TensorFlow is imported where a checkpoint is touched.
@@ -37,6 +38,7 @@ from vtrain.runtime.outputs import Checkpoints, _learner_dir, checkpoint_dir, jo
 from vtrain.runtime.restarts import _int_env, restart_count
 
 log = logging.getLogger("vtrain.runtime")
+_first_step: list[int] = []  # the first step this process reported: where it resumed
 
 
 def report_step(step: int, epoch: int | None = None) -> None:
@@ -44,8 +46,10 @@ def report_step(step: int, epoch: int | None = None) -> None:
     path = os.environ.get(STATUS_FILE_ENV)
     if not path:
         return
-    record = {"step": int(step), "epoch": epoch, "restarts": _int_env(os.environ, RESTART_COUNT_ENV) or 0,
-              "time": time.time()}  # fmt: skip
+    if not _first_step:
+        _first_step.append(int(step))
+    record = {"step": int(step), "first": _first_step[0], "epoch": epoch,
+              "restarts": _int_env(os.environ, RESTART_COUNT_ENV) or 0, "time": time.time()}  # fmt: skip
     directory = os.path.dirname(os.path.abspath(path))
     try:
         fd, tmp = tempfile.mkstemp(prefix=".status-", dir=directory)

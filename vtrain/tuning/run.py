@@ -34,6 +34,7 @@ def run_local_tuning(
     allow_credentials: bool = False,
     startup_timeout: float = 120.0,
     kill_grace: float = 5.0,
+    restart_policy: str = "vertex",
     on_change: Callable[[LocalTuningJob], None] | None = None,
 ) -> LocalTuningJob:
     """Start the study of a job file with `tuning:` here and return its handle (RUNNING).
@@ -43,7 +44,8 @@ def run_local_tuning(
     Outputs: `output_dir`, else the job's local base_output_dir, else a new temporary dir (kept:
     it holds the study's results). Each trial writes under OUTPUT/<trial id>/. Replica lines go to
     `out` prefixed `[trial-N chief-0]` (None: only to each trial's log files); `on_change(study)`
-    is called whenever a trial starts, reports or ends.
+    is called whenever a trial starts, reports or ends. `restart_policy` as in
+    :func:`vtrain.backends.local.runner.run_job`, for every trial.
     """
     from vtrain.backends.local import envcache
     from vtrain.backends.local.runner import _packages, env_notices, local_output_dir
@@ -83,7 +85,9 @@ def run_local_tuning(
     where = output_dir if output_dir is not None else local_output_dir({"jobSpec": body["trialJobSpec"]})
     if where is None:
         where = tempfile.mkdtemp(prefix=f"vtrain-tuning-{config.name[:40]}-")
-    options: dict[str, Any] = {"startup_timeout": startup_timeout, "kill_grace": kill_grace}
+    # Each trial is a CustomJob: its replicas are restarted as Vertex restarts them (or fail fast: "never").
+    options: dict[str, Any] = {"startup_timeout": startup_timeout, "kill_grace": kill_grace,
+                               "restart_policy": restart_policy}
     if timeout is not None:
         options["timeout"] = timeout
     study = LocalTuningJob(body, trainer_env=trainer_env, output_dir=Path(where).expanduser().absolute(),

@@ -16,6 +16,10 @@ and a CI pipeline can test submit → wait → logs without a cloud project.
 - Logs: each replica line becomes a log entry for its task (``workerpool1-0``), so
   ``vtrain logs`` prints it as ``[worker-0] …``. The launcher's own notices carry no task and
   print as ``[vertex] …``.
+- Restarts and faults: a failed replica is restarted as Vertex AI restarts it (the runner's
+  `restart_policy`, "vertex" by default), and the faults named in the job's labels are injected
+  (``vtrain-fault: worker-1_kill_30s``, see :func:`vtrain.backends.local.faults.specs_from_labels`);
+  a malformed fault label fails the job before it starts.
 - Cancel: every replica's process group gets SIGTERM, then SIGKILL after `kill_grace`. When the
   emulator stops, they get SIGKILL at once, so no process outlives it. A cancel that arrives
   while packages are still installing takes effect once the install ends.
@@ -30,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vtrain.emulator.runner import CANCELLED, FAILED, SUCCEEDED, RunContext, RunResult
-from vtrain.errors import VtrainError
+from vtrain.errors import FaultSpecError, VtrainError
 
 if TYPE_CHECKING:
     from vtrain.backends.local.job import LocalJob
@@ -64,6 +68,7 @@ class EmulatedRunner:
         worker_grace: float = 30.0,
         kill_grace: float = 3.0,
         poll: float = 0.1,
+        restart_policy: str = "vertex",
     ) -> None:
         self.cache_dir = cache_dir
         self.output_root = output_root
@@ -71,6 +76,7 @@ class EmulatedRunner:
         self.worker_grace = worker_grace
         self.kill_grace = kill_grace
         self.poll = poll
+        self.restart_policy = restart_policy
 
     def __call__(self, job: Any, ctx: RunContext) -> RunResult:
         from google.protobuf import json_format
@@ -82,6 +88,9 @@ class EmulatedRunner:
 
         try:
             handle = self._start(body, ctx, notice)
+        except FaultSpecError as err:  # the job's own labels ask for a fault that cannot be
+            notice(f"the job's fault labels cannot be used: {err}")
+            return RunResult(FAILED, str(err), code=3)  # INVALID_ARGUMENT
         except VtrainError as err:
             notice(f"the job cannot run here: {err}")
             return RunResult(FAILED, str(err))
@@ -109,8 +118,10 @@ class EmulatedRunner:
         """Fetch and install the packages, then start the replicas; None if cancelled meanwhile."""
         from vtrain.backends.local import envcache as localpkg
         from vtrain.backends.local.env import Replica
+        from vtrain.backends.local.faults import specs_from_labels
         from vtrain.backends.local.runner import env_notices, local_output_dir, run_job
 
+        faults = specs_from_labels(dict(body.get("labels") or {}))  # before anything is installed
         cache = Path(self.cache_dir) if self.cache_dir is not None else localpkg.default_cache_dir()
         trainer_env = None
         uris = package_uris(body)
@@ -142,6 +153,8 @@ class EmulatedRunner:
             startup_timeout=self.startup_timeout,
             worker_grace=self.worker_grace,
             kill_grace=self.kill_grace,
+            restart_policy=self.restart_policy,
+            faults=faults,
         )
 
 

@@ -185,13 +185,16 @@ class Status:
     restarts: int = 0
     epoch: int | None = None
     time: float | None = None
+    first: int | None = None  # the first step this process reported (where it resumed)
 
 
 def read_status(path: str | Path) -> Status | None:
     """The replica's last report, or None (no file yet, or a write in progress)."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
-        return Status(int(data["step"]), int(data.get("restarts", 0)), data.get("epoch"), data.get("time"))
+        first = data.get("first")
+        return Status(int(data["step"]), int(data.get("restarts", 0)), data.get("epoch"), data.get("time"),
+                      None if first is None else int(first))  # fmt: skip
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

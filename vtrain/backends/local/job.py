@@ -27,7 +27,10 @@ from vtrain import proctree
 from vtrain.backends.handle import CANCELLED, CANCELLING, FAILED, PENDING, RUNNING, SUCCEEDED, JobHandle, Waiting
 from vtrain.backends.local import env as localenv
 from vtrain.backends.local.env import Plan, Replica
+from vtrain.backends.local.faults import FaultScheduler
+from vtrain.backends.local.policy import CHIEF_SUCCEEDED, FAIL, RESTART, RETRY_JOB, RestartPolicy, policy_for_job
 from vtrain.backends.local.ports import listening
+from vtrain.backends.local.restarts import Restarting
 from vtrain.errors import BackendError
 
 if TYPE_CHECKING:
@@ -76,16 +79,22 @@ def describe_exit(code: int) -> str:
     return f"exited with code {code}"
 
 
-class LocalJob(JobHandle):
-    """A running local job: the same handle contract as a Vertex job (state, wait, cancel, logs)."""
+class LocalJob(Restarting, JobHandle):
+    """A running local job: the same handle contract as a Vertex job (state, wait, cancel, logs).
+    Failed replicas are restarted as Vertex restarts them (`policy`), faults injected (`scheduler`)."""
 
     default_poll = 0.2
 
     def __init__(self, name: str, display_name: str, plan: Plan, procs: list[_Proc], output_dir: Path,
                  run_dir: Path, temporary: bool, options: Options, out: IO[str] | None,
                  notice: Callable[[str], None], on_line: Callable[[Replica, str], None] | None = None,
-                 release: Callable[[], None] = lambda: None) -> None:
+                 release: Callable[[], None] = lambda: None, policy: RestartPolicy | None = None,
+                 scheduler: FaultScheduler | None = None) -> None:
         super().__init__(name)
+        self.policy = policy or policy_for_job(plan.job, [p.label for p in procs])
+        self.scheduler = scheduler or FaultScheduler(())
+        self._steps: dict[str, int] = {}
+        self._preexec: Callable[[], None] | None = None
         self.display_name = display_name
         self.plan = plan
         self.output_dir = output_dir
@@ -246,21 +255,14 @@ class LocalJob(JobHandle):
 
     def _spawn_all(self) -> None:
         proctree.become_subreaper()  # a replica's daemonized descendants stay in our tree
-        preexec = proctree.die_with_parent()
+        self._preexec = proctree.die_with_parent()
         with self._lock:
             if self._cancel:
                 raise KeyboardInterrupt
             self._state = RUNNING
         self.started_at = time.monotonic()
         for p in self._procs:
-            p.cwd.mkdir(parents=True, exist_ok=True)
-            p.popen = subprocess.Popen(  # noqa: S603 - argv list, no shell
-                p.argv, cwd=p.cwd, env=p.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=preexec,
-            )
-            log = open(p.log_path, "wb")  # noqa: SIM115 - closed by the reader thread
-            p.reader = threading.Thread(target=self._read, args=(p, log), daemon=True, name=f"log-{p.label}")
-            p.reader.start()
+            self._launch(p)  # see vtrain.backends.local.restarts
 
     def _read(self, p: _Proc, log: IO[bytes]) -> None:
         assert p.popen is not None and p.popen.stdout is not None
@@ -314,16 +316,14 @@ class LocalJob(JobHandle):
             for p in self._procs:
                 if not self._exited(p):
                     continue
-                assert p.returncode is not None
-                role = p.replica.role
-                if role == "chief" and p.returncode == 0:
+                decision = self._decide(p)  # Vertex's restart policy (vtrain.backends.local.policy)
+                if decision.action == CHIEF_SUCCEEDED:
                     chief_done_at = now
                     self._stop([q for q in self._procs if q.replica.role in servers])
-                elif p.returncode != 0 and not p.stopped and chief_done_at is None and role != "evaluator":
-                    return FAILED, self._failure(p)
-                elif p.returncode != 0 and not p.stopped:
-                    self._notice(f"{p.label} {describe_exit(p.returncode)} (not a chief/worker/ps failure: "
-                                 "the job's result follows the chief)")
+                elif decision.action == FAIL:
+                    return FAILED, self._failure(p, decision.error)
+                elif decision.action in (RESTART, RETRY_JOB) and self._relaunch(decision, lambda: self._cancel):
+                    first_listen = None if first_listen is None else now  # their servers get the full time
             if self._cancel:
                 return CANCELLED, "cancelled"
             if chief_done_at is not None:
@@ -348,6 +348,8 @@ class LocalJob(JobHandle):
                     return FAILED, (f"{', '.join(p.label for p in late)} did not start its TensorFlow server "
                                     f"within {opts.startup_timeout:g} s while {ready} waited for it "
                                     "(TF's initial cluster check has no timeout)")
+            if chief_done_at is None:
+                self._tick()  # step reports in, faults out
             self._wake.wait(0.1)
             self._wake.clear()
 
@@ -355,7 +357,7 @@ class LocalJob(JobHandle):
         spec = json.loads(p.env["CLUSTER_SPEC"])
         return int(spec["cluster"][f"workerpool{p.replica.pool}"][p.replica.index].rsplit(":", 1)[1])
 
-    def _failure(self, p: _Proc) -> str:
+    def _failure(self, p: _Proc, headline: str | None = None) -> str:
         assert p.returncode is not None
         if p.reader is not None:
             self._stop([q for q in self._procs if q is not p])
@@ -364,7 +366,7 @@ class LocalJob(JobHandle):
         with contextlib.suppress(OSError), open(p.log_path, "rb") as f:  # every line read so far
             f.seek(max(0, f.seek(0, os.SEEK_END) - 65536))
             tail = f.read().decode(errors="replace").splitlines()
-        lines = [f"{p.label} {describe_exit(p.returncode)}",
+        lines = [headline or f"{p.label} {describe_exit(p.returncode)}",
                  f"last lines of {p.label} (full log: {p.log_path}):"]
         lines += [f"  | {line}" for line in tail[-TAIL_LINES:]]
         return "\n".join(lines)
@@ -407,7 +409,10 @@ class LocalJob(JobHandle):
             "seconds": round((self.ended_at or time.monotonic()) - (self.started_at or time.monotonic()), 2),
             "output_dir": str(self.output_dir),
             "replicas": {p.label: p.returncode for p in self._procs},
+            **self._restart_result(),  # restarts (the policy's summary) and the faults injected
         }
+        for line in self.policy.lines():  # the restarts in words, at the end of the run
+            self._event(line)
         with contextlib.suppress(OSError):  # an output dir removed under us must not hang wait()
             (self.run_dir / "result.json").write_text(json.dumps(self.result, indent=2) + "\n", encoding="utf-8")
         self._job_log.close()

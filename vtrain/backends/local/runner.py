@@ -7,9 +7,13 @@ Preparation happens in :func:`run_local` (a packaging mistake raises before anyt
 starts). :func:`run_job` then starts the CustomJob body; the emulator's ``--run-jobs`` runner
 (:mod:`vtrain.backends.local.emulated`) calls it directly with the body it received. A supervisor
 thread owns the processes and decides the job's state, with Vertex's semantics:
-  * any chief/worker/ps exiting non-zero fails the job at once: the others are stopped
-    (whole process groups, SIGTERM then SIGKILL) and the summary names the replica, its exit
-    code and its last log lines;
+  * a chief/worker/ps exiting non-zero is restarted in place (same port and TF_CONFIG) up to 5
+    times, then the whole job is retried up to 3 times, and a permanent error fails the job at
+    once (``restart_policy="vertex"``, :mod:`vtrain.backends.local.policy`); with
+    ``restart_policy="never"`` the first failure fails the job. A failed job's replicas are
+    stopped (whole process groups, SIGTERM then SIGKILL) and the summary names the replica,
+    its exit code and its last log lines;
+  * `faults` (``worker-1:kill@30s``, :mod:`vtrain.backends.local.faults`) are injected as signals;
   * success follows the chief: when it exits 0, ps and evaluator replicas are stopped, and
     workers get a grace period (the coordination service may keep them ~20 s) before they are;
   * a cluster member that never starts its server while its peers wait for it (TF's initial
@@ -21,6 +25,7 @@ thread owns the processes and decides the job's state, with Vertex's semantics:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -28,15 +33,18 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from vtrain.backends.local import env as localenv
 from vtrain.backends.local import rundir
 from vtrain.backends.local.env import Plan, Replica
+from vtrain.backends.local.faults import DEFAULT_PREEMPT_GRACE, FaultScheduler, FaultSpec, check_replicas
 from vtrain.backends.local.job import LocalJob, Options, _Proc
+from vtrain.backends.local.policy import policy_for_job
 from vtrain.backends.local.ports import free_ports
+from vtrain.constants import JOB_ATTEMPT_ENV, RESTART_COUNT_ENV, STATUS_FILE_ENV
 from vtrain.errors import BackendError, PackagingError
 
 if TYPE_CHECKING:
@@ -84,6 +92,9 @@ def _job_timeout(job: Mapping[str, Any]) -> float | None:
     return float(str(raw).rstrip("s")) if raw else None
 
 
+RESTART_ENV = (RESTART_COUNT_ENV, JOB_ATTEMPT_ENV, STATUS_FILE_ENV)  # set at each (re)start: restarts.py
+
+
 def build_procs(plan: Plan, *, python: str | None, venv: str | None, output_dir: Path, run_dir: Path,
                 job_id: str, host_env: Mapping[str, str], gpus: Mapping[Replica, str]) -> list[_Proc]:
     """argv, environment, working dir and log (in this run's folder) of every replica; ports chosen here."""
@@ -96,7 +107,7 @@ def build_procs(plan: Plan, *, python: str | None, venv: str | None, output_dir:
         container = None
         if "containerSpec" in pool:
             container = f"vtrain-{job_id}-{r.label}"
-            names = [*job_env, *vertex, "PYTHONUNBUFFERED"]
+            names = [*job_env, *vertex, "PYTHONUNBUFFERED", *RESTART_ENV]
             argv = localenv.docker_argv(pool, container, names, [str(output_dir)], gpus.get(r, ""))
             env = localenv.compose_env(host_env, vertex=vertex, job=job_env, gpus=gpus.get(r, ""))
         else:
@@ -121,6 +132,9 @@ def run_local(
     startup_timeout: float = 120.0,
     worker_grace: float = 30.0,
     kill_grace: float = 5.0,
+    restart_policy: str = "vertex",
+    faults: Sequence[FaultSpec] = (),
+    preempt_grace: float = DEFAULT_PREEMPT_GRACE,
 ) -> LocalJob:
     """Start a job on this machine and return its handle (RUNNING); `wait()` for the end.
 
@@ -131,6 +145,7 @@ def run_local(
     and result go to its own folder, ``OUTPUT/vtrain-local/JOB_ID`` (see
     :mod:`vtrain.backends.local.rundir`), and another live run on the same output dir is refused.
     Raises PackagingError/BackendError before anything starts if the job cannot run here.
+    `restart_policy`, `faults` and `preempt_grace` as in :func:`run_job`.
 
     On Linux the calling process becomes a child subreaper (:mod:`vtrain.proctree`), so that a
     replica's daemonized descendants are adopted and ended with the job; this stays set.
@@ -148,6 +163,9 @@ def run_local(
             notices.write(f"[vtrain] {text}\n")
             notices.flush()
 
+    if faults:  # a fault for a replica this run lacks is a usage error before anything is built
+        with contextlib.suppress(ValueError):  # a job the plan refuses is reported by run_job
+            check_replicas(faults, [r.label for r in localenv.plan(build_job_dict(config, []), max_replicas).replicas])
     cache = Path(cache_dir) if cache_dir is not None else localpkg.default_cache_dir()
     try:
         cache.mkdir(parents=True, exist_ok=True)
@@ -166,7 +184,8 @@ def run_local(
     job = build_job_dict(config, package_uris if local_only else None)
     return run_job(job, trainer_env=trainer_env, name=config.name, output_dir=output_dir,
                    max_replicas=max_replicas, timeout=timeout, keep=keep, out=out, notice=notice,
-                   startup_timeout=startup_timeout, worker_grace=worker_grace, kill_grace=kill_grace)
+                   startup_timeout=startup_timeout, worker_grace=worker_grace, kill_grace=kill_grace,
+                   restart_policy=restart_policy, faults=faults, preempt_grace=preempt_grace)
 
 
 def env_notices(trainer_env: TrainerEnv, notice: Callable[[str], None]) -> None:
@@ -202,6 +221,9 @@ def run_job(
     startup_timeout: float = 120.0,
     worker_grace: float = 30.0,
     kill_grace: float = 5.0,
+    restart_policy: str = "vertex",
+    faults: Sequence[FaultSpec] = (),
+    preempt_grace: float = DEFAULT_PREEMPT_GRACE,
 ) -> LocalJob:
     """Start a CustomJob REST body here (what `submit` sends, or what the emulator stored).
 
@@ -210,12 +232,21 @@ def run_job(
     display name (default: the body's), `job_id` becomes CLOUD_ML_JOB_ID (default: a new
     ``local-…`` ID); `on_line(replica, text)` gets every line a replica prints. Output
     directory as in :func:`run_local`; `notice` gets the launcher's notices.
+
+    `restart_policy`: "vertex" (restart failed replicas as Vertex AI does) or "never" (the first
+    failure fails the job). `faults`: signals to inject (FaultSpecError, before anything starts,
+    when one names a replica this run does not have); `preempt_grace`: SIGTERM → SIGKILL for a
+    `preempt` fault without its own grace.
     """
     name = name or str(job.get("displayName") or "job")
     try:
         the_plan = localenv.plan(job, max_replicas)
     except ValueError as err:
         raise BackendError(str(err)) from None
+    labels = [r.label for r in the_plan.replicas]
+    check_replicas(faults, labels)
+    policy = policy_for_job(the_plan.job, labels, restart_policy)
+    scheduler = FaultScheduler(tuple(faults), preempt_grace)
     specs = [the_plan.pool_spec(r) for r in the_plan.replicas]
     if any("containerSpec" in s for s in specs):
         _docker_ready()
@@ -265,7 +296,7 @@ def run_job(
                           startup_timeout=startup_timeout, worker_grace=worker_grace, kill_grace=kill_grace,
                           keep=keep)
         handle = LocalJob(job_id, name, the_plan, procs, out_path, run_dir, temporary, options, out, notice,
-                          on_line=on_line, release=release)
+                          on_line=on_line, release=release, policy=policy, scheduler=scheduler)
     except BaseException:
         release()
         raise

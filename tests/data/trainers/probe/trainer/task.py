@@ -63,6 +63,11 @@ def main() -> None:
     p.add_argument("--listen", default="", help="replicas that listen on their port (a TF server)")
     p.add_argument("--fork", default="", help="replicas that leave a sleeping child process behind")
     p.add_argument("--fail-after", type=float, default=0.0, help="delay before --fail/--raise")
+    p.add_argument("--fail-times", type=int, default=0,
+                   help="--fail/--raise only in the first N runs of the replica (VTRAIN_RESTART_COUNT < N); 0: always")
+    p.add_argument("--steps", default="", help="replicas that report steps 1..--count (runtime.report_step)")
+    p.add_argument("--count", type=int, default=10)
+    p.add_argument("--step-seconds", type=float, default=0.1)
     p.add_argument("--ignore-term", default="", help="replicas that ignore SIGTERM")
     p.add_argument("--daemonize", default="", help="replicas that leave a daemon behind (double fork + setsid)")
     p.add_argument("--write", default="", help="replicas that write their job id into AIP_MODEL_DIR/<label>")
@@ -98,7 +103,17 @@ def main() -> None:
         os.makedirs(os.environ["AIP_MODEL_DIR"], exist_ok=True)
         with open(os.path.join(os.environ["AIP_MODEL_DIR"], me), "w") as f:
             f.write(os.environ["CLOUD_ML_JOB_ID"])
-    if (args.fail and picked(args.fail, me)) or (args.raise_ and picked(args.raise_, me)):
+    restarts = int(os.environ.get("VTRAIN_RESTART_COUNT", "0"))
+    print(f"{me} restart {restarts}, job attempt {os.environ.get('VTRAIN_JOB_ATTEMPT', '-')}", flush=True)
+    if args.steps and picked(args.steps, me):
+        from vtrain.runtime import report_step
+
+        for step in range(1, args.count + 1):
+            time.sleep(args.step_seconds)
+            report_step(step)
+            print(f"{me} step {step}", flush=True)
+    failing = not args.fail_times or restarts < args.fail_times
+    if failing and ((args.fail and picked(args.fail, me)) or (args.raise_ and picked(args.raise_, me))):
         time.sleep(args.fail_after)
         if args.raise_ and picked(args.raise_, me):
             raise RuntimeError(f"probe {me} was told to raise")
