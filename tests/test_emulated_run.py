@@ -55,7 +55,8 @@ def emu(tmp_path: Path, env_cache: Path, bucket: Any) -> Iterator[Emulator]:
         yield emulator
 
 
-def probe_job(tmp_path: Path, name: str, args: list[str], cluster: str = "workers: {replicas: 1}") -> Path:
+def probe_job(tmp_path: Path, name: str, args: list[str], cluster: str = "workers: {replicas: 1}",
+              extra: str = "") -> Path:
     return write_job(tmp_path, f"""
         name: {name}
         region: us-central1
@@ -69,6 +70,7 @@ def probe_job(tmp_path: Path, name: str, args: list[str], cluster: str = "worker
         cluster:
           chief: {{machine_type: n1-standard-4}}
           {cluster}
+        {extra}
         """, f"{name}.yaml")
 
 
@@ -120,14 +122,16 @@ def test_submit_wait_runs_the_trainer_and_logs_its_lines(tmp_path: Path, emu: Em
 
 
 def test_a_raising_trainer_fails_the_job_with_its_traceback(tmp_path: Path, emu: Emulator) -> None:
-    job = probe_job(tmp_path, "probe-raise", ["--raise", "chief-0"], cluster="")
+    """As on Vertex, the chief is restarted in place 5 times; disable_retries: then the job fails."""
+    job = probe_job(tmp_path, "probe-raise", ["--raise", "chief-0"], cluster="",
+                    extra="scheduling: {disable_retries: true}")
     code, out, err = run("submit", str(job), "--wait", "--poll", "0.05", "--api-endpoint", emu.url)
     assert code == 10, err
     job_id = re.search(NAME_RE, out).group(1)  # type: ignore[union-attr]
-    assert re.search(rf"^error: job {NAME_RE} ended JOB_STATE_FAILED: chief-0 exited with code 1$", err, re.M)
+    assert re.search(rf"^error: job {NAME_RE} ended JOB_STATE_FAILED: chief-0 exited 1 after 5 restarts$", err, re.M)
     code, out, _ = run("status", job_id, "--api-endpoint", emu.url, "--exit-code")
     assert code == 10
-    assert "error         chief-0 exited with code 1\n" in out
+    assert "error         chief-0 exited 1 after 5 restarts\n" in out
     assert "  | Traceback (most recent call last):\n" in out
     assert "  | RuntimeError: probe chief-0 was told to raise\n" in out
 
@@ -230,3 +234,39 @@ def test_runner_parts_and_a_missing_package(tmp_path: Path, env_cache: Path) -> 
     result = EmulatedRunner(cache_dir=env_cache, output_root=tmp_path / "runs")(job, ctx)
     assert (result.state, result.error) == ("JOB_STATE_FAILED", f"trainer package {missing.as_uri()} not found")
     assert logged[-1] == ("", f"the job cannot run here: trainer package {missing.as_uri()} not found")
+
+
+def test_faults_from_the_jobs_labels_and_vertex_restarts(tmp_path: Path, emu: Emulator) -> None:
+    """`vtrain-fault` labels: the emulator injects them, and restarts the replica as Vertex would."""
+    job = probe_job(tmp_path, "probe-fault", ["--sleep", "all", "--seconds", "3"],
+                    extra="labels: {vtrain-fault: worker-0_kill_1s}")
+    code, out, err = run("submit", str(job), "--wait", "--poll", "0.05", "--api-endpoint", emu.url)
+    assert code == 0, err
+    job_id = re.search(NAME_RE, out).group(1)  # type: ignore[union-attr]
+    code, log, _ = run("logs", job_id, "--api-endpoint", emu.url)
+    lines = log.splitlines()
+    assert "[vertex] fault worker-0:kill@1s: SIGKILL worker-0" in lines
+    assert "[vertex] worker-0 exited 137 (SIGKILL); restarting 1/5" in lines
+    assert "[worker-0] worker-0 restart 1, job attempt 1" in lines
+    assert "[vertex] restarts: worker-0 1 (attempt 1 of the job)" in lines
+
+
+def test_a_malformed_fault_label_fails_the_job_before_it_runs(tmp_path: Path, env_cache: Path) -> None:
+    from google.cloud.aiplatform_v1 import CustomJob
+    from google.protobuf import json_format
+
+    from vtrain.emulator import RunContext
+
+    body = {"displayName": "bad-fault", "labels": {"vtrain-fault": "worker-0_explode_1s"}, "jobSpec": {
+        "workerPoolSpecs": [{"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": "1",
+                             "pythonPackageSpec": {"executorImageUri": "x", "packageUris": ["gs://b/t.tar.gz"],
+                                                   "pythonModule": "trainer.task"}}]}}
+    job = CustomJob()
+    json_format.ParseDict(body, job._pb)
+    logged: list[tuple[str, str]] = []
+    ctx = RunContext(job_id="7", _sink=lambda message, task, severity: logged.append((task, message)))
+    result = EmulatedRunner(cache_dir=env_cache, output_root=tmp_path / "runs")(job, ctx)
+    assert (result.state, result.code) == ("JOB_STATE_FAILED", 3)
+    assert result.error == ("fault 'worker-0:explode@1s': kind 'explode' is not one of kill, preempt[:GRACE], "
+                            "stop:SECONDS")
+    assert logged == [("", f"the job's fault labels cannot be used: {result.error}")]  # nothing fetched

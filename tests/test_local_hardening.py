@@ -152,7 +152,7 @@ def test_daemons_end_with_their_job_and_only_theirs(tmp_path: Path, cache: Path,
             "times out": ["--daemonize=all", "--sleep=all"]}[how]
     out = io.StringIO()
     job = run_local(job_file(tmp_path, args, TWO_WORKERS), output_dir=tmp_path / "o", cache_dir=cache, out=out,
-                    timeout=3 if how == "times out" else None, kill_grace=1)
+                    timeout=3 if how == "times out" else None, kill_grace=1, restart_policy="never")
     deadline = time.monotonic() + 30
     while len(daemons(out.getvalue())) < 3 and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -155,20 +155,24 @@ def test_a_packaging_mistake_fails_locally(tmp_path: Path, cache: Path) -> None:
     (trainer / ".vtrainignore").write_text("trainer/helper.py\n")  # works from source, not from the package
     job, _ = start(tmp_path, cache, [], "  chief: {machine_type: n1-standard-4}", file={"package": trainer})
     assert job.wait(timeout=60) == "JOB_STATE_FAILED"
-    assert "chief-0 exited with code 1" in (job.error or "")
-    assert "ImportError: cannot import name 'helper' from 'trainer'" in (job.error or "")
+    # An import that fails is one of Vertex's permanent errors: FAILED at once, no restart.
+    assert (job.error or "").startswith("chief-0 exited 1: permanent error, a module cannot be imported "
+                                        "(ImportError: cannot import name 'helper' from 'trainer'")
+    assert "ImportError: cannot import name 'helper' from 'trainer'" in (job.error or "").splitlines()[-1]
+    assert job.result["restarts"]["restarts"] == {"chief-0": 0} and job.result["restarts"]["attempts"] == 1
 
 
 # --------------------------------------------------------------------------- behaving like a job
 
 
 def test_a_raising_trainer_fails_the_job_with_its_traceback(tmp_path: Path, cache: Path) -> None:
+    """Fail-fast (--restart-policy never): the first failed replica ends the job, with its traceback."""
     started = time.monotonic()
-    job, _ = start(tmp_path, cache, ["--raise=worker-1", "--fail-after=0.5", "--sleep=all"])
+    job, _ = start(tmp_path, cache, ["--raise=worker-1", "--fail-after=0.5", "--sleep=all"], restart_policy="never")
     assert job.wait(timeout=60) == "JOB_STATE_FAILED" and job.exit_code == 10
     assert time.monotonic() - started < 15
     error = job.error or ""
-    assert error.startswith("worker-1 exited with code 1\nlast lines of worker-1")
+    assert error.startswith("worker-1 exited 1\nlast lines of worker-1")
     assert "RuntimeError: probe worker-1 was told to raise" in error.splitlines()[-1]
     assert "Traceback (most recent call last)" in error
     assert_clean(job)
@@ -419,8 +423,9 @@ def test_parameter_server_job(tmp_path: Path, cache: Path) -> None:
 
 @pytest.mark.slow
 def test_a_killed_worker_fails_the_job_fast(tmp_path: Path, cache: Path) -> None:
+    """--restart-policy never (for debugging): the first lost replica ends the job at once."""
     path = tf_job(tmp_path, TWO_WORKERS, ["--epochs=1000", "--steps-per-epoch=20", "--batch-size=16"])
-    job = run_local(path, output_dir=tmp_path / "out", cache_dir=cache)
+    job = run_local(path, output_dir=tmp_path / "out", cache_dir=cache, restart_policy="never")
     deadline = time.monotonic() + 150
     while "Epoch 2/" not in job.replica_log("worker-1").read_text() and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -429,5 +434,5 @@ def test_a_killed_worker_fails_the_job_fast(tmp_path: Path, cache: Path) -> None
     killed = time.monotonic()
     assert job.wait(timeout=60) == "JOB_STATE_FAILED"
     assert time.monotonic() - killed < 10
-    assert (job.error or "").startswith("worker-1 was killed by SIGKILL")
+    assert (job.error or "").startswith("worker-1 exited 137 (SIGKILL)\nlast lines of worker-1")
     assert_clean(job)

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from vtrain import proctree
 from vtrain.backends.local.faults import FaultScheduler, read_status
 from vtrain.backends.local.policy import Decision, Exit, RestartPolicy
 from vtrain.constants import STATUS_FILE_ENV
@@ -47,6 +48,7 @@ class Restarting:
     _notice: Callable[[str], None]
     _preexec: Callable[[], None] | None
     _steps: dict[str, int]
+    _name: str
 
     if TYPE_CHECKING:  # provided by LocalJob
 
@@ -78,6 +80,7 @@ class Restarting:
             if p.container is not None:  # `docker run --name` again needs the old container gone
                 subprocess.run(["docker", "rm", "-f", p.container], stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL, timeout=30, check=False)  # fmt: skip
+            self._end_leftovers(p)
         p.returncode, p.stopped, p.listening = None, False, False
         p.tail.clear()
         self._steps.pop(p.label, None)
@@ -91,6 +94,19 @@ class Restarting:
         p.reader = threading.Thread(target=self._read, args=(p, log), daemon=True, name=f"log-{p.label}")
         p.reader.start()
         self.scheduler.on_start(p.label, self._since_start())
+
+    def _end_leftovers(self, p: _Proc) -> None:
+        """What the previous process of `p` left outside its process group (daemons) goes with it, as
+        with the container Vertex restarts; known by the job ID and the cluster spec it inherited."""
+
+        def left_by(q: proctree.Proc) -> bool:
+            return proctree.has_env(q, "CLOUD_ML_JOB_ID", self._name) and proctree.has_env(
+                q, "CLUSTER_SPEC", p.env["CLUSTER_SPEC"])
+
+        ended = proctree.sweep(left_by, 0.0)
+        if ended:
+            self._event(f"ended {len(ended)} process(es) the previous {p.label} left running outside its process "
+                        f"group (daemonized): pid {', '.join(map(str, ended))}")
 
     def _tick(self) -> None:
         """Read the steps the replicas reported; send the faults that are due."""

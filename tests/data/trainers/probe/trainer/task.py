@@ -73,6 +73,7 @@ def main() -> None:
     p.add_argument("--write", default="", help="replicas that write their job id into AIP_MODEL_DIR/<label>")
     args = p.parse_args()
     me = label()
+    restarts = int(os.environ.get("VTRAIN_RESTART_COUNT", "0"))  # set by `vtrain local` at each (re)start
     if args.ignore_term and picked(args.ignore_term, me):
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     print(f"probe {me} starting, pid {os.getpid()}", flush=True)
@@ -88,7 +89,8 @@ def main() -> None:
             seen["vtrain_file"] = vtrain.__file__
         except ImportError:
             seen["vtrain_file"] = None
-        with open(os.path.join(args.dump, f"{me}.json"), "w") as f:
+        name = f"{me}.restart{restarts}.json" if restarts else f"{me}.json"  # one per run of the replica
+        with open(os.path.join(args.dump, name), "w") as f:
             json.dump(seen, f)
     server = None
     if picked(args.listen, me) if args.listen else False:
@@ -103,7 +105,6 @@ def main() -> None:
         os.makedirs(os.environ["AIP_MODEL_DIR"], exist_ok=True)
         with open(os.path.join(os.environ["AIP_MODEL_DIR"], me), "w") as f:
             f.write(os.environ["CLOUD_ML_JOB_ID"])
-    restarts = int(os.environ.get("VTRAIN_RESTART_COUNT", "0"))
     print(f"{me} restart {restarts}, job attempt {os.environ.get('VTRAIN_JOB_ATTEMPT', '-')}", flush=True)
     if args.steps and picked(args.steps, me):
         from vtrain.runtime import report_step
