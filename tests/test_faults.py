@@ -115,6 +115,8 @@ def test_read_status(tmp_path) -> None:  # type: ignore[no-untyped-def]
     assert read_status(path) is None
     path.write_text(json.dumps({"step": 12, "restarts": 1, "epoch": 2, "time": 5.0}))
     assert read_status(path) == Status(12, 1, 2, 5.0)
+    path.write_text(json.dumps({"step": 12, "first": 9, "restarts": 1, "epoch": 2, "time": 5.0}))
+    assert read_status(path) == Status(12, 1, 2, 5.0, first=9)  # where this process resumed
 
 
 def test_kill_fires_once_after_the_delay_from_the_current_start() -> None:

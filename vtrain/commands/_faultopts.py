@@ -1,7 +1,7 @@
-"""`--fault` and `--restart-policy`, shared by `vtrain local` and `vtrain emulator` (issue 11).
+"""`--fault` and `--restart-policy` of `vtrain local` (issue 11), in one place with their grammar.
 
-Phase 2 puts these on the commands and hands the values to the supervisor; until then they are
-defined (and tested) here so both commands spell them the same way.
+`vtrain local` takes both; the emulator takes the same faults from a job's `vtrain-fault` labels
+(:func:`vtrain.backends.local.faults.specs_from_labels`), spelled by :class:`FaultType`'s grammar.
 """
 
 from __future__ import annotations

@@ -322,8 +322,12 @@ class LocalJob(Restarting, JobHandle):
                     self._stop([q for q in self._procs if q.replica.role in servers])
                 elif decision.action == FAIL:
                     return FAILED, self._failure(p, decision.error)
-                elif decision.action in (RESTART, RETRY_JOB) and self._relaunch(decision, lambda: self._cancel):
-                    first_listen = None if first_listen is None else now  # their servers get the full time
+                elif decision.action in (RESTART, RETRY_JOB):
+                    try:
+                        if self._relaunch(decision, lambda: self._cancel):
+                            first_listen = None if first_listen is None else now  # their servers: the full time
+                    except OSError as err:  # e.g. out of processes or open files
+                        return FAILED, f"could not restart {', '.join(decision.replicas)}: {err}"
             if self._cancel:
                 return CANCELLED, "cancelled"
             if chief_done_at is not None:
