@@ -1,9 +1,9 @@
 """`vtrain local` runs a DiLoCo job end to end: the syncer on pool 0, two custom-loop learners (real TF).
 
 The learners train alone, exchange every 10 steps, end with the same global model (equal weights.json
-checksums); the first learner writes the model, the syncer its checkpoint and summary. Faults through
-the supervisor (a learner restarted after SIGKILL, the syncer restarted) wait for the restart policy
-of `vtrain local` (issue 11); tests/test_diloco_service.py covers them at the service level.
+checksums); the first learner writes the model, the syncer its checkpoint and summary. A learner
+SIGKILLed mid-run is restarted in place by the supervisor (Vertex's policy) and rejoins with the
+global model; tests/test_diloco_service.py covers the syncer's side of every fault at the service level.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import pytest
 
 from tests.helpers import write_job
 from vtrain.backends.handle import SUCCEEDED
+from vtrain.backends.local.faults import parse_fault
 from vtrain.backends.local.runner import run_local
 
 REPO = Path(__file__).resolve().parents[1]
@@ -47,3 +48,31 @@ def test_a_diloco_job_runs_locally_and_learners_end_equal(tmp_path: Path) -> Non
     assert summary["rounds"] == [4] and summary["learners"] == {"workerpool1-0": 4, "workerpool1-1": 4}
     assert (base / "checkpoints" / "diloco" / "syncer.npz").is_file()
     assert (base / "checkpoints" / "steps" / "worker-0").is_dir()  # each learner keeps its own step checkpoints
+
+
+@pytest.mark.slow
+def test_a_killed_learner_is_restarted_and_rejoins(tmp_path: Path) -> None:
+    path = write_job(tmp_path, f"""
+        name: diloco-fault
+        trainer:
+          package: {REPO / "trainer_templates" / "custom-loop"}
+          module: trainer.task
+          args: [--epochs=2, --steps-per-epoch=20, --checkpoint-every=10]
+        distribution_strategy: diloco
+        diloco: {{inner_steps: 10, grace: 1s, straggler_timeout: 10s, registration_timeout: 120s}}
+        cluster:
+          chief: {{machine_type: n1-standard-4}}
+          workers: {{replicas: 2}}
+    """)
+    out = io.StringIO()
+    job = run_local(path, output_dir=tmp_path / "out", cache_dir=tmp_path / "cache", out=out,
+                    faults=[parse_fault("worker-1:kill@step:15")])
+    assert job.wait(600) == SUCCEEDED, out.getvalue()[-4000:]
+    assert job.result["restarts"]["restarts"].get("worker-1") == 1  # restarted in place, once
+    assert not job.result["restarts"]["restarts"].get("chief-0")  # the syncer merged around it
+    base = tmp_path / "out"
+    lead = json.loads((base / "model" / "weights.json").read_text())
+    other = json.loads((base / "workertemp" / "worker-1" / "weights.json").read_text())
+    assert lead["sha256"] == other["sha256"]  # the restarted learner rejoined: both end with the global model
+    summary = json.loads((base / "checkpoints" / "diloco" / "summary.json").read_text())
+    assert set(summary["learners"]) == {"workerpool1-0", "workerpool1-1"}
