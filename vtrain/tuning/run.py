@@ -47,8 +47,7 @@ def run_local_tuning(
     is called whenever a trial starts, reports or ends. `restart_policy` as in
     :func:`vtrain.backends.local.runner.run_job`, for every trial.
     """
-    from vtrain.backends.local import envcache
-    from vtrain.backends.local.runner import _packages, env_notices, local_output_dir
+    from vtrain.backends.local.runner import local_output_dir, prepare_trainer
     from vtrain.config import JobConfig
     from vtrain.jobfile import load_config
     from vtrain.tuning.spec import build_tuning_dict
@@ -63,19 +62,8 @@ def run_local_tuning(
             notices.write(f"[vtrain] {text}\n")
             notices.flush()
 
-    cache = Path(cache_dir) if cache_dir is not None else envcache.default_cache_dir()
-    try:
-        cache.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise BackendError(f"cannot create the environment cache {cache}: {err.strerror or err}; set "
-                           "VTRAIN_CACHE_DIR to a writable directory") from None
-    trainer_env, package_uris = None, None
-    if config.trainer.container is None:
-        sdists, package_uris = _packages(config, cache, allow_credentials)
-        trainer_env = envcache.prepare_env(sdists, cache)
-        env_notices(trainer_env, notice)
-    local_only = config.trainer.package is not None and config.staging_bucket is None
-    body = build_tuning_dict(config, package_uris if local_only else None)
+    trainer_env, package_uris = prepare_trainer(config, cache_dir, allow_credentials, notice)
+    body = build_tuning_dict(config, package_uris)
     bound = machine_parallelism(body, max_replicas)
     wanted = config.tuning.parallel_trials if max_parallel is None else max_parallel
     if wanted > bound:

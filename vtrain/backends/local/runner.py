@@ -49,6 +49,7 @@ from vtrain.errors import BackendError, PackagingError
 
 if TYPE_CHECKING:
     from vtrain.backends.local.envcache import TrainerEnv
+    from vtrain.config import JobConfig
 
 
 def _docker_ready() -> None:
@@ -118,6 +119,33 @@ def build_procs(plan: Plan, *, python: str | None, venv: str | None, output_dir:
     return procs
 
 
+def prepare_trainer(
+    config: JobConfig,
+    cache_dir: str | os.PathLike[str] | None,
+    allow_credentials: bool,
+    notice: Callable[[str], None],
+) -> tuple[TrainerEnv | None, list[str] | None]:
+    """The packaged trainer installed into its cached environment (None for a container trainer), and
+    the packageUris to put in the request: None (the staged or prebuilt ones `submit` would send), or,
+    for a local package with no staging location, the cache's file:// URIs. Shared by a single run
+    and a tuning study, so both run exactly what `submit` would send."""
+    from vtrain.backends.local import envcache as localpkg
+
+    cache = Path(cache_dir) if cache_dir is not None else localpkg.default_cache_dir()
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise BackendError(f"cannot create the environment cache {cache}: {err.strerror or err}; set "
+                           "VTRAIN_CACHE_DIR to a writable directory") from None
+    if config.trainer.container is not None:
+        return None, None
+    sdists, package_uris = _packages(config, cache, allow_credentials)
+    trainer_env = localpkg.prepare_env(sdists, cache)
+    env_notices(trainer_env, notice)
+    local_only = config.trainer.package is not None and config.staging_bucket is None
+    return trainer_env, package_uris if local_only else None
+
+
 def run_local(
     config: Any,
     *,
@@ -150,7 +178,6 @@ def run_local(
     On Linux the calling process becomes a child subreaper (:mod:`vtrain.proctree`), so that a
     replica's daemonized descendants are adopted and ended with the job; this stays set.
     """
-    from vtrain.backends.local import envcache as localpkg
     from vtrain.config import JobConfig
     from vtrain.jobfile import load_config
     from vtrain.spec import build_job_dict
@@ -166,22 +193,8 @@ def run_local(
     if faults:  # a fault for a replica this run lacks is a usage error before anything is built
         with contextlib.suppress(ValueError):  # a job the plan refuses is reported by run_job
             check_replicas(faults, [r.label for r in localenv.plan(build_job_dict(config, []), max_replicas).replicas])
-    cache = Path(cache_dir) if cache_dir is not None else localpkg.default_cache_dir()
-    try:
-        cache.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise BackendError(f"cannot create the environment cache {cache}: {err.strerror or err}; set "
-                           "VTRAIN_CACHE_DIR to a writable directory") from None
-    trainer_env = None
-    package_uris: list[str] | None = None
-    if config.trainer.container is None:
-        sdists, package_uris = _packages(config, cache, allow_credentials)
-        trainer_env = localpkg.prepare_env(sdists, cache)
-        env_notices(trainer_env, notice)
-    # The job `submit` would send: its packageUris are the staged (or prebuilt) ones; only a
-    # local package without any staging location gets the cache's file:// URIs instead.
-    local_only = config.trainer.package is not None and config.staging_bucket is None
-    job = build_job_dict(config, package_uris if local_only else None)
+    trainer_env, package_uris = prepare_trainer(config, cache_dir, allow_credentials, notice)
+    job = build_job_dict(config, package_uris)
     return run_job(job, trainer_env=trainer_env, name=config.name, output_dir=output_dir,
                    max_replicas=max_replicas, timeout=timeout, keep=keep, out=out, notice=notice,
                    startup_timeout=startup_timeout, worker_grace=worker_grace, kill_grace=kill_grace,
