@@ -249,6 +249,16 @@ def test_cli_restart_policy_faults_and_json(tmp_path: Path, cache: Path) -> None
         assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr, done.stderr
 
 
+def test_cli_a_fault_for_a_tuning_study_is_a_usage_error(tmp_path: Path, cache: Path) -> None:
+    path = job_file(tmp_path, [], CHIEF, extra="tuning:\n  metric: {name: score, goal: maximize}\n  parameters:\n"
+                    "    x: {type: discrete, values: [1, 3]}\n  algorithm: grid\n  max_trials: 2")
+    done = subprocess.run([sys.executable, "-m", "vtrain", "local", str(path), "--fault", "chief-0:kill@1s"],
+                          env=cli_env(cache), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == ("error: --fault applies to a single job: a job file with `tuning:` runs a study of many "
+                           "trials (remove --fault, or the tuning block with --set tuning=null)\n")
+
+
 # --------------------------------------------------------------------------- real TensorFlow
 
 
