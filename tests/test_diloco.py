@@ -17,6 +17,7 @@ from vtrain.diloco import codec, traffic
 from vtrain.diloco.codec import TensorSpec
 from vtrain.diloco.outer import Outer
 from vtrain.diloco.settings import Settings
+from vtrain.diloco.storage import Store
 from vtrain.diloco.syncer import Conn, Learner, Syncer
 from vtrain.errors import ConfigError, DilocoError, RuntimeMismatch
 from vtrain.runtime.decision import choose_strategy
@@ -247,3 +248,25 @@ def test_a_learner_blocked_on_another_fragment_is_not_waited_for() -> None:
     _deliver(s, "b", f=0)
     _deliver(s, "c", f=1)  # c waits on fragment 1, which waits on a and b: no cycle allowed
     assert s._ready(0, clock.now)
+
+
+def test_a_resumed_syncer_waits_for_the_learners_to_come_back_before_its_first_merge(tmp_path: Path) -> None:
+    first, clock = _syncer(quorum=None)
+    first.outer.merge(0, [([np.ones(4), np.ones(4)], 1.0)], full_weight=1.0)  # type: ignore[union-attr]
+    store = Store(str(tmp_path))
+    store.write(first.outer.to_bytes({"learners": ["a", "b", "c"]}))  # type: ignore[union-attr]
+    s = Syncer(first.settings, ["a", "b", "c"], "t", store, clock=clock)
+    assert s.stats["resumed_from"] == [1] and s.outer is not None and s.outer.rounds == [1]
+    s.learners["a"] = Learner("a", Conn(), clock.now, s.outer.rounds)  # the first learner back
+    _deliver(s, "a")
+    assert not s._ready(0, clock.now)  # it must not merge alone with the whole round's weight
+    clock.now += 9.9
+    assert not s._ready(0, clock.now)
+    s.learners["a"].last_heard = clock.now
+    clock.now += 0.2  # straggler_timeout since the restart: b and c are not coming back soon
+    assert s._ready(0, clock.now)
+    s2 = Syncer(first.settings, ["a", "b", "c"], "t", store, clock=clock)
+    for n in "abc":
+        s2.learners[n] = Learner(n, Conn(), clock.now, s2.outer.rounds)  # type: ignore[union-attr]
+        _deliver(s2, n)
+    assert s2._ready(0, clock.now)  # everyone is back: no wait

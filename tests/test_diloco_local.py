@@ -3,7 +3,8 @@
 The learners train alone, exchange every 10 steps, end with the same global model (equal weights.json
 checksums); the first learner writes the model, the syncer its checkpoint and summary. A learner
 SIGKILLed mid-run is restarted in place by the supervisor (Vertex's policy) and rejoins with the
-global model; tests/test_diloco_service.py covers the syncer's side of every fault at the service level.
+global model; the syncer SIGKILLed at its 3rd outer step is restarted, resumes from its checkpoint and
+loses no round; tests/test_diloco_service.py covers the syncer's side of every fault at the service level.
 """
 
 from __future__ import annotations
@@ -76,3 +77,40 @@ def test_a_killed_learner_is_restarted_and_rejoins(tmp_path: Path) -> None:
     assert lead["sha256"] == other["sha256"]  # the restarted learner rejoined: both end with the global model
     summary = json.loads((base / "checkpoints" / "diloco" / "summary.json").read_text())
     assert set(summary["learners"]) == {"workerpool1-0", "workerpool1-1"}
+
+
+@pytest.mark.slow
+def test_a_killed_syncer_is_restarted_and_resumes_from_its_checkpoint(tmp_path: Path) -> None:
+    # checkpoint_every 0: a checkpoint after every merge, and the syncer reports an outer step only
+    # once it is checkpointed, so the fault (aimed at the syncer's 3rd merge) can cost no round.
+    path = write_job(tmp_path, f"""
+        name: diloco-syncer-fault
+        trainer:
+          package: {REPO / "trainer_templates" / "custom-loop"}
+          module: trainer.task
+          args: [--epochs=2, --steps-per-epoch=100]
+        distribution_strategy: diloco
+        diloco: {{inner_steps: 10, grace: 1s, straggler_timeout: 10s, registration_timeout: 120s,
+                  checkpoint_every: 0s}}
+        cluster:
+          chief: {{machine_type: n1-standard-4}}
+          workers: {{replicas: 2}}
+    """)
+    out = io.StringIO()
+    job = run_local(path, output_dir=tmp_path / "out", cache_dir=tmp_path / "cache", out=out,
+                    faults=[parse_fault("chief-0:kill@step:3")])
+    assert job.wait(600) == SUCCEEDED, out.getvalue()[-4000:]
+    restarts = job.result["restarts"]
+    assert restarts["restarts"].get("chief-0") == 1, restarts
+    assert not restarts["restarts"].get("worker-0") and not restarts["restarts"].get("worker-1")
+    (recovery,) = [r for r in restarts["recoveries"] if r["replica"] == "chief-0"]
+    assert recovery["resumed_at_step"] >= 4 and recovery["steps_redone"] == 0  # no merged round lost
+    base = tmp_path / "out"
+    summary = json.loads((base / "checkpoints" / "diloco" / "summary.json").read_text())
+    assert summary["resumed_from"][0] >= 3
+    # 200 steps / H=10 = 20 rounds: the learners' in-flight deltas are sent again to the resumed syncer;
+    # at most the one merge between the kill's trigger and the SIGKILL itself (not checkpointed) is lost.
+    assert summary["rounds"][0] >= 19 and set(summary["learners"]) == {"workerpool1-0", "workerpool1-1"}
+    lead = json.loads((base / "model" / "weights.json").read_text())
+    other = json.loads((base / "workertemp" / "worker-1" / "weights.json").read_text())
+    assert lead["sha256"] == other["sha256"]  # the learners reconnected and end with the resumed global model

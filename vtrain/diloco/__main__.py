@@ -2,7 +2,8 @@
 
 Listens on this replica's CLUSTER_SPEC address, resumes from $AIP_CHECKPOINT_DIR when a checkpoint
 is there, merges until every learner is done, and exits 0 (the job succeeds) or 1 with one line
-saying why. SIGTERM (preemption, cancel) writes a checkpoint first.
+saying why. SIGTERM (preemption, cancel) writes a checkpoint first. The outer steps merged are
+reported as this replica's steps (VTRAIN_STATUS_FILE, set by `vtrain local`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ def serve(env: Mapping[str, str]) -> int:
     from vtrain.diloco import wire
     from vtrain.diloco.storage import SUMMARY_NAME, Store
     from vtrain.diloco.syncer import Syncer, summary_json
+    from vtrain.runtime.recovery import report_step
 
     log = logging.getLogger("vtrain.diloco")
     settings = envsettings.settings(env)
@@ -34,7 +36,9 @@ def serve(env: Mapping[str, str]) -> int:
     address = envsettings.syncer_address(env)
     checkpoint_dir = env.get("AIP_CHECKPOINT_DIR", "")
     store = Store(checkpoint_dir) if checkpoint_dir else None
-    syncer = Syncer(settings, expected, envsettings.token(env), store)
+    # Outer steps count as this replica's steps: `vtrain local --fault chief-0:kill@step:N` aims at the
+    # syncer, and the launcher measures how many rounds a restart redid (none beyond the last checkpoint).
+    syncer = Syncer(settings, expected, envsettings.token(env), store, on_progress=report_step)
     server = grpc.server(ThreadPoolExecutor(max_workers=2 * len(expected) + 8), options=wire.server_options())
     server.add_generic_rpc_handlers((wire.service_handler(syncer.session),))
     bind = envsettings.bind_address(address)

@@ -194,17 +194,27 @@ class Client:
         """Send fragment f's delta, wait for the merge; {fragment: new values} (all of them after a rejoin)."""
         start = time.monotonic()
         payload = codec.pack(self.delta(f, local), self.settings.compression)
-        try:
-            self._send(wire.header("delta", learner=self.name, manifest_hash=self.hash, fragment=f,
-                                   base_round=self.rounds[f], examples=float(examples),
-                                   codec=self.settings.compression), payload)
-            self.traffic.delta_payload += len(payload)
-            self._await(f, self.rounds[f] + 1, "the merged update")
-            out = {f: [self.anchor[i].copy() for i in self.fragments[f]]}
-            if self.stopped:
-                out = {g: [self.anchor[i].copy() for i in ix] for g, ix in enumerate(self.fragments)}
-        except _Broken as err:
-            out = self._rejoin(err)
+        for attempt in range(3):
+            rounds, anchor = list(self.rounds), list(self.anchor)
+            try:
+                self._send(wire.header("delta", learner=self.name, manifest_hash=self.hash, fragment=f,
+                                       base_round=self.rounds[f], examples=float(examples),
+                                       codec=self.settings.compression), payload)
+                self.traffic.delta_payload += len(payload)
+                self._await(f, self.rounds[f] + 1, "the merged update")
+                out = {f: [self.anchor[i].copy() for i in self.fragments[f]]}
+                if self.stopped:
+                    out = {g: [self.anchor[i].copy() for i in ix] for g, ix in enumerate(self.fragments)}
+                break
+            except _Broken as err:
+                out = self._rejoin(err)
+                if attempt < 2 and self._resumed_where_we_were(rounds, anchor):
+                    # The syncer came back at exactly our rounds (its checkpoint held them): the delta is
+                    # still a delta from its global model, so send it again rather than lose the round.
+                    log.info("vtrain.diloco: %s: the syncer resumed at our rounds %s; sending the delta again",
+                             self.name, rounds)
+                    continue
+                break
         self.traffic.syncs += 1
         self.traffic.wait_seconds += time.monotonic() - start
         if self.traffic.syncs == 1:  # includes waiting for every learner to start: reported apart
@@ -238,6 +248,10 @@ class Client:
         for i, v in zip(self.fragments[g], values, strict=True):
             self.anchor[i] = v.astype(np.float32) if head.snapshot else self.anchor[i] + v
         self.rounds[g] = int(head.round)
+
+    def _resumed_where_we_were(self, rounds: list[int], anchor: list[np.ndarray]) -> bool:
+        return (not self.stopped and self.rounds == rounds
+                and all(np.array_equal(a, b) for a, b in zip(anchor, self.anchor, strict=True)))
 
     def _rejoin(self, err: BaseException) -> dict[int, list[np.ndarray]]:
         log.warning("vtrain.diloco: %s: connection to the syncer lost (%s); rejoining", self.name, err)

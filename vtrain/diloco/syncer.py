@@ -14,14 +14,20 @@ stream (:mod:`.wire`). The rules, per fragment and round r:
   ends (seen at once); a hung one falls silent: it stalls one merge by at most
   grace + straggler_timeout. Nobody is judged by the time since its last *delta*.
 * **Registration deadline**: the first merge waits for every learner to register, at most
-  ``registration_timeout``; no learner at all by then fails the job; a learner that never starts
-  (or left and never came back) is ignored after that long.
+  ``registration_timeout`` (after a resume, to re-register, at most ``straggler_timeout``); no
+  learner at all by then fails the job; a learner that never starts (or left and never came back)
+  is ignored after that long.
 * **End**: once every learner is done or gone (or, with ``min_quorum``, that many are done: a
   straggler does not train on alone), pending deltas are merged, each connected learner gets the
   final global model (one still training stops at its next exchange), and the syncer exits 0.
 * **Checkpoint** (global params, outer momentum, residuals, rounds) to
-  ``$AIP_CHECKPOINT_DIR/diloco/syncer.npz`` every ``checkpoint_every`` seconds and at the end; a
-  restarted syncer resumes from it, and reconnecting learners get its global model.
+  ``$AIP_CHECKPOINT_DIR/diloco/syncer.npz`` after a merge, at most every ``checkpoint_every``
+  seconds (0: after every merge), and at the end; a restarted syncer resumes from it, and
+  reconnecting learners get its global model (a learner whose delta was in flight sends it again
+  when the syncer resumed at that delta's round, so the round is not lost).
+* **Progress**: the outer steps done (merges over all fragments) are reported once checkpointed
+  when due (``on_progress``; ``python -m vtrain.diloco`` passes them to ``runtime.report_step``,
+  so `vtrain local --fault chief-0:kill@step:N` can aim at the syncer and measures rounds redone).
 """
 
 from __future__ import annotations
@@ -83,8 +89,10 @@ class Learner:
 
 class Syncer:
     def __init__(self, settings: Settings, expected: list[str], token: str, store: Store | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 on_progress: Callable[[int], None] | None = None) -> None:
         self.settings, self.expected, self._token, self.store, self.clock = settings, expected, token, store, clock
+        self.on_progress = on_progress  # called with the outer steps done (merges, all fragments) once durable
         self.cv = threading.Condition()
         self.outer: Outer | None = None
         self.learners: dict[str, Learner] = {}
@@ -290,11 +298,21 @@ class Syncer:
         return any(name in self.pending[g] and self.pending[g][name][2] == self.outer.fragments[g].round
                    for g in range(len(self.pending)) if g != f)
 
+    def _registering(self, f: int, now: float) -> bool:
+        """The first merge waits for every learner to (re)register: at start (Vertex starts replicas in any
+        order) up to registration_timeout; after a resume up to straggler_timeout, as learners reconnect
+        with backoff, so the first one back does not merge alone with the whole round's weight."""
+        assert self.outer is not None
+        resumed = self.stats["resumed_from"]
+        if self.outer.fragments[f].round != (resumed[f] if resumed else 0):
+            return False
+        limit = self.settings.straggler_timeout if resumed else self.settings.registration_timeout
+        return now - self.started < limit and any(n not in self.learners for n in self.expected)
+
     def _ready(self, f: int, now: float) -> bool:
         assert self.outer is not None
-        if (self.outer.fragments[f].round == 0 and now - self.started < self.settings.registration_timeout
-                and any(n not in self.learners for n in self.expected)):
-            return False  # the first merge waits for every learner to start (Vertex starts them in any order)
+        if self._registering(f, now):
+            return False
         fresh, missing = self._expected(f, now)
         if not fresh:
             self.quorum_since[f] = None
@@ -375,6 +393,7 @@ class Syncer:
         from vtrain.errors import DilocoError
 
         last_checkpoint = self.clock()
+        steps = written = self._steps()  # outer steps done, and those in the last checkpoint
         while True:
             with self.cv:
                 now = self.clock()
@@ -390,13 +409,18 @@ class Syncer:
                     if self._finished(now):
                         self._finish()
                         break
-                due = self.outer is not None and now - last_checkpoint >= self.settings.checkpoint_every
+                done = self._steps()
+                due = done != written and now - last_checkpoint >= self.settings.checkpoint_every
                 data = self._checkpoint_bytes() if due else None
-                if data is None:
+                if data is None and done == steps:
                     self.cv.wait(poll)
             if data is not None:
                 self._write(data)
-                last_checkpoint = self.clock()
+                last_checkpoint, written = self.clock(), done
+            if done != steps:  # after the checkpoint: with checkpoint_every 0 a reported step is never lost
+                steps = done
+                if self.on_progress is not None:
+                    self.on_progress(done)
         with self.cv:
             data = self._checkpoint_bytes()
             self.stats["rounds"] = self.outer.rounds if self.outer else []
@@ -407,6 +431,9 @@ class Syncer:
         if data is not None:
             self._write(data)
         return self.stats
+
+    def _steps(self) -> int:
+        return sum(self.outer.rounds) if self.outer is not None else 0
 
     def _checkpoint_bytes(self) -> bytes | None:
         if self.outer is None or self.store is None:
