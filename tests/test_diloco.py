@@ -15,10 +15,11 @@ from vtrain.config import DilocoConfig
 from vtrain.constants import DILOCO_DEFAULTS
 from vtrain.diloco import codec, traffic
 from vtrain.diloco.codec import TensorSpec
+from vtrain.diloco.members import Conn, Learner
 from vtrain.diloco.outer import Outer
 from vtrain.diloco.settings import Settings
 from vtrain.diloco.storage import Store
-from vtrain.diloco.syncer import Conn, Learner, Syncer
+from vtrain.diloco.syncer import Syncer
 from vtrain.errors import ConfigError, DilocoError, RuntimeMismatch
 from vtrain.runtime.decision import choose_strategy
 from vtrain.spec import build_job_dict
@@ -270,3 +271,41 @@ def test_a_resumed_syncer_waits_for_the_learners_to_come_back_before_its_first_m
         s2.learners[n] = Learner(n, Conn(), clock.now, s2.outer.rounds)  # type: ignore[union-attr]
         _deliver(s2, n)
     assert s2._ready(0, clock.now)  # everyone is back: no wait
+
+
+def test_the_grace_window_is_skipped_when_no_missing_learner_can_make_it_by_its_pace() -> None:
+    s, clock = _syncer(quorum=2)
+    start = clock.now
+    slow = s.learners["c"]
+    slow.answered_at, slow.work = start, 8.0  # c takes 8 s from our answer to its next delta
+    clock.now += 4.0  # a and b reach the quorum in 4 s: the window is 1 s, c is due at +8 s
+    _deliver(s, "a"), _deliver(s, "b")
+    for lr in s.learners.values():
+        lr.last_heard = clock.now
+    assert s._ready(0, clock.now) and s.stats["grace_skipped"] == 1  # no wait for it
+
+    s2, clock2 = _syncer(quorum=2)
+    jitter = s2.learners["c"]
+    jitter.answered_at, jitter.work = clock2.now, 4.5  # c is a little slower: due within the window
+    clock2.now += 4.0
+    _deliver(s2, "a"), _deliver(s2, "b")
+    for lr in s2.learners.values():
+        lr.last_heard = clock2.now
+    assert not s2._ready(0, clock2.now)
+    clock2.now += 1.1
+    assert s2._ready(0, clock2.now) and s2.stats["grace_skipped"] == 0
+
+
+def test_a_learners_pace_is_a_moving_average_of_answer_to_delta_times() -> None:
+    lr = Learner("a", Conn(), 0.0, [0], answered_at=10.0)
+    lr.heard_delta(14.0)
+    assert lr.work == 4.0 and lr.answered_at is None  # waiting on us: not due at all
+    lr.heard_delta(30.0)  # a delta without an answer in between (after a rejoin) is no sample
+    assert lr.work == 4.0
+    lr.answered_at = 20.0
+    lr.heard_delta(28.0)
+    assert lr.work == 6.0  # 0.5 * 8 + 0.5 * 4
+    lr.answered_at = 40.0
+    assert lr.due_by(46.0) and not lr.due_by(45.9)
+    unknown = Learner("b", Conn(), 0.0, [0], answered_at=10.0)
+    assert unknown.due_by(0.0)  # no pace yet: it may come any time, so the window is kept

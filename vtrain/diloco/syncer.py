@@ -6,9 +6,12 @@ stream (:mod:`.wire`). The rules, per fragment and round r:
 * **Merge** when every learner expected for round r (alive, working from round r, not done)
   has sent its delta; or when at least ``min(min_quorum, those expected)`` fresh deltas are in
   and an adaptive grace window has passed: a quarter of the time the quorum took, never more
-  than ``grace``. A learner still working from an older round is a straggler, not expected: its
-  delta, when it comes, is answered at once with the updates it missed and joins the next merge
-  (weighted by 1/(1+staleness); dropped beyond ``max_staleness``).
+  than ``grace``, and not at all when no missing learner can make it by its pace (the moving
+  average of its time from our answer to its next delta): a learner 2x slower than the rest
+  would never arrive within the window, so the others do not wait for it every round. A learner
+  still working from an older round is a straggler, not expected: its delta, when it comes, is
+  answered at once with the updates it missed and joins the next merge (weighted by
+  1/(1+staleness); dropped beyond ``max_staleness``).
 * **Alive** means a frame (deltas, heartbeats: learners send them from a thread, even while
   waiting on us) within ``straggler_timeout``, and the stream open. A killed learner's stream
   ends (seen at once); a hung one falls silent: it stalls one merge by at most
@@ -39,52 +42,19 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from vtrain.diloco import codec, wire
 from vtrain.diloco.codec import TensorSpec
+from vtrain.diloco.members import Conn, Learner
 from vtrain.diloco.outer import Outer
 from vtrain.diloco.settings import Settings
 from vtrain.diloco.storage import Store
 
 log = logging.getLogger("vtrain.diloco")
 GRACE_FRACTION = 0.25
-
-
-@dataclass(eq=False)
-class Conn:
-    """One stream. Only its response generator writes to it (one writer per connection)."""
-
-    out: queue.Queue[Any] = field(default_factory=queue.Queue)
-    learner: str | None = None
-    closed: bool = False
-
-    def send(self, head: Any, payload: bytes = b"") -> None:
-        if not self.closed:
-            for frame in wire.frames(head, payload):
-                self.out.put(frame)
-
-    def close(self) -> None:
-        self.closed = True
-        self.out.put(None)
-
-
-@dataclass
-class Learner:
-    name: str
-    conn: Conn | None
-    last_heard: float
-    base: list[int]
-    done: bool = False
-    left_at: float | None = None
-    deltas: int = 0
-    weight: float = 0.0  # the weight of its last fresh delta: its share of a full round
-
-    def alive(self, now: float, timeout: float) -> bool:
-        return self.conn is not None and not self.conn.closed and not self.done and now - self.last_heard < timeout
 
 
 class Syncer:
@@ -103,7 +73,7 @@ class Syncer:
         self.started = clock()
         self.stop_requested = False
         self.stats: dict[str, Any] = {"merges": 0, "stale_merged": 0, "stale_dropped": 0, "max_wait_after_quorum": 0.0,
-                                      "max_stall": 0.0,
+                                      "max_stall": 0.0, "grace_skipped": 0,
                                       "rejected": 0, "resumed_from": None, "rounds": [], "merge_log": []}
         if store is not None:
             data = store.read()
@@ -235,7 +205,9 @@ class Syncer:
         if old is not None and old.conn is not None and old.conn is not conn:
             old.conn.close()
         rejoin = old is not None
-        self.learners[name] = Learner(name, conn, self.clock(), self.outer.rounds, deltas=old.deltas if old else 0)
+        now = self.clock()
+        self.learners[name] = Learner(name, conn, now, self.outer.rounds, deltas=old.deltas if old else 0,
+                                      answered_at=now, work=old.work if old else None)
         for f in range(len(self.outer.fragments)):
             self.pending[f].pop(name, None)
         payload = b"".join(self.outer.snapshot(f) for f in range(len(self.outer.fragments)))
@@ -252,6 +224,7 @@ class Syncer:
         weight = float(h.examples) if self.settings.token_weighting else 1.0
         with self.cv:
             learner.deltas += 1
+            learner.heard_delta(self.clock())
             r, base = self.outer.fragments[f].round, int(h.base_round)
             if base == r:
                 if self.first_fresh[f] is None:
@@ -279,6 +252,7 @@ class Syncer:
                 learner.conn.send(wire.header("update", fragment=f, round=r, base_round=now,
                                               codec=self.settings.compression), update)
         learner.base[f] = self.outer.fragments[f].round
+        learner.answered_at = self.clock()
 
     # ------------------------------------------------------------------ merging
 
@@ -327,7 +301,12 @@ class Syncer:
         if since is None:
             since = self.quorum_since[f] = now
         window = min(self.settings.grace, GRACE_FRACTION * max(0.0, since - self.round_started[f]))
-        return now - since >= window
+        if now - since >= window:
+            return True
+        if not any(self.learners[n].due_by(since + window) for n in missing):
+            self.stats["grace_skipped"] += 1  # by their pace, nobody missing can make it: waiting buys nothing
+            return True
+        return False
 
     def _merge(self, f: int, now: float) -> None:
         assert self.outer is not None
@@ -355,6 +334,7 @@ class Syncer:
                 learner.conn.send(wire.header("update", fragment=f, round=frag.round, base_round=frag.round,
                                               codec=self.settings.compression), update)
                 learner.base[f] = frag.round
+                learner.answered_at = now
         entries.clear()
         self.quorum_since[f] = self.first_fresh[f] = None
         self.round_started[f] = now
