@@ -1,6 +1,8 @@
-"""DiLoCo on CPU: quality vs synchronous data parallel, traffic vs ring all-reduce, a 2x slower learner.
+"""DiLoCo on CPU: quality vs synchronous data parallel, traffic vs ring all-reduce, a 2x slower learner,
+a learner SIGKILLed half-way and restarted in place.
 
     flock /tmp/vtrain-heavy.lock .venv/bin/python benchmarks/diloco.py [--rounds 60] [--inner-steps 50]
+    flock /tmp/vtrain-heavy.lock .venv/bin/python benchmarks/diloco.py --only fp32,hetero,allwait --step-ms 5
 
 Real processes: the syncer is `python -m vtrain.diloco`; each learner is this script in `learner`
 mode, a Keras MLP (26k parameters) trained with a custom loop and `vtrain.runtime.diloco`. The task is
@@ -9,7 +11,12 @@ its own shard. Baselines at the same examples: synchronous DP = one process with
 (the same maths as 4 all-reducing replicas), and a single learner (1/4 of the examples). Reported:
 final eval loss, the share of the single→DP gap recovered, bytes per learner per step (measured by
 the client) vs ring all-reduce, and utilisation (1 - waiting / wall time over all learners; also
-without the first exchange, which waits for every learner's TensorFlow to start).
+without the first exchange, which waits for every learner's TensorFlow to start). On 2 shared cores a
+learner's CPU step takes ~1.5 ms, so a round is ~75 ms and the exchange's fixed latency (~10 ms with 5
+processes on 2 cores) weighs far more than in a real job, whose rounds last minutes: `--step-ms` pads
+each step (sleeping, like a host whose accelerator computes) to show utilisation at longer rounds.
+The fault row: the last learner SIGKILLs itself mid-round half-way, is restarted at once (as Vertex
+restarts a failed replica), rejoins with the global model and goes on from the global round's step.
 """
 
 from __future__ import annotations
@@ -17,6 +24,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -26,6 +35,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 BATCH, FEATURES, CLASSES, LEARNERS = 32, 64, 10, 4
+STEP_MS = [0.0]  # --step-ms: every learner step lasts at least this long
 
 
 def _tf() -> Any:
@@ -73,15 +83,21 @@ def model_and_step(tf: Any, seed: int) -> tuple[Any, Any, Any]:
 
 
 def train(steps: int, batch: int, shard: int, shards: int, sync: Any = None, slow: float = 1.0,
-          model_bits: Any = None) -> float:
+          model_bits: Any = None, die_at: int = 0, step_ms: float = 0.0) -> float:
     tf = _tf()
     model, step, evaluate = model_bits or model_and_step(tf, 1)
+    first = 0
     if sync is not None:
         sync = sync(model)
+        first = min(sync.rounds) * sync.every  # a restarted learner goes on from the global model's step
     x, y = data(tf, steps * batch, 100 + shard)
-    for i in range(steps):
+    for i in range(first, steps):
+        if die_at and i == die_at:
+            os.kill(os.getpid(), signal.SIGKILL)  # a real SIGKILL mid-round: its unsent steps are lost
         start = time.perf_counter()
         step(x[i * batch:(i + 1) * batch], y[i * batch:(i + 1) * batch])
+        if step_ms:  # an accelerator step: the host waits, its CPU free for the others
+            time.sleep(max(0.0, step_ms / 1000 - (time.perf_counter() - start)))
         if slow > 1:
             time.sleep((slow - 1) * (time.perf_counter() - start))
         if sync is not None:
@@ -102,11 +118,14 @@ def learner_main(args: argparse.Namespace) -> None:
         holder["sync"] = runtime.Diloco(model, examples_per_step=BATCH)
         return holder["sync"]
 
-    loss = train(args.steps, BATCH, args.index, LEARNERS, make, args.slow)
+    loss = train(args.steps, BATCH, args.index, LEARNERS, make, args.slow, die_at=args.die_at, step_ms=args.step_ms)
     Path(args.out).write_text(json.dumps({"eval_loss": loss, **holder["sync"].summary()}))
 
 
-def diloco_run(name: str, steps: int, settings: dict[str, Any], slow: dict[int, float] | None = None) -> dict[str, Any]:
+def diloco_run(name: str, steps: int, settings: dict[str, Any], slow: dict[int, float] | None = None,
+               die: dict[int, int] | None = None) -> dict[str, Any]:
+    """One DiLoCo job; `die`: learner -> the step where it SIGKILLs itself, then is restarted in place
+    at once (as Vertex restarts a failed replica) and rejoins with the global model."""
     from vtrain.backends.local.ports import free_ports
 
     tmp = Path(tempfile.mkdtemp(prefix=f"diloco-bench-{name}-"))
@@ -122,11 +141,23 @@ def diloco_run(name: str, steps: int, settings: dict[str, Any], slow: dict[int, 
     logs = [open(tmp / f"{n}.log", "wb") for n in ["syncer", *[f"l{i}" for i in range(LEARNERS)]]]  # noqa: SIM115
     procs = [subprocess.Popen([sys.executable, "-m", "vtrain.diloco"], env=env("workerpool0", 0), stdout=logs[0],
                               stderr=subprocess.STDOUT)]
-    for i in range(LEARNERS):
-        procs.append(subprocess.Popen([sys.executable, __file__, "learner", "--index", str(i), "--steps", str(steps),
-                                       "--slow", str((slow or {}).get(i, 1.0)), "--out", str(tmp / f"l{i}.json")],
-                                      env=env("workerpool1", i), stdout=logs[i + 1], stderr=subprocess.STDOUT))
-    codes = [p.wait(1800) for p in procs]
+
+    def learner(i: int, die_at: int = 0) -> subprocess.Popen[bytes]:
+        return subprocess.Popen([sys.executable, __file__, "learner", "--index", str(i), "--steps", str(steps),
+                                 "--slow", str((slow or {}).get(i, 1.0)), "--out", str(tmp / f"l{i}.json"),
+                                 "--die-at", str(die_at), "--step-ms", str(STEP_MS[0])],
+                                env=env("workerpool1", i), stdout=logs[i + 1], stderr=subprocess.STDOUT)
+
+    procs += [learner(i, (die or {}).get(i, 0)) for i in range(LEARNERS)]
+    restarts = 0
+    deadline = time.monotonic() + 1800
+    while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
+        for i in range(LEARNERS):
+            if procs[i + 1].poll() == -signal.SIGKILL and (die or {}).get(i):
+                restarts += 1
+                procs[i + 1] = learner(i)  # restarted in place; its new process rejoins
+        time.sleep(0.05)
+    codes = [p.wait(10) for p in procs]
     if any(codes):
         raise SystemExit(f"{name}: exit codes {codes}; logs in {tmp}")
     results = [json.loads((tmp / f"l{i}.json").read_text()) for i in range(LEARNERS)]
@@ -138,7 +169,19 @@ def diloco_run(name: str, steps: int, settings: dict[str, Any], slow: dict[int, 
             "stale_merged": summary["stale_merged"], "max_stall_s": round(summary["max_stall"], 3),
             "sent_per_step": results[0]["sent"] / steps, "received_per_step": results[0]["received"] / steps,
             "utilisation": 1 - waited / wall, "utilisation_after_start": 1 - (waited - first) / (wall - first),
-            "wall_s": max(r["seconds"] for r in results)}
+            "wall_s": max(r["seconds"] for r in results), "restarts": restarts,
+            "rejoins": sum(r["reconnects"] for r in results), **_gaps(summary["merge_log"])}
+
+
+def _gaps(merge_log: list[list[float]]) -> dict[str, float]:
+    """The usual time between merges, the longest gap, and the longest stall after the first merge (how long
+    the first delta of a round waited for its merge): a fault must not stall a merge by more than a round."""
+    times = [m[0] for m in merge_log]
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)] or [0.0]
+    stalls = [m[5] for m in merge_log[1:]] or [0.0]  # the first merge waits for every learner's start-up
+    median = max(statistics.median(gaps), 1e-9)
+    return {"median_round_s": median, "longest_gap_s": max(gaps), "longest_gap_in_rounds": max(gaps) / median,
+            "max_stall_after_start_s": max(stalls), "max_stall_in_rounds": max(stalls) / median}
 
 
 def main() -> None:
@@ -150,7 +193,11 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=0)
     p.add_argument("--slow", type=float, default=1.0)
     p.add_argument("--out", default="")
-    p.add_argument("--only", default="", help="comma-separated runs: dp,single,fp32,int8,int4,hetero,allwait")
+    p.add_argument("--die-at", type=int, default=0)
+    p.add_argument("--step-ms", type=float, default=0.0,
+                   help="pad each DiLoCo learner step to this many ms (sleeping, as a host does while its "
+                        "accelerator computes): rounds as long as a real job's make the exchange latency small")
+    p.add_argument("--only", default="", help="comma-separated runs: dp,single,fp32,int8,int4,hetero,allwait,kill")
     args = p.parse_args()
     if args.mode == "learner":
         learner_main(args)
@@ -158,6 +205,7 @@ def main() -> None:
     from vtrain.diloco import traffic
 
     h, steps = args.inner_steps, args.inner_steps * args.rounds
+    STEP_MS[0] = args.step_ms
     only = set(filter(None, args.only.split(",")))
 
     def want(name: str) -> bool:
@@ -165,7 +213,8 @@ def main() -> None:
 
     base = {"inner_steps": h, "grace": 2.0, "straggler_timeout": 10.0, "registration_timeout": 120.0,
             "checkpoint_every": 30.0}
-    out: dict[str, Any] = {"learners": LEARNERS, "inner_steps": h, "rounds": args.rounds, "batch": BATCH}
+    out: dict[str, Any] = {"learners": LEARNERS, "inner_steps": h, "rounds": args.rounds, "batch": BATCH,
+                           "step_ms": args.step_ms}
     if want("dp"):
         out["dp"] = {"eval_loss": train(steps, BATCH * LEARNERS, 0, 1)}
     if want("single"):
@@ -176,6 +225,11 @@ def main() -> None:
         if want(name):
             out[name] = diloco_run(name, steps, {**base, **extra}, slow)
             print(name, out[name], file=sys.stderr, flush=True)
+    if want("kill"):  # SIGKILL the last learner half-way (mid-round), restart it in place
+        out["kill"] = diloco_run("kill", steps, base, die={LEARNERS - 1: steps // 2 + h // 2})
+        if "fp32" in out:
+            out["kill"]["vs_fault_free"] = out["kill"]["eval_loss"] / out["fp32"]["eval_loss"] - 1
+        print("kill", out["kill"], file=sys.stderr, flush=True)
     tf = _tf()
     params = sum(int(v.shape.num_elements()) for v in model_and_step(tf, 1)[0].weights)
     ring = traffic.ring_allreduce_bytes_per_step(params, LEARNERS)["up"]
@@ -186,7 +240,7 @@ def main() -> None:
             codec = name if name in ("int8", "int4") else "none"
             out[name]["formula_sent_per_step"] = traffic.bytes_per_step(params, h, codec)["up"]
     if "dp" in out:
-        for name in ("fp32", "int8", "int4", "hetero", "allwait"):
+        for name in ("fp32", "int8", "int4", "hetero", "allwait", "kill"):
             if name in out:
                 out[name]["vs_dp"] = out[name]["eval_loss"] / out["dp"]["eval_loss"] - 1
                 if "single" in out:

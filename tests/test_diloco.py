@@ -309,3 +309,16 @@ def test_a_learners_pace_is_a_moving_average_of_answer_to_delta_times() -> None:
     assert lr.due_by(46.0) and not lr.due_by(45.9)
     unknown = Learner("b", Conn(), 0.0, [0], answered_at=10.0)
     assert unknown.due_by(0.0)  # no pace yet: it may come any time, so the window is kept
+
+
+def test_with_a_quorum_the_first_merge_waits_for_that_many_learners_to_register() -> None:
+    s, clock = _syncer(quorum=2)
+    del s.learners["c"]  # c's TensorFlow is still starting
+    _deliver(s, "a")
+    assert not s._ready(0, clock.now)  # one learner alone is below the quorum
+    _deliver(s, "b")
+    assert s._ready(0, clock.now)  # a quorum registered and sent: c joins later at the current round
+    every, clock2 = _syncer(quorum=None)
+    del every.learners["c"]
+    _deliver(every, "a"), _deliver(every, "b")
+    assert not every._ready(0, clock2.now)  # without min_quorum the first merge waits for all of them

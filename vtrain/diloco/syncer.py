@@ -16,10 +16,10 @@ stream (:mod:`.wire`). The rules, per fragment and round r:
   waiting on us) within ``straggler_timeout``, and the stream open. A killed learner's stream
   ends (seen at once); a hung one falls silent: it stalls one merge by at most
   grace + straggler_timeout. Nobody is judged by the time since its last *delta*.
-* **Registration deadline**: the first merge waits for every learner to register, at most
-  ``registration_timeout`` (after a resume, to re-register, at most ``straggler_timeout``); no
-  learner at all by then fails the job; a learner that never starts (or left and never came back)
-  is ignored after that long.
+* **Registration deadline**: the first merge waits for every learner (``min_quorum`` learners,
+  when set) to register, at most ``registration_timeout`` (after a resume, to re-register, at most
+  ``straggler_timeout``); no learner at all by then fails the job; a learner that never starts (or
+  left and never came back) is ignored after that long.
 * **End**: once every learner is done or gone (or, with ``min_quorum``, that many are done: a
   straggler does not train on alone), pending deltas are merged, each connected learner gets the
   final global model (one still training stops at its next exchange), and the syncer exits 0.
@@ -273,15 +273,17 @@ class Syncer:
                    for g in range(len(self.pending)) if g != f)
 
     def _registering(self, f: int, now: float) -> bool:
-        """The first merge waits for every learner to (re)register: at start (Vertex starts replicas in any
-        order) up to registration_timeout; after a resume up to straggler_timeout, as learners reconnect
-        with backoff, so the first one back does not merge alone with the whole round's weight."""
+        """The first merge waits for every learner (``min_quorum`` of them, when set) to (re)register: at
+        start (Vertex starts replicas in any order) up to registration_timeout; after a resume up to
+        straggler_timeout, as learners reconnect with backoff, so the first one back does not merge alone
+        with the whole round's weight. Later learners join at the current round with the global model."""
         assert self.outer is not None
         resumed = self.stats["resumed_from"]
         if self.outer.fragments[f].round != (resumed[f] if resumed else 0):
             return False
         limit = self.settings.straggler_timeout if resumed else self.settings.registration_timeout
-        return now - self.started < limit and any(n not in self.learners for n in self.expected)
+        need = min(self.settings.min_quorum or len(self.expected), len(self.expected))
+        return now - self.started < limit and sum(n in self.learners for n in self.expected) < need
 
     def _ready(self, f: int, now: float) -> bool:
         assert self.outer is not None
@@ -325,7 +327,8 @@ class Syncer:
         # The stall: how long the first learner to deliver this round waited for the merge.
         stall = 0.0 if self.first_fresh[f] is None else now - self.first_fresh[f]
         self.stats["max_stall"] = max(self.stats["max_stall"], stall)
-        self.stats["merge_log"].append([round(now - self.started, 4), f, r + 1, len(fresh), stale])
+        # [seconds since start, fragment, round, fresh, stale, stall seconds]: for benchmarks and post-mortems
+        self.stats["merge_log"].append([round(now - self.started, 4), f, r + 1, len(fresh), stale, round(stall, 4)])
         log.info("vtrain.diloco: fragment %d round %d: %d fresh + %d stale delta(s), %.3f s after quorum",
                  f, r + 1, len(fresh), stale, waited)
         for name in fresh:
