@@ -331,3 +331,22 @@ def test_diloco_bytes_follow_the_implementation_when_compression_is_given() -> N
     ratio = diloco_bytes_per_learner_per_step(10**8, 50, compression="int8") / diloco_bytes_per_learner_per_step(
         10**8, 50, compression="none")
     assert 0.25 < ratio < 0.26
+
+
+def test_a_diloco_job_is_estimated_over_its_learners_with_its_syncer_apart() -> None:
+    from vtrain.diloco.traffic import bytes_per_step
+
+    repo_job = str(Path(__file__).resolve().parents[1] / "configs" / "diloco.yaml")
+    data = json.loads(run(repo_job, "--params", "100M", "-o", "json").stdout)
+    cluster = data["cluster"]
+    assert cluster["workers"] == 6  # 4 A100 + 2 L4 learners; the CPU syncer is not a ring rank
+    assert cluster["syncer_machine"] == "n1-standard-8" and cluster["syncer_gbps"] == catalog.nic_gbps("n1-standard-8")
+    assert data["diloco_job"] == {"inner_steps": 50, "compression": "int8"}
+    mine = next(row for row in data["diloco"] if row["inner_steps"] == 50)
+    assert mine["sent_per_learner_per_step"] == bytes_per_step(100_000_000, 50, "int8")["up"]
+    assert mine["syncer_bytes_per_step"] == 6 * mine["sent_per_learner_per_step"]
+    assert {p["role"] for p in data["memory"]["pools"]} == {"workers", "second_learners"}  # no training state on it
+    assert any("syncer, holding about 1.20 GB" in note for note in data["notes"])
+    text = run(repo_job, "--params", "100M").stdout
+    assert "(DiLoCo learners; the syncer: n1-standard-8" in text
+    assert "DiLoCo per step, int8" in text and "H=50 (this job)" in text

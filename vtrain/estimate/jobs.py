@@ -9,12 +9,15 @@ from vtrain.errors import EstimateError
 from vtrain.estimate.model import recommended_reducers
 
 if TYPE_CHECKING:
-    from vtrain.config import JobConfig
+    from vtrain.config import JobConfig, PoolConfig
 
 
 @dataclass(frozen=True)
 class JobCluster:
-    """What the model needs from a JobConfig: pools 0+1 and the reducers (job's or assumed)."""
+    """What the model needs from a JobConfig: pools 0+1 and the reducers (job's or assumed).
+
+    For a DiLoCo job the exchanging replicas are the learners (pools 1 and 2) and pool 0 is the
+    syncer, whose NIC carries every learner's traffic: ``syncer_machine``/``syncer_gbps``."""
 
     workers: int
     machines: tuple[str, ...]  # distinct machine types of pools 0+1
@@ -24,6 +27,8 @@ class JobCluster:
     reducer_machine: str
     reducer_gbps: float
     job_reducers: int | None  # None: the job has no reduction_server pool
+    syncer_machine: str | None = None  # a DiLoCo job's pool 0
+    syncer_gbps: float | None = None
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -33,7 +38,7 @@ def job_cluster(config: JobConfig, reducer_machine: str | None = None) -> JobClu
     """Read the cluster of a loaded job; an unknown machine type is an EstimateError."""
     from vtrain import catalog
 
-    pools = [p for p in (config.chief, config.workers) if p is not None and int(p.replicas) > 0]
+    pools = exchanging_pools(config)
     red = config.reduction_server
     job_reducers = int(red.replicas) if red is not None and isinstance(red.replicas, int) else None
     machine = reducer_machine or (red.machine_type if red is not None else None)
@@ -46,6 +51,7 @@ def job_cluster(config: JobConfig, reducer_machine: str | None = None) -> JobClu
             raise EstimateError(f"{where}: unknown machine type {machine_type!r}") from None
 
     nics = [gbps(p.machine_type, f"cluster.{p.role}.machine_type") for p in pools]
+    syncer = config.chief if is_diloco(config) else None
     return JobCluster(
         workers=sum(int(p.replicas) for p in pools),
         machines=tuple(dict.fromkeys(p.machine_type for p in pools)),
@@ -55,7 +61,19 @@ def job_cluster(config: JobConfig, reducer_machine: str | None = None) -> JobClu
         reducer_machine=machine,
         reducer_gbps=gbps(machine, "reducer machine type"),
         job_reducers=job_reducers if job_reducers else None,
+        syncer_machine=syncer.machine_type if syncer is not None else None,
+        syncer_gbps=gbps(syncer.machine_type, "cluster.chief.machine_type") if syncer is not None else None,
     )
+
+
+def is_diloco(config: JobConfig) -> bool:
+    return config.distribution_strategy == "diloco"
+
+
+def exchanging_pools(config: JobConfig) -> list[PoolConfig]:
+    """The replicas that train and exchange: chief + workers, or a DiLoCo job's learners (not its syncer)."""
+    found = (config.workers, config.second_learners) if is_diloco(config) else (config.chief, config.workers)
+    return [p for p in found if p is not None and int(p.replicas) > 0]
 
 
 def estimate_hint(config: JobConfig) -> str | None:

@@ -14,7 +14,7 @@ from vtrain.errors import EstimateError
 from vtrain.estimate.advice import Recommendation, recommend
 from vtrain.estimate.costs import Costs, LowComm, costs, low_communication
 from vtrain.estimate.diloco import DilocoTraffic, diloco_traffic
-from vtrain.estimate.jobs import JobCluster, job_cluster
+from vtrain.estimate.jobs import JobCluster, exchanging_pools, job_cluster
 from vtrain.estimate.memory import Fit, MemoryNeed, memory_need, pool_fits
 from vtrain.estimate.model import (
     DEFAULT_ALPHA_S,
@@ -68,6 +68,7 @@ class Report:
     diloco: list[DilocoTraffic]
     recommendation: Recommendation
     notes: list[str] = field(default_factory=list)
+    config_diloco: tuple[int, str] | None = None  # a DiLoCo job's own (inner_steps, compression)
 
     def to_dict(self) -> dict[str, object]:
         from vtrain.estimate.text import verdict_line
@@ -92,16 +93,25 @@ class Report:
             },
             "precision_advice": [p.to_dict() for p in self.precision],
             "diloco": [row.to_dict() for row in self.diloco],
+            "diloco_job": None if self.config_diloco is None else dict(
+                zip(("inner_steps", "compression"), self.config_diloco, strict=True)),
             "recommendation": self.recommendation.to_dict(),
             "notes": self.notes,
         }
 
 
-def _notes(config: JobConfig, cluster: JobCluster) -> list[str]:
+def _notes(config: JobConfig, cluster: JobCluster, params: int) -> list[str]:
     """Where the comparison is hypothetical for this job, and why."""
     from vtrain.catalog import is_tpu_machine
 
     out = []
+    if config.diloco is not None and cluster.syncer_machine is not None:
+        # The syncer keeps fp32 global parameters, outer momentum and the downlink residual.
+        held = 3 * 4 * params
+        out.append(f"this job trains with DiLoCo: the ring and Reduction Server columns show synchronous data "
+                   f"parallel over its {cluster.workers} learners; pool 0 ({cluster.syncer_machine}) is the "
+                   f"syncer, holding about {held / 1e9:.2f} GB (fp32 parameters, outer momentum, residual) plus "
+                   f"up to max_staleness = {config.diloco.max_staleness} rounds of updates")
     if config.parameter_servers is not None and config.parameter_servers.replicas != 0:
         out.append("this job uses parameter servers, not all-reduce: the numbers show what switching would give")
     if cluster.workers > 1 and cluster.gpus_per_worker == 0:
@@ -138,7 +148,7 @@ def advise(config: JobConfig, inputs: Inputs, job: str = "") -> Report:
     money = None
     if inputs.prices is not None:
         money = costs(est, *cluster_prices(inputs.prices, config, cluster.reducer_machine))
-    pools = [p for p in (config.chief, config.workers) if p is not None and int(p.replicas) > 0]
+    pools = exchanging_pools(config)  # a DiLoCo syncer holds no training state: see _notes
     need = memory_need(inputs.params, inputs.optimizer, inputs.precision, inputs.activations)
     fits = pool_fits(pools, need)
     advice = [
@@ -149,8 +159,8 @@ def advise(config: JobConfig, inputs: Inputs, job: str = "") -> Report:
     if config.diloco is not None:
         inner = (*inner, config.diloco.inner_steps)
     traffic = [
-        diloco_traffic(inputs.params, cluster.workers, h, cluster.worker_gbps, cluster.reducer_gbps, inputs.alpha_s,
-                       compression=compression)
+        diloco_traffic(inputs.params, cluster.workers, h, cluster.worker_gbps,
+                       cluster.syncer_gbps or cluster.reducer_gbps, inputs.alpha_s, compression=compression)
         for h in sorted(set(inner))
     ]
     devices = min((f.device.per_replica for f in fits), default=1)
@@ -165,4 +175,5 @@ def advise(config: JobConfig, inputs: Inputs, job: str = "") -> Report:
         regions=inputs.regions,
     )
     return Report(job, config.name, inputs, cluster, est, low, money, need, fits, advice, traffic, rec,
-                  _notes(config, cluster))  # fmt: skip
+                  _notes(config, cluster, inputs.params),
+                  (config.diloco.inner_steps, config.diloco.compression) if config.diloco is not None else None)

@@ -79,7 +79,7 @@ def _exchange_text(report: Report) -> str:
     )
     lines = [
         f"{report.name} ({job_file})",
-        f"  workers     {est.workers} × {' / '.join(cluster.machines)} (chief + workers){gpus}, "
+        f"  workers     {est.workers} × {' / '.join(cluster.machines)} {_who(cluster)}{gpus}, "
         f"{cluster.worker_gbps:g} Gbps NIC",
         f"  reducers    {rs.reducers} × {cluster.reducer_machine}, {cluster.reducer_gbps:g} Gbps ({origin})",
         f"  gradient    {_count(params)} params × {DTYPE_BYTES[dtype]} B ({dtype}) = {_bytes(est.gradient_bytes)}",
@@ -106,8 +106,30 @@ def _exchange_text(report: Report) -> str:
             f"  prices      ${money.worker_price_per_hour:.2f}/h for pools 0+1, "
             f"${money.reducer_price_per_hour:.2f}/h per reducer (from your price file)"
         )
-    lines += ["", _sizing(est, cluster, rec), "", _low_text(low, cluster.worker_gbps, TARGET_UTILISATION)]
+    lines += ["", _sizing(est, cluster, rec), "", _low_text(low, cluster.worker_gbps, TARGET_UTILISATION),
+              _diloco_text(report)]
     return "\n".join(lines + ["", verdict])
+
+
+def _who(cluster: JobCluster) -> str:
+    if cluster.syncer_machine is not None:
+        return f"(DiLoCo learners; the syncer: {cluster.syncer_machine}, {cluster.syncer_gbps:g} Gbps)"
+    return "(chief + workers)"
+
+
+def _diloco_text(report: Report) -> str:
+    """DiLoCo per step at each H, with the bytes vtrain's implementation sends for the job's compression."""
+    cluster, job = report.cluster, report.config_diloco
+    codec = f", {job[1]}" if job is not None and job[1] != "none" else ""
+    syncer = cluster.syncer_machine or f"{cluster.reducer_machine} (assumed)"
+    lines = [f"  DiLoCo per step{codec}: each learner sends its change once every H steps; syncer {syncer}"]
+    for row in report.diloco:
+        mark = " (this job)" if job is not None and row.inner_steps == job[0] else ""
+        lines.append(
+            f"    {f'H={row.inner_steps}{mark}':<20} sent per learner {_bytes(row.sent_per_learner_per_step):>10}   "
+            f"syncer in/out {_bytes(row.syncer_bytes_per_step):>10}   communication {_secs(row.comm_seconds_per_step)}"
+        )
+    return "\n".join(lines)
 
 
 def _sizing(est: Estimate, cluster: JobCluster, rec: Any) -> str:
