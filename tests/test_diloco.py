@@ -322,3 +322,44 @@ def test_with_a_quorum_the_first_merge_waits_for_that_many_learners_to_register(
     del every.learners["c"]
     _deliver(every, "a"), _deliver(every, "b")
     assert not every._ready(0, clock2.now)  # without min_quorum the first merge waits for all of them
+
+
+def test_a_learner_that_rejoins_mid_round_is_not_waited_for_until_the_next_round() -> None:
+    s, clock = _syncer(quorum=None)
+    s.outer.fragments[0].round = 5  # type: ignore[union-attr]  # past the first round
+    s.learners["a"].base = s.learners["b"].base = [5]
+    clock.now += 1.0
+    s.learners["c"] = Learner("c", Conn(), clock.now, [5], joined=clock.now)  # restarted: back mid-round
+    _deliver(s, "a"), _deliver(s, "b")
+    assert s._ready(0, clock.now)  # no stall for its start-up: its delta, if any, joins the next merge
+    s.round_started[0] = clock.now + 0.5  # the next round began after it joined: now it counts again
+    assert s._expected(0, clock.now + 1.0)[1] == ["c"]
+
+
+def test_a_rejoined_learners_late_first_delta_is_answered_with_the_next_merge_to_fall_in_step() -> None:
+    s, clock = _syncer(quorum=None)
+    two = [np.ones(4), np.ones(4)]
+    s.pending[0] = {"a": (two, 1.0, 0), "b": (two, 1.0, 0)}
+    s._merge(0, clock.now)  # round 1, without c (it was down)
+    conn = Conn()
+    s.learners["c"] = Learner("c", conn, clock.now, [0], joined=clock.now, just_joined=True)  # back, a round old
+    s.pending[0]["c"] = (two, 0.5, 0)  # what _delta files for its stale first delta ...
+    s.held[0].add("c")  # ... with no answer yet: it waits for this round's merge
+    s.pending[0].update({"a": (two, 1.0, 1), "b": (two, 1.0, 1)})
+    assert conn.out.empty()
+    s._merge(0, clock.now)
+    assert conn.out.qsize() == 2 and s.learners["c"].base == [2]  # rounds 1 and 2: in step with a and b
+    assert not s.held[0]
+
+
+def test_learners_that_finished_still_weigh_in_so_a_lagging_learner_moves_the_model_by_its_share() -> None:
+    s, clock = _syncer(quorum=None)
+    for n in ("a", "b"):
+        s.learners[n].done, s.learners[n].weight = True, 1.0
+    s.learners["c"].weight = 1.0
+    before = s.outer.params[0].copy()  # type: ignore[union-attr]
+    s.pending[0]["c"] = ([np.ones(4), np.ones(4)], 1.0, 0)
+    s._merge(0, clock.now)
+    moved = before - s.outer.params[0]  # type: ignore[union-attr]
+    step = s.settings.outer_lr * (1 + s.settings.outer_momentum) / 3  # a third of one learner's delta, with Nesterov
+    assert np.allclose(moved, step, atol=1e-6)

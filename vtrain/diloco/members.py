@@ -43,6 +43,8 @@ class Learner:
     deltas: int = 0
     weight: float = 0.0  # the weight of its last fresh delta: its share of a full round
     answered_at: float | None = None  # when we last unblocked it (welcome, merge, catch-up)
+    joined: float = 0.0  # when it (re)registered
+    just_joined: bool = False  # no delta since then
     work: float | None = None  # its usual time from an answer to its next delta (moving average)
 
     def heard_delta(self, now: float) -> None:

@@ -12,6 +12,10 @@ stream (:mod:`.wire`). The rules, per fragment and round r:
   still working from an older round is a straggler, not expected: its delta, when it comes, is
   answered at once with the updates it missed and joins the next merge (weighted by
   1/(1+staleness); dropped beyond ``max_staleness``).
+* **Joining late**: a learner that (re)joins mid-round (restarted, or slow to start) is not waited
+  for until the next round. Its first delta, late for the round it joined in, joins the next merge
+  (stale) and is answered *with* that merge rather than at once, so it falls in step with the others
+  instead of staying a round out of phase for the rest of the run.
 * **Alive** means a frame (deltas, heartbeats: learners send them from a thread, even while
   waiting on us) within ``straggler_timeout``, and the stream open. A killed learner's stream
   ends (seen at once); a hung one falls silent: it stalls one merge by at most
@@ -67,6 +71,7 @@ class Syncer:
         self.outer: Outer | None = None
         self.learners: dict[str, Learner] = {}
         self.pending: list[dict[str, tuple[list[np.ndarray], float, int]]] = []
+        self.held: list[set[str]] = []  # stale first deltas of rejoined learners, answered at the next merge
         self.quorum_since: list[float | None] = []
         self.round_started: list[float] = []
         self.first_fresh: list[float | None] = []
@@ -87,6 +92,7 @@ class Syncer:
         assert self.outer is not None
         n = len(self.outer.fragments)
         self.pending = [{} for _ in range(n)]
+        self.held: list[set[str]] = [set() for _ in range(n)]
         self.quorum_since = [None] * n
         self.first_fresh = [None] * n
         self.round_started = [self.clock()] * n
@@ -207,9 +213,12 @@ class Syncer:
         rejoin = old is not None
         now = self.clock()
         self.learners[name] = Learner(name, conn, now, self.outer.rounds, deltas=old.deltas if old else 0,
-                                      answered_at=now, work=old.work if old else None)
+                                      answered_at=now, work=old.work if old else None, joined=now,
+                                      weight=old.weight if old else 0.0,
+                                      just_joined=True)
         for f in range(len(self.outer.fragments)):
             self.pending[f].pop(name, None)
+            self.held[f].discard(name)
         payload = b"".join(self.outer.snapshot(f) for f in range(len(self.outer.fragments)))
         conn.send(wire.header("welcome", rounds=self.outer.rounds, codec="none", snapshot=True), payload)
         log.info("vtrain.diloco: %s %s at rounds %s", name, "rejoined" if rejoin else "registered", self.outer.rounds)
@@ -235,9 +244,13 @@ class Syncer:
                 missed = self.outer.catch_up(f, base)
                 if missed is not None and r - base <= self.settings.max_staleness:
                     self.pending[f][learner.name] = (deltas, max(weight, 1e-12) / (1 + r - base), base)
+                    if learner.just_joined:  # out of phase, not slow: answer with this round's merge, in step
+                        self.held[f].add(learner.name)
                 else:
                     self.stats["stale_dropped"] += 1
-                self._send_catch_up(learner, f, base, missed)
+                if learner.name not in self.held[f]:
+                    self._send_catch_up(learner, f, base, missed)
+            learner.just_joined = False
             self.cv.notify_all()
         return True
 
@@ -261,9 +274,19 @@ class Syncer:
         assert self.outer is not None
         r = self.outer.fragments[f].round
         fresh = [n for n, (_, _, b) in self.pending[f].items() if b == r]
+        # A learner that (re)joined after this round began is not waited for in it: it would hold the
+        # others back by most of a round plus its start-up (its delta, if late, joins the next merge).
+        first = self._first_round(f)
         missing = [n for n, lr in self.learners.items() if n not in self.pending[f] and lr.base[f] == r
-                   and lr.alive(now, self.settings.straggler_timeout) and not self._blocked(n, f)]
+                   and lr.alive(now, self.settings.straggler_timeout) and not self._blocked(n, f)
+                   and (first or lr.joined <= self.round_started[f])]
         return fresh, missing
+
+    def _first_round(self, f: int) -> bool:
+        """The first round this syncer process merges (every learner registers during it)."""
+        assert self.outer is not None
+        resumed = self.stats["resumed_from"]
+        return self.outer.fragments[f].round == (resumed[f] if resumed else 0)
 
     def _blocked(self, name: str, f: int) -> bool:
         """Waiting on another fragment's merge, so it cannot deliver f now: never wait for it (a learner that
@@ -277,10 +300,9 @@ class Syncer:
         start (Vertex starts replicas in any order) up to registration_timeout; after a resume up to
         straggler_timeout, as learners reconnect with backoff, so the first one back does not merge alone
         with the whole round's weight. Later learners join at the current round with the global model."""
-        assert self.outer is not None
-        resumed = self.stats["resumed_from"]
-        if self.outer.fragments[f].round != (resumed[f] if resumed else 0):
+        if not self._first_round(f):
             return False
+        resumed = self.stats["resumed_from"]
         limit = self.settings.straggler_timeout if resumed else self.settings.registration_timeout
         need = min(self.settings.min_quorum or len(self.expected), len(self.expected))
         return now - self.started < limit and sum(n in self.learners for n in self.expected) < need
@@ -316,8 +338,10 @@ class Syncer:
         r = frag.round
         entries = self.pending[f]
         fresh = [n for n, (_, _, b) in entries.items() if b == r]
+        # Learners that finished still count: a lagging learner's lone last rounds move the model by its
+        # share, not as if it were the whole job.
         live = [lr.weight for n, lr in self.learners.items()
-                if n in entries or lr.alive(now, self.settings.straggler_timeout)]
+                if n in entries or lr.done or lr.alive(now, self.settings.straggler_timeout)]
         update = self.outer.merge(f, [(d, w) for d, w, _ in entries.values()], full_weight=sum(live))
         stale = len(entries) - len(fresh)
         waited = 0.0 if self.quorum_since[f] is None else now - self.quorum_since[f]
@@ -338,6 +362,12 @@ class Syncer:
                                               codec=self.settings.compression), update)
                 learner.base[f] = frag.round
                 learner.answered_at = now
+        for name in self.held[f]:  # rejoined learners whose first delta was late: now in step with the rest
+            learner = self.learners.get(name)
+            if learner is not None and learner.conn is not None and name in entries:
+                base = entries[name][2]
+                self._send_catch_up(learner, f, base, self.outer.catch_up(f, base))
+        self.held[f].clear()
         entries.clear()
         self.quorum_since[f] = self.first_fresh[f] = None
         self.round_started[f] = now
