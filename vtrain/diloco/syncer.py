@@ -92,7 +92,7 @@ class Syncer:
         assert self.outer is not None
         n = len(self.outer.fragments)
         self.pending = [{} for _ in range(n)]
-        self.held: list[set[str]] = [set() for _ in range(n)]
+        self.held = [set() for _ in range(n)]
         self.quorum_since = [None] * n
         self.first_fresh = [None] * n
         self.round_started = [self.clock()] * n
