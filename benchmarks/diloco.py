@@ -83,7 +83,7 @@ def model_and_step(tf: Any, seed: int) -> tuple[Any, Any, Any]:
 
 
 def train(steps: int, batch: int, shard: int, shards: int, sync: Any = None, slow: float = 1.0,
-          model_bits: Any = None, die_at: int = 0, step_ms: float = 0.0) -> float:
+          model_bits: Any = None, die_at: int = 0, step_ms: float = 0.0, hang_at: int = 0) -> float:
     tf = _tf()
     model, step, evaluate = model_bits or model_and_step(tf, 1)
     first = 0
@@ -94,6 +94,8 @@ def train(steps: int, batch: int, shard: int, shards: int, sync: Any = None, slo
     for i in range(first, steps):
         if die_at and i == die_at:
             os.kill(os.getpid(), signal.SIGKILL)  # a real SIGKILL mid-round: its unsent steps are lost
+        if hang_at and i == hang_at:
+            os.kill(os.getpid(), signal.SIGSTOP)  # hung (heartbeats too) until the harness sends SIGCONT
         start = time.perf_counter()
         step(x[i * batch:(i + 1) * batch], y[i * batch:(i + 1) * batch])
         if step_ms:  # an accelerator step: the host waits, its CPU free for the others
@@ -118,14 +120,16 @@ def learner_main(args: argparse.Namespace) -> None:
         holder["sync"] = runtime.Diloco(model, examples_per_step=BATCH)
         return holder["sync"]
 
-    loss = train(args.steps, BATCH, args.index, LEARNERS, make, args.slow, die_at=args.die_at, step_ms=args.step_ms)
+    loss = train(args.steps, BATCH, args.index, LEARNERS, make, args.slow, die_at=args.die_at, step_ms=args.step_ms,
+                 hang_at=args.hang_at)
     Path(args.out).write_text(json.dumps({"eval_loss": loss, **holder["sync"].summary()}))
 
 
 def diloco_run(name: str, steps: int, settings: dict[str, Any], slow: dict[int, float] | None = None,
-               die: dict[int, int] | None = None) -> dict[str, Any]:
+               die: dict[int, int] | None = None, hang: tuple[int, int, float] | None = None) -> dict[str, Any]:
     """One DiLoCo job; `die`: learner -> the step where it SIGKILLs itself, then is restarted in place
-    at once (as Vertex restarts a failed replica) and rejoins with the global model."""
+    at once (as Vertex restarts a failed replica) and rejoins with the global model; `hang`: (learner,
+    step, seconds): it SIGSTOPs itself there and the harness sends SIGCONT that many seconds later."""
     from vtrain.backends.local.ports import free_ports
 
     tmp = Path(tempfile.mkdtemp(prefix=f"diloco-bench-{name}-"))
@@ -143,19 +147,26 @@ def diloco_run(name: str, steps: int, settings: dict[str, Any], slow: dict[int, 
                               stderr=subprocess.STDOUT)]
 
     def learner(i: int, die_at: int = 0) -> subprocess.Popen[bytes]:
+        hang_at = hang[1] if hang is not None and hang[0] == i else 0
         return subprocess.Popen([sys.executable, __file__, "learner", "--index", str(i), "--steps", str(steps),
                                  "--slow", str((slow or {}).get(i, 1.0)), "--out", str(tmp / f"l{i}.json"),
-                                 "--die-at", str(die_at), "--step-ms", str(STEP_MS[0])],
+                                 "--die-at", str(die_at), "--step-ms", str(STEP_MS[0]), "--hang-at", str(hang_at)],
                                 env=env("workerpool1", i), stdout=logs[i + 1], stderr=subprocess.STDOUT)
 
     procs += [learner(i, (die or {}).get(i, 0)) for i in range(LEARNERS)]
     restarts = 0
     deadline = time.monotonic() + 1800
+    stopped_at: float | None = None
     while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
         for i in range(LEARNERS):
             if procs[i + 1].poll() == -signal.SIGKILL and (die or {}).get(i):
                 restarts += 1
                 procs[i + 1] = learner(i)  # restarted in place; its new process rejoins
+        if hang is not None and stopped_at is None and _state(procs[hang[0] + 1].pid) == "T":
+            stopped_at = time.monotonic()
+        if stopped_at is not None and hang is not None and time.monotonic() - stopped_at >= hang[2]:
+            procs[hang[0] + 1].send_signal(signal.SIGCONT)
+            hang = None
         time.sleep(0.05)
     codes = [p.wait(10) for p in procs]
     if any(codes):
@@ -173,6 +184,14 @@ def diloco_run(name: str, steps: int, settings: dict[str, Any], slow: dict[int, 
             "rejoins": sum(r["reconnects"] for r in results), **_gaps(summary["merge_log"])}
 
 
+def _state(pid: int) -> str:
+    """A process's state letter from /proc (T: stopped)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "?"
+
+
 def _gaps(merge_log: list[list[float]]) -> dict[str, float]:
     """The usual time between merges, the longest gap, and the longest stall after the first merge (how long
     the first delta of a round waited for its merge): a fault must not stall a merge by more than a round."""
@@ -181,7 +200,8 @@ def _gaps(merge_log: list[list[float]]) -> dict[str, float]:
     stalls = [m[5] for m in merge_log[1:]] or [0.0]  # the first merge waits for every learner's start-up
     median = max(statistics.median(gaps), 1e-9)
     return {"median_round_s": median, "longest_gap_s": max(gaps), "longest_gap_in_rounds": max(gaps) / median,
-            "max_stall_after_start_s": max(stalls), "max_stall_in_rounds": max(stalls) / median}
+            "max_stall_after_start_s": max(stalls), "max_stall_in_rounds": max(stalls) / median,
+            "merges_stalled_over_a_round": sum(stall > median for stall in stalls)}
 
 
 def main() -> None:
@@ -194,10 +214,11 @@ def main() -> None:
     p.add_argument("--slow", type=float, default=1.0)
     p.add_argument("--out", default="")
     p.add_argument("--die-at", type=int, default=0)
+    p.add_argument("--hang-at", type=int, default=0)
     p.add_argument("--step-ms", type=float, default=0.0,
                    help="pad each DiLoCo learner step to this many ms (sleeping, as a host does while its "
                         "accelerator computes): rounds as long as a real job's make the exchange latency small")
-    p.add_argument("--only", default="", help="comma-separated runs: dp,single,fp32,int8,int4,hetero,allwait,kill")
+    p.add_argument("--only", default="", help="comma-separated runs: dp,single,fp32,int8,int4,hetero,allwait,kill,hang")
     args = p.parse_args()
     if args.mode == "learner":
         learner_main(args)
@@ -230,6 +251,14 @@ def main() -> None:
         if "fp32" in out:
             out["kill"]["vs_fault_free"] = out["kill"]["eval_loss"] / out["fp32"]["eval_loss"] - 1
         print("kill", out["kill"], file=sys.stderr, flush=True)
+    if want("hang"):  # SIGSTOP the last learner half-way for longer than straggler_timeout, then SIGCONT
+        hung = base["straggler_timeout"] + 5.0
+        out["hang"] = diloco_run("hang", steps, base, hang=(LEARNERS - 1, steps // 2 + h // 2, hung))
+        out["hang"]["hung_s"] = hung
+        out["hang"]["stall_bound_s"] = base["grace"] + base["straggler_timeout"]
+        if "fp32" in out:
+            out["hang"]["vs_fault_free"] = out["hang"]["eval_loss"] / out["fp32"]["eval_loss"] - 1
+        print("hang", out["hang"], file=sys.stderr, flush=True)
     tf = _tf()
     params = sum(int(v.shape.num_elements()) for v in model_and_step(tf, 1)[0].weights)
     ring = traffic.ring_allreduce_bytes_per_step(params, LEARNERS)["up"]
@@ -240,7 +269,7 @@ def main() -> None:
             codec = name if name in ("int8", "int4") else "none"
             out[name]["formula_sent_per_step"] = traffic.bytes_per_step(params, h, codec)["up"]
     if "dp" in out:
-        for name in ("fp32", "int8", "int4", "hetero", "allwait", "kill"):
+        for name in ("fp32", "int8", "int4", "hetero", "allwait", "kill", "hang"):
             if name in out:
                 out[name]["vs_dp"] = out[name]["eval_loss"] / out["dp"]["eval_loss"] - 1
                 if "single" in out:

@@ -4,6 +4,7 @@ the outer step and the syncer's merge rules (on a clock the test drives)."""
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,7 @@ import pytest
 from tests.helpers import assert_equals_real_proto, write_job
 from vtrain import load_config
 from vtrain.config import DilocoConfig
-from vtrain.constants import DILOCO_DEFAULTS
+from vtrain.constants import DILOCO_DEFAULTS, DilocoKnobs
 from vtrain.diloco import codec, traffic
 from vtrain.diloco.codec import TensorSpec
 from vtrain.diloco.members import Conn, Learner
@@ -40,9 +41,11 @@ def _job(tmp_path: Path, diloco: str = "", chief: str = "n1-standard-8", extra: 
     return write_job(tmp_path, JOB.format(diloco=diloco, chief=chief, extra=extra))
 
 
-def test_the_three_copies_of_the_defaults_agree() -> None:
-    assert DilocoConfig().settings() == DILOCO_DEFAULTS
-    assert {k: getattr(Settings(), k) for k in DILOCO_DEFAULTS} == DILOCO_DEFAULTS
+def test_the_job_model_and_the_replicas_share_one_set_of_knobs() -> None:
+    assert issubclass(DilocoConfig, DilocoKnobs) and issubclass(Settings, DilocoKnobs)
+    assert DilocoConfig().settings() == DILOCO_DEFAULTS == asdict(Settings())
+    custom = DilocoConfig(inner_steps=20, compression="int8", min_quorum=3, checkpoint_every=0.0)
+    assert Settings.from_json(json.dumps(custom.settings())) == Settings(**custom.settings())
 
 
 def test_the_syncer_runs_on_pool_0_and_every_pool_gets_the_settings(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from vtrain.catalog import GPU_MACHINES, GPU_TYPES, is_tpu_machine
-from vtrain.constants import DEFAULT_REGION, DILOCO_DEFAULTS
+from vtrain.constants import DEFAULT_REGION, DILOCO_DEFAULTS, DilocoKnobs
 from vtrain.errors import Problem
 from vtrain.tuning.model import TuningConfig, build_tuning
 from vtrain.userpaths import absolute
@@ -99,21 +99,8 @@ class ReservationConfig:
 
 
 @dataclass(frozen=True)
-class DilocoConfig:
+class DilocoConfig(DilocoKnobs):
     """`diloco:` (with `distribution_strategy: diloco`); its second learner pool is JobConfig.second_learners."""
-
-    inner_steps: int = 50
-    outer_lr: float = 1.0
-    outer_momentum: float = 0.6
-    min_quorum: int | None = None
-    grace: float = 30.0
-    straggler_timeout: float = 60.0
-    compression: str = "none"
-    fragments: int = 1
-    token_weighting: bool = True
-    registration_timeout: float = 600.0
-    checkpoint_every: float = 60.0
-    max_staleness: int = 4
 
     def settings(self) -> dict[str, Any]:
         """What every replica gets as VTRAIN_DILOCO (the runtime's diloco.settings.Settings fields)."""

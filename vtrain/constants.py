@@ -1,10 +1,13 @@
 """Values several layers need, written once: the job model, the rules, the schema, the runtime
 inside a replica and the target resolution all read them from here.
 
-This module imports nothing, so it ships to replicas with :mod:`vtrain.runtime`.
+This module imports nothing but the standard library's dataclasses, so it ships to replicas with
+:mod:`vtrain.runtime`.
 """
 
 from __future__ import annotations
+
+from dataclasses import asdict, dataclass
 
 #: Vertex AI's region when nothing names one (flag, job file, environment, gcloud).
 DEFAULT_REGION = "us-central1"
@@ -46,20 +49,28 @@ STATUS_FILE_ENV = "VTRAIN_STATUS_FILE"  # where runtime.report_step() writes {"s
 #: The exit code of a replica that saved a checkpoint on SIGTERM and left to be restarted (128 + SIGTERM,
 #: as TensorFlow's PreemptionCheckpointHandler uses on Google Cloud).
 PREEMPTED_EXIT_CODE = 143
-#: The `diloco:` block's defaults (the job model, the syncer and the learners read them from here).
-#: outer_lr 1.0 with Nesterov momentum 0.6 recovered 93-96% of the single-learner→DP gap in 60
-#: rounds (issue 12's prototype); the published 0.7/0.9 needs a few hundred rounds to settle.
-DILOCO_DEFAULTS: dict[str, object] = {
-    "inner_steps": 50,
-    "outer_lr": 1.0,
-    "outer_momentum": 0.6,
-    "min_quorum": None,  # None: every learner
-    "grace": 30.0,
-    "straggler_timeout": 60.0,
-    "compression": "none",
-    "fragments": 1,
-    "token_weighting": True,
-    "registration_timeout": 600.0,
-    "checkpoint_every": 60.0,
-    "max_staleness": 4,
-}
+@dataclass(frozen=True)
+class DilocoKnobs:
+    """The `diloco:` block's knobs and defaults, written once: the job model (``config.DilocoConfig``)
+    and the replicas (``diloco.settings.Settings``) both extend it.
+
+    outer_lr 1.0 with Nesterov momentum 0.6 recovered 93-96% of the single-learner→DP gap in 60
+    rounds (issue 12's prototype); the published 0.7/0.9 needs a few hundred rounds to settle.
+    """
+
+    inner_steps: int = 50
+    outer_lr: float = 1.0
+    outer_momentum: float = 0.6
+    min_quorum: int | None = None  # None: every learner that is alive
+    grace: float = 30.0
+    straggler_timeout: float = 60.0
+    compression: str = "none"
+    fragments: int = 1
+    token_weighting: bool = True
+    registration_timeout: float = 600.0
+    checkpoint_every: float = 60.0  # 0: after every merge
+    max_staleness: int = 4
+
+
+#: The same defaults as a mapping (the schema's documentation and the tests read them).
+DILOCO_DEFAULTS: dict[str, object] = asdict(DilocoKnobs())

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from vtrain.constants import DILOCO_COMPRESSIONS, DILOCO_ENV, DILOCO_TOKEN_ENV
+from vtrain.constants import DILOCO_COMPRESSIONS, DILOCO_ENV, DILOCO_TOKEN_ENV, DilocoKnobs
 from vtrain.errors import DilocoError
 
 SYNCER_POOL = "workerpool0"
@@ -26,24 +26,9 @@ LEARNER_POOLS = ("workerpool1", "workerpool2")
 
 
 @dataclass(frozen=True)
-class Settings:
-    """The `diloco:` knobs as the syncer and the learners use them (durations in seconds).
-
-    The defaults equal :data:`vtrain.constants.DILOCO_DEFAULTS` (a test holds them together).
-    """
-
-    inner_steps: int = 50
-    outer_lr: float = 1.0
-    outer_momentum: float = 0.6
-    min_quorum: int | None = None  # None: every learner that is alive
-    grace: float = 30.0
-    straggler_timeout: float = 60.0
-    compression: str = "none"
-    fragments: int = 1
-    token_weighting: bool = True
-    registration_timeout: float = 600.0
-    checkpoint_every: float = 60.0
-    max_staleness: int = 4
+class Settings(DilocoKnobs):
+    """The `diloco:` knobs as the syncer and the learners use them (durations in seconds); the fields
+    and defaults are :class:`vtrain.constants.DilocoKnobs`, shared with the job model."""
 
     @property
     def heartbeat(self) -> float:
