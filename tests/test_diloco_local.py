@@ -80,9 +80,12 @@ def test_a_killed_learner_is_restarted_and_rejoins(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_killed_syncer_is_restarted_and_resumes_from_its_checkpoint(tmp_path: Path) -> None:
-    # checkpoint_every 0: a checkpoint after every merge, and the syncer reports an outer step only
-    # once it is checkpointed, so the fault (aimed at the syncer's 3rd merge) can cost no round.
+@pytest.mark.parametrize(("fault", "every"), [("kill", "0s"), ("preempt", "60s")])
+def test_a_killed_or_preempted_syncer_is_restarted_and_resumes_from_its_checkpoint(tmp_path: Path, fault: str,
+                                                                                   every: str) -> None:
+    # kill with checkpoint_every 0: a checkpoint after every merge, and the syncer reports an outer step
+    # only once it is checkpointed, so a SIGKILL at its 3rd merge can cost no round. preempt with the
+    # default 60 s: no periodic checkpoint is due, the SIGTERM handler writes one on the way out.
     path = write_job(tmp_path, f"""
         name: diloco-syncer-fault
         trainer:
@@ -91,14 +94,14 @@ def test_a_killed_syncer_is_restarted_and_resumes_from_its_checkpoint(tmp_path: 
           args: [--epochs=2, --steps-per-epoch=100]
         distribution_strategy: diloco
         diloco: {{inner_steps: 10, grace: 1s, straggler_timeout: 10s, registration_timeout: 120s,
-                  checkpoint_every: 0s}}
+                  checkpoint_every: {every}}}
         cluster:
           chief: {{machine_type: n1-standard-4}}
           workers: {{replicas: 2}}
     """)
     out = io.StringIO()
     job = run_local(path, output_dir=tmp_path / "out", cache_dir=tmp_path / "cache", out=out,
-                    faults=[parse_fault("chief-0:kill@step:3")])
+                    faults=[parse_fault(f"chief-0:{fault}@step:3")])
     assert job.wait(600) == SUCCEEDED, out.getvalue()[-4000:]
     restarts = job.result["restarts"]
     assert restarts["restarts"].get("chief-0") == 1, restarts
@@ -114,3 +117,34 @@ def test_a_killed_syncer_is_restarted_and_resumes_from_its_checkpoint(tmp_path: 
     lead = json.loads((base / "model" / "weights.json").read_text())
     other = json.loads((base / "workertemp" / "worker-1" / "weights.json").read_text())
     assert lead["sha256"] == other["sha256"]  # the learners reconnected and end with the resumed global model
+
+
+@pytest.mark.slow
+def test_a_keras_learner_killed_mid_fit_restores_its_backup_then_rejoins_with_the_global_model(tmp_path: Path) -> None:
+    # The Keras template: BackupAndRestore first, then the DiLoCo callback, whose join replaces the restored
+    # (stale) local weights with the syncer's global model.
+    path = write_job(tmp_path, f"""
+        name: diloco-keras-fault
+        trainer:
+          package: {REPO / "trainer_templates" / "keras"}
+          module: trainer.task
+          args: [--epochs=2, --steps-per-epoch=30, --backup-every=10]
+        distribution_strategy: diloco
+        diloco: {{inner_steps: 10, grace: 1s, straggler_timeout: 10s, registration_timeout: 120s}}
+        cluster:
+          chief: {{machine_type: n1-standard-4}}
+          workers: {{replicas: 2}}
+    """)
+    out = io.StringIO()
+    job = run_local(path, output_dir=tmp_path / "out", cache_dir=tmp_path / "cache", out=out,
+                    faults=[parse_fault("worker-1:kill@step:25")])
+    assert job.wait(600) == SUCCEEDED, out.getvalue()[-4000:]
+    restarts = job.result["restarts"]
+    assert restarts["restarts"].get("worker-1") == 1 and not restarts["restarts"].get("chief-0"), restarts
+    (recovery,) = [r for r in restarts["recoveries"] if r["replica"] == "worker-1"]
+    assert recovery["resumed_at_step"] > 20  # from its step-20 backup, not from scratch
+    assert "workerpool1-1 rejoined" in out.getvalue()
+    base = tmp_path / "out"
+    lead = json.loads((base / "model" / "weights.json").read_text())
+    other = json.loads((base / "workertemp" / "worker-1" / "weights.json").read_text())
+    assert lead["sha256"] == other["sha256"]  # both end with the global model

@@ -131,3 +131,43 @@ def test_restart_count_and_attempt_from_the_launcher_or_the_ledger(
     restarts.restart_count.cache_clear()
     assert counts == [0, 1, 2]
     assert (tmp_path / "ckpt" / ".vtrain-starts" / "123-worker-1").read_text() == "3\n"
+
+
+def test_a_keras_backup_interrupted_mid_write_leaves_a_whole_backup(tmp_path: Path) -> None:
+    """Keras 3 writes latest.weights.h5 in place; a replica killed mid-write used to leave a file that every
+    restart failed to open ("bad object header version number"). vtrain's writer renames a whole file over."""
+    keras = pytest.importorskip("keras")
+    if not keras.__version__.startswith("3"):
+        pytest.skip("Keras 3's BackupAndRestore")
+    from vtrain.runtime.outputs import _atomic_backup_class
+
+    def model() -> object:
+        m = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+        m.compile(optimizer="adam", loss="mse")
+        return m
+
+    def interrupted_save(m: object, path: str) -> None:
+        def dies_half_way(filepath: str, overwrite: bool = True) -> None:
+            Path(filepath).write_bytes(b"\x89HDF\r\n\x1a\n" + b"\0" * 40)  # half a file, then the process is gone
+            raise SystemExit("killed")
+
+        m.save_weights = dies_half_way  # type: ignore[attr-defined]
+
+    for make, whole in ((_atomic_backup_class(keras), True), (keras.callbacks.BackupAndRestore, False)):
+        backup = tmp_path / make.__name__
+        first = model()
+        saver = make(backup_dir=str(backup), save_freq=1)
+        saver.set_model(first)
+        saver._save_model()  # a good backup
+        interrupted_save(first, str(backup))
+        with pytest.raises(SystemExit):
+            saver._save_model()  # the next one dies mid-write
+        restarted = model()
+        loader = make(backup_dir=str(backup), save_freq=1)
+        loader.set_model(restarted)
+        if whole:
+            loader.on_train_begin()  # the previous backup, whole
+            assert all((a == b).all() for a, b in zip(first.get_weights(), restarted.get_weights(), strict=True))
+        else:
+            with pytest.raises(OSError):  # what Keras' own writer leaves: the restart cannot start
+                loader.on_train_begin()

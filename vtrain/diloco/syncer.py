@@ -361,11 +361,13 @@ class Syncer(MergeRules):
             data = self._checkpoint_bytes()
             self.stats["rounds"] = self.outer.rounds if self.outer else []
             self.stats["learners"] = {n: lr.deltas for n, lr in self.learners.items()}
-            end = self.clock() + linger
-            while any(lr.conn is not None for lr in self.learners.values()) and self.clock() < end:
-                self.cv.wait(0.1)  # learners close after applying the final model
         if data is not None:
-            self._write(data)
+            self._write(data)  # first: a SIGTERM's grace (30 s on Spot) must not run out before it is saved
+        if not self.stop_requested:
+            with self.cv:
+                end = self.clock() + linger
+                while any(lr.conn is not None for lr in self.learners.values()) and self.clock() < end:
+                    self.cv.wait(0.1)  # learners close after applying the final model
         return self.stats
 
     def _steps(self) -> int:

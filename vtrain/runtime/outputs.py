@@ -179,7 +179,44 @@ def backup_and_restore(keras_module: ModuleType | None = None, save_freq: str | 
     _check_keras_fits(module, _cached()[0])
     own = _learner_dir()
     backup = join(checkpoint_dir(), "backup") if own is None else join(checkpoint_dir(), "backup", own)
+    if str(getattr(module, "__version__", "")).startswith("3"):
+        return _atomic_backup_class(module)(backup_dir=backup, save_freq=save_freq)
     return module.callbacks.BackupAndRestore(backup_dir=backup, save_freq=save_freq)
+
+
+#: Keras 3 BackupAndRestore internals the atomic writer relies on; without them, Keras' own writer runs.
+_KERAS3_BACKUP_STATE = ("_weights_path", "_training_metadata_path", "_current_epoch", "_last_batch_seen")
+
+
+def _atomic_backup_class(module: ModuleType) -> Any:
+    """Keras 3's BackupAndRestore whose backup on disk is always whole.
+
+    Keras 3 writes ``latest.weights.h5`` in place: a replica killed mid-write (SIGKILL, a Spot VM's
+    end, the OOM killer) leaves a file the restarted replica cannot open, and it then fails at every
+    restart ("bad object header version number"), so the job fails for good. Here each file is
+    written beside the old one and renamed over it (atomic on a local disk; one object on Cloud
+    Storage), so a restart finds either the previous backup or the new one.
+    """
+
+    class AtomicBackupAndRestore(module.callbacks.BackupAndRestore):  # type: ignore[misc,name-defined]
+        def _save_model(self) -> None:
+            if not all(hasattr(self, name) for name in _KERAS3_BACKUP_STATE):
+                super()._save_model()
+                return
+            import tensorflow as tf
+
+            gfile, tag = tf.io.gfile, f"tmp-{os.getpid()}"
+            gfile.makedirs(self.backup_dir)
+            weights = self._weights_path
+            tmp = f"{weights[: -len('.weights.h5')]}.{tag}.weights.h5"  # Keras wants the suffix
+            self.model.save_weights(filepath=tmp, overwrite=True)
+            gfile.rename(tmp, weights, overwrite=True)
+            meta, tmp_meta = self._training_metadata_path, f"{self._training_metadata_path}.{tag}"
+            with gfile.GFile(tmp_meta, "w") as f:
+                f.write(json.dumps({"epoch": self._current_epoch, "batch": self._last_batch_seen}))
+            gfile.rename(tmp_meta, meta, overwrite=True)
+
+    return AtomicBackupAndRestore
 
 
 def _learner_dir() -> str | None:
