@@ -350,3 +350,13 @@ def test_a_diloco_job_is_estimated_over_its_learners_with_its_syncer_apart() -> 
     text = run(repo_job, "--params", "100M").stdout
     assert "(DiLoCo learners; the syncer: n1-standard-8" in text
     assert "DiLoCo per step, int8" in text and "H=50 (this job)" in text
+
+
+def test_a_diloco_jobs_costs_are_its_learners(tmp_path: Path) -> None:
+    prices = tmp_path / "prices.yaml"
+    prices.write_text("machines: {a2-highgpu-1g: 1.0, g2-standard-8: 0.5, n1-standard-8: 100.0, n1-highcpu-16: 0.5}\n"
+                      "accelerators: {a100: 3.0, l4: 0.5}\n", encoding="utf-8")  # the syncer priced absurdly
+    repo_job = str(Path(__file__).resolve().parents[1] / "configs" / "diloco.yaml")
+    result = run(repo_job, "--params", "100M", "--prices", str(prices), "-o", "json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["costs"]["worker_price_per_hour"] == 4 * (1.0 + 3.0) + 2 * (0.5 + 0.5)

@@ -64,13 +64,14 @@ def load_prices(path: str) -> Prices:
 
 
 def cluster_prices(prices: Prices, config: JobConfig, reducer_machine: str) -> tuple[float, float]:
-    """($/h of all of pools 0+1, $/h of one reducer); every price must be in the file."""
+    """($/h of all of pools 0+1 (a DiLoCo job: its learners), $/h of one reducer); every price must be in
+    the file."""
+    from vtrain.estimate.jobs import exchanging_pools
+
     machines, accelerators = prices.machines, prices.accelerators
     missing: list[str] = []
     total = 0.0
-    for pool in (config.chief, config.workers):
-        if pool is None or int(pool.replicas) == 0:
-            continue
+    for pool in exchanging_pools(config):
         per_replica = machines.get(pool.machine_type)
         if per_replica is None:
             missing.append(f"machines.{pool.machine_type}")

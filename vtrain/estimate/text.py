@@ -103,7 +103,8 @@ def _exchange_text(report: Report) -> str:
             f"{f'${money.reduction_server_per_1000_steps:.2f}':>18}"
         )
         lines.append(
-            f"  prices      ${money.worker_price_per_hour:.2f}/h for pools 0+1, "
+            f"  prices      ${money.worker_price_per_hour:.2f}/h for "
+            f"{'the learners' if cluster.syncer_machine else 'pools 0+1'}, "
             f"${money.reducer_price_per_hour:.2f}/h per reducer (from your price file)"
         )
     lines += ["", _sizing(est, cluster, rec), "", _low_text(low, cluster.worker_gbps, TARGET_UTILISATION),
