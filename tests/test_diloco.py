@@ -366,3 +366,14 @@ def test_learners_that_finished_still_weigh_in_so_a_lagging_learner_moves_the_mo
     moved = before - s.outer.params[0]  # type: ignore[union-attr]
     step = s.settings.outer_lr * (1 + s.settings.outer_momentum) / 3  # a third of one learner's delta, with Nesterov
     assert np.allclose(moved, step, atol=1e-6)
+
+
+def test_the_syncers_last_log_line_says_what_happened() -> None:
+    from vtrain.diloco.syncer import summary_line
+
+    stats = {"rounds": [20], "merges": 17, "resumed_from": [3], "stale_merged": 2, "stale_dropped": 1,
+             "grace_skipped": 4, "max_stall": 0.25, "rejected": 0,
+             "learners": {"workerpool1-1": 17, "workerpool1-0": 16}}
+    assert summary_line(stats) == (
+        "rounds [20] (17 merges, resumed at [3]); stale deltas merged 2, dropped 1; grace skipped 4; "
+        "longest stall 0.25 s; refused 0; deltas per learner: workerpool1-0 16, workerpool1-1 17")

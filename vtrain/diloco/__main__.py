@@ -25,7 +25,7 @@ def serve(env: Mapping[str, str]) -> int:
     from vtrain.diloco import settings as envsettings
     from vtrain.diloco import wire
     from vtrain.diloco.storage import SUMMARY_NAME, Store
-    from vtrain.diloco.syncer import Syncer, summary_json
+    from vtrain.diloco.syncer import Syncer, summary_json, summary_line
     from vtrain.runtime.recovery import report_step
 
     log = logging.getLogger("vtrain.diloco")
@@ -63,7 +63,8 @@ def serve(env: Mapping[str, str]) -> int:
     if syncer.stop_requested:
         log.warning("vtrain.diloco: stopped by SIGTERM at rounds %s (checkpoint written)", stats.get("rounds"))
         return 143
-    log.info("vtrain.diloco: finished: %s", summary_json(stats))
+    log.info("vtrain.diloco: finished: %s", summary_line(stats))
+    log.debug("vtrain.diloco: statistics: %s", summary_json(stats))
     if checkpoint_dir:  # what happened, for people and tests: merges, stalls, stale deltas, per-learner counts
         Store(checkpoint_dir, SUMMARY_NAME).write(json.dumps(stats, indent=1).encode())
     return 0

@@ -385,3 +385,12 @@ class Syncer(MergeRules):
 
 def summary_json(stats: dict[str, Any]) -> str:
     return json.dumps({k: v for k, v in stats.items() if k != "merge_log"}, sort_keys=True)
+
+
+def summary_line(stats: dict[str, Any]) -> str:
+    """The run in one line, for the job's log (summary.json beside the checkpoint has everything)."""
+    resumed = f", resumed at {stats['resumed_from']}" if stats.get("resumed_from") else ""
+    per = ", ".join(f"{name} {n}" for name, n in sorted(stats.get("learners", {}).items()))
+    return (f"rounds {stats.get('rounds')} ({stats['merges']} merges{resumed}); stale deltas merged "
+            f"{stats['stale_merged']}, dropped {stats['stale_dropped']}; grace skipped {stats['grace_skipped']}; "
+            f"longest stall {stats['max_stall']:.2f} s; refused {stats['rejected']}; deltas per learner: {per}")
