@@ -263,12 +263,14 @@ class Client:
     def finish(self, pending: dict[int, tuple[Sequence[np.ndarray], float]]) -> list[np.ndarray]:
         """Send the last deltas and `done`; wait for the final global model (all tensors).
 
-        If the syncer restarts meanwhile, rejoin (the unsent work is lost, as with any rejoin) and
-        say `done` again; if it is gone for good, keep the last global model received.
+        If the syncer restarts meanwhile, rejoin, send the last deltas again if it came back at the
+        rounds they were made from (else they are lost, as with any rejoin), and say `done` again; if
+        it is gone for good, keep the last global model received.
         """
         if self.stopped:
             return [a.copy() for a in self.anchor]
         for attempt in range(3):
+            rounds, anchor = list(self.rounds), list(self.anchor)
             try:
                 for f, (local, examples) in pending.items():
                     payload = codec.pack(self.delta(f, local), self.settings.compression)
@@ -284,10 +286,11 @@ class Client:
                         return [a.copy() for a in self.anchor]
                     self._apply(head, payload)
             except _Broken as err:
-                pending = {}
                 try:
                     if attempt < 2:
                         self._rejoin(err)
+                        if not self._resumed_where_we_were(rounds, anchor):
+                            pending = {}  # merged before the syncer went down, or its base is gone: not again
                         continue
                 except DilocoError:
                     pass
