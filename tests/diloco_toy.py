@@ -32,6 +32,7 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--examples", type=float, default=32.0)
     p.add_argument("--dim-mismatch", action="store_true")
+    p.add_argument("--after-final", type=float, default=0.0, help="seconds of work after the final model (a save)")
     p.add_argument("--out", required=True)
     args = p.parse_args()
     logging.basicConfig(level=logging.INFO)
@@ -63,6 +64,7 @@ def main() -> None:
                 break
     pending = {f: ([values[i] for i in ix], since[f]) for f, ix in enumerate(client.fragments) if since[f] > 0}
     final = client.finish(pending)
+    time.sleep(args.after_final)
     with open(args.out, "w", encoding="utf-8") as f:
         json.dump({"final": [v.tolist() for v in final], "rounds": client.rounds,
                    "traffic": asdict(client.traffic)}, f)

@@ -44,6 +44,7 @@ def test_a_diloco_job_runs_locally_and_learners_end_equal(tmp_path: Path) -> Non
     lead = json.loads((base / "model" / "weights.json").read_text())
     other = json.loads((base / "workertemp" / "worker-1" / "weights.json").read_text())
     assert lead["is_chief"] and lead["strategy"] == "diloco"
+    assert set(job.result["replicas"].values()) == {0}  # the syncer outlived every learner: none was stopped
     assert lead["sha256"] == other["sha256"]  # every learner ends with the global model
     summary = json.loads((base / "checkpoints" / "diloco" / "summary.json").read_text())
     assert summary["rounds"] == [4] and summary["learners"] == {"workerpool1-0": 4, "workerpool1-1": 4}

@@ -215,3 +215,17 @@ def test_with_a_quorum_a_straggler_stops_when_the_quorum_is_done(job_factory: An
     assert "the syncer ended training" in job.log("learner2")
     assert job.result(0)["final"] == job.result(1)["final"] == job.result(2)["final"]
     assert job.result(2)["traffic"]["syncs"] < 6  # it did not train on alone after the others finished
+
+
+def test_the_syncer_outlives_the_learners_last_work(job_factory: Any) -> None:
+    # The syncer is the chief: its exit ends the job and Vertex stops the others, so a learner still
+    # saving the model after the final exchange must keep it alive.
+    job = job_factory(2)
+    syncer = job.syncer()
+    quick, saving = job.learner(0, "--steps", "20"), job.learner(1, "--steps", "20", "--after-final", "3")
+    assert quick.wait(60) == 0
+    job.wait_for("syncer", "workerpool1-1 is done")
+    time.sleep(1.5)
+    assert syncer.poll() is None, job.log("syncer")  # learner 1 is still at work: no exit yet
+    assert saving.wait(60) == 0
+    assert syncer.wait(30) == 0, job.log("syncer")

@@ -10,6 +10,7 @@ reconnects until ``registration_timeout`` and comes back with the syncer's curre
 
 from __future__ import annotations
 
+import atexit
 import logging
 import queue
 import threading
@@ -65,6 +66,7 @@ class Client:
         self._stop = threading.Event()
         self._heard = time.monotonic()
         self.stopped = False  # the syncer ended training (a quorum finished): stop at once
+        self._holding = False
 
     # ------------------------------------------------------------------ connection
 
@@ -174,7 +176,17 @@ class Client:
         self._call = self._channel = None
 
     def close(self) -> None:
+        """Let the syncer go: it exits (and with it, as the chief, the job) once every learner has."""
         self._teardown()
+
+    def _hold_until_exit(self) -> None:
+        """Keep the stream (and heartbeats) open after the final model until close() or the process exits.
+
+        The syncer is the job's chief: once it exits, Vertex ends the job and stops the other replicas,
+        so it must outlive the learners' last work, above all the first learner writing the model."""
+        if not self._holding:
+            self._holding = True
+            atexit.register(self.close)
 
     # ------------------------------------------------------------------ syncing
 
@@ -235,7 +247,7 @@ class Client:
         if head.kind == "final":
             log.info("vtrain.diloco: %s: the syncer ended training at rounds %s", self.name, list(head.rounds))
             self.stopped = True
-            self._teardown()
+            self._hold_until_exit()
             return
         if head.kind != "update":
             return
@@ -282,7 +294,7 @@ class Client:
                 while True:
                     head, payload = self._recv(float("inf"), "the final model")
                     if head.kind == "final":
-                        self._teardown()
+                        self._hold_until_exit()
                         return [a.copy() for a in self.anchor]
                     self._apply(head, payload)
             except _Broken as err:

@@ -26,7 +26,9 @@ stream (:mod:`.wire`). The rules, per fragment and round r:
   left and never came back) is ignored after that long.
 * **End**: once every learner is done or gone (or, with ``min_quorum``, that many are done: a
   straggler does not train on alone), pending deltas are merged, each connected learner gets the
-  final global model (one still training stops at its next exchange), and the syncer exits 0.
+  final global model (one still training stops at its next exchange), and the syncer exits 0 once
+  the learners have exited (they save the model after the final exchange, and the chief's exit
+  ends the job), or fell silent, at most registration_timeout later.
 * **Checkpoint** (global params, outer momentum, residuals, rounds) to
   ``$AIP_CHECKPOINT_DIR/diloco/syncer.npz`` after a merge, at most every ``checkpoint_every``
   seconds (0: after every merge), and at the end; a restarted syncer resumes from it, and
@@ -324,7 +326,7 @@ class Syncer(MergeRules):
                     self._send_catch_up(lr, f, lr.base[f], self.outer.catch_up(f, lr.base[f]))
             lr.conn.send(wire.header("final", rounds=self.outer.rounds))
 
-    def coordinate(self, poll: float = 0.02, linger: float = 60.0) -> dict[str, Any]:
+    def coordinate(self, poll: float = 0.02, linger: float | None = None) -> dict[str, Any]:
         """Drive merges until the end; returns the run's statistics. Raises on the registration deadline."""
         from vtrain.errors import DilocoError
 
@@ -364,11 +366,18 @@ class Syncer(MergeRules):
         if data is not None:
             self._write(data)  # first: a SIGTERM's grace (30 s on Spot) must not run out before it is saved
         if not self.stop_requested:
+            # As the chief, our exit ends the job and Vertex stops the other replicas: wait until the
+            # learners are gone (they hold their stream open until they exit, after saving the model),
+            # or silent for straggler_timeout, at most `linger` (registration_timeout by default).
             with self.cv:
-                end = self.clock() + linger
-                while any(lr.conn is not None for lr in self.learners.values()) and self.clock() < end:
-                    self.cv.wait(0.1)  # learners close after applying the final model
+                end = self.clock() + (self.settings.registration_timeout if linger is None else linger)
+                while self._still_working(self.clock()) and self.clock() < end:
+                    self.cv.wait(0.1)
         return self.stats
+
+    def _still_working(self, now: float) -> bool:
+        return any(lr.conn is not None and now - lr.last_heard < self.settings.straggler_timeout
+                   for lr in self.learners.values())
 
     def _steps(self) -> int:
         return sum(self.outer.rounds) if self.outer is not None else 0

@@ -141,6 +141,11 @@ class Diloco:
                  t.sent / max(self.steps, 1), t.received, t.wait_seconds, elapsed,
                  100 * (1 - t.wait_seconds / elapsed), t.reconnects)
 
+    def close(self) -> None:
+        """Let the syncer end the job now. Without it the stream stays open after :meth:`finish` until
+        this process exits, so the syncer (the chief, whose exit ends the job) waits for the model save."""
+        self.client.close()
+
     def summary(self) -> dict[str, Any]:
         t = self.client.traffic
         return {"learner": self.name, "steps": self.steps, "rounds": self.rounds, "sent": t.sent,
