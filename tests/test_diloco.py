@@ -377,3 +377,11 @@ def test_the_syncers_last_log_line_says_what_happened() -> None:
     assert summary_line(stats) == (
         "rounds [20] (17 merges, resumed at [3]); stale deltas merged 2, dropped 1; grace skipped 4; "
         "longest stall 0.25 s; refused 0; deltas per learner: workerpool1-0 16, workerpool1-1 17")
+
+
+def test_exponents_yaml_reads_as_text_are_numbers(tmp_path: Path) -> None:
+    # YAML 1.1 reads 7e-1 (no dot) as text; the knob means 0.7, as tuning ranges already read it.
+    config = load_config(_job(tmp_path, "diloco: {outer_lr: 7e-1, outer_momentum: 5E-1}"))
+    assert config.diloco is not None and (config.diloco.outer_lr, config.diloco.outer_momentum) == (0.7, 0.5)
+    with pytest.raises(ConfigError, match=r"diloco.outer_momentum: must be below 1, got 1.5"):
+        load_config(_job(tmp_path, "diloco: {outer_momentum: 15e-1}"))

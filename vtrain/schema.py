@@ -18,7 +18,6 @@ from vtrain.schema_types import (  # noqa: F401 - the node types, also reachable
     Checker,
     Duration,
     EnvValue,
-    FiniteNumber,
     Int,
     ListOf,
     MapOf,
@@ -147,8 +146,8 @@ JOB_SCHEMA = Obj(
                     Obj(
                         {
                             "type": Str(TUNING_PARAMETER_TYPES),
-                            "min": FiniteNumber(),
-                            "max": FiniteNumber(),
+                            "min": Number(as_written=True),
+                            "max": Number(as_written=True),
                             "scale": Str(TUNING_SCALES),
                             "values": ListOf(Scalar()),
                         },

@@ -146,31 +146,6 @@ class Int:
 
 
 @dataclass(frozen=True)
-class FiniteNumber:
-    """A finite number (int or float, kept as written), as tuning ranges and discrete values are."""
-
-    def check(self, value: Any, path: PathKey, ck: Checker) -> Any:
-        if isinstance(value, str):
-            try:  # YAML 1.1 reads 1e-3 (no dot) as text; a number is what was meant
-                value = float(value)
-            except ValueError:
-                ck.add(path, f"expected a number, got {_type_name(value)}; e.g. 0.001 or 1.0e-3")
-                return None
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            ck.add(path, f"expected a number, got {_type_name(value)}")
-            return None
-        if not math.isfinite(value):
-            ck.add(path, f"expected a finite number, got {value}; give a bound like 1e6")
-            return None
-        return value
-
-    def json_schema(self) -> dict[str, Any]:
-        """For `vtrain schema`: a number (or its text, as YAML 1.1 reads 1e-3)."""
-        text = {"type": "string", "pattern": "^\\s*[-+]?[0-9.]+(?:[eE][-+]?[0-9]+)?\\s*$"}
-        return {"anyOf": [{"type": "number"}, text]}
-
-
-@dataclass(frozen=True)
 class Scalar:
     """A number or a text (tuning values); booleans and nulls are refused: Vertex has neither."""
 
@@ -232,16 +207,30 @@ class Duration:
 
 @dataclass(frozen=True)
 class Number:
-    """A real number in [minimum, maximum] (or below `below`, exclusive)."""
+    """A finite real number in [minimum, maximum] (or below `below` / above `above`, exclusive).
+
+    Text that reads as a number is one: YAML 1.1 reads ``1e-3`` (no dot) as text, and a number is
+    what was meant. `as_written` keeps an int an int (tuning ranges); otherwise the value is a float.
+    """
 
     minimum: float | None = None
     maximum: float | None = None
     below: float | None = None
     above: float | None = None
+    as_written: bool = False
 
     def check(self, value: Any, path: PathKey, ck: Checker) -> Any:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        if isinstance(value, str):
+            try:
+                value = float(value)
+            except ValueError:
+                ck.add(path, f"expected a number, got {_type_name(value)}; e.g. 0.001 or 1.0e-3")
+                return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
             ck.add(path, f"expected a number, got {_type_name(value)}")
+            return None
+        if not math.isfinite(value):
+            ck.add(path, f"expected a finite number, got {value}; give a bound like 1e6")
             return None
         checks = ((self.minimum, "at least", lambda m: value >= m), (self.maximum, "at most", lambda m: value <= m),
                   (self.below, "below", lambda m: value < m), (self.above, "above", lambda m: value > m))
@@ -249,13 +238,14 @@ class Number:
             if limit is not None and not holds(limit):
                 ck.add(path, f"must be {words} {limit:g}, got {value:g}")
                 return None
-        return float(value)
+        return value if self.as_written else float(value)
 
     def json_schema(self) -> dict[str, Any]:
-        """For `vtrain schema`: the same bounds in JSON Schema's words."""
+        """For `vtrain schema`: the bounds in JSON Schema's words, or the number's text (YAML 1.1's 1e-3)."""
         words = {"minimum": self.minimum, "maximum": self.maximum, "exclusiveMaximum": self.below,
                  "exclusiveMinimum": self.above}
-        return {"type": "number", **{k: v for k, v in words.items() if v is not None}}
+        text = {"type": "string", "pattern": "^\\s*[-+]?[0-9.]+(?:[eE][-+]?[0-9]+)?\\s*$"}
+        return {"anyOf": [{"type": "number", **{k: v for k, v in words.items() if v is not None}}, text]}
 
 
 @dataclass(frozen=True)
