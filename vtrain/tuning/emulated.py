@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from vtrain.emulator.runner import CANCELLED, FAILED, SUCCEEDED, RunContext, RunResult
+from vtrain.emulator.runner import CANCELLED, FAILED, RunContext, RunResult
 from vtrain.errors import VtrainError
 
 
@@ -58,9 +58,8 @@ def _run(self: TuningRunner, job: Any, ctx: RunContext) -> RunResult:
     from google.cloud.aiplatform_v1 import HyperparameterTuningJob
     from google.protobuf import json_format
 
-    from vtrain.backends.local import envcache
-    from vtrain.backends.local.emulated import default_output_root, package_uris, task_of
-    from vtrain.backends.local.runner import env_notices, local_output_dir
+    from vtrain.backends.local.emulated import default_output_root, follow, install_packages, task_of
+    from vtrain.backends.local.runner import local_output_dir
     from vtrain.tuning.local import LocalTuningJob, machine_parallelism
 
     body = json_format.MessageToDict(HyperparameterTuningJob.pb(job))
@@ -81,13 +80,7 @@ def _run(self: TuningRunner, job: Any, ctx: RunContext) -> RunResult:
             ctx.log(f"[trial-{trial}] {text}", task=task_of(replica.pool, replica.index))
 
     try:
-        trainer_env = None
-        uris = package_uris(spec)
-        cache = Path(self.cache_dir) if self.cache_dir is not None else envcache.default_cache_dir()
-        if uris:
-            notice(f"installing {len(uris)} package(s): {', '.join(uris)}")
-            trainer_env = envcache.prepare_env(envcache.fetch_packages(uris, cache), cache)
-            env_notices(trainer_env, notice)
+        trainer_env = install_packages(spec, self.cache_dir, notice)
         if ctx.cancelled.is_set():
             return RunResult(CANCELLED)
         root = Path(self.output_root) if self.output_root is not None else default_output_root()
@@ -99,24 +92,7 @@ def _run(self: TuningRunner, job: Any, ctx: RunContext) -> RunResult:
     except VtrainError as err:
         notice(f"the tuning job cannot run here: {err}")
         return RunResult(FAILED, str(err))
-    try:
-        while not study.done:
-            if ctx.cancelled.wait(0.1):
-                notice("cancelled: stopping every trial")
-                study.cancel(force=ctx.stopping.is_set())
-                study.wait()
-                return RunResult(CANCELLED)
-        state = study.wait()
-    finally:
-        if not study.done:
-            study.cancel(force=True)
-            study.wait()
-        publish(study)
-    if state == SUCCEEDED:
-        return RunResult(SUCCEEDED)
-    if state == CANCELLED:
-        return RunResult(CANCELLED)
-    return RunResult(FAILED, study.error or f"the study ended {state}")
+    return follow(study, ctx, notice, poll=0.1, parts="trial", noun="study", on_end=lambda: publish(study))
 
 
 #: What ``vtrain emulator --run-jobs`` loads for tuning jobs (vtrain.emulator.tuning.LOCAL_TUNING_RUNNER).

@@ -50,6 +50,48 @@ def package_uris(job: Mapping[str, Any]) -> list[str]:
     return uris
 
 
+def install_packages(job: Mapping[str, Any], cache_dir: str | os.PathLike[str] | None,
+                     notice: Callable[[str], None]) -> Any:
+    """The trainer environment with the job's packageUris installed (once per cache), or None without any."""
+    from vtrain.backends.local import envcache
+    from vtrain.backends.local.runner import env_notices
+
+    uris = package_uris(job)
+    if not uris:
+        return None
+    cache = Path(cache_dir) if cache_dir is not None else envcache.default_cache_dir()
+    notice(f"installing {len(uris)} package(s): {', '.join(uris)}")
+    trainer_env = envcache.prepare_env(envcache.fetch_packages(uris, cache), cache)
+    env_notices(trainer_env, notice)
+    return trainer_env
+
+
+def follow(handle: Any, ctx: RunContext, notice: Callable[[str], None], *, poll: float, parts: str, noun: str,
+           on_end: Callable[[], None] | None = None) -> RunResult:
+    """Wait for a local job or study to end, stopping it when the emulator cancels; its RunResult.
+
+    Whatever happens, no process is left behind; `on_end` runs last either way."""
+    try:
+        while not handle.done:
+            if ctx.cancelled.wait(poll):
+                notice(f"cancelled: stopping every {parts}")
+                handle.cancel(force=ctx.stopping.is_set())
+                handle.wait()
+                return RunResult(CANCELLED)
+        state = handle.wait()
+    finally:
+        if not handle.done:  # an unexpected error above: still leave no process behind
+            handle.cancel(force=True)
+            handle.wait()
+        if on_end is not None:
+            on_end()
+    if state == SUCCEEDED:
+        return RunResult(SUCCEEDED)
+    if state == CANCELLED:
+        return RunResult(CANCELLED)
+    return RunResult(FAILED, handle.error or f"the {noun} ended {state}")
+
+
 def task_of(pool: int, index: int) -> str:
     """Vertex's task name for a replica, as its log entries carry it."""
     return f"workerpool{pool}-{index}"
@@ -96,39 +138,16 @@ class EmulatedRunner:
             return RunResult(FAILED, str(err))
         if handle is None:
             return RunResult(CANCELLED)
-        try:
-            while not handle.done:
-                if ctx.cancelled.wait(self.poll):
-                    notice("cancelled: stopping every replica")
-                    handle.cancel(force=ctx.stopping.is_set())
-                    handle.wait()
-                    return RunResult(CANCELLED)
-            state = handle.wait()
-        finally:
-            if not handle.done:  # an unexpected error above: still leave no process behind
-                handle.cancel(force=True)
-                handle.wait()
-        if state == SUCCEEDED:
-            return RunResult(SUCCEEDED)
-        if state == CANCELLED:
-            return RunResult(CANCELLED)
-        return RunResult(FAILED, handle.error or f"the job ended {state}")
+        return follow(handle, ctx, notice, poll=self.poll, parts="replica", noun="job")
 
     def _start(self, body: dict[str, Any], ctx: RunContext, notice: Callable[[str], None]) -> LocalJob | None:
         """Fetch and install the packages, then start the replicas; None if cancelled meanwhile."""
-        from vtrain.backends.local import envcache as localpkg
         from vtrain.backends.local.env import Replica
         from vtrain.backends.local.faults import specs_from_labels
-        from vtrain.backends.local.runner import env_notices, local_output_dir, run_job
+        from vtrain.backends.local.runner import local_output_dir, run_job
 
         faults = specs_from_labels(dict(body.get("labels") or {}))  # before anything is installed
-        cache = Path(self.cache_dir) if self.cache_dir is not None else localpkg.default_cache_dir()
-        trainer_env = None
-        uris = package_uris(body)
-        if uris:
-            notice(f"installing {len(uris)} package(s): {', '.join(uris)}")
-            trainer_env = localpkg.prepare_env(localpkg.fetch_packages(uris, cache), cache)
-            env_notices(trainer_env, notice)
+        trainer_env = install_packages(body, self.cache_dir, notice)
         if ctx.cancelled.is_set():
             return None
         output_dir = local_output_dir(body)
@@ -165,4 +184,5 @@ def default_output_root() -> Path:
 #: What ``vtrain emulator --run-jobs`` loads (vtrain.emulator.runner.LOCAL_RUNNER).
 emulator_runner = EmulatedRunner()
 
-__all__ = ["EmulatedRunner", "default_output_root", "emulator_runner", "package_uris", "task_of"]
+__all__ = ["EmulatedRunner", "default_output_root", "emulator_runner", "follow", "install_packages", "package_uris",
+           "task_of"]
