@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -78,6 +78,20 @@ class DiffResult:
 
 
 # ---- the comparison (pure) --------------------------------------------------------------------
+def _diff_entries(old: Mapping[Any, Any], new: Mapping[Any, Any], where: Callable[[Any], str]) -> list[Change]:
+    """Entries removed, added or changed, old order first, then what only `new` has."""
+    out: list[Change] = []
+    for key in [*old, *(k for k in new if k not in old)]:
+        sub = where(key)
+        if key not in new:
+            out.append(Change(sub, "removed", old=old[key]))
+        elif key not in old:
+            out.append(Change(sub, "added", new=new[key]))
+        else:
+            out.extend(diff_values(old[key], new[key], sub))
+    return out
+
+
 def _keyed(items: list[Any]) -> bool:
     """A list whose entries are mappings with distinct `name`s (env variables): match by name."""
     names = [i.get("name") for i in items if isinstance(i, Mapping)]
@@ -87,30 +101,12 @@ def _keyed(items: list[Any]) -> bool:
 def diff_values(old: Any, new: Any, path: str = "") -> list[Change]:
     """Every field-level difference between two REST bodies, in document order."""
     if isinstance(old, Mapping) and isinstance(new, Mapping):
-        out: list[Change] = []
-        for key in [*old, *(k for k in new if k not in old)]:
-            sub = f"{path}.{key}" if path else str(key)
-            if key not in new:
-                out.append(Change(sub, "removed", old=old[key]))
-            elif key not in old:
-                out.append(Change(sub, "added", new=new[key]))
-            else:
-                out.extend(diff_values(old[key], new[key], sub))
-        return out
+        return _diff_entries(old, new, lambda key: f"{path}.{key}" if path else str(key))
     if isinstance(old, list) and isinstance(new, list):
         if (_keyed(old) or not old) and (_keyed(new) or not new) and (old or new):
             before = {i["name"]: i for i in old}
             after = {i["name"]: i for i in new}
-            out = []
-            for name in [*before, *(n for n in after if n not in before)]:
-                sub = f"{path}[name={name}]"
-                if name not in after:
-                    out.append(Change(sub, "removed", old=before[name]))
-                elif name not in before:
-                    out.append(Change(sub, "added", new=after[name]))
-                else:
-                    out.extend(diff_values(before[name], after[name], sub))
-            return out
+            return _diff_entries(before, after, lambda name: f"{path}[name={name}]")
         if len(old) == len(new):
             return [c for i, (a, b) in enumerate(zip(old, new, strict=True)) for c in diff_values(a, b, f"{path}[{i}]")]
     if old == new:

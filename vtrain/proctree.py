@@ -125,24 +125,26 @@ def sweep_stale(directory: Path, pattern: re.Pattern[str], min_age: float = 60.0
     return removed
 
 
+def _prctl() -> Callable[..., int] | None:
+    """Linux's prctl(2), or None where there is none."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl  # type: ignore[no-any-return]
+    except (OSError, AttributeError):
+        return None
+
+
 def become_subreaper() -> bool:
     """Adopt the orphans of every descendant (Linux); False where the kernel does not offer it."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return False
-    return bool(prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+    prctl = _prctl()
+    return prctl is not None and bool(prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
 
 
 def die_with_parent() -> Callable[[], None] | None:
     """A preexec hook so a child dies with vtrain even if vtrain is SIGKILLed (Linux)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
+    prctl = _prctl()
+    if prctl is None:
         return None
 
     def hook() -> None:
