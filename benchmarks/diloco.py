@@ -35,7 +35,6 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 BATCH, FEATURES, CLASSES, LEARNERS = 32, 64, 10, 4
-STEP_MS = [0.0]  # --step-ms: every learner step lasts at least this long
 
 
 def _tf() -> Any:
@@ -126,7 +125,8 @@ def learner_main(args: argparse.Namespace) -> None:
 
 
 def diloco_run(name: str, steps: int, settings: dict[str, Any], slow: dict[int, float] | None = None,
-               die: dict[int, int] | None = None, hang: tuple[int, int, float] | None = None) -> dict[str, Any]:
+               die: dict[int, int] | None = None, hang: tuple[int, int, float] | None = None,
+               step_ms: float = 0.0) -> dict[str, Any]:
     """One DiLoCo job; `die`: learner -> the step where it SIGKILLs itself, then is restarted in place
     at once (as Vertex restarts a failed replica) and rejoins with the global model; `hang`: (learner,
     step, seconds): it SIGSTOPs itself there and the harness sends SIGCONT that many seconds later."""
@@ -150,7 +150,7 @@ def diloco_run(name: str, steps: int, settings: dict[str, Any], slow: dict[int, 
         hang_at = hang[1] if hang is not None and hang[0] == i else 0
         return subprocess.Popen([sys.executable, __file__, "learner", "--index", str(i), "--steps", str(steps),
                                  "--slow", str((slow or {}).get(i, 1.0)), "--out", str(tmp / f"l{i}.json"),
-                                 "--die-at", str(die_at), "--step-ms", str(STEP_MS[0]), "--hang-at", str(hang_at)],
+                                 "--die-at", str(die_at), "--step-ms", str(step_ms), "--hang-at", str(hang_at)],
                                 env=env("workerpool1", i), stdout=logs[i + 1], stderr=subprocess.STDOUT)
 
     procs += [learner(i, (die or {}).get(i, 0)) for i in range(LEARNERS)]
@@ -226,7 +226,6 @@ def main() -> None:
     from vtrain.diloco import traffic
 
     h, steps = args.inner_steps, args.inner_steps * args.rounds
-    STEP_MS[0] = args.step_ms
     only = set(filter(None, args.only.split(",")))
 
     def want(name: str) -> bool:
@@ -244,16 +243,17 @@ def main() -> None:
             "hetero": ({"min_quorum": LEARNERS - 1}, {LEARNERS - 1: 2.0}), "allwait": ({}, {LEARNERS - 1: 2.0})}
     for name, (extra, slow) in runs.items():
         if want(name):
-            out[name] = diloco_run(name, steps, {**base, **extra}, slow)
+            out[name] = diloco_run(name, steps, {**base, **extra}, slow, step_ms=args.step_ms)
             print(name, out[name], file=sys.stderr, flush=True)
     if want("kill"):  # SIGKILL the last learner half-way (mid-round), restart it in place
-        out["kill"] = diloco_run("kill", steps, base, die={LEARNERS - 1: steps // 2 + h // 2})
+        out["kill"] = diloco_run("kill", steps, base, die={LEARNERS - 1: steps // 2 + h // 2}, step_ms=args.step_ms)
         if "fp32" in out:
             out["kill"]["vs_fault_free"] = out["kill"]["eval_loss"] / out["fp32"]["eval_loss"] - 1
         print("kill", out["kill"], file=sys.stderr, flush=True)
     if want("hang"):  # SIGSTOP the last learner half-way for longer than straggler_timeout, then SIGCONT
         hung = base["straggler_timeout"] + 5.0
-        out["hang"] = diloco_run("hang", steps, base, hang=(LEARNERS - 1, steps // 2 + h // 2, hung))
+        out["hang"] = diloco_run("hang", steps, base, hang=(LEARNERS - 1, steps // 2 + h // 2, hung),
+                                 step_ms=args.step_ms)
         out["hang"]["hung_s"] = hung
         out["hang"]["stall_bound_s"] = base["grace"] + base["straggler_timeout"]
         if "fp32" in out:
