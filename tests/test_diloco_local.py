@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,62 +24,62 @@ from vtrain.backends.local.runner import run_local
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.slow
-def test_a_diloco_job_runs_locally_and_learners_end_equal(tmp_path: Path) -> None:
+def run_diloco(tmp_path: Path, template: str, args: str, *, extra: str = "",
+               fault: str | None = None) -> tuple[Any, str]:
+    """A 2-learner DiLoCo job of `template` through `vtrain local`, waited for; (job, its output)."""
     path = write_job(tmp_path, f"""
-        name: diloco-local
+        name: diloco-{template}
         trainer:
-          package: {REPO / "trainer_templates" / "custom-loop"}
+          package: {REPO / "trainer_templates" / template}
           module: trainer.task
-          args: [--epochs=2, --steps-per-epoch=20]
+          args: [{args}]
         distribution_strategy: diloco
-        diloco: {{inner_steps: 10, grace: 1s, straggler_timeout: 10s, registration_timeout: 120s}}
+        diloco: {{inner_steps: 10, grace: 1s, straggler_timeout: 10s, registration_timeout: 120s{extra}}}
         cluster:
           chief: {{machine_type: n1-standard-4}}
           workers: {{replicas: 2}}
     """)
     out = io.StringIO()
-    job = run_local(path, output_dir=tmp_path / "out", cache_dir=tmp_path / "cache", out=out)
+    job = run_local(path, output_dir=tmp_path / "out", cache_dir=tmp_path / "cache", out=out,
+                    faults=[parse_fault(fault)] if fault else ())
     assert job.wait(600) == SUCCEEDED, out.getvalue()[-4000:]
+    return job, out.getvalue()
+
+
+def weights(tmp_path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """weights.json of the first learner (the model) and of the second (its scratch copy)."""
     base = tmp_path / "out"
-    lead = json.loads((base / "model" / "weights.json").read_text())
-    other = json.loads((base / "workertemp" / "worker-1" / "weights.json").read_text())
+    return (json.loads((base / "model" / "weights.json").read_text()),
+            json.loads((base / "workertemp" / "worker-1" / "weights.json").read_text()))
+
+
+def syncer_summary(tmp_path: Path) -> dict[str, Any]:
+    return json.loads((tmp_path / "out" / "checkpoints" / "diloco" / "summary.json").read_text())
+
+
+@pytest.mark.slow
+def test_a_diloco_job_runs_locally_and_learners_end_equal(tmp_path: Path) -> None:
+    job, _ = run_diloco(tmp_path, "custom-loop", "--epochs=2, --steps-per-epoch=20")
+    lead, other = weights(tmp_path)
     assert lead["is_chief"] and lead["strategy"] == "diloco"
     assert set(job.result["replicas"].values()) == {0}  # the syncer outlived every learner: none was stopped
     assert lead["sha256"] == other["sha256"]  # every learner ends with the global model
-    summary = json.loads((base / "checkpoints" / "diloco" / "summary.json").read_text())
+    summary = syncer_summary(tmp_path)
     assert summary["rounds"] == [4] and summary["learners"] == {"workerpool1-0": 4, "workerpool1-1": 4}
-    assert (base / "checkpoints" / "diloco" / "syncer.npz").is_file()
-    assert (base / "checkpoints" / "steps" / "worker-0").is_dir()  # each learner keeps its own step checkpoints
+    assert (tmp_path / "out" / "checkpoints" / "diloco" / "syncer.npz").is_file()
+    assert (tmp_path / "out" / "checkpoints" / "steps" / "worker-0").is_dir()  # each learner keeps its own
 
 
 @pytest.mark.slow
 def test_a_killed_learner_is_restarted_and_rejoins(tmp_path: Path) -> None:
-    path = write_job(tmp_path, f"""
-        name: diloco-fault
-        trainer:
-          package: {REPO / "trainer_templates" / "custom-loop"}
-          module: trainer.task
-          args: [--epochs=2, --steps-per-epoch=100, --checkpoint-every=10]
-        distribution_strategy: diloco
-        diloco: {{inner_steps: 10, grace: 1s, straggler_timeout: 10s, registration_timeout: 120s}}
-        cluster:
-          chief: {{machine_type: n1-standard-4}}
-          workers: {{replicas: 2}}
-    """)
-    out = io.StringIO()
     # 200 steps (~2 s): long enough that the launcher sees step 55 before the learner is done
-    job = run_local(path, output_dir=tmp_path / "out", cache_dir=tmp_path / "cache", out=out,
-                    faults=[parse_fault("worker-1:kill@step:55")])
-    assert job.wait(600) == SUCCEEDED, out.getvalue()[-4000:]
+    job, _ = run_diloco(tmp_path, "custom-loop", "--epochs=2, --steps-per-epoch=100, --checkpoint-every=10",
+                        fault="worker-1:kill@step:55")
     assert job.result["restarts"]["restarts"].get("worker-1") == 1  # restarted in place, once
     assert not job.result["restarts"]["restarts"].get("chief-0")  # the syncer merged around it
-    base = tmp_path / "out"
-    lead = json.loads((base / "model" / "weights.json").read_text())
-    other = json.loads((base / "workertemp" / "worker-1" / "weights.json").read_text())
+    lead, other = weights(tmp_path)
     assert lead["sha256"] == other["sha256"]  # the restarted learner rejoined: both end with the global model
-    summary = json.loads((base / "checkpoints" / "diloco" / "summary.json").read_text())
-    assert set(summary["learners"]) == {"workerpool1-0", "workerpool1-1"}
+    assert set(syncer_summary(tmp_path)["learners"]) == {"workerpool1-0", "workerpool1-1"}
 
 
 @pytest.mark.slow
@@ -88,36 +89,19 @@ def test_a_killed_or_preempted_syncer_is_restarted_and_resumes_from_its_checkpoi
     # kill with checkpoint_every 0: a checkpoint after every merge, and the syncer reports an outer step
     # only once it is checkpointed, so a SIGKILL at its 3rd merge can cost no round. preempt with the
     # default 60 s: no periodic checkpoint is due, the SIGTERM handler writes one on the way out.
-    path = write_job(tmp_path, f"""
-        name: diloco-syncer-fault
-        trainer:
-          package: {REPO / "trainer_templates" / "custom-loop"}
-          module: trainer.task
-          args: [--epochs=2, --steps-per-epoch=100]
-        distribution_strategy: diloco
-        diloco: {{inner_steps: 10, grace: 1s, straggler_timeout: 10s, registration_timeout: 120s,
-                  checkpoint_every: {every}}}
-        cluster:
-          chief: {{machine_type: n1-standard-4}}
-          workers: {{replicas: 2}}
-    """)
-    out = io.StringIO()
-    job = run_local(path, output_dir=tmp_path / "out", cache_dir=tmp_path / "cache", out=out,
-                    faults=[parse_fault(f"chief-0:{fault}@step:3")])
-    assert job.wait(600) == SUCCEEDED, out.getvalue()[-4000:]
+    job, _ = run_diloco(tmp_path, "custom-loop", "--epochs=2, --steps-per-epoch=100",
+                        extra=f", checkpoint_every: {every}", fault=f"chief-0:{fault}@step:3")
     restarts = job.result["restarts"]
     assert restarts["restarts"].get("chief-0") == 1, restarts
     assert not restarts["restarts"].get("worker-0") and not restarts["restarts"].get("worker-1")
     (recovery,) = [r for r in restarts["recoveries"] if r["replica"] == "chief-0"]
     assert recovery["resumed_at_step"] >= 4 and recovery["steps_redone"] == 0  # no merged round lost
-    base = tmp_path / "out"
-    summary = json.loads((base / "checkpoints" / "diloco" / "summary.json").read_text())
+    summary = syncer_summary(tmp_path)
     assert summary["resumed_from"][0] >= 3
     # 200 steps / H=10 = 20 rounds: the learners' in-flight deltas are sent again to the resumed syncer;
     # at most the one merge between the kill's trigger and the SIGKILL itself (not checkpointed) is lost.
     assert summary["rounds"][0] >= 19 and set(summary["learners"]) == {"workerpool1-0", "workerpool1-1"}
-    lead = json.loads((base / "model" / "weights.json").read_text())
-    other = json.loads((base / "workertemp" / "worker-1" / "weights.json").read_text())
+    lead, other = weights(tmp_path)
     assert lead["sha256"] == other["sha256"]  # the learners reconnected and end with the resumed global model
 
 
@@ -125,28 +109,12 @@ def test_a_killed_or_preempted_syncer_is_restarted_and_resumes_from_its_checkpoi
 def test_a_keras_learner_killed_mid_fit_restores_its_backup_then_rejoins_with_the_global_model(tmp_path: Path) -> None:
     # The Keras template: BackupAndRestore first, then the DiLoCo callback, whose join replaces the restored
     # (stale) local weights with the syncer's global model.
-    path = write_job(tmp_path, f"""
-        name: diloco-keras-fault
-        trainer:
-          package: {REPO / "trainer_templates" / "keras"}
-          module: trainer.task
-          args: [--epochs=2, --steps-per-epoch=60, --backup-every=10]
-        distribution_strategy: diloco
-        diloco: {{inner_steps: 10, grace: 1s, straggler_timeout: 10s, registration_timeout: 120s}}
-        cluster:
-          chief: {{machine_type: n1-standard-4}}
-          workers: {{replicas: 2}}
-    """)
-    out = io.StringIO()
-    job = run_local(path, output_dir=tmp_path / "out", cache_dir=tmp_path / "cache", out=out,
-                    faults=[parse_fault("worker-1:kill@step:45")])
-    assert job.wait(600) == SUCCEEDED, out.getvalue()[-4000:]
+    job, out = run_diloco(tmp_path, "keras", "--epochs=2, --steps-per-epoch=60, --backup-every=10",
+                          fault="worker-1:kill@step:45")
     restarts = job.result["restarts"]
     assert restarts["restarts"].get("worker-1") == 1 and not restarts["restarts"].get("chief-0"), restarts
     (recovery,) = [r for r in restarts["recoveries"] if r["replica"] == "worker-1"]
     assert recovery["resumed_at_step"] > 40  # from its step-40 backup (or later), not from scratch
-    assert "workerpool1-1 rejoined" in out.getvalue()
-    base = tmp_path / "out"
-    lead = json.loads((base / "model" / "weights.json").read_text())
-    other = json.loads((base / "workertemp" / "worker-1" / "weights.json").read_text())
+    assert "workerpool1-1 rejoined" in out
+    lead, other = weights(tmp_path)
     assert lead["sha256"] == other["sha256"]  # both end with the global model
