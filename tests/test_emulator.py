@@ -178,6 +178,15 @@ def test_unknown_field_is_invalid_argument(vertex_emulator: Emulator) -> None:
     assert vertex_emulator.jobs() == []
 
 
+def test_an_unknown_field_in_a_tuning_job_is_named_by_its_path_too() -> None:
+    from vtrain.emulator.errors import ApiError
+    from vtrain.emulator.tuning import parse_tuning_job
+
+    with pytest.raises(ApiError, match=r"Unknown name \"machinSpec\" at "
+                       r"'hyperparameter_tuning_job\.trial_job_spec\.worker_pool_specs\[0\]': Cannot find field"):
+        parse_tuning_job(b'{"trialJobSpec": {"workerPoolSpecs": [{"machinSpec": {}}]}}')
+
+
 POOL = {
     "machineSpec": {"machineType": "n1-standard-4"},
     "replicaCount": "1",

@@ -79,17 +79,8 @@ class TuningStore(JobStore):
 
 
 def parse_tuning_job(raw: bytes) -> Any:
-    """Strict JSON → proto; output-only fields are ignored, as AIP-203 says."""
-    job = TuningPb()
-    try:
-        json_format.Parse(raw.decode("utf-8") or "{}", job)
-    except UnicodeDecodeError as err:
-        raise invalid_argument("Invalid JSON payload received. The body is not UTF-8.") from err
-    except json_format.ParseError as err:
-        raise invalid_argument(f"Invalid JSON payload received. {str(err).splitlines()[0]}") from err
-    for field in _OUTPUT_ONLY:
-        job.ClearField(field)
-    return job
+    """Strict JSON → HyperparameterTuningJob proto (the same rules as a CustomJob's)."""
+    return validation.parse_strict(raw, TuningPb(), "hyperparameter_tuning_job", _OUTPUT_ONLY)
 
 
 def check_tuning_job(job: Any) -> None:

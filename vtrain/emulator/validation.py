@@ -63,16 +63,16 @@ def _snake(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
-def _field_path(path: str) -> str:
-    """'CustomJob.jobSpec.workerPoolSpecs[0]' -> 'custom_job.job_spec.worker_pool_specs[0]'."""
+def _field_path(path: str, resource: str) -> str:
+    """('CustomJob.jobSpec.workerPoolSpecs[0]', 'custom_job') -> 'custom_job.job_spec.worker_pool_specs[0]'."""
     parts = path.split(".")
-    parts[0] = "custom_job"
+    parts[0] = resource
     return ".".join(_snake(p) for p in parts)
 
 
-def parse_custom_job(raw: bytes) -> Any:
-    """Strict JSON → proto; what the real endpoint cannot parse is a 400 here too."""
-    job = CustomJobPb()
+def parse_strict(raw: bytes, job: Any, resource: str, output_only: tuple[str, ...]) -> Any:
+    """Strict JSON → the proto `job`; what the real endpoint cannot parse is a 400 here too, an unknown
+    field named by its path under `resource`. Output-only fields are ignored on input, as AIP-203 says."""
     try:
         json_format.Parse(raw.decode("utf-8") or "{}", job)
     except UnicodeDecodeError as err:
@@ -82,15 +82,20 @@ def parse_custom_job(raw: bytes) -> Any:
         unknown = _UNKNOWN_RE.search(text)
         if unknown:
             field, where = unknown.groups()
+            path = _field_path(where, resource)
             raise invalid_argument(
-                f"Invalid JSON payload received. Unknown name \"{field}\" at '{_field_path(where)}': "
-                "Cannot find field.",
-                [(_field_path(where), f'Invalid JSON payload received. Unknown name "{field}"')],
+                f"Invalid JSON payload received. Unknown name \"{field}\" at '{path}': Cannot find field.",
+                [(path, f'Invalid JSON payload received. Unknown name "{field}"')],
             ) from err
         raise invalid_argument(f"Invalid JSON payload received. {text.splitlines()[0]}") from err
-    for field in OUTPUT_ONLY:  # output-only fields are ignored on input, as AIP-203 says
+    for field in output_only:
         job.ClearField(field)
     return job
+
+
+def parse_custom_job(raw: bytes) -> Any:
+    """Strict JSON → CustomJob proto."""
+    return parse_strict(raw, CustomJobPb(), "custom_job", OUTPUT_ONLY)
 
 
 def _check_pool(i: int, pool: Any, problems: list[tuple[str, str]]) -> None:
