@@ -368,6 +368,31 @@ def test_learners_that_finished_still_weigh_in_so_a_lagging_learner_moves_the_mo
     assert np.allclose(moved, step, atol=1e-6)
 
 
+def _kinds(conn: Conn) -> list[str]:
+    out = []
+    while not conn.out.empty():
+        frame = conn.out.get_nowait()
+        out.append("closed" if frame is None else frame.header.kind)
+    return out
+
+
+def test_a_learner_that_registers_after_the_end_gets_the_final_model_and_stops() -> None:
+    from vtrain.diloco import wire
+
+    s, _ = _syncer(quorum=2)
+    assert s.outer is not None
+    hello = wire.header("hello", token="t", learner="c", manifest_hash=s.outer.hash)
+    early = Conn()
+    s._hello(early, hello)
+    assert _kinds(early) == ["welcome"]  # training goes on: it trains
+    for n in ("a", "b"):
+        s.learners[n].done = True
+    s._finish()  # a quorum is done: the straggler c got the final model
+    late = Conn()  # c restarted (or its TensorFlow took longer than the whole run): back after the end
+    s._hello(late, hello)
+    assert _kinds(late) == ["welcome", "final"]  # it must not train on alone, waiting for merges that never come
+
+
 def test_the_syncers_last_log_line_says_what_happened() -> None:
     from vtrain.diloco.syncer import summary_line
 

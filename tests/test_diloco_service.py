@@ -208,13 +208,32 @@ def test_a_restarted_syncer_resumes_from_its_checkpoint_and_learners_reconnect(j
 def test_with_a_quorum_a_straggler_stops_when_the_quorum_is_done(job_factory: Any) -> None:
     job = job_factory(3, min_quorum=2, grace=0.1)
     syncer = job.syncer()
-    learners = [job.learner(0, "--steps", "60"), job.learner(1, "--steps", "60"),
-                job.learner(2, "--steps", "60", "--delay", "0.05")]
+    straggler = job.learner(2, "--steps", "60", "--delay", "0.05")
+    # In training before the others start: the quick ones' whole run (~0.1 s) is shorter than a Python
+    # start on a loaded machine. (One that comes after the end is the next test's case.)
+    job.wait_for("syncer", "workerpool1-2 registered")
+    learners = [job.learner(0, "--steps", "60"), job.learner(1, "--steps", "60"), straggler]
     assert [p.wait(60) for p in learners] == [0, 0, 0]
     assert syncer.wait(60) == 0, job.log("syncer")
     assert "the syncer ended training" in job.log("learner2")
     assert job.result(0)["final"] == job.result(1)["final"] == job.result(2)["final"]
     assert job.result(2)["traffic"]["syncs"] < 6  # it did not train on alone after the others finished
+
+
+def test_a_learner_that_starts_after_the_end_takes_the_final_model_and_exits_0(job_factory: Any) -> None:
+    # Vertex restarts a learner, or its image pulls slowly, while the quorum finishes: the syncer still
+    # waits for a learner saving the model, and the latecomer must not train on alone meanwhile.
+    job = job_factory(3, min_quorum=2)
+    syncer = job.syncer()
+    quick, saving = job.learner(0, "--steps", "20"), job.learner(1, "--steps", "20", "--after-final", "6")
+    assert quick.wait(60) == 0
+    job.wait_for("syncer", "workerpool1-1 is done")
+    late = job.learner(2, "--steps", "200", "--delay", "0.05")  # 10 s of training if nobody stopped it
+    assert late.wait(30) == 0, job.log("learner2")
+    assert "the syncer ended training" in job.log("learner2")
+    assert "workerpool1-2 came after the end" in job.log("syncer")
+    assert job.result(2)["final"] == job.result(0)["final"] and job.result(2)["traffic"]["syncs"] == 1
+    assert saving.wait(60) == 0 and syncer.wait(30) == 0, job.log("syncer")
 
 
 def test_the_syncer_outlives_the_learners_last_work(job_factory: Any) -> None:

@@ -28,7 +28,8 @@ stream (:mod:`.wire`). The rules, per fragment and round r:
   straggler does not train on alone), pending deltas are merged, each connected learner gets the
   final global model (one still training stops at its next exchange), and the syncer exits 0 once
   the learners have exited (they save the model after the final exchange, and the chief's exit
-  ends the job), or fell silent, at most registration_timeout later.
+  ends the job), or fell silent, at most registration_timeout later. A learner that registers after
+  the end (slow to start, or restarted) is welcomed with the final model and stops at once.
 * **Checkpoint** (global params, outer momentum, residuals, rounds) to
   ``$AIP_CHECKPOINT_DIR/diloco/syncer.npz`` after a merge, at most every ``checkpoint_every``
   seconds (0: after every merge), and at the end; a restarted syncer resumes from it, and
@@ -79,6 +80,7 @@ class Syncer(MergeRules):
         self.first_fresh: list[float | None] = []
         self.started = clock()
         self.stop_requested = False
+        self.ended = False  # the final model went out: whoever (re)registers now gets it at once
         self.stats: dict[str, Any] = {"merges": 0, "stale_merged": 0, "stale_dropped": 0, "max_wait_after_quorum": 0.0,
                                       "max_stall": 0.0, "grace_skipped": 0,
                                       "rejected": 0, "resumed_from": None, "rounds": [], "merge_log": []}
@@ -224,6 +226,12 @@ class Syncer(MergeRules):
         payload = b"".join(self.outer.snapshot(f) for f in range(len(self.outer.fragments)))
         conn.send(wire.header("welcome", rounds=self.outer.rounds, codec="none", snapshot=True), payload)
         log.info("vtrain.diloco: %s %s at rounds %s", name, "rejoined" if rejoin else "registered", self.outer.rounds)
+        if self.ended:
+            # Training is over (a quorum finished, or every learner did): a learner that starts or comes
+            # back now, while we wait for the others to exit or the server drains, must not train on alone
+            # waiting for merges that will never come; it takes the final model and stops.
+            conn.send(wire.header("final", rounds=self.outer.rounds))
+            log.info("vtrain.diloco: %s came after the end: sent it the final model", name)
         self.cv.notify_all()
 
     def _delta(self, conn: Conn, learner: Learner, h: Any, payload: bytes) -> bool:
@@ -325,6 +333,7 @@ class Syncer(MergeRules):
                 if lr.base[f] != self.outer.fragments[f].round:
                     self._send_catch_up(lr, f, lr.base[f], self.outer.catch_up(f, lr.base[f]))
             lr.conn.send(wire.header("final", rounds=self.outer.rounds))
+        self.ended = True
 
     def coordinate(self, poll: float = 0.02, linger: float | None = None) -> dict[str, Any]:
         """Drive merges until the end; returns the run's statistics. Raises on the registration deadline."""
