@@ -15,6 +15,7 @@ without the first exchange, which waits for every learner's TensorFlow to start)
 learner's CPU step takes ~1.5 ms, so a round is ~75 ms and the exchange's fixed latency (~10 ms with 5
 processes on 2 cores) weighs far more than in a real job, whose rounds last minutes: `--step-ms` pads
 each step (sleeping, like a host whose accelerator computes) to show utilisation at longer rounds.
+The overlap rows run with `overlap: true` (learners train on while the syncer merges).
 The fault row: the last learner SIGKILLs itself mid-round half-way, is restarted at once (as Vertex
 restarts a failed replica), rejoins with the global model and goes on from the global round's step.
 """
@@ -181,7 +182,9 @@ def diloco_run(name: str, steps: int, settings: dict[str, Any], slow: dict[int, 
             "sent_per_step": results[0]["sent"] / steps, "received_per_step": results[0]["received"] / steps,
             "utilisation": 1 - waited / wall, "utilisation_after_start": 1 - (waited - first) / (wall - first),
             "wall_s": max(r["seconds"] for r in results), "restarts": restarts,
-            "rejoins": sum(r["reconnects"] for r in results), **_gaps(summary["merge_log"])}
+            "rejoins": sum(r["reconnects"] for r in results),
+            "merged_while_training": sum(r.get("merged_while_training", 0) for r in results),
+            **_gaps(summary["merge_log"])}
 
 
 def _state(pid: int) -> str:
@@ -218,7 +221,8 @@ def main() -> None:
     p.add_argument("--step-ms", type=float, default=0.0,
                    help="pad each DiLoCo learner step to this many ms (sleeping, as a host does while its "
                         "accelerator computes): rounds as long as a real job's make the exchange latency small")
-    p.add_argument("--only", default="", help="comma-separated runs: dp,single,fp32,int8,int4,hetero,allwait,kill,hang")
+    p.add_argument("--only", default="", help="comma-separated runs: dp,single,fp32,int8,int4,hetero,allwait,kill,hang,"
+                                             "overlap,hetero_overlap")
     args = p.parse_args()
     if args.mode == "learner":
         learner_main(args)
@@ -240,7 +244,9 @@ def main() -> None:
     if want("single"):
         out["single"] = {"eval_loss": train(steps, BATCH, 0, 1)}
     runs = {"fp32": ({}, None), "int8": ({"compression": "int8"}, None), "int4": ({"compression": "int4"}, None),
-            "hetero": ({"min_quorum": LEARNERS - 1}, {LEARNERS - 1: 2.0}), "allwait": ({}, {LEARNERS - 1: 2.0})}
+            "hetero": ({"min_quorum": LEARNERS - 1}, {LEARNERS - 1: 2.0}), "allwait": ({}, {LEARNERS - 1: 2.0}),
+            "overlap": ({"overlap": True}, None),
+            "hetero_overlap": ({"min_quorum": LEARNERS - 1, "overlap": True}, {LEARNERS - 1: 2.0})}
     for name, (extra, slow) in runs.items():
         if want(name):
             out[name] = diloco_run(name, steps, {**base, **extra}, slow, step_ms=args.step_ms)
@@ -263,13 +269,13 @@ def main() -> None:
     params = sum(int(v.shape.num_elements()) for v in model_and_step(tf, 1)[0].weights)
     ring = traffic.ring_allreduce_bytes_per_step(params, LEARNERS)["up"]
     out["params"], out["ring_allreduce_sent_per_step"] = params, ring
-    for name in ("fp32", "int8", "int4", "hetero"):
+    for name in ("fp32", "int8", "int4", "hetero", "overlap"):
         if name in out:
             out[name]["ring_over_sent"] = ring / out[name]["sent_per_step"]
             codec = name if name in ("int8", "int4") else "none"
             out[name]["formula_sent_per_step"] = traffic.bytes_per_step(params, h, codec)["up"]
     if "dp" in out:
-        for name in ("fp32", "int8", "int4", "hetero", "allwait", "kill", "hang"):
+        for name in ("fp32", "int8", "int4", "hetero", "allwait", "kill", "hang", "overlap", "hetero_overlap"):
             if name in out:
                 out[name]["vs_dp"] = out[name]["eval_loss"] / out["dp"]["eval_loss"] - 1
                 if "single" in out:

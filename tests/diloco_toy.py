@@ -2,8 +2,9 @@
 
     python -m tests.diloco_toy --steps 60 --out result.json   (CLUSTER_SPEC, VTRAIN_DILOCO, CLOUD_ML_JOB_ID set)
 
-Noisy SGD towards a fixed target, synced through vtrain.diloco.learner.Client exactly as
-vtrain.runtime.diloco does (fragments on the same schedule). Writes its final parameters and traffic.
+Noisy SGD towards a fixed target on three numpy "variables", synced by vtrain.runtime.diloco.Diloco
+itself (the helper trainers use), so these tests exercise the same schedule, rejoin and overlap code.
+Writes its final parameters and traffic.
 """
 
 from __future__ import annotations
@@ -13,16 +14,32 @@ import json
 import logging
 import time
 from dataclasses import asdict
+from typing import Any
 
 import numpy as np
 
-from vtrain.diloco import settings as envsettings
-from vtrain.diloco.codec import TensorSpec
-from vtrain.diloco.learner import Client
+from vtrain.runtime.diloco import Diloco
 
-MANIFEST = [TensorSpec("w", "float32", (64,), True), TensorSpec("b", "float32", (1,), True),
-            TensorSpec("stat", "float32", (4,), False)]
 TARGET = np.linspace(-1, 1, 64).astype(np.float32)
+
+
+def sgd_step(w: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    noise = rng.normal(size=64).astype(np.float32)
+    return w - np.float32(0.05) * (w - TARGET + np.float32(0.3) * noise)
+
+
+class Var:
+    """Just what runtime.diloco reads of a variable: name, dtype, shape, trainable, numpy(), assign()."""
+
+    def __init__(self, name: str, value: np.ndarray, trainable: bool = True) -> None:
+        self.name, self.trainable, self.value = name, trainable, value.astype(np.float32)
+        self.dtype, self.shape = self.value.dtype, self.value.shape
+
+    def numpy(self) -> np.ndarray:
+        return self.value.copy()
+
+    def assign(self, value: Any) -> None:
+        self.value = np.asarray(value, np.float32).reshape(self.shape)
 
 
 def main() -> None:
@@ -36,38 +53,23 @@ def main() -> None:
     p.add_argument("--out", required=True)
     args = p.parse_args()
     logging.basicConfig(level=logging.INFO)
-    settings = envsettings.settings()
     rng = np.random.default_rng(args.seed)
-    manifest = list(MANIFEST)
-    if args.dim_mismatch:
-        manifest[0] = TensorSpec("w", "float32", (65,), True)
-    initial = [rng.normal(size=t.shape).astype(np.float32) for t in manifest]
-    client = Client(envsettings.syncer_address(), envsettings.token(), envsettings.this_replica(), manifest,
-                    settings, lambda: initial)
-    values = client.connect()
-    every = settings.inner_steps // settings.fragments
-    since = [0.0] * len(client.fragments)
-    for step in range(1, args.steps + 1):
+    w, b, stat = (Var("w", rng.normal(size=65 if args.dim_mismatch else 64)), Var("b", rng.normal(size=1)),
+                  Var("stat", rng.normal(size=4), trainable=False))  # the first learner's are the initial model
+    sync = Diloco([w, b, stat], examples_per_step=args.examples)
+    for _ in range(args.steps):
         if args.delay:
             time.sleep(args.delay)
-        noise = rng.normal(size=64).astype(np.float32)
-        values[0] = values[0] - np.float32(0.05) * (values[0] - TARGET + np.float32(0.3) * noise)
-        values[2] = np.float32(0.9) * values[2] + np.float32(0.1 * args.seed)
-        since = [s + args.examples for s in since]
-        if step % every == 0:
-            f = client.next_fragment()
-            for g, new in client.sync(f, [values[i] for i in client.fragments[f]], since[f]).items():
-                for i, v in zip(client.fragments[g], new, strict=True):
-                    values[i] = v
-                since[g] = 0.0
-            if client.stopped:
-                break
-    pending = {f: ([values[i] for i in ix], since[f]) for f, ix in enumerate(client.fragments) if since[f] > 0}
-    final = client.finish(pending)
+        w.assign(sgd_step(w.value, rng))
+        stat.assign(np.float32(0.9) * stat.value + np.float32(0.1 * args.seed))
+        sync.step()
+        if sync.stopped:
+            break
+    sync.finish()
     time.sleep(args.after_final)
     with open(args.out, "w", encoding="utf-8") as f:
-        json.dump({"final": [v.tolist() for v in final], "rounds": client.rounds,
-                   "traffic": asdict(client.traffic)}, f)
+        json.dump({"final": [v.value.tolist() for v in (w, b, stat)], "rounds": sync.client.rounds,
+                   "traffic": asdict(sync.client.traffic)}, f)
 
 
 if __name__ == "__main__":

@@ -134,6 +134,9 @@ def test_settings_from_the_environment_are_checked() -> None:
         Settings.from_json('{"color": 1}')
     with pytest.raises(DilocoError, match="multiple of fragments"):
         Settings.from_json('{"inner_steps": 10, "fragments": 3}')
+    with pytest.raises(DilocoError, match="overlap must be true or false, got 'yes'"):
+        Settings.from_json('{"overlap": "yes"}')
+    assert Settings.from_json('{"overlap": true}').overlap is True
 
 
 @pytest.mark.parametrize("name", ["none", "bf16", "int8", "int4"])

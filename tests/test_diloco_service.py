@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from tests.conftest import REPO
@@ -120,6 +121,47 @@ def fragments_of(sizes: list[int], count: int) -> list[list[int]]:
     from vtrain.diloco.codec import TensorSpec
 
     return fragments([TensorSpec(str(i), "float32", (n,), True) for i, n in enumerate(sizes)], count)
+
+
+def test_with_overlap_learners_train_on_while_the_syncer_merges_and_lose_no_step(job_factory: Any) -> None:
+    job = job_factory(3, overlap=True, fragments=2)
+    syncer = job.syncer()
+    learners = [job.learner(i, "--steps", "100", "--delay", "0.01") for i in range(3)]
+    assert [p.wait(60) for p in learners] == [0, 0, 0]
+    assert syncer.wait(60) == 0, job.log("syncer")
+    results = [job.result(i) for i in range(3)]
+    assert results[0]["final"] == results[1]["final"] == results[2]["final"]
+    for r in results:
+        # merges applied between steps rather than waited for: what overlap is for
+        assert r["traffic"]["extra"].get("merged_while_training", 0) >= 5, r["traffic"]
+        assert r["traffic"]["syncs"] == 20 and r["rounds"] == [11, 10]  # every 5 steps; finish sends the rest
+    # Every step counted: the steps taken while a delta was in flight travel in the next one, so the
+    # model gets to the target as the waiting schedule does (noise std 0.015 around it at the end).
+    w = np.array(results[0]["final"][0])
+    assert np.abs(w - np.linspace(-1, 1, 64)).mean() < 0.05
+    assert job.summary()["merges"] == 21 and job.summary()["rejected"] == 0  # 20 + the last 5 steps of fragment 0
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_a_lone_learner_with_plain_averaging_follows_its_own_sgd_path(job_factory: Any, overlap: bool) -> None:
+    # One learner, outer lr 1, no momentum: every merge gives back the parameters it sent. So its path
+    # must be exactly local SGD: with overlap, the steps taken while a delta was in flight are kept
+    # (a merge that replaced them would cost ~1 of every 5 steps) and none is counted twice.
+    from tests.diloco_toy import TARGET, sgd_step
+
+    job = job_factory(1, overlap=overlap, fragments=2, outer_momentum=0.0)
+    syncer = job.syncer()
+    learner = job.learner(0, "--steps", "100", "--delay", "0.005")
+    assert learner.wait(60) == 0 and syncer.wait(60) == 0, job.log("syncer")
+    rng = np.random.default_rng(0)
+    w = rng.normal(size=64).astype(np.float32)
+    rng.normal(size=1), rng.normal(size=4)
+    for _ in range(100):
+        w = sgd_step(w, rng)
+    final = job.result(0)
+    assert np.abs(np.array(final["final"][0]) - TARGET).mean() > 0.001  # not trivially at the target
+    assert np.allclose(final["final"][0], w, rtol=0, atol=1e-5)
+    assert (final["traffic"]["extra"].get("merged_while_training", 0) > 0) == overlap
 
 
 def test_a_killed_learner_is_merged_around_and_the_job_succeeds(job_factory: Any) -> None:

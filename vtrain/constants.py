@@ -70,6 +70,7 @@ class DilocoKnobs:
     registration_timeout: float = 600.0
     checkpoint_every: float = 60.0  # 0: after every merge
     max_staleness: int = 4
+    overlap: bool = False  # send and keep training; the merged update is applied when it arrives
 
 
 #: The same defaults as a mapping (the schema's documentation and the tests read them).

@@ -136,6 +136,7 @@ JOB_SCHEMA = Obj(
                 "registration_timeout": Seconds(),
                 "checkpoint_every": Seconds(),
                 "max_staleness": Int(minimum=0),
+                "overlap": Bool(),
                 "second_learner_pool": _pool(),
             }
         ),

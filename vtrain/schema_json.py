@@ -105,6 +105,8 @@ DOCS: dict[str, str] = {
     "diloco.checkpoint_every": "Seconds between the syncer's checkpoints in AIP_CHECKPOINT_DIR/diloco/.",
     "diloco.max_staleness": "Rounds a learner's change may lag the global model and still be merged "
     "(weighted by 1/(1+staleness)).",
+    "diloco.overlap": "Keep training while the syncer merges: the merged update is applied when it arrives "
+    "(at the latest at that fragment's next exchange), keeping the steps taken meanwhile.",
     "diloco.second_learner_pool": "Optional second group of learners on another machine type (Vertex pool 2).",
     "tuning": "Makes the job a hyperparameter tuning study (a Vertex HyperparameterTuningJob): each trial runs "
     "this job with the parameters' values as --NAME=VALUE arguments.",

@@ -67,6 +67,8 @@ class Client:
         self._heard = time.monotonic()
         self.stopped = False  # the syncer ended training (a quorum finished): stop at once
         self._holding = False
+        # Deltas sent and not merged yet: fragment -> [payload, examples, the round that answers it]
+        self._inflight: dict[int, list[Any]] = {}
 
     # ------------------------------------------------------------------ connection
 
@@ -158,13 +160,27 @@ class Client:
                 if time.monotonic() >= end:
                     raise _Broken(f"nothing from the syncer while waiting for {waiting_for}") from None
                 raise _Broken(f"the syncer fell silent for {silence:g} s") from None
-            if head == "closed":
-                raise _Broken(payload)
-            if head.kind == "reject":
-                self._teardown()
-                raise DilocoError(f"{self.name}: the syncer refused us: {head.reason}")
-            if head.kind != "heartbeat":
+            if self._screen(head, payload):
                 return head, payload
+
+    def _poll(self) -> tuple[Any, bytes] | None:
+        """The next message that is not a heartbeat, if one has arrived; never waits."""
+        while True:
+            try:
+                head, payload = self._in.get_nowait()
+            except queue.Empty:
+                return None
+            if self._screen(head, payload):
+                return head, payload
+
+    def _screen(self, head: Any, payload: Any) -> bool:
+        """False for a heartbeat; raises for the end of the stream or a refusal."""
+        if head == "closed":
+            raise _Broken(payload)
+        if head.kind == "reject":
+            self._teardown()
+            raise DilocoError(f"{self.name}: the syncer refused us: {head.reason}")
+        return head.kind != "heartbeat"
 
     def _teardown(self) -> None:
         self._stop.set()
@@ -204,44 +220,96 @@ class Client:
 
     def sync(self, f: int, local: Sequence[np.ndarray], examples: float) -> dict[int, list[np.ndarray]]:
         """Send fragment f's delta, wait for the merge; {fragment: new values} (all of them after a rejoin)."""
+        self.send(f, local, examples)
+        merged, reset = self.collect(wait=True, until=f)
+        return {g: [self.anchor[i].copy() for i in self.fragments[g]]
+                for g in (range(len(self.fragments)) if reset else merged)}
+
+    def send(self, f: int, local: Sequence[np.ndarray], examples: float) -> None:
+        """Send fragment f's delta and return at once; :meth:`collect` applies the merge when it comes.
+
+        One delta per fragment is in flight at a time: the next one must start from the merged model."""
+        if f in self._inflight:
+            raise RuntimeError(f"fragment {f}'s last delta is still in flight: collect its merge first")
         start = time.monotonic()
         payload = codec.pack(self.delta(f, local), self.settings.compression)
-        for attempt in range(3):
-            rounds, anchor = list(self.rounds), list(self.anchor)
-            try:
-                self._send(wire.header("delta", learner=self.name, manifest_hash=self.hash, fragment=f,
-                                       base_round=self.rounds[f], examples=float(examples),
-                                       codec=self.settings.compression), payload)
-                self.traffic.delta_payload += len(payload)
-                self._await(f, self.rounds[f] + 1, "the merged update")
-                out = {f: [self.anchor[i].copy() for i in self.fragments[f]]}
-                if self.stopped:
-                    out = {g: [self.anchor[i].copy() for i in ix] for g, ix in enumerate(self.fragments)}
-                break
-            except _Broken as err:
-                out = self._rejoin(err)
-                if attempt < 2 and self._resumed_where_we_were(rounds, anchor):
-                    # The syncer came back at exactly our rounds (its checkpoint held them): the delta is
-                    # still a delta from its global model, so send it again rather than lose the round.
-                    log.info("vtrain.diloco: %s: the syncer resumed at our rounds %s; sending the delta again",
-                             self.name, rounds)
-                    continue
-                break
+        self._inflight[f] = [payload, float(examples), self.rounds[f] + 1]
+        self._send_delta(f, payload, float(examples))
         self.traffic.syncs += 1
         self.traffic.wait_seconds += time.monotonic() - start
-        if self.traffic.syncs == 1:  # includes waiting for every learner to start: reported apart
-            self.traffic.extra["first_sync_wait"] = time.monotonic() - start
-        return out
 
-    def _await(self, f: int, at_least: int, waiting_for: str) -> None:
-        """Apply updates for fragment f until it reaches round `at_least` (no deadline: a merge waits for
-        the quorum; the syncer's heartbeats prove it is alive)."""
-        target = at_least
-        while self.rounds[f] < target and not self.stopped:
-            head, payload = self._recv(float("inf"), waiting_for)
-            self._apply(head, payload)
-            if head.kind == "update" and int(head.fragment) == f:
-                target = max(target, int(head.base_round))  # a catch-up: read all of it before going on
+    def _send_delta(self, f: int, payload: bytes, examples: float) -> None:
+        self._send(wire.header("delta", learner=self.name, manifest_hash=self.hash, fragment=f,
+                               base_round=self.rounds[f], examples=examples, codec=self.settings.compression), payload)
+        self.traffic.delta_payload += len(payload)
+
+    @property
+    def in_flight(self) -> list[int]:
+        """Fragments whose delta was sent and whose merge has not arrived yet."""
+        return sorted(self._inflight)
+
+    def collect(self, wait: bool, until: int | None = None) -> tuple[list[int], bool]:
+        """Apply what the syncer sent; (fragments whose delta in flight was merged, reset).
+
+        With `wait`, block until fragment `until`'s merge (every one in flight when None) is in;
+        without, take only what has already arrived. `reset` is True when the caller must take the
+        whole global model as it is (training ended, or we rejoined a syncer that lost our deltas);
+        otherwise the merged fragments' anchors are the new global values. If the stream breaks,
+        rejoin and, when the syncer came back at exactly our rounds (its checkpoint held them), send
+        the deltas in flight again rather than lose the round.
+        """
+        start = time.monotonic()
+        merged: list[int] = []
+        reset = False
+        for attempt in range(3):
+            try:
+                while self._inflight and not self.stopped:
+                    waiting = wait and (until is None or until in self._inflight)
+                    message = self._recv(float("inf"), "the merged update") if waiting else self._poll()
+                    if message is None:
+                        break
+                    self._apply(*message)
+                    merged += self._answered(message[0])
+                if self.stopped:
+                    reset = True
+                break
+            except _Broken as err:
+                rounds, anchor = list(self.rounds), list(self.anchor)
+                try:
+                    self._rejoin(err)
+                except DilocoError:
+                    self._inflight.clear()  # the syncer is gone for good: nothing will answer them
+                    raise
+                if attempt < 2 and self._inflight and self._resumed_where_we_were(rounds, anchor):
+                    log.info("vtrain.diloco: %s: the syncer resumed at our rounds %s; sending the delta again",
+                             self.name, rounds)
+                    for g, entry in self._inflight.items():
+                        entry[2] = self.rounds[g] + 1
+                        self._send_delta(g, entry[0], entry[1])
+                    continue
+                reset = True
+                break
+        if reset:
+            self._inflight.clear()
+            merged = list(range(len(self.fragments)))
+        self.traffic.wait_seconds += time.monotonic() - start
+        if (merged or reset) and "first_sync_wait" not in self.traffic.extra:
+            # includes waiting for every learner to start: reported apart
+            self.traffic.extra["first_sync_wait"] = self.traffic.wait_seconds
+        return merged, reset
+
+    def _answered(self, head: Any) -> list[int]:
+        """The fragment whose delta in flight this update completes, if it does (a catch-up comes in
+        several updates: its base_round says how far it goes, and all of it is read first)."""
+        if head.kind != "update" or int(head.fragment) not in self._inflight:
+            return []
+        g = int(head.fragment)
+        entry = self._inflight[g]
+        entry[2] = max(entry[2], int(head.base_round))
+        if self.rounds[g] < entry[2]:
+            return []
+        del self._inflight[g]
+        return [g]
 
     def _apply(self, head: Any, payload: bytes) -> None:
         if head.kind == "final":
@@ -281,15 +349,13 @@ class Client:
         """
         if self.stopped:
             return [a.copy() for a in self.anchor]
+        if self._inflight:
+            raise RuntimeError(f"deltas of fragments {self.in_flight} are still in flight: collect them first")
         for attempt in range(3):
             rounds, anchor = list(self.rounds), list(self.anchor)
             try:
                 for f, (local, examples) in pending.items():
-                    payload = codec.pack(self.delta(f, local), self.settings.compression)
-                    self._send(wire.header("delta", learner=self.name, manifest_hash=self.hash, fragment=f,
-                                           base_round=self.rounds[f], examples=float(examples),
-                                           codec=self.settings.compression), payload)
-                    self.traffic.delta_payload += len(payload)
+                    self._send_delta(f, codec.pack(self.delta(f, local), self.settings.compression), float(examples))
                 self._send(wire.header("done", learner=self.name))
                 while True:
                     head, payload = self._recv(float("inf"), "the final model")

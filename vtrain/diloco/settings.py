@@ -68,6 +68,9 @@ class Settings(DilocoKnobs):
             raise DilocoError("grace, straggler_timeout and registration_timeout must be >= 0 and outer_lr > 0")
         if not 0 <= self.outer_momentum < 1:
             raise DilocoError(f"outer_momentum must be in [0, 1), got {self.outer_momentum}")
+        for name in ("overlap", "token_weighting"):
+            if not isinstance(getattr(self, name), bool):
+                raise DilocoError(f"{name} must be true or false, got {getattr(self, name)!r}")
 
 
 def settings(env: Mapping[str, str] | None = None) -> Settings:

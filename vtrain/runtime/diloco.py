@@ -22,6 +22,12 @@ global model, so every learner starts from the same point; put the callback *aft
 BackupAndRestore so the global model wins over a stale local checkpoint.
 `examples_per_step` weights each learner by the examples it processed (give it when learner
 pools differ in batch size); without it each step counts as one.
+
+With ``overlap: true`` a learner does not wait for the merge: it sends its delta and trains on.
+When the merged update arrives (looked for after every step; at the latest it is waited for at
+that fragment's next exchange) the fragment becomes the new global value *plus the change made
+since the send*, so no step is lost and the next delta carries exactly the steps not yet sent.
+The cost is that those steps were taken from the pre-merge model.
 """
 
 from __future__ import annotations
@@ -79,6 +85,8 @@ class Diloco:
         self.every = self.settings.inner_steps // self.settings.fragments
         self.steps = 0
         self._since = [0.0] * len(self.client.fragments)
+        self.overlap = self.settings.overlap
+        self._at_send: dict[int, list[Any]] = {}  # with overlap: each fragment in flight as it was sent
         self._started = time.monotonic()
         self._assign(range(len(self.variables)), self.client.connect())
         self.finished = False
@@ -113,21 +121,66 @@ class Diloco:
         self.steps += 1
         add = self.examples_per_step if examples is None else float(examples)
         self._since = [s + add for s in self._since]
-        if self.steps % self.every:
+        if self._at_send:
+            self._absorb(wait=False)  # a merge that came in while we trained
+        if self.steps % self.every or self.client.stopped:
             return False
-        f = self.client.next_fragment()
+        f = self._next_fragment()
+        if self.client.stopped:
+            return False
         ix = self.client.fragments[f]
         local = [self._np.asarray(self.variables[i].numpy(), self._np.float32) for i in ix]
+        if self.overlap:
+            self.client.send(f, local, self._since[f])
+            self._at_send[f], self._since[f] = local, 0.0
+            return True
         for g, values in self.client.sync(f, local, self._since[f]).items():
             self._assign(self.client.fragments[g], values)
             self._since[g] = 0.0
         return True
+
+    def _next_fragment(self) -> int:
+        """The fragment to exchange: the one with the fewest merged rounds among those not in flight
+        (with overlap, when every one is, wait for their merges: a round took longer than H steps)."""
+        rounds = self.client.rounds
+        free = [g for g in range(len(rounds)) if g not in self._at_send]
+        if not free:
+            self._absorb(wait=True)
+            free = list(range(len(rounds)))
+        return min(free, key=lambda g: (self.client.rounds[g], g))
+
+    def _absorb(self, wait: bool) -> None:
+        """Apply the merges of deltas in flight: the new global values plus what changed since the send."""
+        merged, reset = self.client.collect(wait)
+        anchor = self.client.anchor
+        if reset:  # training ended, or a rejoin lost our deltas: the global model as it is
+            self._assign(range(len(self.variables)), [a.copy() for a in anchor])
+            self._at_send.clear()
+            self._since = [0.0] * len(self._since)
+            return
+        if not wait and merged:  # arrived while we trained: the wait overlap saved
+            extra = self.client.traffic.extra
+            extra["merged_while_training"] = extra.get("merged_while_training", 0) + len(merged)
+        for g in merged:
+            ix = self.client.fragments[g]
+            sent = self._at_send.pop(g)
+            now = [self._np.asarray(self.variables[i].numpy(), self._np.float32) for i in ix]
+            self._assign(ix, [anchor[i] + (cur - old) for i, cur, old in zip(ix, now, sent, strict=True)])
 
     def finish(self) -> None:
         """Send what is left, say done, and end with the syncer's final global model (idempotent)."""
         if self.finished:
             return
         self.finished = True
+        if self._at_send:
+            from vtrain.errors import DilocoError
+
+            try:
+                self._absorb(wait=True)
+            except DilocoError as err:  # as Client.finish does when the syncer is gone for good
+                log.warning("vtrain.diloco: %s: %s; keeping the last global model received", self.name, err)
+                self._assign(range(len(self.variables)), [a.copy() for a in self.client.anchor])
+                return
         pending = {}
         for f, ix in enumerate(self.client.fragments):
             if self._since[f] > 0:
@@ -152,6 +205,7 @@ class Diloco:
                 "received": t.received, "delta_payload": t.delta_payload, "update_payload": t.update_payload,
                 "syncs": t.syncs, "wait_seconds": t.wait_seconds, "reconnects": t.reconnects,
                 "first_sync_wait": t.extra.get("first_sync_wait", 0.0),
+                "merged_while_training": int(t.extra.get("merged_while_training", 0)),
                 "seconds": time.monotonic() - self._started}
 
 
