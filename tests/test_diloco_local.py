@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -58,8 +59,10 @@ def syncer_summary(tmp_path: Path) -> dict[str, Any]:
 
 
 @pytest.mark.slow
-def test_a_diloco_job_runs_locally_and_learners_end_equal(tmp_path: Path) -> None:
-    job, _ = run_diloco(tmp_path, "custom-loop", "--epochs=2, --steps-per-epoch=20")
+@pytest.mark.parametrize(("template", "extra"), [("custom-loop", ""), ("keras", ", overlap: true")])
+def test_a_diloco_job_runs_locally_and_learners_end_equal(tmp_path: Path, template: str, extra: str) -> None:
+    # The Keras template with overlap: merges applied inside model.fit between batches, on real tf.Variables.
+    job, out = run_diloco(tmp_path, template, "--epochs=2, --steps-per-epoch=20", extra=extra)
     lead, other = weights(tmp_path)
     assert lead["is_chief"] and lead["strategy"] == "diloco"
     assert set(job.result["replicas"].values()) == {0}  # the syncer outlived every learner: none was stopped
@@ -67,7 +70,11 @@ def test_a_diloco_job_runs_locally_and_learners_end_equal(tmp_path: Path) -> Non
     summary = syncer_summary(tmp_path)
     assert summary["rounds"] == [4] and summary["learners"] == {"workerpool1-0": 4, "workerpool1-1": 4}
     assert (tmp_path / "out" / "checkpoints" / "diloco" / "syncer.npz").is_file()
-    assert (tmp_path / "out" / "checkpoints" / "steps" / "worker-0").is_dir()  # each learner keeps its own
+    if template == "custom-loop":
+        assert (tmp_path / "out" / "checkpoints" / "steps" / "worker-0").is_dir()  # each learner keeps its own
+    else:
+        # overlap was on (how many merges came in between batches depends on the machine's load)
+        assert re.search(r"workerpool1-0: 40 steps, rounds \[4\], .* \d+ merge\(s\) applied while training", out)
 
 
 @pytest.mark.slow

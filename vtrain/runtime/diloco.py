@@ -189,10 +189,12 @@ class Diloco:
         self._assign(range(len(self.variables)), self.client.finish(pending))
         t = self.client.traffic
         elapsed = max(time.monotonic() - self._started, 1e-9)
+        overlapped = (f", {int(t.extra.get('merged_while_training', 0))} merge(s) applied while training"
+                      if self.overlap else "")
         log.info("vtrain.diloco: %s: %d steps, rounds %s, sent %d bytes (%.0f per step), received %d, waited "
-                 "%.1f s of %.1f s (utilisation %.1f%%), %d rejoin(s)", self.name, self.steps, self.rounds, t.sent,
+                 "%.1f s of %.1f s (utilisation %.1f%%), %d rejoin(s)%s", self.name, self.steps, self.rounds, t.sent,
                  t.sent / max(self.steps, 1), t.received, t.wait_seconds, elapsed,
-                 100 * (1 - t.wait_seconds / elapsed), t.reconnects)
+                 100 * (1 - t.wait_seconds / elapsed), t.reconnects, overlapped)
 
     def close(self) -> None:
         """Let the syncer end the job now. Without it the stream stays open after :meth:`finish` until
