@@ -375,7 +375,7 @@ def _kinds(conn: Conn) -> list[str]:
     out = []
     while not conn.out.empty():
         frame = conn.out.get_nowait()
-        out.append("closed" if frame is None else frame.header.kind)
+        out.append("closed" if frame is None else frame.header.kind + (" (ended)" if frame.header.ended else ""))
     return out
 
 
@@ -393,7 +393,7 @@ def test_a_learner_that_registers_after_the_end_gets_the_final_model_and_stops()
     s._finish()  # a quorum is done: the straggler c got the final model
     late = Conn()  # c restarted (or its TensorFlow took longer than the whole run): back after the end
     s._hello(late, hello)
-    assert _kinds(late) == ["welcome", "final"]  # it must not train on alone, waiting for merges that never come
+    assert _kinds(late) == ["welcome (ended)", "final"]  # it must not train on alone, waiting for merges
 
 
 def test_the_syncers_last_log_line_says_what_happened() -> None:

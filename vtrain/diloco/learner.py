@@ -120,6 +120,8 @@ class Client:
                 self.rounds = list(head.rounds)
                 threading.Thread(target=self._heartbeats, args=(self._stop, outbox), daemon=True).start()
                 log.info("vtrain.diloco: %s joined at rounds %s", self.name, self.rounds)
+                if head.ended:  # we came after the end: this is the final model, no step to take
+                    self._apply(wire.header("final", rounds=self.rounds), b"")
                 return [a.copy() for a in self.anchor]
 
     def _reader(self, call: Any, inbox: queue.Queue[Any]) -> None:

@@ -224,12 +224,14 @@ class Syncer(MergeRules):
             self.pending[f].pop(name, None)
             self.held[f].discard(name)
         payload = b"".join(self.outer.snapshot(f) for f in range(len(self.outer.fragments)))
-        conn.send(wire.header("welcome", rounds=self.outer.rounds, codec="none", snapshot=True), payload)
+        conn.send(wire.header("welcome", rounds=self.outer.rounds, codec="none", snapshot=True, ended=self.ended),
+                  payload)
         log.info("vtrain.diloco: %s %s at rounds %s", name, "rejoined" if rejoin else "registered", self.outer.rounds)
         if self.ended:
             # Training is over (a quorum finished, or every learner did): a learner that starts or comes
             # back now, while we wait for the others to exit or the server drains, must not train on alone
-            # waiting for merges that will never come; it takes the final model and stops.
+            # waiting for merges that will never come; it takes the final model and stops. (The welcome
+            # says so too, so it stops before its first step; the final is for learners that ignore that.)
             conn.send(wire.header("final", rounds=self.outer.rounds))
             log.info("vtrain.diloco: %s came after the end: sent it the final model", name)
         self.cv.notify_all()

@@ -11,6 +11,7 @@ protobuf that any language can read with this schema:
       int32 fragment = 6;  int64 round = 7;  int64 base_round = 8;  double examples = 9;
       string codec = 10;  string reason = 11;  repeated int64 rounds = 12;
       int32 chunk = 13;  int32 chunks = 14;  bool snapshot = 15;
+      bool ended = 16;             // on a welcome: training is over, this is the final model
     }
     message Frame { Header header = 1; bytes payload = 2; }   // payload: tensors back to back
 
@@ -47,7 +48,7 @@ _FIELDS = {
     "TensorSpec": "name:string:1 dtype:string:2 shape:*int64:3 trainable:bool:4",
     "Header": "kind:string:1 token:string:2 learner:string:3 manifest_hash:string:4 manifest:*.TensorSpec:5 "
               "fragment:int32:6 round:int64:7 base_round:int64:8 examples:double:9 codec:string:10 "
-              "reason:string:11 rounds:*int64:12 chunk:int32:13 chunks:int32:14 snapshot:bool:15",
+              "reason:string:11 rounds:*int64:12 chunk:int32:13 chunks:int32:14 snapshot:bool:15 ended:bool:16",
     "Frame": "header:.Header:1 payload:bytes:2",
 }
 
