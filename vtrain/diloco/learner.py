@@ -64,7 +64,6 @@ class Client:
         self._channel: grpc.Channel | None = None
         self._call: Any = None
         self._stop = threading.Event()
-        self._heard = time.monotonic()
         self.stopped = False  # the syncer ended training (a quorum finished): stop at once
         self._holding = False
         # Deltas sent and not merged yet: fragment -> [payload, examples, the round that answers it]
@@ -208,14 +207,6 @@ class Client:
 
     # ------------------------------------------------------------------ syncing
 
-    def next_fragment(self) -> int:
-        """The fragment to exchange next: the one with the fewest merged rounds (the lowest index on a tie).
-
-        Chosen from the global rounds rather than the local step, so a learner that joins or rejoins
-        mid-run falls into the same phase as the others.
-        """
-        return min(range(len(self.rounds)), key=lambda g: (self.rounds[g], g))
-
     def delta(self, f: int, local: Sequence[np.ndarray]) -> list[np.ndarray]:
         return [self.anchor[i] - np.asarray(v, np.float32).reshape(self.anchor[i].shape)
                 for i, v in zip(self.fragments[f], local, strict=True)]
@@ -244,11 +235,6 @@ class Client:
         self._send(wire.header("delta", learner=self.name, manifest_hash=self.hash, fragment=f,
                                base_round=self.rounds[f], examples=examples, codec=self.settings.compression), payload)
         self.traffic.delta_payload += len(payload)
-
-    @property
-    def in_flight(self) -> list[int]:
-        """Fragments whose delta was sent and whose merge has not arrived yet."""
-        return sorted(self._inflight)
 
     def collect(self, wait: bool, until: int | None = None) -> tuple[list[int], bool]:
         """Apply what the syncer sent; (fragments whose delta in flight was merged, reset).
@@ -335,12 +321,12 @@ class Client:
         return (not self.stopped and self.rounds == rounds
                 and all(np.array_equal(a, b) for a, b in zip(anchor, self.anchor, strict=True)))
 
-    def _rejoin(self, err: BaseException) -> dict[int, list[np.ndarray]]:
+    def _rejoin(self, err: BaseException) -> None:
+        """Reconnect; the anchor and rounds become the syncer's current global model."""
         log.warning("vtrain.diloco: %s: connection to the syncer lost (%s); rejoining", self.name, err)
         self._teardown()
         self.traffic.reconnects += 1
         self.connect()
-        return {g: [self.anchor[i].copy() for i in ix] for g, ix in enumerate(self.fragments)}
 
     def finish(self, pending: dict[int, tuple[Sequence[np.ndarray], float]]) -> list[np.ndarray]:
         """Send the last deltas and `done`; wait for the final global model (all tensors).
@@ -352,7 +338,7 @@ class Client:
         if self.stopped:
             return [a.copy() for a in self.anchor]
         if self._inflight:
-            raise RuntimeError(f"deltas of fragments {self.in_flight} are still in flight: collect them first")
+            raise RuntimeError(f"deltas of fragments {sorted(self._inflight)} are still in flight: collect them first")
         for attempt in range(3):
             rounds, anchor = list(self.rounds), list(self.anchor)
             try:

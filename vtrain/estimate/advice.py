@@ -107,24 +107,25 @@ def _diloco(rows: list[DilocoTraffic], compute: float | None, why: str) -> Recom
     chosen = rows[-1]
     if compute is not None:
         chosen = next((r for r in rows if _util(compute, r.comm_seconds_per_step) >= TARGET_UTILISATION), rows[-1])
+    comm = chosen.comm_seconds_per_step
+    busy = _util(compute, comm) if compute is not None else None
+    busy_overlapped = _overlapped(compute, comm) if compute is not None else None
     numbers: dict[str, float | int | str | None] = {
         "inner_steps": chosen.inner_steps,
         "bytes_per_learner_per_step": chosen.sent_per_learner_per_step,
-        "comm_seconds_per_step": chosen.comm_seconds_per_step,
-        "utilisation": _util(compute, chosen.comm_seconds_per_step) if compute is not None else None,
-        "utilisation_with_overlap": _overlapped(compute, chosen.comm_seconds_per_step) if compute is not None else None,
+        "comm_seconds_per_step": comm,
+        "utilisation": busy,
+        "utilisation_with_overlap": busy_overlapped,
     }
     reasons = [
         why,
         f"DiLoCo with H = {chosen.inner_steps}: each learner sends {_gb(chosen.sent_per_learner_per_step)} "
-        f"per inner step (and receives as much), {chosen.comm_seconds_per_step * 1e3:.3g} ms of network per step"
-        + (f", compute {numbers['utilisation']:.0%} busy" if compute is not None else ""),
+        f"per inner step (and receives as much), {comm * 1e3:.3g} ms of network per step"
+        + (f", compute {busy:.0%} busy" if busy is not None else ""),
     ]
-    gain = 0.0 if compute is None else _overlapped(compute, chosen.comm_seconds_per_step) - _util(
-        compute, chosen.comm_seconds_per_step)
-    if gain >= 0.01:
+    if busy is not None and busy_overlapped is not None and busy_overlapped - busy >= 0.01:
         reasons.append(f"with `diloco: {{overlap: true}}` a round's exchange runs behind the next round's steps: "
-                       f"compute {numbers['utilisation_with_overlap']:.0%} busy (a few steps start from the "
+                       f"compute {busy_overlapped:.0%} busy (a few steps start from the "
                        f"pre-merge model: +0.2% loss in benchmarks/diloco.py)")
     options = ["learners as worker pools, the syncer as pool 0 on a CPU machine (vtrain's DiLoCo)"]
     return Recommendation("diloco", f"DiLoCo (H = {chosen.inner_steps})", reasons, numbers, options)

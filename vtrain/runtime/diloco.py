@@ -92,7 +92,11 @@ class Diloco:
         self.finished = False
 
     def _values(self) -> list[Any]:
-        return [self._np.asarray(v.numpy(), self._np.float32) for v in self.variables]
+        return self._read(range(len(self.variables)))
+
+    def _read(self, indices: Any) -> list[Any]:
+        """The variables at `indices` as float32 numpy arrays (the wire's and the anchor's type)."""
+        return [self._np.asarray(self.variables[i].numpy(), self._np.float32) for i in indices]
 
     def _assign(self, indices: Any, values: Any) -> None:
         for i, value in zip(indices, values, strict=True):
@@ -128,8 +132,7 @@ class Diloco:
         f = self._next_fragment()
         if self.client.stopped:
             return False
-        ix = self.client.fragments[f]
-        local = [self._np.asarray(self.variables[i].numpy(), self._np.float32) for i in ix]
+        local = self._read(self.client.fragments[f])
         if self.overlap:
             self.client.send(f, local, self._since[f])
             self._at_send[f], self._since[f] = local, 0.0
@@ -141,7 +144,10 @@ class Diloco:
 
     def _next_fragment(self) -> int:
         """The fragment to exchange: the one with the fewest merged rounds among those not in flight
-        (with overlap, when every one is, wait for their merges: a round took longer than H steps)."""
+        (with overlap, when every one is, wait for their merges: a round took longer than H steps).
+
+        Chosen from the global rounds rather than the local step, so a learner that joins or rejoins
+        mid-run falls into the same phase as the others."""
         rounds = self.client.rounds
         free = [g for g in range(len(rounds)) if g not in self._at_send]
         if not free:
@@ -152,20 +158,23 @@ class Diloco:
     def _absorb(self, wait: bool) -> None:
         """Apply the merges of deltas in flight: the new global values plus what changed since the send."""
         merged, reset = self.client.collect(wait)
-        anchor = self.client.anchor
         if reset:  # training ended, or a rejoin lost our deltas: the global model as it is
-            self._assign(range(len(self.variables)), [a.copy() for a in anchor])
+            self._take_global()
             self._at_send.clear()
             self._since = [0.0] * len(self._since)
             return
         if not wait and merged:  # arrived while we trained: the wait overlap saved
             extra = self.client.traffic.extra
             extra["merged_while_training"] = extra.get("merged_while_training", 0) + len(merged)
+        anchor = self.client.anchor
         for g in merged:
             ix = self.client.fragments[g]
             sent = self._at_send.pop(g)
-            now = [self._np.asarray(self.variables[i].numpy(), self._np.float32) for i in ix]
-            self._assign(ix, [anchor[i] + (cur - old) for i, cur, old in zip(ix, now, sent, strict=True)])
+            self._assign(ix, [anchor[i] + (cur - old) for i, cur, old in zip(ix, self._read(ix), sent, strict=True)])
+
+    def _take_global(self) -> None:
+        """Every variable becomes the global model this learner last received."""
+        self._assign(range(len(self.variables)), [a.copy() for a in self.client.anchor])
 
     def finish(self) -> None:
         """Send what is left, say done, and end with the syncer's final global model (idempotent)."""
@@ -179,13 +188,12 @@ class Diloco:
                 self._absorb(wait=True)
             except DilocoError as err:  # as Client.finish does when the syncer is gone for good
                 log.warning("vtrain.diloco: %s: %s; keeping the last global model received", self.name, err)
-                self._assign(range(len(self.variables)), [a.copy() for a in self.client.anchor])
+                self._take_global()
                 return
         pending = {}
         for f, ix in enumerate(self.client.fragments):
             if self._since[f] > 0:
-                pending[f] = ([self._np.asarray(self.variables[i].numpy(), self._np.float32) for i in ix],
-                              self._since[f])
+                pending[f] = (self._read(ix), self._since[f])
         self._assign(range(len(self.variables)), self.client.finish(pending))
         t = self.client.traffic
         elapsed = max(time.monotonic() - self._started, 1e-9)
