@@ -131,7 +131,7 @@ def diloco_run(name: str, steps: int, settings: dict[str, Any], slow: dict[int, 
     """One DiLoCo job; `die`: learner -> the step where it SIGKILLs itself, then is restarted in place
     at once (as Vertex restarts a failed replica) and rejoins with the global model; `hang`: (learner,
     step, seconds): it SIGSTOPs itself there and the harness sends SIGCONT that many seconds later."""
-    from vtrain.backends.local.ports import free_ports
+    from vtrain.local.ports import free_ports
 
     tmp = Path(tempfile.mkdtemp(prefix=f"diloco-bench-{name}-"))
     port = free_ports(1)[0]

@@ -135,9 +135,9 @@ def run_bare(trainer: Path, out: Path, args: list[str]) -> tuple[float, float]:
 def time_install(trainer: Path, root: Path) -> tuple[float, float, float]:
     """(sdists built, environment installed, both again with the cache warm) in seconds."""
     sys.path.insert(0, str(REPO))
-    from vtrain import packaging
-    from vtrain.backends.local import envcache as localpkg
-    from vtrain.staging import uri_to_path
+    from vtrain.local import envcache as localpkg
+    from vtrain.trainer import packaging
+    from vtrain.trainer.staging import uri_to_path
 
     cache = root / "install-cache"
     (cache / "sdists").mkdir(parents=True)

@@ -21,7 +21,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 PY = sys.executable
 LIFTED = """\
-import sys, vtrain.yamlpos as y
+import sys, vtrain.jobfile.yamlpos as y
 y.MAX_BYTES = 1 << 40  # only the node limit stands: does the parser stop at it?
 data, _, problems = y.load_yaml(open(sys.argv[1], encoding="utf-8").read(), sys.argv[1])
 print(problems[0].message if problems else "parsed")

@@ -12,21 +12,19 @@ TensorFlow only by :mod:`vtrain.runtime` inside a trainer.
 from __future__ import annotations
 
 import importlib
-import sys
-import types
 from typing import Any
 
 __version__ = "0.1.0"
 
 _LAZY: dict[str, str] = {
-    "load_config": "vtrain.jobfile",
-    "JobConfig": "vtrain.config",
-    "build_job": "vtrain.spec",
-    "build_job_dict": "vtrain.spec",
-    "render": "vtrain.render",
-    "submit": "vtrain.submit",
-    "run_local": "vtrain.backends.local.runner",
-    "run_local_tuning": "vtrain.tuning.run",
+    "load_config": "vtrain.jobfile.load",
+    "JobConfig": "vtrain.jobfile.model",
+    "build_job": "vtrain.request.custom_job",
+    "build_job_dict": "vtrain.request.custom_job",
+    "render": "vtrain.request.render",
+    "submit": "vtrain.cloud.submit",
+    "run_local": "vtrain.local.runner",
+    "run_local_tuning": "vtrain.local.study_run",
     "VtrainError": "vtrain.errors",
     "ConfigError": "vtrain.errors",
     "PackagingError": "vtrain.errors",
@@ -35,20 +33,6 @@ _LAZY: dict[str, str] = {
 }
 
 __all__ = sorted(_LAZY) + ["__version__"]
-
-
-class _Package(types.ModuleType):
-    """`vtrain.render` and `vtrain.submit` are SDK functions living in modules of the same name.
-    Importing such a module makes Python set `vtrain.<module>` to it, which would hide the
-    function; this keeps the function."""
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if isinstance(value, types.ModuleType) and _LAZY.get(name) == value.__name__:
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str) -> Any:

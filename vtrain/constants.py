@@ -42,7 +42,7 @@ JOB_ID_PATTERN = r"[0-9]+"
 JOB_NAME_PATTERN = r"projects/([^/]+)/locations/([^/]+)/(?:customJobs|hyperparameterTuningJobs)/([0-9]+)"
 
 #: What the launcher (`vtrain local`) tells a replica about faults, and how a replica reports progress
-#: back (see vtrain.runtime.progress and vtrain.backends.local.faults). Vertex sets none of these.
+#: back (see vtrain.runtime.progress and vtrain.local.faults). Vertex sets none of these.
 RESTART_COUNT_ENV = "VTRAIN_RESTART_COUNT"  # times this replica was restarted in this job attempt
 JOB_ATTEMPT_ENV = "VTRAIN_JOB_ATTEMPT"  # 1 for the first run of the job, 2 after one whole-job retry, ...
 STATUS_FILE_ENV = "VTRAIN_STATUS_FILE"  # where runtime.report_step() writes {"step", "restarts", ...}

@@ -1,7 +1,7 @@
 """`--fault` and `--restart-policy` of `vtrain local` (issue 11), in one place with their grammar.
 
 `vtrain local` takes both; the emulator takes the same faults from a job's `vtrain-fault` labels
-(:func:`vtrain.backends.local.faults.specs_from_labels`), spelled by :class:`FaultType`'s grammar.
+(:func:`vtrain.local.faults.specs_from_labels`), spelled by :class:`FaultType`'s grammar.
 """
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ import click
 
 
 class FaultType(click.ParamType):
-    """`REPLICA:KIND@WHEN` → :class:`vtrain.backends.local.faults.FaultSpec`; a bad one is a usage error."""
+    """`REPLICA:KIND@WHEN` → :class:`vtrain.local.faults.FaultSpec`; a bad one is a usage error."""
 
     name = "REPLICA:KIND@WHEN"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        from vtrain.backends.local.faults import FaultSpec, parse_fault
         from vtrain.errors import FaultSpecError
+        from vtrain.local.faults import FaultSpec, parse_fault
 
         if isinstance(value, FaultSpec):
             return value

@@ -1,4 +1,4 @@
-"""`vtrain submit --wait --recover N`: the options and the loop's printing (the SDK is vtrain.recover)."""
+"""`vtrain submit --wait --recover N`: the options and the loop's printing (the SDK is vtrain.cloud.recover)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from vtrain.commands._options import echo_json
 
 
 def _seconds(ctx: click.Context, param: click.Parameter, value: str) -> float:
-    from vtrain.backends.local.faults import parse_seconds
+    from vtrain.local.faults import parse_seconds
 
     seconds = parse_seconds(value)
     if seconds is None:
@@ -44,9 +44,9 @@ def recover_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 def submit_recovering(job_file: str, *, recover: int, backoff: float, output: str, poll: float,
                       timeout: float | None, **kwargs: Any) -> None:
     """Submit and wait, resubmitting retryable failures; exit as the last attempt ended."""
-    from vtrain.backends.handle import raise_for_state
-    from vtrain.recover import submit_with_recovery
-    from vtrain.submit import job_dict, watch
+    from vtrain.cloud.recover import submit_with_recovery
+    from vtrain.cloud.submit import job_dict, watch
+    from vtrain.handle import raise_for_state
 
     def wait(result: Any, number: int) -> str:
         job = result.job

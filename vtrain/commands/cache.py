@@ -29,8 +29,8 @@ def cache() -> None:
 @output_option("text", "json")
 def info(output: str) -> None:
     """Where the cache is and what it holds: each environment's state, size and last use."""
-    from vtrain.backends.local import cacheadmin
-    from vtrain.backends.local.envcache import default_cache_dir
+    from vtrain.local import cacheadmin
+    from vtrain.local.envcache import default_cache_dir
 
     data = cacheadmin.info(default_cache_dir())
     if output == "json":
@@ -50,8 +50,8 @@ def info(output: str) -> None:
 @output_option("text", "json")
 def clear(output: str) -> None:
     """Remove every cached environment no running job uses, the built sdists and the downloads."""
-    from vtrain.backends.local import cacheadmin
-    from vtrain.backends.local.envcache import default_cache_dir
+    from vtrain.local import cacheadmin
+    from vtrain.local.envcache import default_cache_dir
 
     data = cacheadmin.clear(default_cache_dir())
     if output == "json":

@@ -50,8 +50,8 @@ def diff(
     jobSpec.workerPoolSpecs[1].replicaCount. Exit 0 no change, 1 changes, 2 trouble
     (an invalid job file, a bad option, an unreadable file, a refused API call), as diff(1).
     """
-    from vtrain.diff import diff_job
-    from vtrain.target import Where
+    from vtrain.cloud.diff import diff_job
+    from vtrain.cloud.target import Where
 
     try:
         result = diff_job(job_file, against=against, job=job, last=last, overrides=overrides,

@@ -39,13 +39,13 @@ def doctor(
     (warnings allowed), 1 when one fails, 2 for an invalid job file.
     """
     from vtrain import __version__
+    from vtrain.cloud.preflight import FAIL, SKIP, Check, Report, run_preflight
+    from vtrain.cloud.target import Where
     from vtrain.errors import BackendError
-    from vtrain.preflight import FAIL, SKIP, Check, Report, run_preflight
-    from vtrain.target import Where
 
     config = None
     if job_file:
-        from vtrain.jobfile import load_config
+        from vtrain.jobfile.load import load_config
 
         config = load_config(job_file, overrides)
     where = Where(project, region, api_endpoint)

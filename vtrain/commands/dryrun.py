@@ -20,7 +20,7 @@ _TARGET = click.option(
 
 
 def _summary(config: object) -> str:
-    from vtrain.config import JobConfig
+    from vtrain.jobfile.model import JobConfig
 
     assert isinstance(config, JobConfig)
     parts = []
@@ -78,7 +78,7 @@ def validate(job_files: tuple[str, ...], output: str, overrides: tuple[str, ...]
 def _validate_one(
     job_file: str, output: str, overrides: tuple[str, ...], target: str, found: list[dict[str, object]]
 ) -> None:
-    from vtrain.jobfile import load_config
+    from vtrain.jobfile.load import load_config
 
     config = load_config(job_file, overrides, target=target)
     if output == "json":
@@ -112,10 +112,10 @@ def render(
     """
     from dataclasses import replace
 
-    from vtrain.jobfile import load_config
-    from vtrain.render import render as render_job
-    from vtrain.target import Where
-    from vtrain.tuning.spec import build_request_dict
+    from vtrain.cloud.target import Where
+    from vtrain.jobfile.load import load_config
+    from vtrain.request.render import render as render_job
+    from vtrain.request.tuning_job import build_request_dict
 
     config = load_config(job_file, overrides)
     for warning in config.warnings:

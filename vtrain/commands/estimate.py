@@ -186,7 +186,7 @@ def estimate(
     2α + max(S/B, n·S/(m·B_r)), each VM's NIC bandwidth and each device's memory from the catalog.
     """
     from vtrain import estimate as model
-    from vtrain.jobfile import load_config
+    from vtrain.jobfile.load import load_config
 
     if activations is not None and (batch_per_replica or activation_bytes_per_example):
         raise click.UsageError(
@@ -214,7 +214,7 @@ def estimate(
     report = model.advise(config, inputs, job_file)
     study = _study(config, report.est, report.money)  # a tuning job: × trials and waves
     if plot is not None:
-        from vtrain.plot import plot_report
+        from vtrain.estimate.plot import plot_report
 
         plot_report(report, plot)
     if output == "json":

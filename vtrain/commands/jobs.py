@@ -1,6 +1,6 @@
 """`vtrain status`, `logs`, `cancel`, `list`: following jobs that already exist on Vertex AI.
 
-Thin, as :mod:`vtrain.commands.vertex`: parse, call :mod:`vtrain.submit`, print. Data goes to
+Thin, as :mod:`vtrain.commands.vertex`: parse, call :mod:`vtrain.cloud.submit`, print. Data goes to
 stdout (`-o json` for CI); refusals arrive as VtrainError, printed by the CLI as one line.
 """
 
@@ -24,7 +24,7 @@ def _replica_callback(ctx: click.Context, param: click.Parameter, value: str | N
     """A bad --replica is a usage error (exit 2), caught before any API call."""
     if value is None:
         return None
-    from vtrain.backends.vertex import task_name
+    from vtrain.cloud.vertex import task_name
     from vtrain.errors import BackendError
 
     try:
@@ -85,8 +85,8 @@ def status(
     Exits 0 when the state was read, whatever it is (as `gcloud ... describe` does), so `set -e`
     scripts can poll a running job; --exit-code maps the state to the exit status instead.
     """
-    from vtrain.submit import get_job, job_dict
-    from vtrain.target import Where
+    from vtrain.cloud.submit import get_job, job_dict
+    from vtrain.cloud.target import Where
 
     handle = get_job(job, Where(project, region, api_endpoint))
     if output == "json":
@@ -128,8 +128,8 @@ def logs(
     """Print a job's log from Cloud Logging, each line prefixed by its replica: [chief-0],
     [worker-1], [ps-0], [evaluator-0] as `vtrain local` prints them, [vertex] for Vertex's own lines.
     JOB is a job ID or a full projects/P/locations/R/customJobs/ID name."""
-    from vtrain.submit import get_job
-    from vtrain.target import Where
+    from vtrain.cloud.submit import get_job
+    from vtrain.cloud.target import Where
 
     handle = get_job(job, Where(project, region, api_endpoint), poll=poll)
     try:
@@ -146,8 +146,8 @@ def logs(
 def cancel(job: str, output: str, project: str | None, region: str | None, api_endpoint: str | None) -> None:
     """Ask Vertex AI to stop a job (it goes CANCELLING, then CANCELLED). A job that already
     ended is left alone. JOB is a job ID or a full projects/P/locations/R/customJobs/ID name."""
-    from vtrain.submit import cancel_job, job_dict
-    from vtrain.target import Where
+    from vtrain.cloud.submit import cancel_job, job_dict
+    from vtrain.cloud.target import Where
 
     handle, sent = cancel_job(job, Where(project, region, api_endpoint))
     if output == "json":
@@ -185,9 +185,9 @@ def list_jobs(
     api_endpoint: str | None,
 ) -> None:
     """List CustomJobs and HyperparameterTuningJobs (marked "(tuning)") in the project and region, newest first."""
-    from vtrain.submit import job_dict
-    from vtrain.submit import list_jobs as find_jobs
-    from vtrain.target import Where
+    from vtrain.cloud.submit import job_dict
+    from vtrain.cloud.submit import list_jobs as find_jobs
+    from vtrain.cloud.target import Where
 
     terms = [filter_] if filter_ else []
     terms += labels

@@ -56,10 +56,10 @@ def local(job_file: str, output_dir: str | None, max_replicas: int | None, timeo
     --NAME=VALUE flags, several at a time, a live table of trials and the best one at the end;
     trial N writes under OUTPUT/N/.
     """
-    from vtrain.backends.handle import CANCELLED, SUCCEEDED, exit_code
-    from vtrain.backends.local.runner import run_local
     from vtrain.errors import JobFailed
-    from vtrain.jobfile import load_config
+    from vtrain.handle import CANCELLED, SUCCEEDED, exit_code
+    from vtrain.jobfile.load import load_config
+    from vtrain.local.runner import run_local
 
     config = load_config(job_file, overrides, target="local")
     for warning in config.warnings:

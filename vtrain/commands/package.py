@@ -39,8 +39,8 @@ def package(job_file: str, allow_credentials: bool, target: str, output: str, ov
     so an unchanged trainer is neither rebuilt nor uploaded again; the URIs are the ones
     `vtrain render` shows.
     """
-    from vtrain.jobfile import load_config
-    from vtrain.packaging import build_and_stage, describe
+    from vtrain.jobfile.load import load_config
+    from vtrain.trainer.packaging import build_and_stage, describe
 
     config = load_config(job_file, overrides, target=target)
     trainer = config.trainer

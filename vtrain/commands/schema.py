@@ -15,6 +15,6 @@ def schema() -> None:
     vtrain.schema.json`, then start the job file with
     `# yaml-language-server: $schema=vtrain.schema.json` (as `vtrain init` does).
     """
-    from vtrain.schema_json import job_schema
+    from vtrain.jobfile.json_schema import job_schema
 
     click.echo(json.dumps(job_schema(), indent=2, ensure_ascii=False))

@@ -80,7 +80,7 @@ def _yaml_text(value: str) -> str:
 
 def _check_bucket(bucket: str) -> str:
     """--bucket as gs://BUCKET[/PATH], every character one a job file and Cloud Storage accept."""
-    from vtrain.staging import parse_staging
+    from vtrain.trainer.staging import parse_staging
 
     bucket = bucket.rstrip("/")
     if not bucket.startswith("gs://") or len(bucket) <= len("gs://"):
@@ -99,7 +99,7 @@ def _check_bucket(bucket: str) -> str:
 def _check_validates(job: str, directory: Path, template: str) -> None:
     """The job file init writes must pass `vtrain validate` as written: checked against the template
     itself (the same files), before anything is written."""
-    from vtrain.jobfile import parse_config
+    from vtrain.jobfile.load import parse_config
 
     try:
         parse_config(job, str(directory / "vtrain.yaml"), source=templates_root() / template / "vtrain.yaml")
@@ -138,7 +138,7 @@ def scaffold(
         raise UsageError(f"--name is {len(name)} characters; Vertex allows at most {MAX_DISPLAY_NAME}")
     contents: dict[Path, bytes] = {rel: src.read_bytes() for rel, src in template_files(template).items()}
     name = name or job_name(directory)
-    from vtrain.schema_json import MODELINE, SCHEMA_FILE, job_schema
+    from vtrain.jobfile.json_schema import MODELINE, SCHEMA_FILE, job_schema
 
     job = JOB_FILE.format(name=_yaml_text(name), path=_slug(name), bucket=bucket, image_note=_IMAGE_NOTE[template],
                           modeline=MODELINE)

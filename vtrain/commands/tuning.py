@@ -62,8 +62,8 @@ def run_study(config: Any, *, output_dir: str | None, max_parallel: int | None, 
               timeout: float | None, startup_timeout: float, allow_credentials: bool, output: str,
               stream_logs: bool, restart_policy: str = "vertex") -> None:
     """Run the study, print the table and the best trial; exit as `vtrain local` does."""
-    from vtrain.backends.handle import SUCCEEDED
-    from vtrain.tuning.run import run_local_tuning
+    from vtrain.handle import SUCCEEDED
+    from vtrain.local.study_run import run_local_tuning
 
     display = LiveTable(sys.stderr)
     study = None

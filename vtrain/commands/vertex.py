@@ -1,7 +1,7 @@
 """`vtrain submit`: a job file to Vertex AI from the command line, and the options and printing
 that `status`, `logs`, `cancel` and `list` (:mod:`vtrain.commands.jobs`) share with it.
 
-Thin: each command parses, calls :mod:`vtrain.submit`, and prints. Data goes to stdout
+Thin: each command parses, calls :mod:`vtrain.cloud.submit`, and prints. Data goes to stdout
 (`-o json` for CI); progress, the live status line and notices go to stderr. Refusals
 (no project, no credentials, permission, quota) arrive as VtrainError and are printed by
 the CLI as one line with a non-zero exit.
@@ -104,7 +104,7 @@ class _StatusLine:
 
 
 def _next_commands(name: str, api_endpoint: str | None) -> list[str]:
-    from vtrain.target import ENDPOINT_ENV
+    from vtrain.cloud.target import ENDPOINT_ENV
 
     extra = ""
     if api_endpoint and os.environ.get(ENDPOINT_ENV, "").rstrip("/") != api_endpoint:
@@ -129,7 +129,7 @@ def _size(n: int) -> str:
 
 
 def _echo_dry_run(report: dict[str, Any]) -> None:
-    from vtrain.render import render
+    from vtrain.request.render import render
 
     request = report["request"]
     click.echo("Dry run: nothing is uploaded and no API is called.")
@@ -152,8 +152,8 @@ def _echo_checks(report: Any) -> None:
 
 
 def _wait(job: Any, output: str, timeout: float | None, poll: float, stream_logs: bool) -> None:
-    from vtrain.backends.handle import raise_for_state
-    from vtrain.submit import job_dict, watch
+    from vtrain.cloud.submit import job_dict, watch
+    from vtrain.handle import raise_for_state
 
     status = _StatusLine(job.job_id, live=not stream_logs)
     on_log = (lambda line: click.echo(line, err=output == "json")) if stream_logs else None
@@ -252,9 +252,9 @@ def submit(
     -o json prints the created job. Every job is labelled vtrain-version and
     vtrain-config-hash (a hash of the rendered request, package URIs included).
     """
-    from vtrain.submit import dry_run as plan_dry_run
-    from vtrain.submit import job_dict, plan_submit, submit_job
-    from vtrain.target import Where
+    from vtrain.cloud.submit import dry_run as plan_dry_run
+    from vtrain.cloud.submit import job_dict, plan_submit, submit_job
+    from vtrain.cloud.target import Where
 
     timeout = wait_timeout
     where = Where(project, region, api_endpoint)
@@ -262,7 +262,7 @@ def submit(
         plan = plan_submit(job_file, overrides=overrides, where=where)
         checks = None
         if preflight:
-            from vtrain.preflight import run_preflight
+            from vtrain.cloud.preflight import run_preflight
 
             checks = run_preflight(plan.target, plan.config)
             if output == "text":

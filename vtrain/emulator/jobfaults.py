@@ -3,7 +3,7 @@
     vtrain emulator --run-jobs --fail-jobs stockout          # the first job: FAILED, a stock-out
     vtrain emulator --fail-jobs preempted:2 --fail-after 5s  # the first two: preempted after 5 s
 
-CAUSE is one of :data:`vtrain.failures.CAUSES` (stockout, preempted, internal: retryable;
+CAUSE is one of :data:`vtrain.cloud.failures.CAUSES` (stockout, preempted, internal: retryable;
 replica, quota: not), N how many jobs (default 1), counted in the order they start running.
 A stock-out or quota failure happens before the job runs (Vertex never got the machines);
 ``preempted``, ``internal`` and ``replica`` let it run `--fail-after` seconds first (default 0):
@@ -18,9 +18,9 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from vtrain.cloud.failures import CAUSES
 from vtrain.emulator.runner import CANCELLED, FAILED, JobRunner, RunContext, RunResult
 from vtrain.errors import UsageError
-from vtrain.failures import CAUSES
 
 #: Causes that happen before any machine runs the job.
 BEFORE_RUNNING = ("stockout", "quota")

@@ -19,7 +19,7 @@ own thread once the job leaves JOB_STATE_PENDING (the job is then JOB_STATE_RUNN
   fails the job with its message.
 
 The default :func:`sleep_runner` waits and succeeds. ``vtrain emulator --run-jobs`` loads
-:data:`LOCAL_RUNNER` (:mod:`vtrain.backends.local.emulated`, which runs the job through
+:data:`LOCAL_RUNNER` (:mod:`vtrain.emulator.local_jobs`, which runs the job through
 ``vtrain local``); ``--runner MODULE:ATTR`` loads any other.
 """
 
@@ -38,7 +38,7 @@ FAILED = "JOB_STATE_FAILED"
 CANCELLED = "JOB_STATE_CANCELLED"
 FINAL_STATES = (SUCCEEDED, FAILED, CANCELLED)
 
-LOCAL_RUNNER = "vtrain.backends.local.emulated:emulator_runner"
+LOCAL_RUNNER = "vtrain.emulator.local_jobs:emulator_runner"
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from vtrain.emulator.errors import invalid_argument, not_found
 from vtrain.emulator.runner import CANCELLED, SUCCEEDED, RunContext, RunResult
 from vtrain.emulator.store import JobStore, _Record
 
-LOCAL_TUNING_RUNNER = "vtrain.tuning.emulated:tuning_runner"
+LOCAL_TUNING_RUNNER = "vtrain.emulator.local_studies:tuning_runner"
 TRIAL_LABEL = "ml.googleapis.com/trial_id"
 _COLLECTION = re.compile(r"^/v1/projects/([^/]+)/locations/([^/]+)/hyperparameterTuningJobs$")
 _JOB = re.compile(r"^/v1/projects/([^/]+)/locations/([^/]+)/hyperparameterTuningJobs/([^/:]+)(:cancel)?$")
@@ -192,7 +192,7 @@ def pretend_tuning_runner(seconds: float = 2.0) -> Callable[[Any, RunContext], R
     search) and each 'succeeds' without a measurement; nothing runs."""
 
     def run(job: Any, ctx: RunContext) -> RunResult:
-        from vtrain.tuning.local import tuning_from_body
+        from vtrain.local.studies import tuning_from_body
         from vtrain.tuning.search import make_searcher
 
         body = json_format.MessageToDict(HyperparameterTuningJob.pb(job))

@@ -4,7 +4,7 @@ Parsing is strict `json_format` into `google.cloud.aiplatform.v1.CustomJob`: an 
 field, a wrong type or an unknown enum name is a 400 INVALID_ARGUMENT, as on the real
 endpoint. The semantic checks below are the ones Vertex applies at create time that a
 job builder can get wrong; they are deliberately not vtrain's own rules (those live in
-`vtrain.rules`), so a bug in the builder cannot hide behind a matching bug here.
+`vtrain.jobfile.rules`), so a bug in the builder cannot hide behind a matching bug here.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from vtrain.errors import EstimateError
 from vtrain.estimate.model import recommended_reducers
 
 if TYPE_CHECKING:
-    from vtrain.config import JobConfig, PoolConfig
+    from vtrain.jobfile.model import JobConfig, PoolConfig
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from vtrain.errors import EstimateError
 
 if TYPE_CHECKING:
-    from vtrain.config import JobConfig
+    from vtrain.jobfile.model import JobConfig
 
 
 @dataclass(frozen=True)
@@ -31,8 +31,8 @@ def load_prices(path: str) -> Prices:
     import yaml
 
     from vtrain.catalog import normalize_accelerator
+    from vtrain.jobfile.yamlpos import MAX_BYTES
     from vtrain.userpaths import describe_oserror, read_bounded
-    from vtrain.yamlpos import MAX_BYTES
 
     try:
         data = yaml.safe_load(read_bounded(path, MAX_BYTES).decode("utf-8"))  # a FIFO must not hang it

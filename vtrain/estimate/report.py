@@ -28,7 +28,7 @@ from vtrain.estimate.precision import PrecisionAdvice, precision_advice
 from vtrain.estimate.prices import Prices, cluster_prices
 
 if TYPE_CHECKING:
-    from vtrain.config import JobConfig
+    from vtrain.jobfile.model import JobConfig
 
 SCHEMA_VERSION = 2
 

@@ -1,11 +1,11 @@
-"""Hyperparameter tuning: the `tuning:` block of a job file, run on Vertex AI or on this machine.
+"""Hyperparameter tuning's pure parts: the `tuning:` block's model and the search over it.
 
 - :mod:`.model`    the block as frozen dataclasses (built from schema-checked data)
-- :mod:`.spec`     JobConfig → the `hyperparameterTuningJobs.create` body (pure)
 - :mod:`.search`   grid, seeded random and optuna-TPE suggestions; the median stopping rule
-- :mod:`.local`    `vtrain local` on a tuning job: each trial a local job, several at a time
-- :mod:`.emulated` the emulator's `--run-jobs` for tuning jobs, through the local tuner
+- :mod:`.table`    a study's trials as a table
 - :mod:`.estimate` machine-hours and wall time of a whole study
 
+The request body is built in :mod:`vtrain.request.tuning_job`, a study runs on this machine in
+:mod:`vtrain.local.studies` and in the emulator in :mod:`vtrain.emulator.local_studies`.
 Importing this package costs nothing: each module is imported where it is used.
 """

@@ -1,0 +1,373 @@
+"""`vtrain submit/status/logs/cancel/list` through click against the Vertex and Cloud Storage emulators.
+
+Exact output and exit codes; refusals must be one `error:` line with a non-zero exit, never a traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from google.protobuf import json_format
+
+from tests.cloud.test_submit import FAST_RETRY, job_text, runner
+from tests.conftest import REPO
+from tests.helpers import write_job
+from vtrain.cli import cli
+from vtrain.emulator import Emulator, GatedRunner
+
+SUBMIT = importlib.import_module("vtrain.cloud.submit")
+PROJECT = "test-project"
+PARENT = f"projects/{PROJECT}/locations/us-central1"
+NAME_RE = rf"{PARENT}/customJobs/[0-9]+"
+
+
+@pytest.fixture(autouse=True)
+def _fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(SUBMIT, "DEFAULT_RETRY", FAST_RETRY)
+
+
+def _point_at(monkeypatch: pytest.MonkeyPatch, emu: Emulator) -> None:
+    monkeypatch.setenv("VTRAIN_API_ENDPOINT", emu.url)
+    monkeypatch.setenv("VTRAIN_PROJECT", PROJECT)
+    monkeypatch.setenv("VTRAIN_REGION", "us-central1")  # so no test asks gcloud
+
+
+@pytest.fixture
+def emu(monkeypatch: pytest.MonkeyPatch) -> Iterator[Emulator]:
+    with Emulator(runner=runner, pending_seconds=0.05, cancel_seconds=0.05) as emulator:
+        _point_at(monkeypatch, emulator)
+        yield emulator
+
+
+@pytest.fixture
+def gated(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Emulator, GatedRunner]]:
+    gate = GatedRunner()
+    with Emulator(runner=gate, pending_seconds=0, cancel_seconds=0) as emulator:
+        _point_at(monkeypatch, emulator)
+        yield emulator, gate
+
+
+@pytest.fixture
+def bucket(gcs: Any) -> Any:
+    gcs.create_bucket("stage-bkt")
+    return gcs
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, list(args))
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result.exit_code, result.stdout, result.stderr
+
+
+def one_error_line(err: str) -> str:
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in err, err
+    return lines[0]
+
+
+def submit_json(job: Path, *extra: str, exit_code: int = 0) -> dict[str, Any]:
+    code, out, err = run("submit", str(job), "-o", "json", *extra)
+    assert code == exit_code, err
+    return dict(json.loads(out))
+
+
+# ---- submit -----------------------------------------------------------------------------------
+def test_submit_wait_succeeds_and_sends_what_render_prints(tmp_path: Path, emu: Emulator, bucket: Any) -> None:
+    job = write_job(tmp_path, job_text())
+    code, out, err = run("submit", str(job), "--wait", "--poll", "0.02")
+    assert code == 0, err
+    lines = out.splitlines()
+    name = re.fullmatch(rf"Submitted ({NAME_RE}) \(tiny\)", lines[0]).group(1)  # type: ignore[union-attr]
+    job_id = name.rsplit("/", 1)[1]
+    assert lines[1:] == [
+        f"  console: https://console.cloud.google.com/vertex-ai/locations/us-central1/training/{job_id}/cpu"
+        f"?project={PROJECT}",
+        "  next:",
+        f"    vtrain status {name}",
+        f"    vtrain logs {name} --follow",
+        f"    vtrain cancel {name}",
+        f"{name} ended JOB_STATE_SUCCEEDED after 0s",
+    ]
+    staged, states = err.splitlines()[:2], err.splitlines()[2:]
+    assert [s.split()[:2] for s in staged] == [["trainer", "uploaded"], ["runtime", "uploaded"]]
+    assert [s.split()[:2] for s in states][-1] == [job_id, "SUCCEEDED"]
+    # The request sent equals `vtrain render` but for vtrain's labels.
+    code, rendered, _ = run("render", str(job))
+    [post] = [r for r in emu.requests if r["method"] == "POST" and r["path"].endswith("/customJobs")]
+    sent = proto_dict(post["body"])
+    assert sorted(k for k in sent["labels"] if k.startswith("vtrain-")) == [
+        "vtrain-config-hash",
+        "vtrain-submit-id",
+        "vtrain-version",
+    ]
+    sent["labels"] = {k: v for k, v in sent["labels"].items() if not k.startswith("vtrain-")}
+    assert sent == proto_dict(json.loads(rendered))
+
+
+def proto_dict(body: dict[str, Any]) -> dict[str, Any]:
+    """A REST body through the real CustomJob proto and back: one canonical form to compare."""
+    from vtrain.request.custom_job import to_proto
+
+    return dict(json_format.MessageToDict(to_proto(body)._pb))
+
+
+def test_failing_job_streams_logs_and_exits_10(tmp_path: Path, emu: Emulator, bucket: Any) -> None:
+    code, out, err = run("submit", str(write_job(tmp_path, job_text("fail-me"))), "--stream-logs", "--poll", "0.02")
+    assert code == 10
+    assert "[chief-0] start fail-me\n[worker-0] worker up\n" in out
+    assert re.search(rf"^error: job {NAME_RE} ended JOB_STATE_FAILED: workerpool0-0 exited with status 1$", err, re.M)
+    assert "Traceback" not in err
+
+
+def test_wait_timeout_exits_12_and_the_job_keeps_running(tmp_path: Path, gated: Any, bucket: Any) -> None:
+    emu, gate = gated
+    args = ("--wait-timeout", "1s", "--poll", "0.05", "-o", "json")  # --wait-timeout implies --wait
+    code, out, err = run("submit", str(write_job(tmp_path, job_text())), *args)
+    assert code == 12 and out == ""
+    assert re.search(rf"^error: job ({NAME_RE}) is still JOB_STATE_RUNNING after waiting 1 s", err, re.M)
+    assert [j.state.name for j in emu.jobs()] == ["JOB_STATE_RUNNING"]
+    code, _, err = run("submit", "x.yaml", "--wait", "--wait-timeout", "soon")
+    assert code == 2 and "Invalid value for '--wait-timeout': expected a duration like 90s" in err
+
+
+def test_if_changed_skips_a_running_twin(tmp_path: Path, gated: Any, bucket: Any) -> None:
+    emu, gate = gated
+    job = write_job(tmp_path, job_text())
+    first = submit_json(job, "--if-changed")
+    code, out, err = run("submit", str(job), "--if-changed")
+    assert code == 0
+    assert out.splitlines()[0] == (
+        f"Not submitted: {first['name']} (tiny) has the same config hash "
+        f"{first['labels']['vtrain-config-hash']} and is JOB_STATE_RUNNING"
+    )
+    assert submit_json(job, "--if-changed")["name"] == first["name"] and len(emu.jobs()) == 1
+    assert submit_json(job)["name"] != first["name"]  # without the flag: always a new job
+
+
+def test_dry_run_sends_nothing_and_needs_no_credentials(
+    tmp_path: Path, emu: Emulator, bucket: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "missing.json"))
+    job = write_job(tmp_path, job_text())
+    code, out, err = run("submit", str(job), "--dry-run", "-o", "json")
+    assert (code, err) == (0, "")
+    report = json.loads(out)
+    assert report["request"]["url"] == f"{emu.url}/v1/{PARENT}/customJobs"
+    assert [p["role"] for p in report["packages"]] == ["trainer", "runtime"]
+    code, out, err = run("submit", str(job), "--dry-run")
+    assert code == 0
+    assert out.splitlines()[:2] == [
+        "Dry run: nothing is uploaded and no API is called.",
+        f"POST {emu.url}/v1/{PARENT}/customJobs",
+    ]
+    assert f"->  {report['packages'][0]['uri']}  (built, " in out
+    assert out.splitlines()[-1] == f"config hash {report['configHash']}; added when submitting: label vtrain-submit-id"
+    assert emu.requests == [] and bucket.object_names("stage-bkt") == []
+
+
+def test_dry_run_in_a_subprocess(tmp_path: Path) -> None:
+    job = write_job(tmp_path, job_text())
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "GOOGLE_APPLICATION_CREDENTIALS": "/nonexistent"}
+    done = subprocess.run(
+        [sys.executable, "-m", "vtrain", "submit", str(job), "--dry-run", "-o", "json", "--project", "ci-project"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    assert json.loads(done.stdout)["request"]["url"].startswith(
+        "https://us-central1-aiplatform.googleapis.com/v1/projects/ci-project/"
+    )
+
+
+# ---- status, logs, cancel, list -----------------------------------------------------------------
+def test_status_logs_and_list(tmp_path: Path, emu: Emulator, bucket: Any) -> None:
+    ok = submit_json(write_job(tmp_path, job_text("ok-job")), "--wait", "--poll", "0.02")
+    failed = submit_json(write_job(tmp_path, job_text("fail-job"), "f.yaml"), "--wait", "--poll", "0.02", exit_code=10)
+    assert (ok["state"], failed["state"]) == ("JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED")
+    ok_id, failed_id = ok["name"].rsplit("/", 1)[1], failed["name"].rsplit("/", 1)[1]
+
+    code, out, _ = run("status", ok_id)
+    rows = {line[:12].rstrip(): line[14:] for line in out.splitlines()}
+    assert code == 0 and rows["id"] == ok_id and rows["name"] == ok["name"] and rows["state"] == "JOB_STATE_SUCCEEDED"
+    code, out, _ = run("status", failed["name"], "-o", "json")
+    assert code == 0 and json.loads(out)["error"]["message"] == "workerpool0-0 exited with status 1"
+    code, out, _ = run("status", failed_id)
+    assert code == 0 and "error         workerpool0-0 exited with status 1" in out
+    # --exit-code: the state as the exit status, for scripts that branch on the outcome.
+    assert run("status", failed_id, "--exit-code")[0] == 10
+    assert run("status", ok_id, "--exit-code")[0] == 0
+
+    assert run("logs", ok_id) == (0, "[chief-0] start ok-job\n[worker-0] worker up\n[chief-0] done\n", "")
+    assert run("logs", ok["name"], "--replica", "worker-0") == (0, "[worker-0] worker up\n", "")
+    code, out, _ = run("logs", ok_id, "--timestamps", "--replica", "chief-0")
+    assert code == 0 and re.fullmatch(r"(\d{4}-\d\d-\d\dT[0-9:.]+Z \[chief-0\] \S+.*\n){2}", out)
+    code, _, err = run("logs", ok_id, "--replica", "master-0")
+    assert code == 2 and "Invalid value for '--replica': replica 'master-0' is not chief-0" in err
+
+    code, out, _ = run("list")
+    assert code == 0
+    assert [line.split()[:2] for line in out.splitlines()] == [
+        ["ID", "STATE"],
+        [failed_id, "FAILED"],
+        [ok_id, "SUCCEEDED"],
+    ]
+    assert out.splitlines()[1].endswith("  fail-job")
+    assert [j["name"] for j in json.loads(run("list", "--state", "succeeded", "-o", "json")[1])] == [ok["name"]]
+    assert [j["name"] for j in json.loads(run("list", "--limit", "1", "-o", "json")[1])] == [failed["name"]]
+    assert json.loads(run("list", "--filter", 'display_name="ok-job"', "-o", "json")[1])[0]["name"] == ok["name"]
+    assert run("list", "--state", "running") == (0, "no jobs\n", "")
+    code, _, err = run("list", "--state", "done")
+    assert code == 2 and "Invalid value for '--state': 'done' is not one of 'queued'" in err
+    assert json.loads(run("list", "--state", "SUCCEEDED", "-o", "json")[1])[0]["name"] == ok["name"]
+
+
+def test_state_choices_are_vertex_job_states() -> None:
+    from google.cloud.aiplatform_v1 import JobState
+
+    from vtrain.commands.jobs import JOB_STATES
+
+    assert {f"JOB_STATE_{s.upper()}" for s in JOB_STATES} == set(JobState.__members__) - {"JOB_STATE_UNSPECIFIED"}
+
+
+def test_follow_logs_until_the_end(tmp_path: Path, emu: Emulator, bucket: Any) -> None:
+    job = submit_json(write_job(tmp_path, job_text("followed")))
+    code, out, _ = run("logs", job["name"], "--follow", "--poll", "0.02")
+    assert (code, out) == (0, "[chief-0] start followed\n[worker-0] worker up\n[chief-0] done\n")
+
+
+def test_cancel(tmp_path: Path, gated: Any, bucket: Any) -> None:
+    emu, gate = gated
+    job = submit_json(write_job(tmp_path, job_text()))
+    assert gate.started.wait(5)
+    code, out, _ = run("status", job["name"])
+    assert code == 0 and "JOB_STATE_RUNNING" in out  # the state was read: set -e scripts go on
+    assert run("status", job["name"], "--exit-code")[0] == 12
+    assert run("cancel", job["name"]) == (0, f"Cancel requested: {job['name']} is JOB_STATE_CANCELLING\n", "")
+    gate.release()
+    state = ""
+    for _ in range(100):
+        code, out, _ = run("status", job["name"], "-o", "json", "--exit-code")
+        state = json.loads(out)["state"]
+        if state == "JOB_STATE_CANCELLED":
+            break
+    assert (state, code) == ("JOB_STATE_CANCELLED", 11)
+    assert run("cancel", job["name"].rsplit("/", 1)[1]) == (
+        0,
+        f"{job['name']} had already ended: JOB_STATE_CANCELLED\n",
+        "",
+    )
+    code, out, _ = run("cancel", job["name"], "-o", "json")
+    assert json.loads(out)["state"] == "JOB_STATE_CANCELLED"
+    assert [r["path"].endswith(":cancel") for r in emu.requests].count(True) == 1
+
+
+# ---- retries and refusals -------------------------------------------------------------------------
+def test_transient_errors_are_retried_then_explained(emu: Emulator) -> None:
+    emu.fail_next(2)
+    emu.fail_next(1, code=429)
+    code, out, err = run("list")
+    assert (code, out) == (0, "no jobs\n")
+    # One progress line per retry on stderr, naming the endpoint and what it answered.
+    assert [re.sub(r"in [0-9.]+ s", "in N s", line) for line in err.splitlines()] == [
+        f"Vertex AI at {emu.url} answered 503 UNAVAILABLE: The service is currently unavailable.; "
+        "retrying in N s (attempt 2 of 4)",
+        f"Vertex AI at {emu.url} answered 503 UNAVAILABLE: The service is currently unavailable.; "
+        "retrying in N s (attempt 3 of 4)",
+        f"Vertex AI at {emu.url} answered 429 RESOURCE_EXHAUSTED: Too many requests; please retry.; "
+        "retrying in N s (attempt 4 of 4)",
+    ]
+    # three refused and one answered list of customJobs, then one of hyperparameterTuningJobs
+    assert [r["path"].rsplit("/", 1)[1] for r in emu.requests] == ["customJobs"] * 4 + ["hyperparameterTuningJobs"]
+    emu.fail_next(10)
+    code, _, err = run("list")
+    assert code == 1
+    assert one_error_line(err.splitlines()[-1]).startswith(
+        "error: cannot list jobs: Vertex AI kept failing (503 UNAVAILABLE: The service is currently unavailable.) "
+        "after 4 attempts"
+    )
+
+
+def test_permission_and_quota_errors_are_one_line(tmp_path: Path, emu: Emulator, bucket: Any) -> None:
+    job = str(write_job(tmp_path, job_text()))
+    code, _, err = run("submit", job, "--project", "denied-project")  # preflight's list is refused first
+    assert code == 1 and one_error_line(err) == (
+        "error: preflight: vertex ai: cannot list jobs: permission aiplatform.customJobs.list denied on "
+        "projects/denied-project/locations/us-central1 for the current credentials; grant them "
+        "roles/aiplatform.user (or a role with aiplatform.customJobs.list) in project denied-project"
+    )
+    code, _, err = run("submit", job, "--project", "denied-project", "--no-preflight")
+    assert code == 1 and one_error_line(err) == (
+        "error: cannot create job 'tiny': permission aiplatform.customJobs.create denied on "
+        "projects/denied-project/locations/us-central1 for the current credentials; grant them "
+        "roles/aiplatform.user (or a role with aiplatform.customJobs.create) in project denied-project"
+    )
+    code, _, err = run("status", "projects/denied-project/locations/us-central1/customJobs/1")
+    assert code == 1 and "permission aiplatform.customJobs.get denied" in one_error_line(err)
+    code, _, err = run("submit", job, "--project", "quota-project")
+    assert code == 1 and one_error_line(err).startswith(
+        "error: cannot create job 'tiny': quota aiplatform.googleapis.com/custom_model_training_cpus exceeded"
+    )
+    code, _, err = run("status", "projects/p-project/locations/europe-west4/customJobs/1", "--region", "us-east1")
+    assert code == 1 and one_error_line(err) == (
+        "error: job projects/p-project/locations/europe-west4/customJobs/1 is in region europe-west4, "
+        "not us-east1 (from --region)"
+    )
+
+
+def test_missing_project_is_one_line(tmp_path: Path, emu: Emulator, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("VTRAIN_PROJECT")
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "gcloud"))  # a gcloud on PATH finds nothing either
+    code, _, err = run("list")
+    assert code == 1 and one_error_line(err) == (
+        "error: no Google Cloud project set: pass --project, set `project:` in the job file, set VTRAIN_PROJECT "
+        "(or GOOGLE_CLOUD_PROJECT), or run `gcloud config set project ID`"
+    )
+    code, _, err = run("submit", str(write_job(tmp_path, job_text())), "--dry-run")
+    assert code == 1 and one_error_line(err).startswith("error: no Google Cloud project set")
+    assert emu.requests == []
+
+
+def test_no_credentials_is_one_line(tmp_path: Path, bucket: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "missing.json"))
+    monkeypatch.setenv("VTRAIN_REGION", "us-central1")
+    job = str(write_job(tmp_path, job_text()))
+    for args in (
+        ["submit", job, "--project", PROJECT],
+        ["status", "42", "--project", PROJECT],
+        ["list", "--project", PROJECT, "--api-endpoint", "private-aiplatform.example.com"],
+    ):
+        code, _, err = run(*args)
+        assert code == 1 and one_error_line(err).startswith(
+            "error: cannot connect to Vertex AI: no Google Cloud credentials found; run `gcloud auth "
+            "application-default login`"
+        ), args
+    assert bucket.object_names("stage-bkt") == []
+
+
+def test_refusal_in_a_subprocess_has_no_traceback(emu: Emulator) -> None:
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "VTRAIN_API_ENDPOINT": emu.url}
+    done = subprocess.run(
+        [sys.executable, "-m", "vtrain", "list", "--project", "denied-project", "--region", "us-central1"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (1, "")
+    assert one_error_line(done.stderr).startswith(
+        "error: cannot list jobs: permission aiplatform.customJobs.list denied"
+    )

@@ -1,0 +1,242 @@
+"""The shape of the package: no import circle, every module importable on its own, modules small,
+the job model below everything that uses it. Read from the source, so a new module is covered
+without touching this file."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import REPO
+
+PACKAGE = REPO / "vtrain"
+MAX_LINES = 450
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(REPO).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _imports(path: Path) -> set[str]:
+    """vtrain modules `path` imports anywhere (function-level lazy imports too; not TYPE_CHECKING)."""
+    out: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                continue
+            if isinstance(child, ast.Import):
+                out.update(a.name for a in child.names)
+            elif isinstance(child, ast.ImportFrom) and child.module and child.level == 0:
+                for alias in child.names:
+                    full = f"{child.module}.{alias.name}"
+                    out.add(full if full in MODULES else child.module)
+            visit(child)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")))
+    return {name for name in out if name in MODULES}
+
+
+GRAPH = {name: _imports(path) - {name} for name, path in MODULES.items()}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def strong(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            strong(v)
+    return found
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_circle() -> None:
+    assert _cycles(GRAPH) == []
+
+
+def _reaches(start: str) -> set[str]:
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        for nxt in GRAPH[todo.pop()] - seen:
+            seen.add(nxt)
+            todo.append(nxt)
+    return seen
+
+
+#: The stages, lowest first. A module may import from a stage below its own, or from its own unit;
+#: units side by side in one stage (request | estimate, cloud | local) do not import each other.
+STAGES: list[dict[str, tuple[str, ...]]] = [
+    {"ground": ("vtrain", "vtrain.errors", "vtrain.constants", "vtrain.catalog", "vtrain.userpaths",
+                "vtrain.proctree", "vtrain.network", "vtrain.handle", "vtrain.tuning")},
+    {"replica": ("vtrain.runtime", "vtrain.diloco")},  # inside replicas; they ship together
+    {"trainer": ("vtrain.trainer",)},
+    {"jobfile": ("vtrain.jobfile",)},
+    {"request": ("vtrain.request",), "estimate": ("vtrain.estimate",)},
+    {"cloud": ("vtrain.cloud",), "local": ("vtrain.local",)},
+    {"emulator": ("vtrain.emulator",)},
+    {"commands": ("vtrain.commands",)},
+    {"faces": ("vtrain.cli", "vtrain.__main__")},
+]
+
+
+def _place(module: str) -> tuple[int, str]:
+    """(stage, unit) of a module: the unit with the longest prefix of its name."""
+    best: tuple[int, int, str] | None = None
+    for rank, units in enumerate(STAGES):
+        for unit, prefixes in units.items():
+            for prefix in prefixes:
+                if (module == prefix or module.startswith(prefix + ".")) and (best is None or len(prefix) > best[0]):
+                    best = (len(prefix), rank, unit)
+    assert best is not None, f"{module} is in no stage: add it to STAGES"
+    return best[1], best[2]
+
+
+def _against_the_order(graph: dict[str, set[str]]) -> list[str]:
+    bad = []
+    for importer, imported in sorted(graph.items()):
+        rank, unit = _place(importer)
+        for name in sorted(imported):
+            other_rank, other_unit = _place(name)
+            if name != "vtrain" and not (other_rank < rank or other_unit == unit):
+                bad.append(f"{importer} ({unit}) imports {name} ({other_unit})")
+    return bad
+
+
+def test_the_layer_check_finds_an_import_up_the_order() -> None:
+    graph = {"vtrain.errors": {"vtrain.cli"}, "vtrain.request.render": {"vtrain.estimate.text"},
+             "vtrain.cloud.submit": {"vtrain.request.render", "vtrain.cloud.target"}}
+    assert _against_the_order(graph) == [
+        "vtrain.errors (ground) imports vtrain.cli (faces)",
+        "vtrain.request.render (request) imports vtrain.estimate.text (estimate)",
+    ]
+
+
+def test_every_import_follows_the_stage_order() -> None:
+    """Lazy imports count: a function-level import up the order is still a dependency up it."""
+    assert _against_the_order(GRAPH) == []
+
+
+def test_the_top_level_stays_small() -> None:
+    top = sorted(p.stem for p in PACKAGE.glob("*.py"))
+    assert len(top) <= 11, top
+
+
+def test_the_job_model_imports_nothing_that_uses_it() -> None:
+    model = _reaches("vtrain.jobfile.model")
+    # userpaths (path checks, symlink-loop-safe resolve) and tuning.model (the `tuning:` part of the job
+    # model) import nothing of vtrain either
+    allowed = {"vtrain.catalog", "vtrain.constants", "vtrain.errors", "vtrain.jobfile.yamlpos", "vtrain.userpaths",
+               "vtrain.tuning.model"}
+    assert model <= allowed, model
+    assert _reaches("vtrain.userpaths") == set()
+    assert _reaches("vtrain.tuning.model") == set()
+
+
+def test_the_runtime_needs_only_what_ships_with_it() -> None:
+    from vtrain.trainer.packaging import RUNTIME_FILES, RUNTIME_PACKAGES
+
+    shipped = {f"vtrain.{name.removesuffix('.py')}" for name in RUNTIME_FILES if name.endswith(".py")}
+    for package in RUNTIME_PACKAGES:
+        shipped |= {m for m in MODULES if m == f"vtrain.{package}" or m.startswith(f"vtrain.{package}.")}
+    assert _reaches("vtrain.runtime") - {"vtrain"} <= shipped
+
+
+def test_every_module_imports_on_its_own() -> None:
+    """Each module first in a fresh set of vtrain modules: an order-dependent circle fails here."""
+    code = (
+        "import importlib, sys\n"
+        f"names = {sorted(m for m in MODULES if not m.endswith('__main__'))!r}\n"
+        "for name in names:\n"
+        "    for loaded in [m for m in sys.modules if m == 'vtrain' or m.startswith('vtrain.')]:\n"
+        "        del sys.modules[loaded]\n"
+        "    importlib.import_module(name)\n"
+        "print('ok', len(names))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    runnable = [m for m in MODULES if m.endswith("__main__")]  # vtrain.__main__, vtrain.diloco.__main__
+    assert done.stdout.split() == ["ok", str(len(MODULES) - len(runnable))]
+
+
+def test_modules_stay_small() -> None:
+    big = {name: n for name, path in MODULES.items() if (n := len(path.read_text().splitlines())) > MAX_LINES}
+    assert big == {}, f"split these at a seam: {big}"
+
+
+def test_every_module_says_what_it_owns() -> None:
+    missing = [name for name, path in MODULES.items()
+               if path.stat().st_size > 200 and ast.get_docstring(ast.parse(path.read_text())) is None]
+    assert missing == []
+
+
+def test_user_facing_errors_live_in_one_tree() -> None:
+    """Every VtrainError subclass is defined in vtrain.errors, and each prints itself."""
+    import vtrain.errors as errors
+
+    tree = {name for name, obj in vars(errors).items() if isinstance(obj, type) and issubclass(obj, errors.VtrainError)}
+    elsewhere = [
+        f"{name}.{node.name}"
+        for name, path in MODULES.items()
+        if name != "vtrain.errors"
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ClassDef) and any(ast.unparse(b).split(".")[-1] in tree for b in node.bases)
+    ]
+    assert elsewhere == []
+    for name in tree:
+        assert callable(getattr(vars(errors)[name], "show", None)), name
+
+
+def test_errors_show_themselves(capsys: object) -> None:
+    import io
+
+    from vtrain.errors import BackendError, ConfigError, Problem
+
+    out = io.StringIO()
+    BackendError("first\nsecond").show(out)
+    ConfigError([Problem("a.b", "bad", "job.yaml", 3, 4), Problem("c", "hmm", "job.yaml", 1, 1, "warning")]).show(out)
+    assert out.getvalue().splitlines() == [
+        "error: first",
+        "error: second",
+        "job.yaml:3:4: a.b: bad",
+        "job.yaml:1:1: warning: c: hmm",
+        "error: 1 problem in the job file",
+    ]

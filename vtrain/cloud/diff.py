@@ -1,0 +1,264 @@
+"""`vtrain diff`: what would change, field by field, between the request a job file makes now and
+an earlier one (the plan step of CI, as `terraform plan` is for infrastructure).
+
+The earlier request is a saved render (`vtrain render -o json|yaml|gcloud`, or `submit --dry-run
+-o json`), a submitted job (by ID or resource name), or the newest job submitted from the same
+file (same display name, labelled by vtrain). Paths read like ``jobSpec.workerPoolSpecs[1].replicaCount``;
+list entries that carry a `name` (env variables) are matched by it: ``env[name=LR]``. A trainer
+whose code changed shows as its package URI changing: the file name carries the content hash.
+
+Fields the server adds (name, state, times, error) and the labels that differ on every submission
+(vtrain-submit-id, vtrain-config-hash, itself a hash of the rest) are not compared. Values of
+secret-looking env variables are shown as <redacted>; a change to one is still reported.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from vtrain.errors import UsageError
+from vtrain.request.render import REDACTED, is_secret_name
+
+#: CustomJob fields only the server sets: never part of a request.
+OUTPUT_ONLY = ("name", "state", "createTime", "startTime", "endTime", "updateTime", "error", "webAccessUris",
+               "satisfiesPzs", "satisfiesPzi")  # fmt: skip
+#: Labels that differ between two submissions of the very same request.
+VOLATILE_LABELS = ("vtrain-submit-id", "vtrain-config-hash")
+VERSION_LABEL = "vtrain-version"
+_HASHED_PACKAGE = re.compile(r"^(?P<stem>.*?)(?P<hash>[0-9a-f]{8,64})(?P<ext>\.tar\.gz|\.zip|\.whl)$")
+
+
+@dataclass(frozen=True)
+class Change:
+    path: str
+    op: str  # added, removed, changed
+    old: Any = None
+    new: Any = None
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {"path": self.path, "op": self.op, "old": self.old, "new": self.new}
+        if self.note:
+            out["note"] = self.note
+        return out
+
+    def __str__(self) -> str:
+        note = f"  ({self.note})" if self.note else ""
+        if self.op == "added":
+            return f"+ {self.path}: {_show(self.new)}{note}"
+        if self.op == "removed":
+            return f"- {self.path}: {_show(self.old)}{note}"
+        return f"~ {self.path}: {_show(self.old)} -> {_show(self.new)}{note}"
+
+
+def _show(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+@dataclass(frozen=True)
+class DiffResult:
+    before: str  # what the request is compared with, in words
+    after: str
+    changes: list[Change] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.changes else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"before": self.before, "after": self.after, "changed": bool(self.changes),
+                "changes": [c.to_dict() for c in self.changes]}  # fmt: skip
+
+
+# ---- the comparison (pure) --------------------------------------------------------------------
+def _diff_entries(old: Mapping[Any, Any], new: Mapping[Any, Any], where: Callable[[Any], str]) -> list[Change]:
+    """Entries removed, added or changed, old order first, then what only `new` has."""
+    out: list[Change] = []
+    for key in [*old, *(k for k in new if k not in old)]:
+        sub = where(key)
+        if key not in new:
+            out.append(Change(sub, "removed", old=old[key]))
+        elif key not in old:
+            out.append(Change(sub, "added", new=new[key]))
+        else:
+            out.extend(diff_values(old[key], new[key], sub))
+    return out
+
+
+def _keyed(items: list[Any]) -> bool:
+    """A list whose entries are mappings with distinct `name`s (env variables): match by name."""
+    names = [i.get("name") for i in items if isinstance(i, Mapping)]
+    return bool(items) and len(names) == len(items) and None not in names and len(set(names)) == len(names)
+
+
+def diff_values(old: Any, new: Any, path: str = "") -> list[Change]:
+    """Every field-level difference between two REST bodies, in document order."""
+    if isinstance(old, Mapping) and isinstance(new, Mapping):
+        return _diff_entries(old, new, lambda key: f"{path}.{key}" if path else str(key))
+    if isinstance(old, list) and isinstance(new, list):
+        if (_keyed(old) or not old) and (_keyed(new) or not new) and (old or new):
+            before = {i["name"]: i for i in old}
+            after = {i["name"]: i for i in new}
+            return _diff_entries(before, after, lambda name: f"{path}[name={name}]")
+        if len(old) == len(new):
+            return [c for i, (a, b) in enumerate(zip(old, new, strict=True)) for c in diff_values(a, b, f"{path}[{i}]")]
+    if old == new:
+        return []
+    return [Change(path, "changed", old=old, new=new, note=_note(old, new))]
+
+
+def _note(old: Any, new: Any) -> str:
+    if isinstance(old, str) and isinstance(new, str):
+        a, b = _HASHED_PACKAGE.match(old), _HASHED_PACKAGE.match(new)
+        if a and b and a["stem"] == b["stem"] and a["ext"] == b["ext"]:
+            return "package content changed"
+    return ""
+
+
+def comparable(body: Mapping[str, Any], *, keep_version: bool = True) -> dict[str, Any]:
+    """The request part of a body: no server-set fields, no labels that change on every submission."""
+    out = {k: v for k, v in body.items() if k not in OUTPUT_ONLY}
+    drop = VOLATILE_LABELS if keep_version else (*VOLATILE_LABELS, VERSION_LABEL)
+    labels = {k: v for k, v in (out.get("labels") or {}).items() if k not in drop}
+    out.pop("labels", None)
+    if labels:
+        out["labels"] = labels
+    return out
+
+
+def _secret_path(path: str) -> bool:
+    match = re.search(r"(?:^|\.)env\[name=([^\]]+)\](?:\.value)?$", path)
+    return bool(match) and is_secret_name(match.group(1))
+
+
+def _hide(value: Any, path: str) -> Any:
+    if isinstance(value, Mapping) and is_secret_name(str(value.get("name", ""))) and value.get("value"):
+        return {**value, "value": REDACTED}
+    if isinstance(value, str) and value and _secret_path(path):
+        return REDACTED
+    if isinstance(value, list):
+        return [_hide(v, path) for v in value]
+    return value
+
+
+def redact_changes(changes: Iterable[Change]) -> list[Change]:
+    """Secret-looking env values shown as <redacted>; that one changed is still said."""
+    out = []
+    for c in changes:
+        old, new = _hide(c.old, c.path), _hide(c.new, c.path)
+        note = c.note or ("secret value changed" if (old, new) != (c.old, c.new) and c.op == "changed" else "")
+        out.append(replace(c, old=old, new=new, note=note))
+    return out
+
+
+def compare(before: Mapping[str, Any], after: Mapping[str, Any], *, show_secrets: bool = False) -> list[Change]:
+    """The changes from `before` (saved or submitted) to `after` (the request now)."""
+    keep_version = VERSION_LABEL in (before.get("labels") or {})
+    old, new = comparable(before, keep_version=keep_version), comparable(after, keep_version=keep_version)
+    if _redacted_anywhere(old):  # a render redacts secrets: compare like with like
+        from vtrain.request.render import redact
+
+        new = redact(new)
+    changes = diff_values(old, new)
+    return changes if show_secrets else redact_changes(changes)
+
+
+def _redacted_anywhere(body: Any) -> bool:
+    if isinstance(body, Mapping):
+        return any(_redacted_anywhere(v) for v in body.values())
+    if isinstance(body, list):
+        return any(_redacted_anywhere(v) for v in body)
+    return body == REDACTED
+
+
+# ---- saved renders ----------------------------------------------------------------------------
+def load_saved(path: str | Path) -> tuple[dict[str, Any], bool]:
+    """A saved request: (the CustomJob body, whether it is only a jobSpec as `-o gcloud` writes).
+    Accepts `render -o json|yaml|gcloud` and `submit --dry-run -o json`. UsageError when unusable."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise UsageError(f"--against {file}: cannot read it ({getattr(err, 'strerror', None) or err})") from None
+    try:
+        data = yaml.safe_load(text)  # JSON is YAML too
+    except yaml.YAMLError as err:
+        raise UsageError(f"--against {file}: neither JSON nor YAML ({str(err).splitlines()[0]})") from None
+    if isinstance(data, dict) and isinstance(data.get("request"), dict) and "body" in data["request"]:
+        data = data["request"]["body"]  # submit --dry-run -o json
+    if isinstance(data, dict) and "workerPoolSpecs" in data:
+        return {"jobSpec": data}, True  # render -o gcloud: the jobSpec alone
+    if not isinstance(data, dict) or "jobSpec" not in data:
+        raise UsageError(
+            f"--against {file}: not a saved request; save one with `vtrain render JOB.yaml > {file.name}`"
+        )
+    return data, False
+
+
+# ---- the two sides ----------------------------------------------------------------------------
+def _display_filter(name: str) -> str:
+    escaped = name.replace("\\", "\\\\").replace('"', '\\"')
+    return f'display_name="{escaped}" AND labels.{VERSION_LABEL}:*'
+
+
+def diff_job(
+    job_file: str | Path,
+    *,
+    against: str | Path | None = None,
+    job: str | None = None,
+    last: bool = False,
+    overrides: Iterable[str] = (),
+    where: Any = None,
+    show_secrets: bool = False,
+) -> DiffResult:
+    """Compare the request `job_file` makes now with a saved render (`against`), a submitted job
+    (`job`: ID or resource name) or the newest job submitted from this file (`last`)."""
+    from vtrain.cloud.target import Where
+
+    where = where or Where()
+    if sum((against is not None, job is not None, last)) != 1:
+        raise UsageError("compare with exactly one of: --against FILE, a JOB_ID, --last")
+    after = f"{job_file} (the request submit would send)"
+    if against is not None:
+        saved, spec_only = load_saved(against)
+        current = render_body(job_file, overrides, where)
+        if spec_only:
+            current = {"jobSpec": current["jobSpec"]}
+        return DiffResult(f"saved request {against}", after, compare(saved, current, show_secrets=show_secrets))
+    from google.protobuf import json_format
+
+    from vtrain.cloud.submit import connect, plan_submit
+
+    plan = plan_submit(job_file, overrides=overrides, where=where)
+    backend = connect(plan.target)
+    if last:
+        found = backend.list(filter=_display_filter(plan.body["displayName"]), limit=1)
+        if not found:
+            raise UsageError(
+                f"no job named '{plan.body['displayName']}' submitted by vtrain in {plan.target.parent}; "
+                "submit one first, or compare with --against FILE"
+            )
+        handle = found[0]
+    else:
+        handle = backend.get(job or "")
+    before = json_format.MessageToDict(handle.proto._pb)
+    return DiffResult(f"job {handle.name}", after, compare(before, plan.body, show_secrets=show_secrets))
+
+
+def render_body(job_file: str | Path, overrides: Iterable[str], where: Any) -> dict[str, Any]:
+    """The body `vtrain render -o json` prints for this file (same region resolution)."""
+    from vtrain.jobfile.load import load_config
+    from vtrain.request.custom_job import build_job_dict
+
+    config = load_config(job_file, overrides)
+    region = where.region_for(config)
+    if region != config.region:
+        config = replace(config, region=region)
+    return build_job_dict(config)

@@ -1,0 +1,416 @@
+"""Job file → CustomJob on Vertex AI, and finding jobs again: the SDK behind `vtrain submit`,
+`status`, `logs`, `cancel` and `list`. Commands only parse, call these, and print.
+
+    job = vtrain.submit("vtrain.yaml")          # a VertexJob: the JobHandle run_local returns too
+    job.wait(); job.exit_code
+
+The steps of a submission, each usable on its own:
+
+- :func:`plan_submit`: the exact request, offline. Loads and validates the job file, resolves
+  project, region and endpoint, builds the REST body with the package URIs the packages *will*
+  have (they are content-addressed), adds vtrain's labels. Reads files only (and runs
+  `gcloud config get-value` when nothing else names the project or region).
+- :func:`dry_run`: the plan plus a local build of the trainer sdist, so a broken package fails
+  in CI; nothing is uploaded, no API is called, no credentials are read.
+- :func:`submit_job`: plan → connect (credentials) → `if_changed` lookup → build and stage
+  (packages already staged are neither rebuilt nor uploaded) → create.
+
+Labels on every job: ``vtrain-version`` (dots as dashes: label values allow no dots) and
+``vtrain-config-hash``, the first 16 hex digits of the sha256 of the canonical JSON (sorted
+keys, no spaces, unredacted) of the body `vtrain render -o json` prints for the same file and
+region, i.e. before vtrain's labels: display name, user labels, encryption spec and the whole
+jobSpec, including the package URIs, which carry the content hash of the trainer's sources and
+of vtrain's runtime. Same file, same trainer code, same vtrain → same hash. Project and region
+are not hashed (`if_changed` looks only in the target project and region anyway). The backend
+adds ``vtrain-submit-id``, one per create call, for duplicate-free retries; `submit_job` also
+remembers it until the create's answer arrives (:mod:`vtrain.cloud.vertex.pending`), so a
+submit whose answer was lost is found, not repeated, by the next submit of the same job.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from vtrain import __version__
+from vtrain.cloud.target import Target, Where
+from vtrain.cloud.vertex import SUBMIT_LABEL, VertexBackend, VertexJob  # cheap: Google libraries load on use
+from vtrain.constants import MAX_LABELS
+from vtrain.errors import BackendError, ConfigError, CreateOutcomeUnknown, PackagingError, Problem, VtrainError
+from vtrain.handle import TERMINAL_STATES, JobHandle
+from vtrain.jobfile.load import load_config
+from vtrain.jobfile.model import JobConfig
+
+if TYPE_CHECKING:
+    from vtrain.cloud.preflight import Report
+    from vtrain.cloud.vertex.retry import RetryPolicy
+    from vtrain.trainer.staging import StagedObject
+
+VERSION_LABEL = "vtrain-version"
+HASH_LABEL = "vtrain-config-hash"
+ATTEMPT_LABEL = "vtrain-attempt"  # `submit --recover`: 1, 2, ... (vtrain.cloud.recover)
+PREVIOUS_LABEL = "vtrain-previous-attempt"  # the job ID the attempt replaced
+CONFIG_HASH_LENGTH = 16
+#: Tests swap this for a fast policy; None means the backend's default (6 attempts, 1 s doubling).
+DEFAULT_RETRY: RetryPolicy | None = None
+
+
+# ---- where calls go ---------------------------------------------------------------------------
+def connect(
+    target: Target, *, retry: RetryPolicy | None = None, poll: float | None = None, credentials: Any = None
+) -> VertexBackend:
+    """A backend on the official client: the regional endpoint with Application Default
+    Credentials, or an http:// emulator with anonymous ones. No credentials → one-line error."""
+    backend = VertexBackend.from_endpoint(
+        target.project, target.region, target.api_endpoint, credentials=credentials, retry=retry or DEFAULT_RETRY
+    )
+    if poll is not None:
+        backend.poll = poll
+    return backend
+
+
+# ---- the plan ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PackagePlan:
+    """One entry of packageUris: what it is, where it comes from, where it will be."""
+
+    role: str  # trainer, runtime (vtrain itself) or prebuilt (listed in the job file)
+    source: str
+    uri: str
+
+
+@dataclass(frozen=True)
+class SubmitPlan:
+    config: JobConfig
+    target: Target
+    body: dict[str, Any]  # the customJobs.create body; the backend adds vtrain-submit-id
+    config_hash: str
+    packages: tuple[PackagePlan, ...]
+
+    @property
+    def url(self) -> str:
+        collection = "hyperparameterTuningJobs" if self.config.tuning else "customJobs"
+        return f"{self.target.endpoint}/v1/{self.target.parent}/{collection}"
+
+    def request(self, *, show_secrets: bool = False) -> dict[str, Any]:
+        from vtrain.request.render import redact
+
+        return {"method": "POST", "url": self.url, "body": self.body if show_secrets else redact(self.body)}
+
+
+def config_hash(body: Mapping[str, Any]) -> str:
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:CONFIG_HASH_LENGTH]
+
+
+def version_label(version: str = __version__) -> str:
+    return "".join(c if c.isalnum() or c in "_-" else "-" for c in version.lower())[:63]
+
+
+def _check_labels(config: JobConfig) -> None:
+    ours = (VERSION_LABEL, HASH_LABEL, SUBMIT_LABEL, ATTEMPT_LABEL, PREVIOUS_LABEL)
+
+    def problem(key: str | None, message: str) -> Problem:
+        pos = config.positions.of(("labels", key) if key else ("labels",), key=key is not None)
+        return Problem(f"labels.{key}" if key else "labels", message, pos.file, pos.line, pos.column)
+
+    problems = [problem(key, "is set by vtrain itself; use another key") for key in config.labels if key in ours]
+    if len(config.labels) > MAX_LABELS - len(ours):
+        limit = MAX_LABELS - len(ours)
+        problems.append(
+            problem(None, f"at most {limit} labels (vtrain adds {', '.join(ours)}), got {len(config.labels)}")
+        )
+    if problems:
+        raise ConfigError(problems)
+
+
+def _packages(config: JobConfig, uris: list[str]) -> tuple[PackagePlan, ...]:
+    trainer = config.trainer
+    if trainer.container is not None:
+        return ()
+    if trainer.package is None:
+        return tuple(PackagePlan("prebuilt", "", uri) for uri in uris)
+    return (
+        PackagePlan("trainer", str(trainer.package), uris[0]),
+        PackagePlan("runtime", f"vtrain {__version__}", uris[1]),
+    )
+
+
+def _plan(config: JobConfig, target: Target, package_uris: list[str] | None = None) -> SubmitPlan:
+    from vtrain.request.custom_job import trainer_package_uris
+    from vtrain.request.tuning_job import build_request_dict
+
+    uris = trainer_package_uris(config) if package_uris is None else package_uris
+    body = build_request_dict(config, uris)  # a HyperparameterTuningJob when the file has `tuning:`
+    digest = config_hash(body)
+    labels = {**body.get("labels", {}), VERSION_LABEL: version_label(), HASH_LABEL: digest}
+    return SubmitPlan(config, target, {**body, "labels": labels}, digest, _packages(config, uris))
+
+
+def plan_submit(
+    config: JobConfig | str | os.PathLike[str],
+    *,
+    overrides: Iterable[str] = (),
+    where: Where | None = None,
+) -> SubmitPlan:
+    """The exact request `submit_job` would send, with no network and no credentials."""
+    if not isinstance(config, JobConfig):
+        config = load_config(config, overrides)
+    elif list(overrides):
+        raise ValueError("overrides apply to a job file path, not to a loaded JobConfig")
+    _check_labels(config)
+    target = (where or Where()).resolve(config=config)
+    if target.region != config.region:
+        config = replace(config, region=target.region)  # regional image URIs follow the region
+    return _plan(config, target)
+
+
+def dry_run(plan: SubmitPlan, *, allow_credentials: bool = False, show_secrets: bool = False) -> dict[str, Any]:
+    """Everything but the upload and the API call: build the trainer sdist locally and check it
+    is the one planned. Returns the report `submit --dry-run -o json` prints."""
+    from vtrain.trainer import packaging
+
+    packages: list[dict[str, Any]] = [asdict(p) for p in plan.packages]
+    trainer = plan.config.trainer
+    if trainer.package is not None:
+        scan = packaging.scan_package(trainer.package)
+        if trainer.module:
+            packaging.check_module(scan, trainer.module)  # layout and syntax: what submit checks
+        with tempfile.TemporaryDirectory(prefix=packaging.temp_prefix("dry-run")) as tmp:
+            sdist = packaging.build_sdist(trainer.package, Path(tmp), allow_credentials=allow_credentials)
+            if trainer.module:
+                packaging.check_sdist(sdist, trainer.module)
+            if not plan.packages[0].uri.endswith("/" + sdist.name):
+                raise PackagingError(
+                    f"built {sdist.name}, but planned {plan.packages[0].uri}: did the "
+                    "trainer change while building? Run again"
+                )
+            packages[0]["size"] = sdist.stat().st_size
+    return {
+        "request": plan.request(show_secrets=show_secrets),
+        "configHash": plan.config_hash,
+        "packages": packages,
+        "addedAtSubmit": {"labels": [SUBMIT_LABEL]},
+    }
+
+
+# ---- submitting -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SubmitResult:
+    job: VertexJob
+    plan: SubmitPlan
+    staged: tuple[StagedObject, ...] = ()
+    skipped: bool = False  # if_changed found a live job with the same config hash: that is `job`
+    recovered: bool = False  # an earlier submit of this job lost its create's answer; `job` is what it made
+    preflight: Report | None = None  # its warnings are worth showing; a failure raised before this
+
+
+def recover_lost_create(backend: VertexBackend, plan: SubmitPlan) -> VertexJob | None:
+    """The job an earlier submit of this job created although its answer was lost, if any.
+    Every record looked at is settled: found or not, it is not looked up again."""
+    from vtrain.cloud.vertex import pending
+
+    for record in pending.find(plan.target.parent, plan.config_hash):
+        job = backend.submitted(record.submit_id)
+        pending.forget(record)
+        if job is not None:
+            return job
+    return None
+
+
+def _create(backend: VertexBackend, plan: SubmitPlan) -> VertexJob:
+    """Create, with the submit id on record until the answer is known (see recover_lost_create)."""
+    from vtrain.cloud.vertex import pending
+    from vtrain.request.custom_job import to_proto
+
+    record = pending.new(plan.target.parent, plan.config_hash, uuid.uuid4().hex, plan.config.name)
+    pending.record(record)
+    try:
+        job = backend.create(to_proto(plan.body), submit_id=record.submit_id)
+    except CreateOutcomeUnknown as err:  # the record stays: the next submit looks for the job first
+        raise CreateOutcomeUnknown(
+            f"{err}; `vtrain submit` of this job looks for it before creating another",
+            submit_id=err.submit_id,
+            find_command=err.find_command,
+        ) from None
+    except VtrainError:  # a definite refusal: nothing was created
+        pending.forget(record)
+        raise
+    pending.forget(record)
+    return job
+
+
+def find_live(backend: VertexBackend, digest: str, tuning: bool = False) -> VertexJob | None:
+    """The newest job (of the kind submitted) with this config hash that has not ended."""
+    from vtrain.cloud.vertex.tuning import list_tuning
+
+    label = f'labels.{HASH_LABEL}="{digest}"'
+    jobs: list[VertexJob] = list(list_tuning(backend, label, 50)) if tuning else backend.list(filter=label, limit=50)
+    return next((job for job in jobs if job.state not in TERMINAL_STATES), None)
+
+
+def submit_job(
+    config: JobConfig | str | os.PathLike[str],
+    *,
+    overrides: Iterable[str] = (),
+    where: Where | None = None,
+    if_changed: bool = False,
+    allow_credentials: bool = False,
+    progress: bool = False,
+    backend: VertexBackend | None = None,
+    storage_client: Any = None,
+    poll: float | None = None,
+    preflight: bool = True,
+    labels: Mapping[str, str] | None = None,
+) -> SubmitResult:
+    """Validate, connect, preflight, stage, create. Nothing is uploaded before the credentials, the
+    job file and the cloud side (:mod:`vtrain.cloud.preflight`: bucket region and access, service
+    account, API) are known good; nothing is created before every package is staged. `backend`
+    (tests, or a custom client) fixes project and region. `labels`: vtrain's own extra labels (the
+    attempt labels of `--recover`), added after the config hash."""
+    where = where or Where()
+    if backend is not None:
+        where = replace(where, project=where.project or backend.project, region=where.region or backend.region)
+    plan = plan_submit(config, overrides=overrides, where=where)
+    if backend is None:
+        backend = connect(plan.target, poll=poll)
+    elif (backend.project, backend.region) != (plan.target.project, plan.target.region):
+        raise BackendError(f"the backend is for {backend.parent}, the job for {plan.target.parent}")
+    report = None
+    if preflight:
+        from vtrain.cloud.preflight import run_preflight
+
+        report = run_preflight(plan.target, plan.config, backend=backend, storage_client=storage_client)
+        report.raise_for_failures()
+    earlier = recover_lost_create(backend, plan)
+    if earlier is not None:
+        return SubmitResult(earlier, plan, recovered=True)
+    if if_changed:
+        live = find_live(backend, plan.config_hash, tuning=plan.config.tuning is not None)
+        if live is not None:
+            return SubmitResult(live, plan, skipped=True, preflight=report)
+    staged: tuple[StagedObject, ...] = ()
+    trainer = plan.config.trainer
+    if trainer.package is not None:
+        from vtrain.trainer.packaging import build_and_stage
+
+        staged = tuple(
+            build_and_stage(
+                trainer.package,
+                plan.config.staging_bucket or "",
+                trainer.module,
+                allow_credentials=allow_credentials,
+                progress=progress,
+                client=storage_client,
+            )
+        )
+        uris = [s.uri for s in staged]
+        if uris != [p.uri for p in plan.packages]:  # the trainer changed since planning
+            plan = _plan(plan.config, plan.target, uris)
+    if labels:
+        plan = replace(plan, body={**plan.body, "labels": {**plan.body["labels"], **labels}})
+    if plan.config.tuning is not None:
+        from vtrain.cloud.vertex.tuning import create_tuning
+        from vtrain.request.tuning_job import to_tuning_proto
+
+        return SubmitResult(create_tuning(backend, to_tuning_proto(plan.body)), plan, staged, preflight=report)
+    return SubmitResult(_create(backend, plan), plan, staged, preflight=report)
+
+
+def submit(
+    config: JobConfig | str | os.PathLike[str],
+    *,
+    overrides: Iterable[str] = (),
+    project: str | None = None,
+    region: str | None = None,
+    api_endpoint: str | None = None,
+    if_changed: bool = False,
+    allow_credentials: bool = False,
+    backend: VertexBackend | None = None,
+) -> VertexJob:
+    """Submit a job file (or a loaded JobConfig) to Vertex AI and return its handle at once:
+    `state`, `wait()`, `result()`, `cancel()`, `logs()`, as `run_local`'s. See :func:`submit_job`."""
+    return submit_job(
+        config,
+        overrides=overrides,
+        where=Where(project, region, api_endpoint),
+        if_changed=if_changed,
+        allow_credentials=allow_credentials,
+        backend=backend,
+    ).job
+
+
+# ---- existing jobs ----------------------------------------------------------------------------
+def open_backend(job: str | None = None, where: Where | None = None, *, poll: float | None = None) -> VertexBackend:
+    """A backend for `job` (an ID, or a full name that fixes project and region) or for listing."""
+    return connect((where or Where()).resolve(job=job), poll=poll)
+
+
+def get_job(job: str, where: Where | None = None, *, poll: float | None = None) -> VertexJob:
+    """A CustomJob or HyperparameterTuningJob by ID or resource name."""
+    from vtrain.cloud.vertex.tuning import get_any
+
+    return get_any(open_backend(job, where, poll=poll), job)
+
+
+def cancel_job(job: str, where: Where | None = None) -> tuple[VertexJob, bool]:
+    """Ask a job to stop: (the job, whether a cancel was sent). One that already ended is left alone."""
+    from vtrain.cloud.vertex.tuning import get_any
+
+    backend = open_backend(job, where)
+    current = get_any(backend, job)
+    if current.done:
+        return current, False
+    current.cancel()  # each kind cancels through its own collection
+    return current, True
+
+
+def list_jobs(
+    where: Where | None = None, *, state: str | None = None, limit: int | None = 20, filter: str | None = None
+) -> list[VertexJob]:
+    """CustomJobs and HyperparameterTuningJobs, newest first; `state` like running or JOB_STATE_RUNNING;
+    `filter` in Vertex's syntax."""
+    from vtrain.cloud.vertex.tuning import list_tuning
+
+    backend = open_backend(None, where)
+    custom = backend.list(state=state, limit=limit, filter=filter)
+    terms = []  # backend.list checked the state word; the same filter for the other collection
+    if state:
+        full = state.upper() if state.upper().startswith("JOB_STATE_") else f"JOB_STATE_{state.upper()}"
+        terms.append(f'state="{full}"')
+    if filter:
+        terms.append(filter)
+    tuning = list_tuning(backend, " AND ".join(terms), limit)
+    jobs = sorted([*custom, *tuning], key=lambda j: j.proto.create_time, reverse=True)
+    return jobs if limit is None else jobs[:limit]
+
+
+def job_dict(job: VertexJob) -> dict[str, Any]:
+    """The job as Vertex's REST JSON (camelCase), secret-looking env values redacted."""
+    from google.protobuf import json_format
+
+    from vtrain.request.render import redact
+
+    return redact(json_format.MessageToDict(job.proto._pb))
+
+
+# ---- waiting ----------------------------------------------------------------------------------
+def watch(
+    job: JobHandle,
+    *,
+    timeout: float | None = None,
+    poll: float | None = None,
+    on_state: Callable[[str, float], None] | None = None,
+    on_log: Callable[[str], None] | None = None,
+) -> str:
+    """Wait for a final state, calling `on_state(state, elapsed)` after each poll and, with
+    `on_log`, streaming the job's log lines meanwhile. WaitTimeout once `timeout` s pass.
+    The handle does the waiting (:meth:`JobHandle.wait`); this is the SDK's name for it."""
+    return job.wait(timeout, poll, on_state=on_state, on_log=on_log)

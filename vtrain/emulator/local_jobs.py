@@ -1,0 +1,188 @@
+"""`vtrain emulator --run-jobs`: every CustomJob the emulator accepts really runs, through `vtrain local`.
+
+The emulator hands the runner the job exactly as the client sent it. Its REST form
+(``json_format.MessageToDict``) is the body ``submit`` built, so it goes straight to
+:func:`vtrain.local.run_job`. That means one process per replica on 127.0.0.1,
+with the environment Vertex sets and ``CLOUD_ML_JOB_ID`` set to the emulator's job ID.
+So ``vtrain submit --wait`` against the emulator ends the way the trainer really ends,
+and a CI pipeline can test submit → wait → logs without a cloud project.
+
+- Packages: each Python pool's ``packageUris``, fetched from Cloud Storage (the GCS emulator
+  when STORAGE_EMULATOR_HOST is set), ``file://`` or plain paths. They are installed once into
+  the cached environment that ``vtrain local`` uses (VTRAIN_CACHE_DIR, else ~/.cache/vtrain).
+- Outputs: the job's baseOutputDirectory when it is on this machine (a path or file://).
+  Otherwise ``$TMPDIR/vtrain-emulator/<job id>``, which stays after the job ends and is named
+  in the job's log.
+- Logs: each replica line becomes a log entry for its task (``workerpool1-0``), so
+  ``vtrain logs`` prints it as ``[worker-0] …``. The launcher's own notices carry no task and
+  print as ``[vertex] …``.
+- Restarts and faults: a failed replica is restarted as Vertex AI restarts it (the runner's
+  `restart_policy`, "vertex" by default), and the faults named in the job's labels are injected
+  (``vtrain-fault: worker-1_kill_30s``, see :func:`vtrain.local.faults.specs_from_labels`);
+  a malformed fault label fails the job before it starts.
+- Cancel: every replica's process group gets SIGTERM, then SIGKILL after `kill_grace`. When the
+  emulator stops, they get SIGKILL at once, so no process outlives it. A cancel that arrives
+  while packages are still installing takes effect once the install ends.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from vtrain.emulator.runner import CANCELLED, FAILED, SUCCEEDED, RunContext, RunResult
+from vtrain.errors import FaultSpecError, VtrainError
+
+if TYPE_CHECKING:
+    from vtrain.local.job import LocalJob
+
+
+def package_uris(job: Mapping[str, Any]) -> list[str]:
+    """Every Python pool's packageUris, in pool order, each once (pools usually share them)."""
+    uris: list[str] = []
+    for pool in job["jobSpec"].get("workerPoolSpecs", []):
+        for uri in (pool.get("pythonPackageSpec") or {}).get("packageUris", []):
+            if uri not in uris:
+                uris.append(uri)
+    return uris
+
+
+def install_packages(job: Mapping[str, Any], cache_dir: str | os.PathLike[str] | None,
+                     notice: Callable[[str], None]) -> Any:
+    """The trainer environment with the job's packageUris installed (once per cache), or None without any."""
+    from vtrain.local import envcache
+    from vtrain.local.runner import env_notices
+
+    uris = package_uris(job)
+    if not uris:
+        return None
+    cache = Path(cache_dir) if cache_dir is not None else envcache.default_cache_dir()
+    notice(f"installing {len(uris)} package(s): {', '.join(uris)}")
+    trainer_env = envcache.prepare_env(envcache.fetch_packages(uris, cache), cache)
+    env_notices(trainer_env, notice)
+    return trainer_env
+
+
+def follow(handle: Any, ctx: RunContext, notice: Callable[[str], None], *, poll: float, parts: str, noun: str,
+           on_end: Callable[[], None] | None = None) -> RunResult:
+    """Wait for a local job or study to end, stopping it when the emulator cancels; its RunResult.
+
+    Whatever happens, no process is left behind; `on_end` runs last either way."""
+    try:
+        while not handle.done:
+            if ctx.cancelled.wait(poll):
+                notice(f"cancelled: stopping every {parts}")
+                handle.cancel(force=ctx.stopping.is_set())
+                handle.wait()
+                return RunResult(CANCELLED)
+        state = handle.wait()
+    finally:
+        if not handle.done:  # an unexpected error above: still leave no process behind
+            handle.cancel(force=True)
+            handle.wait()
+        if on_end is not None:
+            on_end()
+    if state == SUCCEEDED:
+        return RunResult(SUCCEEDED)
+    if state == CANCELLED:
+        return RunResult(CANCELLED)
+    return RunResult(FAILED, handle.error or f"the {noun} ended {state}")
+
+
+def task_of(pool: int, index: int) -> str:
+    """Vertex's task name for a replica, as its log entries carry it."""
+    return f"workerpool{pool}-{index}"
+
+
+class EmulatedRunner:
+    """The runner the emulator loads for ``--run-jobs``. It is configurable for tests and embedders;
+    `cache_dir` and `output_root` default to values read when each job starts."""
+
+    def __init__(
+        self,
+        *,
+        cache_dir: str | os.PathLike[str] | None = None,
+        output_root: str | os.PathLike[str] | None = None,
+        startup_timeout: float = 120.0,
+        worker_grace: float = 30.0,
+        kill_grace: float = 3.0,
+        poll: float = 0.1,
+        restart_policy: str = "vertex",
+    ) -> None:
+        self.cache_dir = cache_dir
+        self.output_root = output_root
+        self.startup_timeout = startup_timeout
+        self.worker_grace = worker_grace
+        self.kill_grace = kill_grace
+        self.poll = poll
+        self.restart_policy = restart_policy
+
+    def __call__(self, job: Any, ctx: RunContext) -> RunResult:
+        from google.protobuf import json_format
+
+        body = json_format.MessageToDict(getattr(job, "_pb", job))
+
+        def notice(text: str) -> None:
+            ctx.log(text, task="")
+
+        try:
+            handle = self._start(body, ctx, notice)
+        except FaultSpecError as err:  # the job's own labels ask for a fault that cannot be
+            notice(f"the job's fault labels cannot be used: {err}")
+            return RunResult(FAILED, str(err), code=3)  # INVALID_ARGUMENT
+        except VtrainError as err:
+            notice(f"the job cannot run here: {err}")
+            return RunResult(FAILED, str(err))
+        if handle is None:
+            return RunResult(CANCELLED)
+        return follow(handle, ctx, notice, poll=self.poll, parts="replica", noun="job")
+
+    def _start(self, body: dict[str, Any], ctx: RunContext, notice: Callable[[str], None]) -> LocalJob | None:
+        """Fetch and install the packages, then start the replicas; None if cancelled meanwhile."""
+        from vtrain.local.env import Replica
+        from vtrain.local.faults import specs_from_labels
+        from vtrain.local.runner import local_output_dir, run_job
+
+        faults = specs_from_labels(dict(body.get("labels") or {}))  # before anything is installed
+        trainer_env = install_packages(body, self.cache_dir, notice)
+        if ctx.cancelled.is_set():
+            return None
+        output_dir = local_output_dir(body)
+        if output_dir is None:
+            root = Path(self.output_root) if self.output_root is not None else default_output_root()
+            output_dir = root / ctx.job_id
+            base = (body["jobSpec"].get("baseOutputDirectory") or {}).get("outputUriPrefix")
+            why = f"baseOutputDirectory {base} is not on this machine" if base else "the job has no baseOutputDirectory"
+            notice(f"{why}: outputs go to {output_dir}")
+
+        def forward(replica: Replica, text: str) -> None:
+            ctx.log(text, task=task_of(replica.pool, replica.index))
+
+        return run_job(
+            body,
+            trainer_env=trainer_env,
+            job_id=ctx.job_id,
+            output_dir=output_dir,
+            keep=False,
+            notice=notice,
+            on_line=forward,
+            startup_timeout=self.startup_timeout,
+            worker_grace=self.worker_grace,
+            kill_grace=self.kill_grace,
+            restart_policy=self.restart_policy,
+            faults=faults,
+        )
+
+
+def default_output_root() -> Path:
+    return Path(tempfile.gettempdir()) / "vtrain-emulator"
+
+
+#: What ``vtrain emulator --run-jobs`` loads (vtrain.emulator.runner.LOCAL_RUNNER).
+emulator_runner = EmulatedRunner()
+
+__all__ = ["EmulatedRunner", "default_output_root", "emulator_runner", "follow", "install_packages", "package_uris",
+           "task_of"]

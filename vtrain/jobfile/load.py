@@ -1,0 +1,201 @@
+"""Job file → validated :class:`~vtrain.jobfile.model.JobConfig`: the one way every command loads a job.
+
+The pipeline is: read YAML with positions (:mod:`vtrain.jobfile.yamlpos`) → apply `--set` overrides →
+check the shape (:mod:`vtrain.jobfile.schema`) → build the job model (:mod:`vtrain.jobfile.model`) →
+cross-field rules (:mod:`vtrain.jobfile.rules`). Every problem from every stage is reported together in
+one :class:`~vtrain.errors.ConfigError`. Nothing here touches the network. This module sits
+above both the job model and the rules, so neither imports the other in a circle.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from vtrain.errors import ConfigError, Problem
+from vtrain.jobfile import rules, schema
+from vtrain.jobfile.model import JobConfig, build_config
+from vtrain.jobfile.yamlpos import MAX_BYTES, Position, Positions, load_yaml
+from vtrain.userpaths import absolute, describe_oserror, path_problem, read_bounded, shown
+
+
+def apply_overrides(data: Any, overrides: Iterable[str], positions: Positions) -> tuple[Any, list[Problem]]:
+    """Apply `key.path=value` overrides (value parsed as YAML) to a copy of the raw data."""
+    problems: list[Problem] = []
+    data = _deep_copy(data) if data is not None else {}
+    for item in overrides:
+        where = Position(f"--set {shown(item)}")  # a NUL or newline in argv is shown escaped
+        if "=" not in item:
+            problems.append(Problem("", "--set expects KEY.PATH=VALUE, e.g. cluster.workers.replicas=4",
+                                    file=where.file))
+            continue
+        key, raw = item.split("=", 1)
+        parts = key.strip().split(".")
+        if not any(parts):
+            problems.append(Problem("", "--set needs a key path before '='", file=where.file))
+            continue
+        if not all(parts):
+            problems.append(Problem("", f"--set key path '{key.strip()}' has an empty part; write "
+                                        f"{'.'.join(p for p in parts if p)}", file=where.file))
+            continue
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            value = raw
+        node = data
+        if not isinstance(node, dict):
+            problems.append(Problem("", "the job file's top level is not a mapping", file=where.file))
+            continue
+        for i, part in enumerate(parts[:-1]):
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+                created = tuple(parts[: i + 1])  # a section --set made up: problems with it point at the flag
+                positions.values[created] = where
+                positions.keys[created] = where
+            if not isinstance(child, dict):
+                whole = f"; set the whole list: {'.'.join(parts[: i + 1])}=[...]" if isinstance(child, list) else ""
+                problems.append(Problem(".".join(parts[: i + 1]),
+                                        f"is not a mapping; cannot set a key inside it{whole}", file=where.file))
+                break
+            node = child
+        else:
+            if value is None:  # `--set key=null` removes the key (e.g. to swap package for package_uris)
+                node.pop(parts[-1], None)
+                gone = tuple(parts)  # and its positions: a removed key is not "written in the job file"
+                for table in (positions.values, positions.keys):
+                    for path in [p for p in table if p[: len(gone)] == gone]:
+                        del table[path]
+                continue
+            node[parts[-1]] = value
+            path = tuple(parts)
+            positions.values[path] = where
+            positions.keys[path] = where
+            for sub in _subpaths(value, path):
+                positions.values[sub] = where
+                positions.keys[sub] = where
+    return data, problems
+
+
+def _deep_copy(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _deep_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_deep_copy(v) for v in value]
+    return value
+
+
+def _subpaths(value: Any, path: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    out: list[tuple[Any, ...]] = []
+    if isinstance(value, dict):
+        for k, v in value.items():
+            out.append((*path, k))
+            out.extend(_subpaths(v, (*path, k)))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            out.append((*path, i))
+            out.extend(_subpaths(v, (*path, i)))
+    return out
+
+
+def parse_config(
+    text: str,
+    file: str = "<config>",
+    *,
+    source: Path | None = None,
+    overrides: Iterable[str] = (),
+    target: str = "vertex",
+) -> JobConfig:
+    """Parse and validate job-file text; raise ConfigError listing every problem."""
+    data, positions, problems = load_yaml(text, file)
+    if data is None and problems:
+        raise ConfigError(problems)  # unreadable YAML: nothing more to check
+    if data is not None and not isinstance(data, dict):
+        pos = positions.of(())
+        raise ConfigError([*problems, Problem("", "the job file must be a mapping of keys (name, trainer, cluster, "
+                                              "...)", pos.file, pos.line, pos.column)])
+    overrides = list(overrides)
+    if overrides:
+        data, override_problems = apply_overrides(data, overrides, positions)
+        problems += override_problems
+        if override_problems:
+            raise ConfigError(problems)
+    # Duplicate and unknown keys are reported but do not stop the checks: the rules still run on
+    # the rest, so one run lists every problem. Values of the wrong type do stop them.
+    checked, schema_problems = schema.check_job(data, positions)
+    problems += schema_problems
+    if checked is None:
+        raise ConfigError(problems)
+    config = build_config(checked, source=source, positions=positions)
+    config, rule_problems = rules.validate(config, target=target)
+    problems += rule_problems
+    seen = {(p.path, p.message) for p in problems}
+    problems += [p for p in _check_fallbacks(text, file, source, overrides, target, config)
+                 if (p.path, p.message.rsplit(" (with scheduling.fallback[", 1)[0]) not in seen]
+    if any(p.severity == "error" for p in problems):
+        raise ConfigError(problems)
+    return replace(config, warnings=tuple(problems))
+
+
+_FALLBACK_KEYS = {"region": "region", "machine_type": "cluster.chief.machine_type",
+                  "accelerator": "cluster.chief.accelerator", "accelerator_count": "cluster.chief.accelerator_count"}
+
+
+def fallback_overrides(entry: Mapping[str, Any]) -> list[str]:
+    """A `scheduling.fallback` entry as `--set` overrides of the job file: the region and/or the chief's
+    machine (workers and evaluator inherit it as usual). A new machine type without accelerator keys
+    drops the chief's accelerator (machines like a2-highgpu-1g imply theirs)."""
+    out = [f"{_FALLBACK_KEYS[key]}={value}" for key, value in entry.items() if key in _FALLBACK_KEYS]
+    if "machine_type" in entry:
+        out += [f"cluster.chief.{k}=null" for k in ("accelerator", "accelerator_count") if k not in entry]
+    return [*out, "scheduling.fallback=null"]
+
+
+def _check_fallbacks(text: str, file: str, source: Path | None, overrides: list[str], target: str,
+                     config: JobConfig) -> list[Problem]:
+    """Each fallback validated like the primary; its problems point at the fallback entry."""
+    problems: list[Problem] = []
+    for i, entry in enumerate(config.scheduling.fallback):
+        try:
+            parse_config(text, file, source=source, overrides=[*overrides, *fallback_overrides(entry)], target=target)
+        except ConfigError as err:
+            for p in err.problems:
+                key = next((k for k, path in _FALLBACK_KEYS.items() if path == p.path and k in entry), None)
+                pos = config.positions.of(("scheduling", "fallback", i, key) if key else ("scheduling", "fallback", i))
+                if p.file and p.file.startswith("--set ") or key:
+                    p = replace(p, file=pos.file, line=pos.line, column=pos.column)
+                problems.append(replace(p, message=f"{p.message} (with scheduling.fallback[{i}])"))
+    return problems
+
+
+def load_config(path: str | os.PathLike[str], overrides: Iterable[str] = (), *, target: str = "vertex") -> JobConfig:
+    """Load and validate a job file. Raises ConfigError with every problem found.
+
+    `target="local"` relaxes the rules that only matter when sending to Vertex
+    (a gs:// staging bucket for package trainers), for `vtrain local`.
+    """
+    file = Path(path)
+    where = shown(str(file))
+    bad = path_problem(str(file))
+    if bad:
+        raise ConfigError([Problem("", f"the job file's path {bad}", file=where)])
+    try:
+        # Bounded and regular files only: a FIFO would hang the read, /dev/zero never end it.
+        text = read_bounded(file, MAX_BYTES).decode("utf-8")
+    except FileNotFoundError:
+        raise ConfigError([Problem("", f"job file not found: {where}", file=where)]) from None
+    except OSError as err:
+        raise ConfigError([Problem("", f"cannot read the job file: {describe_oserror(err)}", file=where)]) from None
+    except UnicodeDecodeError as err:
+        raise ConfigError([Problem("", f"the job file is not UTF-8 text (byte {err.start + 1} is "
+                                       f"{err.object[err.start:err.start + 1]!r}); save it as UTF-8",
+                                   file=where)]) from None
+    return parse_config(text, where, source=absolute(file), overrides=overrides, target=target)
+
+
+__all__ = ["apply_overrides", "fallback_overrides", "load_config", "parse_config"]

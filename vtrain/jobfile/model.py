@@ -1,0 +1,314 @@
+"""The job model: frozen dataclasses for a job file, and :func:`build_config` from schema-checked data.
+
+This module owns defaults and pool inheritance (workers and the evaluator take the chief's
+machine; parameter servers a CPU machine). It imports nothing that uses it: loading a file,
+`--set` overrides and validation live in :mod:`vtrain.jobfile.load`, above both this and
+:mod:`vtrain.jobfile.rules`. Nothing here touches the network or the environment.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vtrain.catalog import GPU_MACHINES, GPU_TYPES, is_tpu_machine
+from vtrain.constants import DEFAULT_REGION, DILOCO_DEFAULTS, DilocoKnobs
+from vtrain.errors import Problem
+from vtrain.jobfile.yamlpos import Positions
+from vtrain.tuning.model import TuningConfig, build_tuning
+from vtrain.userpaths import absolute
+
+ROLES = ("chief", "workers", "parameter_servers", "reduction_server", "evaluator")
+#: Vertex worker pool index of each role (pool 2 is shared by parameter servers and reducers).
+POOL_INDEX = {"chief": 0, "workers": 1, "parameter_servers": 2, "reduction_server": 2, "evaluator": 3,
+              "second_learners": 2}
+DEFAULT_PS_MACHINE = "n1-standard-8"
+
+
+@dataclass(frozen=True)
+class BootDisk:
+    type: str = "pd-ssd"
+    size_gb: int = 100
+
+
+@dataclass(frozen=True)
+class PoolConfig:
+    """One worker pool. `replicas` is an int once `auto` reducers are sized."""
+
+    role: str
+    replicas: int | str
+    machine_type: str
+    accelerator: str | None = None
+    accelerator_count: int = 0
+    tpu_topology: str | None = None
+    boot_disk: BootDisk | None = None
+    args: tuple[str, ...] | None = None
+    env: Mapping[str, str] | None = None
+
+    @property
+    def index(self) -> int:
+        return POOL_INDEX[self.role]
+
+    @property
+    def gpus(self) -> int:
+        """GPUs per replica of this pool."""
+        return self.accelerator_count if self.accelerator in GPU_TYPES else 0
+
+    @property
+    def hardware(self) -> str:
+        """'tpu', 'gpu' or 'cpu': what the pool runs on, which decides its prebuilt image family."""
+        if is_tpu_machine(self.machine_type):
+            return "tpu"
+        return "gpu" if self.gpus else "cpu"
+
+
+@dataclass(frozen=True)
+class ContainerConfig:
+    image_uri: str
+    command: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class TrainerConfig:
+    package: Path | None = None
+    package_uris: tuple[str, ...] = ()
+    container: ContainerConfig | None = None
+    module: str | None = None
+    image: str | None = None
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SchedulingConfig:
+    timeout_s: int | None = None
+    restart_job_on_worker_restart: bool = False
+    disable_retries: bool = False
+    strategy: str | None = None
+    max_wait_s: int | None = None
+    fallback: tuple[Mapping[str, Any], ...] = ()  # `submit --recover` alternatives (vtrain only)
+
+
+@dataclass(frozen=True)
+class ReservationConfig:
+    affinity: str = "none"
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class DilocoConfig(DilocoKnobs):
+    """`diloco:` (with `distribution_strategy: diloco`); its second learner pool is JobConfig.second_learners."""
+
+    def settings(self) -> dict[str, Any]:
+        """What every replica gets as VTRAIN_DILOCO (the runtime's diloco.settings.Settings fields)."""
+        return {name: getattr(self, name) for name in DILOCO_DEFAULTS}
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    """A checked job file. Build the Vertex request from it with :func:`vtrain.build_job`."""
+
+    name: str
+    trainer: TrainerConfig
+    chief: PoolConfig
+    region: str = DEFAULT_REGION
+    project: str | None = None
+    staging_bucket: str | None = None
+    base_output_dir: str | None = None
+    service_account: str | None = None
+    network: str | None = None
+    reserved_ip_ranges: tuple[str, ...] = ()
+    labels: Mapping[str, str] = field(default_factory=dict)
+    tensorboard: str | None = None
+    enable_web_access: bool = False
+    enable_dashboard_access: bool = False
+    persistent_resource_id: str | None = None
+    kms_key: str | None = None
+    distribution_strategy: str = "auto"
+    workers: PoolConfig | None = None
+    parameter_servers: PoolConfig | None = None
+    reduction_server: PoolConfig | None = None
+    evaluator: PoolConfig | None = None
+    second_learners: PoolConfig | None = None  # pool 2 of a DiLoCo job: a second learner group
+    diloco: DilocoConfig | None = None
+    scheduling: SchedulingConfig = field(default_factory=SchedulingConfig)
+    reservation: ReservationConfig | None = None
+    tuning: TuningConfig | None = None  # a HyperparameterTuningJob whose trials run this job
+    source: Path | None = field(default=None, compare=False)
+    positions: Positions = field(default_factory=Positions, compare=False, repr=False)
+    warnings: tuple[Problem, ...] = field(default=(), compare=False, repr=False)
+
+    def pools(self) -> list[PoolConfig]:
+        """Pools present, in Vertex order (chief, workers, ps or reducers, evaluator)."""
+        found = [self.chief, self.workers, self.parameter_servers, self.reduction_server, self.second_learners,
+                 self.evaluator]
+        return [p for p in found if p is not None and p.replicas != 0]
+
+    def written_region(self) -> str | None:
+        """The region the job file (or a --set) names; None when only the default applies,
+        so flags, the environment and gcloud may choose."""
+        if ("region",) in self.positions.values or self.region != DEFAULT_REGION:
+            return self.region
+        return None
+
+    def training_replicas(self) -> int:
+        """Replicas of pools 0 and 1: the ones that all-reduce gradients."""
+        return sum(int(p.replicas) for p in (self.chief, self.workers) if p is not None)
+
+    def learners(self) -> int:
+        """DiLoCo learners: the replicas of the worker pool and of the second learner pool."""
+        return sum(int(p.replicas) for p in (self.workers, self.second_learners) if p is not None)
+
+
+# --------------------------------------------------------------------------- building
+
+
+def _boot_disk(raw: Mapping[str, Any] | None) -> BootDisk | None:
+    if raw is None:
+        return None
+    return BootDisk(type=raw.get("type", "pd-ssd"), size_gb=raw.get("size_gb", 100))
+
+
+def _pool(role: str, raw: Mapping[str, Any], chief: PoolConfig | None) -> PoolConfig:
+    """Build a pool; workers and evaluator inherit the chief's machine when they name none."""
+    replicas = raw.get("replicas", "auto" if role == "reduction_server" else 1)
+    machine_type = raw.get("machine_type")
+    inherit = chief is not None and role in ("workers", "evaluator", "second_learners") and (
+        machine_type is None or machine_type == chief.machine_type
+    )
+    accelerator = raw.get("accelerator")
+    count = raw.get("accelerator_count")
+    topology = raw.get("tpu_topology")
+    if inherit and chief is not None:
+        machine_type = chief.machine_type
+        accelerator = accelerator if "accelerator" in raw else chief.accelerator
+        count = count if "accelerator_count" in raw else chief.accelerator_count
+        topology = topology if "tpu_topology" in raw else chief.tpu_topology
+    if machine_type is None:
+        if role == "reduction_server":
+            from vtrain.catalog import REDUCTION_SERVER_DEFAULT_MACHINE
+
+            machine_type = REDUCTION_SERVER_DEFAULT_MACHINE
+        elif role == "parameter_servers" and chief is not None and not chief.accelerator and (
+            chief.machine_type not in GPU_MACHINES  # A2/A3/G2 imply GPUs even with no accelerator written
+        ):
+            machine_type = chief.machine_type
+        elif role == "parameter_servers":
+            machine_type = DEFAULT_PS_MACHINE
+        else:
+            machine_type = ""
+    boot_disk = _boot_disk(raw.get("boot_disk"))
+    if boot_disk is None and chief is not None and role != "reduction_server":
+        boot_disk = chief.boot_disk
+    args = raw.get("args")
+    return PoolConfig(
+        role=role,
+        replicas=replicas,
+        machine_type=machine_type,
+        accelerator=accelerator,
+        accelerator_count=count or 0,
+        tpu_topology=topology,
+        boot_disk=boot_disk,
+        args=tuple(args) if args is not None else None,
+        env=raw.get("env"),
+    )
+
+
+def _resolve_package(raw: str | None, base: Path) -> Path | None:
+    if raw is None:
+        return None
+    path = Path(os.path.expanduser(raw))
+    return path if path.is_absolute() else absolute(base / path)
+
+
+def _resolve_local_dir(raw: str | None, base: Path) -> str | None:
+    """A relative local staging/output path starts at the job file's directory, as trainer.package does."""
+    if not isinstance(raw, str) or not raw.strip() or "://" in raw or raw.startswith(("gs:", "gs/")):
+        return raw
+    path = Path(os.path.expanduser(raw))
+    return raw if path.is_absolute() else str(absolute(base / path))
+
+
+def build_config(data: Mapping[str, Any], *, source: Path | None, positions: Positions) -> JobConfig:
+    """Dataclasses from schema-checked data (no cross-field validation here)."""
+    base = source.parent if source is not None else Path.cwd()
+    trainer_raw = data["trainer"]
+    container = trainer_raw.get("container")
+    trainer = TrainerConfig(
+        package=_resolve_package(trainer_raw.get("package"), base),
+        package_uris=tuple(trainer_raw.get("package_uris") or ()),
+        container=ContainerConfig(container["image_uri"], tuple(container.get("command") or ()))
+        if container
+        else None,
+        module=trainer_raw.get("module"),
+        image=trainer_raw.get("image"),
+        args=tuple(trainer_raw.get("args") or ()),
+        env=dict(trainer_raw.get("env") or {}),
+    )
+    cluster = data["cluster"]
+    chief = _pool("chief", cluster["chief"], None)
+    pools = {role: _pool(role, cluster[role], chief) for role in ROLES[1:] if role in cluster}
+    sched = data.get("scheduling") or {}
+    reservation = data.get("reservation")
+    diloco_raw = dict(data.get("diloco") or {})
+    second_raw = diloco_raw.pop("second_learner_pool", None)
+    diloco = None
+    if "diloco" in data or data.get("distribution_strategy") == "diloco":
+        diloco = DilocoConfig(**{k: v for k, v in diloco_raw.items() if v is not None})
+    # The second learner group inherits from the first (cluster.workers), like workers from the chief.
+    second = _pool("second_learners", second_raw, pools.get("workers") or chief) if second_raw is not None else None
+    return JobConfig(
+        name=data["name"],
+        trainer=trainer,
+        chief=chief,
+        region=data.get("region", DEFAULT_REGION),
+        project=data.get("project"),
+        staging_bucket=_resolve_local_dir(data.get("staging_bucket"), base),
+        base_output_dir=_resolve_local_dir(data.get("base_output_dir"), base),
+        service_account=data.get("service_account"),
+        network=data.get("network"),
+        reserved_ip_ranges=tuple(data.get("reserved_ip_ranges") or ()),
+        labels=dict(data.get("labels") or {}),
+        tensorboard=data.get("tensorboard"),
+        enable_web_access=data.get("enable_web_access", False),
+        enable_dashboard_access=data.get("enable_dashboard_access", False),
+        persistent_resource_id=data.get("persistent_resource_id"),
+        kms_key=data.get("kms_key"),
+        distribution_strategy=data.get("distribution_strategy", "auto"),
+        workers=pools.get("workers"),
+        parameter_servers=pools.get("parameter_servers"),
+        reduction_server=pools.get("reduction_server"),
+        evaluator=pools.get("evaluator"),
+        second_learners=second,
+        diloco=diloco,
+        scheduling=SchedulingConfig(
+            timeout_s=sched.get("timeout"),
+            restart_job_on_worker_restart=sched.get("restart_job_on_worker_restart", False),
+            disable_retries=sched.get("disable_retries", False),
+            strategy=sched.get("strategy"),
+            max_wait_s=sched.get("max_wait"),
+            fallback=tuple(dict(entry) for entry in sched.get("fallback") or ()),
+        ),
+        reservation=ReservationConfig(reservation.get("affinity", "specific" if reservation.get("name")
+                                                      else "any"), reservation.get("name"))
+        if reservation is not None
+        else None,
+        tuning=build_tuning(data.get("tuning")),
+        source=source,
+        positions=positions,
+    )
+
+
+__all__ = [
+    "BootDisk",
+    "ContainerConfig",
+    "DilocoConfig",
+    "JobConfig",
+    "PoolConfig",
+    "ReservationConfig",
+    "SchedulingConfig",
+    "TrainerConfig",
+]

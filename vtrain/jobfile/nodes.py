@@ -1,0 +1,381 @@
+"""The node types the job file's schema is built from (:mod:`vtrain.jobfile.schema`), and what they share:
+the problem collector, durations, did-you-mean. Each node checks one raw YAML value, records every
+problem with its position, and returns the value normalized (or None). A node type that knows its
+JSON Schema has a `json_schema()` method (`vtrain schema`, :mod:`vtrain.jobfile.json_schema`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from vtrain.errors import Problem
+from vtrain.jobfile.yamlpos import PathKey, Positions, format_path
+
+MAX_DURATION_S = 315_576_000_000
+_DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)(d|h|m|s)")
+_DURATION_UNITS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+
+
+def did_you_mean(word: str, choices: list[str] | tuple[str, ...]) -> str:
+    """' did you mean X?' for the closest choice, or '' when nothing is close."""
+    close = difflib.get_close_matches(str(word), list(choices), n=1, cutoff=0.6)
+    if not close:
+        lowered = {c.lower(): c for c in choices}
+        close = difflib.get_close_matches(str(word).lower(), list(lowered), n=1, cutoff=0.6)
+        close = [lowered[c] for c in close]
+    return f" did you mean '{close[0]}'?" if close else ""
+
+
+def parse_duration(value: Any) -> int | None:
+    """Seconds from `90s`, `30m`, `24h`, `7d`, `1h30m` or a bare number of seconds; None if invalid."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return int(value) if value >= 0 and math.isfinite(value) else None
+    if not isinstance(value, str):
+        return None
+    text = value.strip().lower().replace(" ", "")
+    if text.isdigit():
+        return int(text)
+    pos, total = 0, 0.0
+    for match in _DURATION_RE.finditer(text):
+        if match.start() != pos:
+            return None
+        total += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+        pos = match.end()
+    if pos != len(text) or pos == 0:
+        return None
+    return int(total)
+
+
+class Checker:
+    """Collects problems with positions while checking values against the schema."""
+
+    def __init__(self, positions: Positions) -> None:
+        self.positions = positions
+        self.problems: list[Problem] = []
+
+    def add(self, path: PathKey, message: str, *, key: bool = False, severity: str = "error") -> None:
+        pos = self.positions.of(path, key=key)
+        self.problems.append(
+            Problem(format_path(path), message, pos.file, pos.line, pos.column, severity)
+        )
+
+
+_NUL = "contains a NUL byte (\\0), which no path, argument or environment value can hold; remove it"
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "nothing (null)"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "a number"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, str):
+        return f"the text '{value}'"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return type(value).__name__
+
+
+@dataclass(frozen=True)
+class Str:
+    choices: tuple[str, ...] = ()
+
+    def check(self, value: Any, path: PathKey, ck: Checker) -> Any:
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and not self.choices:
+            ck.add(path, f"expected text, got {_type_name(value)}; quote it: '{value}'")
+            return None
+        if not isinstance(value, str):
+            allowed = f" (one of: {', '.join(self.choices)})" if self.choices else ""
+            hint = ""
+            if isinstance(value, bool):
+                hint = "; YAML reads yes/no/on/off/true/false as booleans, quote the text"
+            ck.add(path, f"expected text{allowed}, got {_type_name(value)}{hint}")
+            return None
+        if "\x00" in value:
+            ck.add(path, _NUL)
+            return None
+        if self.choices:
+            word = value.strip().lower()
+            if any("_" in choice for choice in self.choices):
+                word = word.replace("-", "_")
+            if word not in self.choices:
+                ck.add(
+                    path,
+                    f"'{value}' is not allowed; allowed: {', '.join(self.choices)};"
+                    f"{did_you_mean(value, self.choices)}".rstrip(";"),
+                )
+                return None
+            return word
+        return value
+
+
+@dataclass(frozen=True)
+class Int:
+    minimum: int | None = None
+    maximum: int | None = None
+    allow_auto: bool = False
+
+    def check(self, value: Any, path: PathKey, ck: Checker) -> Any:
+        if isinstance(value, str) and value.strip().lower() == "auto":
+            if self.allow_auto:
+                return "auto"
+            ck.add(path, "'auto' is only for cluster.reduction_server.replicas; give a whole number here")
+            return None
+        if isinstance(value, bool) or not isinstance(value, int):
+            extra = " or 'auto'" if self.allow_auto else ""
+            ck.add(path, f"expected a whole number{extra}, got {_type_name(value)}")
+            return None
+        if self.minimum is not None and value < self.minimum:
+            ck.add(path, f"must be at least {self.minimum}, got {value}")
+            return None
+        if self.maximum is not None and value > self.maximum:
+            ck.add(path, f"must be at most {self.maximum}, got {value}")
+            return None
+        return value
+
+
+@dataclass(frozen=True)
+class Scalar:
+    """A number or a text (tuning values); booleans and nulls are refused: Vertex has neither."""
+
+    def check(self, value: Any, path: PathKey, ck: Checker) -> Any:
+        if isinstance(value, str) or (isinstance(value, (int, float)) and not isinstance(value, bool)):
+            if isinstance(value, float) and not math.isfinite(value):
+                ck.add(path, f"expected a finite number, got {value}; give a finite one")
+                return None
+            return value
+        hint = "; YAML reads yes/no/on/off/true/false as booleans, quote the text" if isinstance(value, bool) else ""
+        ck.add(path, f"expected a number or a text, got {_type_name(value)}{hint}")
+        return None
+
+    def json_schema(self) -> dict[str, Any]:
+        return {"type": ["number", "string"]}
+
+
+@dataclass(frozen=True)
+class OneOrList:
+    """One item, or a list of them (`metric: {...}` or `metric: [{...}, {...}]`)."""
+
+    item: Any
+
+    def check(self, value: Any, path: PathKey, ck: Checker) -> Any:
+        if isinstance(value, list):
+            if not value:
+                ck.add(path, "expected at least one entry, got an empty list")
+                return None
+            out = [self.item.check(v, (*path, i), ck) for i, v in enumerate(value)]
+            return None if any(v is None for v in out) else out
+        checked = self.item.check(value, path, ck)
+        return None if checked is None else [checked]
+
+
+@dataclass(frozen=True)
+class Bool:
+    def check(self, value: Any, path: PathKey, ck: Checker) -> Any:
+        if not isinstance(value, bool):
+            ck.add(path, f"expected true or false, got {_type_name(value)}")
+            return None
+        return value
+
+
+@dataclass(frozen=True)
+class Duration:
+    def check(self, value: Any, path: PathKey, ck: Checker) -> Any:
+        seconds = parse_duration(value)
+        if seconds is None:
+            ck.add(path, f"expected a duration like 90s, 30m, 24h or 7d, got {_type_name(value)}")
+            return None
+        if seconds <= 0:
+            ck.add(path, "must be longer than 0s")
+            return None
+        if seconds > MAX_DURATION_S:
+            ck.add(path, f"must be at most {MAX_DURATION_S}s (10,000 years, the longest a protobuf Duration holds)")
+            return None
+        return seconds
+
+
+@dataclass(frozen=True)
+class Number:
+    """A finite real number in [minimum, maximum] (or below `below` / above `above`, exclusive).
+
+    Text that reads as a number is one: YAML 1.1 reads ``1e-3`` (no dot) as text, and a number is
+    what was meant. `as_written` keeps an int an int (tuning ranges); otherwise the value is a float.
+    """
+
+    minimum: float | None = None
+    maximum: float | None = None
+    below: float | None = None
+    above: float | None = None
+    as_written: bool = False
+
+    def check(self, value: Any, path: PathKey, ck: Checker) -> Any:
+        if isinstance(value, str):
+            try:
+                value = float(value)
+            except ValueError:
+                ck.add(path, f"expected a number, got {_type_name(value)}; e.g. 0.001 or 1.0e-3")
+                return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            ck.add(path, f"expected a number, got {_type_name(value)}")
+            return None
+        if not math.isfinite(value):
+            ck.add(path, f"expected a finite number, got {value}; give a bound like 1e6")
+            return None
+        checks = ((self.minimum, "at least", lambda m: value >= m), (self.maximum, "at most", lambda m: value <= m),
+                  (self.below, "below", lambda m: value < m), (self.above, "above", lambda m: value > m))
+        for limit, words, holds in checks:
+            if limit is not None and not holds(limit):
+                ck.add(path, f"must be {words} {limit:g}, got {value:g}")
+                return None
+        return value if self.as_written else float(value)
+
+    def json_schema(self) -> dict[str, Any]:
+        """For `vtrain schema`: the bounds in JSON Schema's words, or the number's text (YAML 1.1's 1e-3)."""
+        words = {"minimum": self.minimum, "maximum": self.maximum, "exclusiveMaximum": self.below,
+                 "exclusiveMinimum": self.above}
+        text = {"type": "string", "pattern": "^\\s*[-+]?[0-9.]+(?:[eE][-+]?[0-9]+)?\\s*$"}
+        return {"anyOf": [{"type": "number", **{k: v for k, v in words.items() if v is not None}}, text]}
+
+
+@dataclass(frozen=True)
+class Seconds:
+    """A duration that may be 0 or fractional, in seconds: `0.5s`, `2s`, `1m30s`, or a bare number."""
+
+    def check(self, value: Any, path: PathKey, ck: Checker) -> Any:
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0:
+            return float(value)
+        text = value.strip().lower().replace(" ", "") if isinstance(value, str) else ""
+        matches = list(_DURATION_RE.finditer(text))
+        if text and "".join(m.group(0) for m in matches) == text:
+            return float(sum(float(m.group(1)) * _DURATION_UNITS[m.group(2)] for m in matches))
+        ck.add(path, f"expected seconds (a number) or a duration like 0.5s, 30s or 2m, got {_type_name(value)}")
+        return None
+
+    def json_schema(self) -> dict[str, Any]:
+        """For `vtrain schema`: seconds as a number, or a duration such as 0.5s, 30s, 1m30s."""
+        return {"anyOf": [{"type": "number", "minimum": 0},
+                          {"type": "string", "pattern": "^\\s*(?:\\d+(?:\\.\\d+)?\\s*[dhmsDHMS]\\s*)+$"}]}
+
+
+@dataclass(frozen=True)
+class EnvValue:
+    """Environment values are text on Vertex; numbers are accepted and written as text."""
+
+    def check(self, value: Any, path: PathKey, ck: Checker) -> Any:
+        if isinstance(value, str) and "\x00" in value:
+            ck.add(path, _NUL)  # a process environment is NUL-terminated C strings
+            return None
+        if isinstance(value, str):
+            return value
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return str(value)
+        if isinstance(value, bool):
+            ck.add(path, f"expected text, got a boolean; quote it: '{str(value).lower()}'")
+        elif value is None:
+            ck.add(path, "expected text, got nothing (null); quote it: ''")
+        else:
+            ck.add(path, f"expected text or a number, got {_type_name(value)}; an environment value is one string")
+        return None
+
+
+@dataclass(frozen=True)
+class ListOf:
+    item: Any
+    single_ok: bool = False
+
+    def check(self, value: Any, path: PathKey, ck: Checker) -> Any:
+        if self.single_ok and isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list):
+            ck.add(path, f"expected a list, got {_type_name(value)}")
+            return None
+        out = [self.item.check(v, (*path, i), ck) for i, v in enumerate(value)]
+        return None if any(v is None for v in out) else out
+
+
+@dataclass(frozen=True)
+class MapOf:
+    value: Any
+
+    def check(self, value: Any, path: PathKey, ck: Checker) -> Any:
+        if not isinstance(value, dict):
+            ck.add(path, f"expected a mapping of names to values, got {_type_name(value)}")
+            return None
+        bad = [k for k in value if "\x00" in str(k)]
+        for key in bad:
+            ck.add((*path, key), _NUL, key=True)
+        out = {k: self.value.check(v, (*path, k), ck) for k, v in value.items()}
+        return None if bad or any(v is None for v in out.values()) else out
+
+
+@dataclass(frozen=True)
+class Obj:
+    fields: dict[str, Any]
+    required: tuple[str, ...] = ()
+    aliases: dict[str, str] = field(default_factory=dict)
+
+    def check(self, value: Any, path: PathKey, ck: Checker) -> Any:
+        if not isinstance(value, dict):
+            ck.add(path, f"expected a mapping with keys {', '.join(self.fields)}, got {_type_name(value)}")
+            return None
+        out: dict[str, Any] = {}
+        written: dict[str, str] = {}  # canonical name -> the spelling that gave it first
+        ok = True
+        for key, raw in value.items():
+            name = self.aliases.get(key, key)
+            if name not in self.fields:
+                where = format_path(path) or "the top level"
+                ck.add(
+                    (*path, key),
+                    f"unknown key '{key}' in {where}; allowed: {', '.join(self.fields)};"
+                    f"{did_you_mean(key, tuple(self.fields))}".rstrip(";"),
+                    key=True,
+                )
+                continue  # reported; the rest of the file is still checked
+            if name in written:
+                # `replicas` and `replica_count` (or `workers` and `worker`) name one key: merging them
+                # would let whichever came last win in silence, so it is a duplicate like any other.
+                ck.add((*path, key), self._duplicate(path, key, written[name], name, ck), key=True)
+                self.fields[name].check(raw, (*path, key), ck)  # its value's own problems, reported too
+                continue
+            written[name] = key
+            if name != key:
+                ck.positions.alias((*path, key), (*path, name))
+            checked = self.fields[name].check(raw, (*path, key), ck)
+            ok = ok and checked is not None
+            out[name] = checked
+        for name in self.required:
+            if name not in out and name not in value:
+                where = f"in {format_path(path)}" if path else "at the top level"
+                ck.add(path, f"missing required key '{name}' {where}; add it (required: {', '.join(self.required)})",
+                       key=True)
+                ok = False
+        return out if ok else None
+
+    @staticmethod
+    def _duplicate(path: PathKey, key: str, first: str, name: str, ck: Checker) -> str:
+        """The message for a second spelling of one key, naming where the first one is."""
+        at = ck.positions.of((*path, first), key=True)
+        where = f"at {at.file or '<config>'}"
+        if at.line is not None:
+            where += f":{at.line}" + (f":{at.column}" if at.column is not None else "")
+        elif (at.file or "").startswith("--set"):
+            where = f"by {at.file}"
+        if first == name:
+            same = f"'{key}' is another name for '{name}', already given {where}"
+        elif key == name:
+            same = f"'{first}' (another name for '{name}') is already given {where}"
+        else:
+            same = f"'{key}' and '{first}' both mean '{name}', already given {where}"
+        return f"duplicate key: {same}; keep only one"

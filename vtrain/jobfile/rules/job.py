@@ -1,0 +1,167 @@
+"""Job-level fields: names, regions, URIs, labels, env, scheduling and reservations."""
+
+from __future__ import annotations
+
+import re
+
+from vtrain import catalog
+from vtrain.jobfile.model import JobConfig
+from vtrain.jobfile.rules.base import (
+    _BUCKET,
+    _ENV_NAME,
+    _GCS_URI,
+    _KMS_KEY,
+    _LABEL_KEY,
+    _LABEL_VALUE,
+    _NETWORK,
+    _REGION,
+    _RESERVATION,
+    _SERVICE_ACCOUNT,
+    _TENSORBOARD,
+    MAX_DISPLAY_NAME,
+    MAX_ENV,
+    MAX_LABELS,
+    STRATEGY_ENV,
+    Rules,
+    pool_path,
+    with_suggestion,
+)
+from vtrain.jobfile.schema import did_you_mean
+from vtrain.jobfile.yamlpos import PathKey
+from vtrain.userpaths import path_problem
+
+#: https://cloud.google.com/vertex-ai/docs/training/schedule-jobs-dws#requirements
+FLEX_START_MAX_TIMEOUT_S = 7 * 24 * 3600
+FLEX_START_GPUS = frozenset({
+    "NVIDIA_L4", "NVIDIA_TESLA_A100", "NVIDIA_A100_80GB", "NVIDIA_H100_80GB", "NVIDIA_H100_MEGA_80GB",
+    "NVIDIA_H200_141GB", "NVIDIA_B200",
+})
+
+# --------------------------------------------------------------------------- job-level fields
+
+
+def check_gcs(r: Rules, path: PathKey, uri: str) -> bool:
+    match = _GCS_URI.match(uri)
+    if not match or not _BUCKET.match(match["bucket"]) or ".." in match["bucket"] or "//" in (match["path"] or ""):
+        r.add(path, f"'{uri}' is not a well-formed Cloud Storage URI; expected gs://BUCKET/PATH "
+                    "(bucket: 3-63 lower-case letters, digits, dashes, dots)")
+        return False
+    return True
+
+
+def check_job_fields(r: Rules, config: JobConfig) -> None:
+    if not config.name.strip():
+        r.add(("name",), "the job name must not be empty")
+    elif len(config.name) > MAX_DISPLAY_NAME:
+        r.add(("name",), f"the job name is {len(config.name)} characters; Vertex allows at most {MAX_DISPLAY_NAME}")
+    if not _REGION.match(config.region):
+        r.add(("region",), with_suggestion(f"'{config.region}' is not a region name like us-central1",
+                                 did_you_mean(config.region, catalog.REGIONS)))
+    elif config.region not in catalog.REGIONS:
+        r.warn(("region",), with_suggestion(f"'{config.region}' is not a known Vertex AI training region",
+                                  did_you_mean(config.region, catalog.REGIONS)))
+    for key in ("staging_bucket", "base_output_dir"):
+        value = getattr(config, key)
+        if value is None:
+            continue
+        if value.startswith(("gs:", "gs/")):
+            check_gcs(r, (key,), value)
+        elif r.target == "local" and (bad := path_problem(value, utf8=True)):
+            r.add((key,), f"the local path {bad}")
+        elif r.target == "vertex":
+            r.add((key,), f"'{value}' is a local path; Vertex AI needs gs://BUCKET/PATH "
+                          "(local paths work only with `vtrain local`)")
+    if len(config.labels) > MAX_LABELS:
+        r.add(("labels",), f"at most {MAX_LABELS} labels, got {len(config.labels)}")
+    for key, value in config.labels.items():
+        if not _LABEL_KEY.match(key) or key != key.lower():
+            r.add(("labels", key), f"label key '{key}' must start with a lower-case letter and use only "
+                                   f"lower-case letters, digits, _ and - (≤ 63 chars); try '{_label_fix(key)}'")
+        if not _LABEL_VALUE.match(value) or value != value.lower():
+            r.add(("labels", key), f"label value '{value}' may use only lower-case letters, digits, _ and - "
+                                   f"(≤ 63 chars); try '{_label_fix(value)}'")
+    if config.service_account and not _SERVICE_ACCOUNT.match(config.service_account):
+        r.add(("service_account",), f"'{config.service_account}' is not a service account email like "
+                                    "NAME@PROJECT.iam.gserviceaccount.com")
+    if config.network and not _NETWORK.match(config.network):
+        r.add(("network",), f"network must look like projects/PROJECT_NUMBER/global/networks/NAME, "
+                            f"got '{config.network}'")
+    if config.reserved_ip_ranges and not config.network:
+        r.add(("reserved_ip_ranges",), "reserved_ip_ranges need a peered network: set network too")
+    if config.kms_key and not _KMS_KEY.match(config.kms_key):
+        r.add(("kms_key",), "kms_key must look like projects/P/locations/L/keyRings/R/cryptoKeys/K")
+    if config.tensorboard:
+        if not _TENSORBOARD.match(config.tensorboard):
+            r.add(("tensorboard",), "tensorboard must look like projects/P/locations/L/tensorboards/ID")
+        if not config.service_account:
+            r.add(("tensorboard",), "Vertex requires service_account when tensorboard is set")
+        if not config.base_output_dir:
+            r.add(("tensorboard",), "Vertex requires base_output_dir when tensorboard is set (logs go there)")
+
+
+def _label_fix(text: str) -> str:
+    fixed = re.sub(r"[^a-z0-9_-]", "-", text.lower())[:63]
+    return fixed if fixed[:1].isalpha() else f"x{fixed}"[:63]
+
+
+def check_env(r: Rules, config: JobConfig) -> None:
+    base = dict(config.trainer.env)
+    for key in base:
+        if not _ENV_NAME.match(key):
+            r.add(("trainer", "env", key), _env_name_message(key))
+    over: dict[str, int] = {}
+    for pool in config.pools():
+        merged = {**base, **(pool.env or {}), STRATEGY_ENV: ""}
+        for key in pool.env or {}:
+            if not _ENV_NAME.match(key):
+                r.add(pool_path(pool, "env", key), _env_name_message(key))
+        if len(merged) > MAX_ENV and pool.role != "reduction_server":
+            over[f"cluster.{pool.role}"] = len(merged)
+    if over:  # one message for one breakage, however many pools share trainer.env
+        most = max(over.values())
+        r.add(("trainer", "env"), f"{', '.join(over)} would get up to {most} environment variables (vtrain adds "
+                                  f"{STRATEGY_ENV}); Vertex allows at most {MAX_ENV}: remove {most - MAX_ENV}")
+
+
+def _env_name_message(key: str) -> str:
+    fixed = re.sub(r"[^A-Za-z0-9_]", "_", key)
+    fixed = fixed if fixed[:1].isalpha() or fixed[:1] == "_" else f"_{fixed}"
+    return (f"'{key}' is not a valid environment variable name (letters, digits and _, not starting with a "
+            f"digit); try '{fixed}'")
+
+
+def check_scheduling(r: Rules, config: JobConfig) -> None:
+    sched = config.scheduling
+    if sched.max_wait_s is not None and sched.strategy != "flex_start":
+        r.add(("scheduling", "max_wait"), "max_wait only applies to strategy: flex_start; set "
+                                          "scheduling.strategy: flex_start or remove max_wait")
+    if sched.strategy == "flex_start":
+        machines = {(p.machine_type, p.accelerator, p.accelerator_count) for p in config.pools()}
+        if len(machines) > 1:
+            r.add(("scheduling", "strategy"), "flex_start needs the same machine (type and accelerators) in every "
+                                              f"pool; found {len(machines)}: "
+                                              + ", ".join(sorted(m[0] for m in machines)))
+        if sched.timeout_s is not None and sched.timeout_s > FLEX_START_MAX_TIMEOUT_S:
+            r.add(("scheduling", "timeout"), f"flex_start jobs must have a timeout of at most 7 days (604800s), got "
+                                             f"{sched.timeout_s}s; set scheduling.timeout: 7d or less")
+        gpus = {p.accelerator for p in config.pools() if p.gpus}
+        if not gpus or gpus - FLEX_START_GPUS:
+            r.warn(("scheduling", "strategy"), "Dynamic Workload Scheduler (flex_start) is documented for L4, A100, "
+                                               "H100, H200 and B200 GPUs only; use spot or standard for "
+                                               + (", ".join(sorted(gpus - FLEX_START_GPUS)) or "CPU-only jobs"))
+    if sched.strategy not in ("spot", "flex_start"):
+        for pool in config.pools():
+            if pool.machine_type in catalog.SPOT_OR_FLEX_ONLY:
+                r.warn(pool_path(pool, "machine_type"), f"{pool.machine_type} is offered only as Spot or "
+                                                         "flex-start capacity; set scheduling.strategy")
+    res = config.reservation
+    if res is not None:
+        if res.affinity == "specific" and not res.name:
+            r.add(("reservation", "name"), "affinity specific needs the reservation name "
+                                           "projects/P/zones/Z/reservations/R", at=("reservation", "affinity"))
+        elif res.name and res.affinity != "specific":
+            r.add(("reservation", "affinity"), "a reservation name is only used with affinity: specific")
+        elif res.name and not _RESERVATION.match(res.name):
+            r.add(("reservation", "name"), "reservation name must look like projects/P/zones/Z/reservations/R")
+
+

@@ -1,0 +1,192 @@
+"""The trainer source, its prebuilt image, and the distribution strategy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from vtrain import catalog
+from vtrain.errors import PackagingError
+from vtrain.jobfile.model import JobConfig
+from vtrain.jobfile.rules.base import (
+    _MODULE,
+    MAX_PACKAGE_URIS,
+    Rules,
+    with_suggestion,
+)
+from vtrain.jobfile.rules.job import check_gcs
+from vtrain.jobfile.schema import did_you_mean
+from vtrain.userpaths import describe_oserror, path_problem
+
+# --------------------------------------------------------------------------- trainer and images
+
+
+def check_trainer(r: Rules, config: JobConfig) -> None:
+    t = config.trainer
+    sources = [name for name, on in (("package", t.package is not None), ("package_uris", bool(t.package_uris)),
+                                      ("container", t.container is not None)) if on]
+    if len(sources) != 1:
+        what = "none" if not sources else " and ".join(sources)
+        r.add(("trainer",), f"the trainer needs exactly one of package, package_uris or container (found {what})")
+        return
+    if t.container is not None:
+        for key in ("module", "image"):
+            if getattr(t, key) is not None:
+                r.add(("trainer", key), f"trainer.{key} is for python-package trainers; a container runs its own "
+                                        "entrypoint (set trainer.container.command instead)")
+        return
+    if not t.module:
+        r.add(("trainer", "module"), "python-package trainers need trainer.module, the `python -m` target, "
+                                     "e.g. trainer.task")
+    elif not _MODULE.match(t.module):
+        r.add(("trainer", "module"), f"'{t.module}' is not a Python module path like trainer.task")
+    for i, uri in enumerate(t.package_uris):
+        check_gcs(r, ("trainer", "package_uris", i), uri)
+    if len(t.package_uris) > MAX_PACKAGE_URIS:
+        r.add(("trainer", "package_uris"), f"at most {MAX_PACKAGE_URIS} package URIs, got {len(t.package_uris)}")
+    if t.package is not None:
+        check_package_dir(r, t.package, t.module)
+        if config.staging_bucket is None and r.target == "vertex":
+            r.add(("trainer", "package"), "a local trainer package is staged before submitting: set "
+                                          "staging_bucket: gs://BUCKET/staging")
+    check_image(r, config)
+
+
+def check_package_dir(r: Rules, package: Path, module: str | None) -> None:
+    """The package path is a value of the job file (exit 2); what the disk says of it is the machine's (exit 1)."""
+    bad = path_problem(str(package))
+    if bad:
+        r.add(("trainer", "package"), f"the trainer package path {bad}")
+        return
+    try:
+        _check_package_contents(r, package, module)
+    except OSError as err:  # a parent directory this user may not search, say
+        raise PackagingError(f"cannot look at trainer package {package}: {describe_oserror(err)}") from None
+
+
+def _check_package_contents(r: Rules, package: Path, module: str | None) -> None:
+    path = ("trainer", "package")
+    if not package.is_dir():
+        if package.is_symlink():
+            r.add(path, f"trainer package {package} is a symlink that leads nowhere (a loop, or a missing "
+                        "target); point trainer.package at the real directory")
+            return
+        r.add(path, f"trainer package directory not found: {package}; set trainer.package to the directory "
+                    "holding pyproject.toml (a relative path starts at the job file's directory)")
+        return
+    if not (package / "pyproject.toml").is_file() and not (package / "setup.py").is_file():
+        r.add(path, f"{package} has no pyproject.toml or setup.py; it must be an installable Python package")
+        return
+    from vtrain.errors import PackagingError
+    from vtrain.trainer.entrymodule import entry_module_problem, syntax_problem
+    from vtrain.trainer.packaging import dist_name
+    from vtrain.trainer.select import readable_errors, select_files
+
+    try:
+        dist_name(package)  # reads pyproject.toml as the build will
+    except PackagingError as err:
+        if isinstance(err.__cause__, OSError):
+            raise  # unreadable: the machine's state, not something to fix in the job file
+        r.add(path, f"{err}; fix the file so the package can be built")
+        return
+    if not module or not _MODULE.match(module):
+        return
+    # The files `package` and `submit` will build from, judged by the very check they run.
+    files = select_files(package).files
+    problem = entry_module_problem(files, module, package)
+    if problem is not None and " not found" in problem:
+        found = _package_modules(package)
+        hint = did_you_mean(module, found) or (f" modules found: {', '.join(found[:5])}" if found else "")
+        problem = with_suggestion(problem, hint)
+    if problem is None:
+        with readable_errors(package):  # unreadable: PackagingError, exit 1, as `package` says it
+            problem = syntax_problem(package, files, module)
+    if problem is not None:
+        r.add(("trainer", "module"), problem)
+
+
+def _package_modules(package: Path) -> list[str]:
+    """Dotted names of the Python modules in a trainer package, for did-you-mean (bounded walk)."""
+    found: list[str] = []
+    for root in (package, package / "src"):
+        for file in sorted(root.glob("*/**/*.py"))[:200]:
+            rel = file.relative_to(root).with_suffix("")
+            parts = rel.parts[:-1] if rel.name in ("__init__", "__main__") else rel.parts
+            if parts and all(_MODULE.match(part) for part in parts):
+                found.append(".".join(parts))
+    return list(dict.fromkeys(found))
+
+
+def check_image(r: Rules, config: JobConfig) -> None:
+    image = config.trainer.image
+    if image is None:
+        return
+    alias = catalog.IMAGE_ALIAS_RE.match(image)
+    uri = catalog.PREBUILT_URI_RE.match(image)
+    if alias is None and uri is None:
+        if "/" not in image:
+            v, tpu = catalog.DEFAULT_TF_VERSION, catalog.default_tf_version("tpu")
+            r.add(("trainer", "image"), f"'{image}' is neither a prebuilt image alias nor an image URI; use "
+                                        f"tf-cpu.{v}, tf-gpu.{v}, tf-tpu.{tpu}, or tf.{v} to pick per pool")
+        else:
+            r.add(("trainer", "image"), "python-package trainers run on a Vertex prebuilt image "
+                                        "(…-docker.pkg.dev/vertex-ai/training/tf-…); for your own image use "
+                                        "trainer.container", "warning")
+        return
+    match = alias or uri
+    assert match is not None
+    family, version = match["family"], match["version"]
+    families = [family] if family else sorted({p.hardware for p in config.pools()
+                                               if p.role != "reduction_server"})
+    for fam in families:
+        known = catalog.PREBUILT_TF[fam]
+        if version not in known:
+            ordered = sorted(known, key=catalog.tf_version_tuple)
+            r.add(("trainer", "image"), f"no prebuilt tf-{fam} image for TensorFlow {version.replace('-', '.')}; "
+                                        f"available: {', '.join(ordered)}; e.g. tf-{fam}.{ordered[-1]}")
+            return
+    if family is None:
+        return
+    for pool in config.pools():
+        if pool.role == "reduction_server":
+            continue
+        need = pool.hardware
+        if need != family:
+            r.add(("trainer", "image"), f"tf-{family} image but cluster.{pool.role} runs on {need.upper()}; use "
+                                        f"tf-{need}.{version}, or tf.{version} to pick the right image per pool")
+            return
+
+
+# --------------------------------------------------------------------------- strategy
+
+
+def check_strategy(r: Rules, config: JobConfig) -> None:
+    strategy = config.distribution_strategy
+    path = ("distribution_strategy",)
+    replicas = config.training_replicas()
+    has_workers = config.workers is not None and bool(config.workers.replicas)
+    is_tpu = catalog.is_tpu_machine(config.chief.machine_type)
+    has_ps = config.parameter_servers is not None and bool(config.parameter_servers.replicas)
+    if strategy == "auto":
+        return
+    if is_tpu and strategy != "tpu":
+        r.add(path, f"the chief is a TPU machine, so the strategy must be tpu (or auto), not {strategy}")
+    elif strategy == "tpu" and not is_tpu:
+        r.add(path, "strategy tpu needs a TPU machine (cloud-tpu, ct5lp-*, ct6e-*) for the chief")
+    elif strategy == "parameter_server" and not has_ps:
+        r.add(path, "strategy parameter_server needs cluster.parameter_servers; add them or use "
+                    "multi_worker_mirrored")
+    elif has_ps and strategy != "parameter_server":
+        r.add(path, f"the cluster has parameter servers, so the strategy must be parameter_server (or auto), "
+                    f"not {strategy}")
+    elif strategy == "multi_worker_mirrored" and not has_workers:
+        r.add(path, "strategy multi_worker_mirrored needs cluster.workers; add workers or use mirrored")
+    elif strategy in ("mirrored", "one_device") and replicas != 1:
+        r.add(path, f"strategy {strategy} runs on one machine but chief + workers have {replicas} replicas; "
+                    "use multi_worker_mirrored")
+    elif strategy == "mirrored" and config.chief.gpus < 2:
+        r.warn(path, f"mirrored on {config.chief.gpus or 'no'} GPU(s) does not distribute anything; "
+                     "one_device is equivalent")
+    elif strategy == "one_device" and config.chief.gpus > 1:
+        r.warn(path, f"one_device uses 1 of the chief's {config.chief.gpus} GPUs; use mirrored")
+
+

@@ -1,0 +1,137 @@
+"""The `tuning:` block: what Vertex AI's HyperparameterTuningJob would refuse, or silently misread.
+
+Sources: StudySpec and HyperparameterTuningJob in the v1 REST reference
+(https://cloud.google.com/vertex-ai/docs/reference/rest/v1/StudySpec): grid search takes only
+integer, discrete and categorical parameters; discrete values are increasing and at most
+1,000; log scales need positive values; parallelTrialCount and maxFailedTrialCount are
+bounded by maxTrialCount. Each trial receives its values as `--NAME=VALUE`, so names must be
+usable as command-line flags.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from vtrain.jobfile.model import JobConfig
+from vtrain.jobfile.rules.base import Rules
+from vtrain.tuning.model import ParameterConfig, TuningConfig
+
+_FLAG_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
+_METRIC_NAME = re.compile(r"^\S+$")
+MAX_DISCRETE_VALUES = 1000
+#: A grid bigger than this is surely a mistake (an integer range of millions).
+MAX_GRID_POINTS = 100_000
+
+
+def _path(p: ParameterConfig, *rest: str) -> tuple[str, ...]:
+    return ("tuning", "parameters", p.name, *rest)
+
+
+def _check_range(r: Rules, p: ParameterConfig) -> None:
+    for key in ("min", "max"):
+        if getattr(p, key) is None:
+            r.add(_path(p, key), f"a {p.type} parameter needs both min and max; add {key}", at=_path(p, "type"))
+    if p.values:
+        r.add(_path(p, "values"), f"a {p.type} parameter takes min and max, not values; remove values (or use "
+                                  "type: discrete for a list of numbers)")
+    if p.min is None or p.max is None:
+        return
+    if p.type == "integer":
+        for key in ("min", "max"):
+            value = getattr(p, key)
+            if isinstance(value, float) and not value.is_integer():
+                r.add(_path(p, key), f"an integer parameter needs whole numbers, got {value}; use type: double "
+                                     "for fractions")
+    if p.min >= p.max:
+        r.add(_path(p, "max"), f"max must be greater than min ({p.min}), got {p.max}")
+    if p.scale in ("log", "reverse_log") and p.min <= 0:
+        r.add(_path(p, "min"), f"a {p.scale} scale needs min > 0, got {p.min}; use scale: linear or a positive min")
+
+
+def _check_values(r: Rules, p: ParameterConfig) -> None:
+    for key in ("min", "max"):
+        if getattr(p, key) is not None:
+            r.add(_path(p, key), f"a {p.type} parameter takes a list of values, not {key}; remove {key} (or use "
+                                 "type: double/integer for a range)")
+    if not p.values:
+        r.add(_path(p, "values"), f"a {p.type} parameter needs values: [...] with at least one value",
+              at=_path(p, "type"))
+        return
+    if p.type == "categorical":
+        if p.scale is not None:
+            r.add(_path(p, "scale"), "a categorical parameter has no scale; remove scale")
+        texts = [v for v in p.values if isinstance(v, str)]
+        if len(texts) != len(p.values):
+            r.add(_path(p, "values"), "categorical values are text; quote numbers ('32'), or use type: discrete "
+                                      "for numbers")
+        elif len(set(texts)) != len(texts):
+            r.add(_path(p, "values"), "categorical values must differ; remove the repeated ones")
+        return
+    numbers = [v for v in p.values if not isinstance(v, str)]
+    if len(numbers) != len(p.values):
+        r.add(_path(p, "values"), "discrete values are numbers; use type: categorical for text values")
+        return
+    if len(numbers) > MAX_DISCRETE_VALUES:
+        r.add(_path(p, "values"), f"at most {MAX_DISCRETE_VALUES} discrete values, got {len(numbers)}")
+    if any(b - a < 1e-10 for a, b in zip(numbers, numbers[1:], strict=False)):
+        r.add(_path(p, "values"), f"discrete values must be increasing and distinct (Vertex AI requires it); "
+                                  f"write them as {sorted(set(numbers))}")
+    if p.scale in ("log", "reverse_log") and min(numbers) <= 0:
+        r.add(_path(p, "scale"), f"a {p.scale} scale needs values > 0; use scale: linear or positive values")
+
+
+def _grid_size(tuning: TuningConfig) -> int:
+    return math.prod(len(p.values) if p.type != "integer" else int(p.max or 0) - int(p.min or 0) + 1
+                     for p in tuning.parameters)
+
+
+def check_tuning(r: Rules, config: JobConfig) -> None:
+    tuning = config.tuning
+    if tuning is None:
+        return
+    before = len(r.problems)
+    seen: set[str] = set()
+    for i, metric in enumerate(tuning.metrics):
+        path = ("tuning", "metric", i, "name") if len(tuning.metrics) > 1 else ("tuning", "metric", "name")
+        if not _METRIC_NAME.match(metric.name):
+            r.add(path, f"metric name '{metric.name}' must be one word without spaces, as the trainer reports it "
+                        "(e.g. accuracy, val_loss)")
+        elif metric.name in seen:
+            r.add(path, f"metric '{metric.name}' is listed twice; keep only one")
+        seen.add(metric.name)
+    if not tuning.parameters:
+        r.add(("tuning", "parameters"), "needs at least one parameter, e.g. learning_rate: {type: double, "
+                                        "min: 0.001, max: 0.1}")
+    for p in tuning.parameters:
+        if not _FLAG_NAME.match(p.name):
+            fixed = re.sub(r"[^A-Za-z0-9_-]", "_", p.name).lstrip("_-0123456789") or "param"
+            r.add(("tuning", "parameters", p.name), f"'{p.name}' is passed to the trainer as --{p.name}=VALUE, so it "
+                                                    f"must be a flag name (a letter, then letters, digits, _ or -); "
+                                                    f"try '{fixed}'")
+        if p.type in ("double", "integer"):
+            _check_range(r, p)
+        else:
+            _check_values(r, p)
+    if tuning.algorithm == "grid":
+        for p in tuning.parameters:
+            if not p.countable:
+                r.add(_path(p, "type"), "grid search needs integer, discrete or categorical parameters; make it "
+                                        "discrete with values: [...] or use algorithm: random")
+        if all(p.countable for p in tuning.parameters) and len(r.problems) == before:
+            size = _grid_size(tuning)
+            if size > MAX_GRID_POINTS:
+                r.add(("tuning", "parameters"), f"the grid has {size:,} points; at most {MAX_GRID_POINTS:,} make "
+                                                "sense: use fewer values or algorithm: random")
+            elif tuning.max_trials > size:
+                r.warn(("tuning", "max_trials"), f"the grid has only {size} points: {size} trials will run, not "
+                                                 f"{tuning.max_trials}; set max_trials: {size}")
+    if tuning.parallel_trials > tuning.max_trials:
+        r.add(("tuning", "parallel_trials"), f"must be at most max_trials ({tuning.max_trials}), got "
+                                             f"{tuning.parallel_trials}")
+    if tuning.max_failed_trials is not None and tuning.max_failed_trials > tuning.max_trials:
+        r.add(("tuning", "max_failed_trials"), f"must be at most max_trials ({tuning.max_trials}), got "
+                                               f"{tuning.max_failed_trials}")
+
+
+__all__ = ["check_tuning"]

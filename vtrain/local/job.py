@@ -1,0 +1,438 @@
+"""The supervisor of a local run: one process group per replica, and the job's state from them.
+
+:func:`vtrain.local.runner.run_local` prepares a run and hands it to :class:`LocalJob`, whose
+thread starts the processes and applies Vertex's rules (see :mod:`vtrain.local`).
+Everything here is process and socket work; what each replica sees comes, already computed,
+from :mod:`vtrain.local.env`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from vtrain import proctree
+from vtrain.errors import BackendError
+from vtrain.handle import CANCELLED, CANCELLING, FAILED, PENDING, RUNNING, SUCCEEDED, JobHandle, Waiting
+from vtrain.local import env as localenv
+from vtrain.local.env import Plan, Replica
+from vtrain.local.faults import FaultScheduler
+from vtrain.local.policy import CHIEF_SUCCEEDED, FAIL, RESTART, RETRY_JOB, RestartPolicy, policy_for_job
+from vtrain.local.ports import listening
+from vtrain.local.restarts import Restarting
+
+if TYPE_CHECKING:
+    from vtrain.handle import LogHook, StateHook
+
+TAIL_LINES = 15
+
+
+@dataclass(frozen=True)
+class Options:
+    """How the launcher behaves; every time is in seconds."""
+
+    timeout: float | None = None  # the whole job; None: the job's scheduling.timeout, if any
+    startup_timeout: float = 120.0  # a cluster member's server up, once a peer's is
+    worker_grace: float = 30.0  # workers may outlive a successful chief this long
+    kill_grace: float = 5.0  # SIGTERM → SIGKILL
+    keep: bool = False  # keep a temporary output dir and the replicas' working dirs
+
+
+@dataclass
+class _Proc:
+    replica: Replica
+    argv: list[str]
+    env: dict[str, str]
+    cwd: Path
+    log_path: Path
+    container: str | None = None
+    popen: subprocess.Popen[bytes] | None = None
+    reader: threading.Thread | None = None
+    tail: deque[str] = field(default_factory=lambda: deque(maxlen=TAIL_LINES))
+    returncode: int | None = None
+    listening: bool = False
+    stopped: bool = False  # we stopped it: its exit code is not the job's concern
+
+    @property
+    def label(self) -> str:
+        return self.replica.label
+
+
+def describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+class LocalJob(Restarting, JobHandle):
+    """A running local job: the same handle contract as a Vertex job (state, wait, cancel, logs).
+    Failed replicas are restarted as Vertex restarts them (`policy`), faults injected (`scheduler`)."""
+
+    default_poll = 0.2
+
+    def __init__(self, name: str, display_name: str, plan: Plan, procs: list[_Proc], output_dir: Path,
+                 run_dir: Path, temporary: bool, options: Options, out: IO[str] | None,
+                 notice: Callable[[str], None], on_line: Callable[[Replica, str], None] | None = None,
+                 release: Callable[[], None] = lambda: None, policy: RestartPolicy | None = None,
+                 scheduler: FaultScheduler | None = None) -> None:
+        super().__init__(name)
+        self.policy = policy or policy_for_job(plan.job, [p.label for p in procs])
+        self.scheduler = scheduler or FaultScheduler(())
+        self._steps: dict[str, int] = {}
+        self._preexec: Callable[[], None] | None = None
+        self.display_name = display_name
+        self.plan = plan
+        self.output_dir = output_dir
+        self.run_dir = run_dir  # this run's own folder (see vtrain.local.rundir)
+        self._procs = procs
+        self._temporary = temporary
+        self._release = release  # the output directory's claim, the environment's lease
+        self._options = options
+        self._out = out
+        self._notice = notice
+        self._on_line = on_line
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._finished = threading.Event()
+        self._started = threading.Event()
+        self._cancel = False
+        self._force = False
+        self._start_error: BaseException | None = None
+        self._job_log = open(self.run_dir / "job.log", "w", encoding="utf-8")  # noqa: SIM115
+        self.started_at = 0.0
+        self.ended_at = 0.0
+        self.result: dict[str, Any] = {}
+
+    # ----------------------------------------------------------------------- the handle
+
+    @property
+    def done(self) -> bool:
+        return self._finished.is_set()
+
+    @property
+    def pids(self) -> dict[str, int]:
+        """Process id (= process group id) of each replica started, by label."""
+        return {p.label: p.popen.pid for p in self._procs if p.popen is not None}
+
+    @property
+    def ports(self) -> dict[str, int]:
+        """The 127.0.0.1 port of each replica in CLUSTER_SPEC, by label."""
+        return {p.label: self._port(p) for p in self._procs}
+
+    def refresh(self) -> str:
+        return self._state
+
+    def wait(
+        self,
+        timeout: float | None = None,
+        poll: float | None = None,
+        *,
+        on_state: StateHook | None = None,
+        on_log: LogHook | None = None,
+    ) -> str:
+        """Block until the job ends (every process reaped, logs flushed); return its state.
+
+        Native blocking instead of the base class's polling (`poll` only paces `on_state`);
+        with `on_log`, the job's lines are followed meanwhile.
+        """
+        if on_log is not None:
+            return super().wait(timeout, poll, on_state=on_state, on_log=on_log)
+        waiting = Waiting(self, timeout, self.default_poll if poll is None else poll, on_state)
+        # Short waits in a loop: the main thread stays responsive to Ctrl-C.
+        while True:
+            finished = self._finished.wait(min(0.25, waiting.poll))
+            waiting.check(self._state)
+            if finished:
+                return self._state
+
+    def _follow(self, waiting: Waiting) -> Iterator[str]:
+        return self._read_log(follow=True, waiting=waiting)
+
+    def cancel(self, force: bool = False) -> None:
+        """Stop every replica (SIGTERM, then SIGKILL after the grace period, or at once with
+        `force`); the job ends CANCELLED."""
+        with self._lock:
+            if self._finished.is_set():
+                return
+            self._cancel = True
+            self._force = self._force or force
+            if self._state in (PENDING, RUNNING):
+                self._state = CANCELLING
+        self._wake.set()
+
+    def logs(self, *, follow: bool = False) -> Iterator[str]:
+        """Every replica's lines, prefixed `[chief-0]`, in arrival order; `follow` until the job ends."""
+        return self._read_log(follow=follow)
+
+    def _read_log(self, *, follow: bool, waiting: Waiting | None = None) -> Iterator[str]:
+        with open(self.run_dir / "job.log", encoding="utf-8", errors="replace") as f:
+            while True:
+                where = f.tell()
+                line = f.readline()
+                if line.endswith("\n"):
+                    yield line[:-1]
+                elif follow and not self._finished.is_set():
+                    f.seek(where)  # nothing, or half a line: wait for the rest
+                    pause = waiting.check(self._state) if waiting is not None else 0.2
+                    self._finished.wait(min(pause, 0.2))
+                else:
+                    if line:
+                        yield line
+                    return
+
+    def replica_log(self, label: str) -> Path:
+        return self.run_dir / f"{label}.log"
+
+    # ----------------------------------------------------------------------- supervision
+
+    def _start(self) -> None:
+        atexit.register(self._at_exit)
+        threading.Thread(target=self._supervise, name=f"vtrain-local-{self._name}", daemon=True).start()
+        try:
+            self._started.wait()
+        except KeyboardInterrupt:  # no handle reached the caller yet: nothing may be left running
+            self.cancel(force=True)
+            self._finished.wait()
+            raise
+        if self._start_error is not None:
+            self._finished.wait()
+            if isinstance(self._start_error, OSError):  # e.g. too many processes or open files
+                raise BackendError(f"could not start the replicas: {self._start_error}") from None
+            raise self._start_error
+
+    def _at_exit(self) -> None:
+        if not self._finished.is_set():
+            self.cancel()
+            self._finished.wait(self._options.kill_grace + 5)
+
+    def _supervise(self) -> None:
+        state, error = FAILED, "the launcher stopped unexpectedly"
+        try:
+            try:
+                self._spawn_all()
+            except BaseException as err:  # noqa: BLE001 - reported to run_local's caller
+                self._start_error = err
+                state, error = FAILED, f"could not start the replicas: {err}"
+                return
+            finally:
+                self._started.set()
+            state, error = self._watch()
+        finally:
+            self._stop(self._procs)
+            self._end_strays()
+            for p in self._procs:
+                if p.reader is not None:
+                    p.reader.join(timeout=5)
+            self.ended_at = time.monotonic()
+            self._finish(state, error)
+
+    def _end_strays(self) -> None:
+        """End what the replicas left outside their process groups (daemons), as Vertex ends the VM.
+
+        vtrain adopts such orphans (a child subreaper, set in :meth:`_spawn_all`) and knows them
+        by the CLOUD_ML_JOB_ID they inherited: see :mod:`vtrain.proctree`.
+        """
+        grace = 0.0 if self._force else self._options.kill_grace
+        ended = proctree.sweep(lambda q: proctree.has_env(q, "CLOUD_ML_JOB_ID", self._name), grace)
+        if ended:
+            self._notice(f"ended {len(ended)} process(es) the replicas left running outside their process "
+                         f"groups (daemonized): pid {', '.join(map(str, ended))}")
+
+    def _spawn_all(self) -> None:
+        proctree.become_subreaper()  # a replica's daemonized descendants stay in our tree
+        self._preexec = proctree.die_with_parent()
+        with self._lock:
+            if self._cancel:
+                raise KeyboardInterrupt
+            self._state = RUNNING
+        self.started_at = time.monotonic()
+        for p in self._procs:
+            self._launch(p)  # see vtrain.local.restarts
+
+    def _read(self, p: _Proc, log: IO[bytes]) -> None:
+        assert p.popen is not None and p.popen.stdout is not None
+        with log:
+            for raw in p.popen.stdout:
+                log.write(raw)
+                log.flush()
+                text = raw.decode(errors="replace").rstrip("\r\n")
+                p.tail.append(text)
+                line = f"[{p.label}] {text}"
+                with self._lock:
+                    self._job_log.write(line + "\n")
+                    self._job_log.flush()
+                    if self._out is not None:
+                        with contextlib.suppress(OSError, ValueError):
+                            self._out.write(line + "\n")
+                            self._out.flush()
+                if self._on_line is not None:
+                    with contextlib.suppress(Exception):  # a broken sink must not stop the draining
+                        self._on_line(p.replica, text)
+
+    def _exited(self, p: _Proc) -> bool:
+        """Reap a replica that exited, after killing whatever is left of its process group."""
+        if p.returncode is not None or p.popen is None:
+            return False
+        try:
+            info = os.waitid(os.P_PID, p.popen.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            info = True  # already reaped
+        if not info:
+            return False
+        # The leader is a zombie, so its group id cannot be reused yet: safe to kill the group.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(p.popen.pid, signal.SIGKILL)
+        p.returncode = p.popen.wait()
+        return True
+
+    def _watch(self) -> tuple[str, str | None]:
+        opts = self._options
+        deadline = None if opts.timeout is None else self.started_at + opts.timeout
+        chief_done_at: float | None = None
+        first_listen: float | None = None
+        members = [p for p in self._procs if localenv.listens(self.plan, p.replica)] if len(self._procs) > 1 else []
+        # With parameter servers, workers only serve the chief (coordinator) and never exit by
+        # themselves: they stop with it, like the ps. Under all-reduce they get a grace period.
+        ps = any(p.replica.role == "ps" for p in self._procs) and not localenv.is_diloco(self.plan)
+        servers = ("ps", "evaluator", "worker") if ps else (
+            "ps", "evaluator")
+        while True:
+            now = time.monotonic()
+            for p in self._procs:
+                if not self._exited(p):
+                    continue
+                decision = self._decide(p)  # Vertex's restart policy (vtrain.local.policy)
+                if decision.action == CHIEF_SUCCEEDED:
+                    chief_done_at = now
+                    self._stop([q for q in self._procs if q.replica.role in servers])
+                elif decision.action == FAIL:
+                    return FAILED, self._failure(p, decision.error)
+                elif decision.action in (RESTART, RETRY_JOB):
+                    try:
+                        if self._relaunch(decision, lambda: self._cancel):
+                            first_listen = None if first_listen is None else now  # their servers: the full time
+                    except OSError as err:  # e.g. out of processes or open files
+                        return FAILED, f"could not restart {', '.join(decision.replicas)}: {err}"
+            if self._cancel:
+                return CANCELLED, "cancelled"
+            if chief_done_at is not None:
+                workers = [q for q in self._procs if q.returncode is None and not q.stopped]
+                if not workers:
+                    return SUCCEEDED, None
+                if now - chief_done_at >= opts.worker_grace:
+                    self._notice(f"chief-0 succeeded; stopping {', '.join(q.label for q in workers)} "
+                                 f"still running {opts.worker_grace:g} s later")
+                    return SUCCEEDED, None
+            if deadline is not None and now >= deadline:
+                return FAILED, f"timed out after {opts.timeout:g} s (--timeout / scheduling.timeout)"
+            waiting = [p for p in members if not p.listening and p.returncode is None]
+            if waiting and chief_done_at is None:
+                for p in waiting:
+                    p.listening = listening(self._port(p))
+                if first_listen is None and any(p.listening for p in members):
+                    first_listen = now
+                late = [p for p in members if not p.listening and p.returncode is None]
+                if first_listen is not None and late and now - first_listen >= opts.startup_timeout:
+                    ready = ", ".join(p.label for p in members if p.listening)
+                    return FAILED, (f"{', '.join(p.label for p in late)} did not start its TensorFlow server "
+                                    f"within {opts.startup_timeout:g} s while {ready} waited for it "
+                                    "(TF's initial cluster check has no timeout)")
+            if chief_done_at is None:
+                self._tick()  # step reports in, faults out
+            self._wake.wait(0.1)
+            self._wake.clear()
+
+    def _port(self, p: _Proc) -> int:
+        spec = json.loads(p.env["CLUSTER_SPEC"])
+        return int(spec["cluster"][f"workerpool{p.replica.pool}"][p.replica.index].rsplit(":", 1)[1])
+
+    def _failure(self, p: _Proc, headline: str | None = None) -> str:
+        assert p.returncode is not None
+        if p.reader is not None:
+            self._stop([q for q in self._procs if q is not p])
+            p.reader.join(timeout=5)
+        tail = list(p.tail)
+        with contextlib.suppress(OSError), open(p.log_path, "rb") as f:  # every line read so far
+            f.seek(max(0, f.seek(0, os.SEEK_END) - 65536))
+            tail = f.read().decode(errors="replace").splitlines()
+        lines = [headline or f"{p.label} {describe_exit(p.returncode)}",
+                 f"last lines of {p.label} (full log: {p.log_path}):"]
+        lines += [f"  | {line}" for line in tail[-TAIL_LINES:]]
+        return "\n".join(lines)
+
+    def _stop(self, procs: list[_Proc]) -> None:
+        """SIGTERM each live process group, SIGKILL what is left after the grace period, reap all."""
+        live = [p for p in procs if p.popen is not None and p.returncode is None]
+        for p in live:
+            p.stopped = True
+            self._signal(p, signal.SIGTERM)
+            self._signal(p, signal.SIGCONT)  # a frozen (SIGSTOPped) replica handles SIGTERM too
+        end = time.monotonic() + self._options.kill_grace
+        while any(not self._exited(p) and p.returncode is None for p in live) and time.monotonic() < end:
+            if self._force:
+                break
+            time.sleep(0.05)
+        for p in live:
+            if p.returncode is None:
+                self._signal(p, signal.SIGKILL)
+                self._exited(p) or p.popen.wait()  # type: ignore[union-attr]
+                if p.returncode is None:
+                    p.returncode = p.popen.returncode  # type: ignore[union-attr]
+
+    def _signal(self, p: _Proc, sig: int) -> None:
+        assert p.popen is not None
+        if p.container is not None:
+            subprocess.run(["docker", "kill", "--signal", signal.Signals(sig).name, p.container],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=15, check=False)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(p.popen.pid, sig)
+
+    def _finish(self, state: str, error: str | None) -> None:
+        if state == CANCELLED or (self._cancel and state != SUCCEEDED):
+            state, error = CANCELLED, "cancelled"
+        self.result = {
+            "name": self._name,
+            "display_name": self.display_name,
+            "state": state,
+            "error": error,
+            "seconds": round((self.ended_at or time.monotonic()) - (self.started_at or time.monotonic()), 2),
+            "output_dir": str(self.output_dir),
+            "replicas": {p.label: p.returncode for p in self._procs},
+            **self._restart_result(),  # restarts (the policy's summary) and the faults injected
+        }
+        for line in self.policy.lines():  # the restarts in words, at the end of the run
+            self._event(line)
+        with contextlib.suppress(OSError):  # an output dir removed under us must not hang wait()
+            (self.run_dir / "result.json").write_text(json.dumps(self.result, indent=2) + "\n", encoding="utf-8")
+        self._job_log.close()
+        if not self._options.keep:
+            for p in self._procs:
+                shutil.rmtree(p.cwd, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                (self.run_dir / "work").rmdir()
+        with contextlib.suppress(Exception):
+            self._release()
+        if self._temporary and state == SUCCEEDED and not self._options.keep:
+            shutil.rmtree(self.output_dir, ignore_errors=True)
+        with self._lock:
+            self._state, self._error = state, error
+        atexit.unregister(self._at_exit)
+        self._finished.set()
+
+
+__all__ = ["LocalJob", "Options", "describe_exit"]

@@ -1,0 +1,341 @@
+"""`vtrain local`: the CustomJob `submit` would send, run as one process per replica on 127.0.0.1.
+
+    job = vtrain.run_local(vtrain.load_config("job.yaml", target="local"))
+    job.wait(); job.state, job.exit_code
+
+Preparation happens in :func:`run_local` (a packaging mistake raises before anything
+starts). :func:`run_job` then starts the CustomJob body; the emulator's ``--run-jobs`` runner
+(:mod:`vtrain.emulator.local_jobs`) calls it directly with the body it received. A supervisor
+thread owns the processes and decides the job's state, with Vertex's semantics:
+  * a chief/worker/ps exiting non-zero is restarted in place (same port and TF_CONFIG) up to 5
+    times, then the whole job is retried up to 3 times, and a permanent error fails the job at
+    once (``restart_policy="vertex"``, :mod:`vtrain.local.policy`); with
+    ``restart_policy="never"`` the first failure fails the job. A failed job's replicas are
+    stopped (whole process groups, SIGTERM then SIGKILL) and the summary names the replica,
+    its exit code and its last log lines;
+  * `faults` (``worker-1:kill@30s``, :mod:`vtrain.local.faults`) are injected as signals;
+  * success follows the chief: when it exits 0, ps and evaluator replicas are stopped, and
+    workers get a grace period (the coordination service may keep them ~20 s) before they are;
+  * a cluster member that never starts its server while its peers wait for it (TF's initial
+    health check has no timeout) fails the job after `startup_timeout`; dead or frozen peers
+    are caught by the runtime's collective timeout and TF's heartbeats;
+  * `timeout` fails the job, `cancel()` (or Ctrl-C in the CLI) cancels it; in every case
+    no child process group outlives the job and every port is released.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from vtrain.constants import JOB_ATTEMPT_ENV, RESTART_COUNT_ENV, STATUS_FILE_ENV
+from vtrain.errors import BackendError, PackagingError
+from vtrain.local import env as localenv
+from vtrain.local import rundir
+from vtrain.local.env import Plan, Replica
+from vtrain.local.faults import DEFAULT_PREEMPT_GRACE, FaultScheduler, FaultSpec, check_replicas
+from vtrain.local.job import LocalJob, Options, _Proc
+from vtrain.local.policy import policy_for_job
+from vtrain.local.ports import free_ports
+
+if TYPE_CHECKING:
+    from vtrain.jobfile.model import JobConfig
+    from vtrain.local.envcache import TrainerEnv
+
+
+def _docker_ready() -> None:
+    if shutil.which("docker") is None:
+        raise BackendError("this job runs a container (trainer.container); `vtrain local` runs containers "
+                           "with docker, which is not installed here")
+    done = subprocess.run(["docker", "version", "--format", "{{.Server.Version}}"], capture_output=True,
+                          text=True, timeout=30, check=False)
+    if done.returncode != 0:
+        why = (done.stderr.strip().splitlines() or ["no answer"])[-1]
+        raise BackendError(f"this job runs a container (trainer.container), but docker cannot run it: {why}")
+
+
+def local_gpus(env: Mapping[str, str]) -> list[str]:
+    """GPU ids this machine offers: CUDA_VISIBLE_DEVICES when set, else what nvidia-smi lists."""
+    if "CUDA_VISIBLE_DEVICES" in env:
+        return [g for g in env["CUDA_VISIBLE_DEVICES"].split(",") if g.strip() and g.strip() != "-1"]
+    if shutil.which("nvidia-smi") is None:
+        return []
+    try:
+        done = subprocess.run(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"], capture_output=True,
+                              text=True, timeout=20, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [line.strip() for line in done.stdout.splitlines() if line.strip()] if done.returncode == 0 else []
+
+
+def _host_tensorflow() -> str | None:
+    from importlib import metadata
+
+    for name in ("tensorflow", "tensorflow-cpu", "tf-nightly"):
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def _job_timeout(job: Mapping[str, Any]) -> float | None:
+    raw = (job["jobSpec"].get("scheduling") or {}).get("timeout")
+    return float(str(raw).rstrip("s")) if raw else None
+
+
+RESTART_ENV = (RESTART_COUNT_ENV, JOB_ATTEMPT_ENV, STATUS_FILE_ENV)  # set at each (re)start: restarts.py
+
+
+def build_procs(plan: Plan, *, python: str | None, venv: str | None, output_dir: Path, run_dir: Path,
+                job_id: str, host_env: Mapping[str, str], gpus: Mapping[Replica, str]) -> list[_Proc]:
+    """argv, environment, working dir and log (in this run's folder) of every replica; ports chosen here."""
+    ports = dict(zip(plan.replicas, free_ports(len(plan.replicas)), strict=True))
+    procs = []
+    for r in plan.replicas:
+        pool = plan.pool_spec(r)
+        vertex = localenv.vertex_env(plan, r, ports, str(output_dir), job_id)
+        job_env = localenv.pool_env(pool)
+        container = None
+        if "containerSpec" in pool:
+            container = f"vtrain-{job_id}-{r.label}"
+            names = [*job_env, *vertex, "PYTHONUNBUFFERED", *RESTART_ENV]
+            argv = localenv.docker_argv(pool, container, names, [str(output_dir)], gpus.get(r, ""))
+            env = localenv.compose_env(host_env, vertex=vertex, job=job_env, gpus=gpus.get(r, ""))
+        else:
+            assert python is not None
+            argv = localenv.python_argv(python, pool)
+            env = localenv.compose_env(host_env, vertex=vertex, job=job_env, venv=venv, gpus=gpus.get(r, ""))
+        procs.append(_Proc(r, argv, env, run_dir / "work" / r.label, run_dir / f"{r.label}.log", container))
+    return procs
+
+
+def prepare_trainer(
+    config: JobConfig,
+    cache_dir: str | os.PathLike[str] | None,
+    allow_credentials: bool,
+    notice: Callable[[str], None],
+) -> tuple[TrainerEnv | None, list[str] | None]:
+    """The packaged trainer installed into its cached environment (None for a container trainer), and
+    the packageUris to put in the request: None (the staged or prebuilt ones `submit` would send), or,
+    for a local package with no staging location, the cache's file:// URIs. Shared by a single run
+    and a tuning study, so both run exactly what `submit` would send."""
+    from vtrain.local import envcache as localpkg
+
+    cache = Path(cache_dir) if cache_dir is not None else localpkg.default_cache_dir()
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise BackendError(f"cannot create the environment cache {cache}: {err.strerror or err}; set "
+                           "VTRAIN_CACHE_DIR to a writable directory") from None
+    if config.trainer.container is not None:
+        return None, None
+    sdists, package_uris = _packages(config, cache, allow_credentials)
+    trainer_env = localpkg.prepare_env(sdists, cache)
+    env_notices(trainer_env, notice)
+    local_only = config.trainer.package is not None and config.staging_bucket is None
+    return trainer_env, package_uris if local_only else None
+
+
+def run_local(
+    config: Any,
+    *,
+    output_dir: str | os.PathLike[str] | None = None,
+    max_replicas: int | None = None,
+    timeout: float | None = None,
+    keep: bool = True,
+    out: IO[str] | None = None,
+    notices: IO[str] | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    allow_credentials: bool = False,
+    startup_timeout: float = 120.0,
+    worker_grace: float = 30.0,
+    kill_grace: float = 5.0,
+    restart_policy: str = "vertex",
+    faults: Sequence[FaultSpec] = (),
+    preempt_grace: float = DEFAULT_PREEMPT_GRACE,
+) -> LocalJob:
+    """Start a job on this machine and return its handle (RUNNING); `wait()` for the end.
+
+    `config` is a JobConfig or a job-file path (loaded for the local target). Replica logs go
+    to `out` prefixed `[chief-0]` (None: only to files), launcher notices to `notices`.
+    Outputs go to `output_dir`, else the job's base_output_dir when it is local, else a new
+    temporary directory, which is removed when the job succeeds unless `keep`; this run's logs
+    and result go to its own folder, ``OUTPUT/vtrain-local/JOB_ID`` (see
+    :mod:`vtrain.local.rundir`), and another live run on the same output dir is refused.
+    Raises PackagingError/BackendError before anything starts if the job cannot run here.
+    `restart_policy`, `faults` and `preempt_grace` as in :func:`run_job`.
+
+    On Linux the calling process becomes a child subreaper (:mod:`vtrain.proctree`), so that a
+    replica's daemonized descendants are adopted and ended with the job; this stays set.
+    """
+    from vtrain.jobfile.load import load_config
+    from vtrain.jobfile.model import JobConfig
+    from vtrain.request.custom_job import build_job_dict
+
+    if not isinstance(config, JobConfig):
+        config = load_config(config, target="local")
+
+    def notice(text: str) -> None:
+        if notices is not None:
+            notices.write(f"[vtrain] {text}\n")
+            notices.flush()
+
+    if faults:  # a fault for a replica this run lacks is a usage error before anything is built
+        with contextlib.suppress(ValueError):  # a job the plan refuses is reported by run_job
+            check_replicas(faults, [r.label for r in localenv.plan(build_job_dict(config, []), max_replicas).replicas])
+    trainer_env, package_uris = prepare_trainer(config, cache_dir, allow_credentials, notice)
+    job = build_job_dict(config, package_uris)
+    return run_job(job, trainer_env=trainer_env, name=config.name, output_dir=output_dir,
+                   max_replicas=max_replicas, timeout=timeout, keep=keep, out=out, notice=notice,
+                   startup_timeout=startup_timeout, worker_grace=worker_grace, kill_grace=kill_grace,
+                   restart_policy=restart_policy, faults=faults, preempt_grace=preempt_grace)
+
+
+def env_notices(trainer_env: TrainerEnv, notice: Callable[[str], None]) -> None:
+    notice(f"environment {trainer_env.venv} ({'cached' if trainer_env.cached else 'installed'} "
+           f"in {trainer_env.seconds:.1f} s)")
+    for text in trainer_env.notices:
+        notice(text)
+
+
+def local_output_dir(job: Mapping[str, Any]) -> Path | None:
+    """The job's baseOutputDirectory when it is on this machine (a path or file://), else None."""
+    from vtrain.trainer.staging import uri_to_path
+
+    prefix = str((job["jobSpec"].get("baseOutputDirectory") or {}).get("outputUriPrefix", ""))
+    if not prefix or ("://" in prefix and not prefix.startswith("file://")):
+        return None
+    return uri_to_path(prefix) or Path(prefix)
+
+
+def run_job(
+    job: Mapping[str, Any],
+    *,
+    trainer_env: TrainerEnv | None,
+    name: str | None = None,
+    job_id: str | None = None,
+    output_dir: str | os.PathLike[str] | None = None,
+    max_replicas: int | None = None,
+    timeout: float | None = None,
+    keep: bool = True,
+    out: IO[str] | None = None,
+    notice: Callable[[str], None] = lambda text: None,
+    on_line: Callable[[Replica, str], None] | None = None,
+    startup_timeout: float = 120.0,
+    worker_grace: float = 30.0,
+    kill_grace: float = 5.0,
+    restart_policy: str = "vertex",
+    faults: Sequence[FaultSpec] = (),
+    preempt_grace: float = DEFAULT_PREEMPT_GRACE,
+) -> LocalJob:
+    """Start a CustomJob REST body here (what `submit` sends, or what the emulator stored).
+
+    Python package pools run in `trainer_env` (their packages already installed: see
+    :func:`vtrain.local.envcache.prepare_env`), container pools under docker. `name` is the
+    display name (default: the body's), `job_id` becomes CLOUD_ML_JOB_ID (default: a new
+    ``local-…`` ID); `on_line(replica, text)` gets every line a replica prints. Output
+    directory as in :func:`run_local`; `notice` gets the launcher's notices.
+
+    `restart_policy`: "vertex" (restart failed replicas as Vertex AI does) or "never" (the first
+    failure fails the job). `faults`: signals to inject (FaultSpecError, before anything starts,
+    when one names a replica this run does not have); `preempt_grace`: SIGTERM → SIGKILL for a
+    `preempt` fault without its own grace.
+    """
+    name = name or str(job.get("displayName") or "job")
+    try:
+        the_plan = localenv.plan(job, max_replicas)
+    except ValueError as err:
+        raise BackendError(str(err)) from None
+    labels = [r.label for r in the_plan.replicas]
+    check_replicas(faults, labels)
+    policy = policy_for_job(the_plan.job, labels, restart_policy)
+    scheduler = FaultScheduler(tuple(faults), preempt_grace)
+    specs = [the_plan.pool_spec(r) for r in the_plan.replicas]
+    if any("containerSpec" in s for s in specs):
+        _docker_ready()
+    if trainer_env is None and any("pythonPackageSpec" in s for s in specs):
+        raise BackendError("this job runs Python packages, but no environment with them was prepared")
+    for text in the_plan.notices:
+        notice(text)
+    if trainer_env is not None:
+        text = localenv.image_tf_notice(the_plan, _host_tensorflow())
+        if text:
+            notice(text)
+    host_env = dict(os.environ)
+    requests = {r: localenv.gpus_requested(the_plan.pool_spec(r)) for r in the_plan.replicas}
+    gpus, gpu_notices = localenv.assign_gpus(local_gpus(host_env), requests)
+    for text in gpu_notices:
+        notice(text)
+    if any(p.get("machineSpec", {}).get("acceleratorType", "").startswith("TPU") for p in the_plan.pools if p):
+        notice("this machine has no TPU: the replica runs on CPU (strategy `tpu` will fail)")
+
+    job_id = job_id or f"local-{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(3).hex()}"
+    temporary = False
+    if output_dir is None:
+        output_dir = local_output_dir(job)
+    if output_dir is None:
+        # The display name is free text ("a/b", spaces): only a slug of it may name a directory.
+        slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", name)[:40].strip("-.") or "job"
+        output_dir, temporary = tempfile.mkdtemp(prefix=f"vtrain-local-{slug}-"), True
+    out_path = Path(output_dir).expanduser().absolute()
+    claim = rundir.claim(out_path, job_id)  # refused while another live run writes this output dir
+    lease = trainer_env.lease if trainer_env is not None else None
+
+    def release() -> None:
+        claim.release()
+        if lease is not None:
+            lease.release()
+
+    try:
+        run_dir = rundir.new_run_dir(out_path, job_id)
+        try:
+            (run_dir / "job.json").write_text(json.dumps(the_plan.job, indent=2) + "\n", encoding="utf-8")
+        except OSError as err:
+            raise BackendError(f"cannot write the output directory {out_path}: {err.strerror or err}") from None
+        procs = build_procs(the_plan, python=trainer_env.python if trainer_env else None,
+                            venv=str(trainer_env.venv) if trainer_env else None, output_dir=out_path,
+                            run_dir=run_dir, job_id=job_id, host_env=host_env, gpus=gpus)
+        options = Options(timeout=timeout if timeout is not None else _job_timeout(job),
+                          startup_timeout=startup_timeout, worker_grace=worker_grace, kill_grace=kill_grace,
+                          keep=keep)
+        handle = LocalJob(job_id, name, the_plan, procs, out_path, run_dir, temporary, options, out, notice,
+                          on_line=on_line, release=release, policy=policy, scheduler=scheduler)
+    except BaseException:
+        release()
+        raise
+    notice(f"job {name} ({job_id}): {', '.join(p.label for p in procs)}; outputs in {out_path}, "
+           f"logs in {run_dir}")
+    handle._start()
+    return handle
+
+
+def _packages(config: Any, cache: Path, allow_credentials: bool) -> tuple[list[Path], list[str]]:
+    """The sdists `submit` would stage (built into the cache) and their file:// URIs."""
+    from vtrain.local import envcache as localpkg
+    from vtrain.trainer import packaging
+    from vtrain.trainer.staging import uri_to_path
+
+    if config.trainer.package is None:
+        paths = localpkg.fetch_packages(config.trainer.package_uris, cache)
+        return paths, [p.as_uri() for p in paths]
+    localpkg.cache_dir_ready(cache, "sdists")
+    staging = cache / "sdists"
+    staged = packaging.build_and_stage(config.trainer.package, str(staging), config.trainer.module,
+                                       allow_credentials=allow_credentials, progress=False)
+    paths = [uri_to_path(s.uri) for s in staged]
+    if any(p is None for p in paths):  # pragma: no cover - a local target gives file:// URIs
+        raise PackagingError("staging into the local cache did not give local files")
+    return [p for p in paths if p is not None], [s.uri for s in staged]
+
+
+__all__ = ["LocalJob", "Options", "build_procs", "local_gpus", "local_output_dir", "run_job", "run_local"]

@@ -1,0 +1,374 @@
+"""Trainer directory → content-hashed sdist → staging (gs:// or a local directory).
+
+Why content-hashed: the sdist is named after a hash of exactly the source files that go into it,
+so ``vtrain render`` can print the final ``packageUris`` without building anything
+(:func:`planned_uri`), and an unchanged trainer is never uploaded twice.
+
+Why build from a filtered copy: a build backend picks files by its own rules (setuptools reads
+MANIFEST.in, git file finders, package data). Building from a temporary copy that holds only the
+selected files (``.gitignore``/``.vtrainignore`` applied, junk and VCS data dropped) guarantees
+that nothing excluded can reach the sdist, whatever the backend does.
+
+Vertex replicas also need vtrain's runtime (``vtrain.runtime``); the prebuilt TensorFlow images do
+not have it, so :func:`build_runtime_sdist` packages it (the runtime with the two modules it
+imports, nothing else of vtrain), pinned to vtrain's version and without dependencies (TensorFlow
+is already in the image), as the second ``packageUris`` entry.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tarfile
+import tempfile
+import warnings
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from vtrain import __version__
+from vtrain.errors import PackagingError
+from vtrain.trainer.entrymodule import entry_module_problem, syntax_problem
+from vtrain.trainer.select import (
+    Scan,
+    check_package_dir,
+    credential_reason,
+    hash_entries,
+    readable_errors,
+    scan_package,
+)
+from vtrain.trainer.staging import StagedObject, StagingTarget, check_target, lookup, parse_staging, stage
+from vtrain.userpaths import describe_oserror
+
+if TYPE_CHECKING:
+    from google.cloud import storage
+
+
+def dist_name(package_dir: Path) -> str:
+    """The sdist file-name prefix: [project].name normalized as PEP 625 wants, else the dir name."""
+    name = ""
+    pyproject = Path(package_dir) / "pyproject.toml"
+    if pyproject.is_file():
+        try:
+            import tomllib
+        except ModuleNotFoundError:  # Python 3.10
+            import tomli as tomllib  # type: ignore[no-redef]
+        try:
+            data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+            raise PackagingError(f"{pyproject}: not valid TOML ({err})") from err
+        except OSError as err:
+            raise PackagingError(f"cannot read {pyproject}: {describe_oserror(err)}") from err
+        project = data.get("project")
+        if isinstance(project, dict) and isinstance(project.get("name"), str):
+            name = project["name"]
+    name = name or Path(package_dir).absolute().name
+    normalized = re.sub(r"[^a-z0-9_]+", "_", re.sub(r"[-_.]+", "_", name).lower()).strip("_")
+    return normalized or "trainer"
+
+
+def _local_skips(target: StagingTarget) -> list[Path]:
+    # A local staging directory inside the trainer must not be packaged, or every build would
+    # change the hash of the next one.
+    return [target.directory] if target.directory is not None else []
+
+
+def planned_uri(package_dir: Path, staging: str) -> str:
+    """The URI the trainer sdist will have once staged. Reads files; builds and sends nothing."""
+    target = parse_staging(staging)
+    scan = scan_package(package_dir, skip=_local_skips(target))
+    return target.uri_for(f"{dist_name(scan.root)}-{scan.digest}.tar.gz")
+
+
+def check_module(scan: Scan, module: str) -> None:
+    """The entry module must run with `python -m` once installed, and its package must compile
+    (:mod:`vtrain.trainer.entrymodule`: the same check `validate` makes)."""
+    problem = entry_module_problem(scan.files, module, scan.root)
+    if problem is None:
+        with readable_errors(scan.root):
+            problem = syntax_problem(scan.root, scan.files, module)
+    if problem:
+        raise PackagingError(problem)
+
+
+def _refuse_credentials(scan: Scan) -> None:
+    if not scan.credentials:
+        return
+    lines = [f"  {rel}: {why}" for rel, why in scan.credentials]
+    n = len(lines)
+    raise PackagingError(
+        f"refusing to package {n} file{'s' if n != 1 else ''} in {scan.root} that look like "
+        "credentials (list them in .vtrainignore, or pass --allow-credentials):\n" + "\n".join(lines)
+    )
+
+
+def build_sdist(
+    package_dir: Path,
+    out_dir: Path,
+    *,
+    allow_credentials: bool = False,
+    isolation: bool | None = None,
+    skip: Iterable[Path] = (),
+) -> Path:
+    """Build the trainer into ``out_dir/{dist_name}-{hash}.tar.gz``; the hash is :func:`planned_uri`'s."""
+    scan = scan_package(package_dir, skip=skip)
+    if not allow_credentials:
+        _refuse_credentials(scan)
+    sweep_stale_builds()
+    return _build_scan(scan, dist_name(scan.root), Path(out_dir), isolation)
+
+
+#: Temporary build trees are named `vtrain-KIND-PID-…`: one whose PID is dead was left by a killed vtrain.
+_STALE_BUILD = re.compile(r"^vtrain-(?:build|dist|runtime|dry-run)-([0-9]+)-")
+
+
+def temp_prefix(kind: str) -> str:
+    return f"vtrain-{kind}-{os.getpid()}-"
+
+
+def sweep_stale_builds() -> list[Path]:
+    """Remove the build trees that killed vtrain processes left in the temporary directory."""
+    from vtrain.proctree import sweep_stale
+
+    return sweep_stale(Path(tempfile.gettempdir()), _STALE_BUILD)
+
+
+def _build_scan(scan: Scan, name: str, out_dir: Path, isolation: bool | None) -> Path:
+    with tempfile.TemporaryDirectory(prefix=temp_prefix("build")) as tmp:
+        src = Path(tmp) / "src"
+        for rel in scan.files:
+            dest = src / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(scan.root / rel, dest)
+        built = run_backend(src, Path(tmp) / "dist", isolation=isolation)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        final = out_dir / f"{name}-{scan.digest}.tar.gz"
+        shutil.move(built, final)
+    return final
+
+
+def run_backend(source_dir: Path, out_dir: Path, *, isolation: bool | None = None) -> Path:
+    """Build an sdist with the project's own PEP 517 backend.
+
+    ``isolation=None`` builds in this interpreter when the backend's requirements are already
+    installed (fast, offline) and otherwise in an isolated environment, which pip fills from
+    the package index.
+    """
+    from build import BuildBackendException, BuildException, FailedProcessError, ProjectBuilder
+    from build.env import DefaultIsolatedEnv
+
+    try:
+        with warnings.catch_warnings():
+            # The backend's own warnings (setuptools "beta" notices) are noise to a vtrain user.
+            warnings.simplefilter("ignore")
+            builder = ProjectBuilder(source_dir, runner=_captured_runner)
+            if isolation is None:
+                isolation = bool(builder.check_dependencies("sdist"))
+            if not isolation:
+                return Path(builder.build("sdist", out_dir))
+            with DefaultIsolatedEnv() as env:
+                builder = ProjectBuilder.from_isolated_env(env, source_dir, runner=_captured_runner)
+                env.install(builder.build_system_requires)
+                env.install(builder.get_requires_for_build("sdist"))
+                return Path(builder.build("sdist", out_dir))
+    except BuildBackendException as err:
+        raise PackagingError(f"building the sdist failed: {err}{_tail(err.exception)}") from err
+    except FailedProcessError as err:  # pip could not install the build requirements
+        raise PackagingError(f"building the sdist failed: {err}{_tail(err.exception)}") from err
+    except (BuildException, OSError) as err:
+        raise PackagingError(f"building the sdist failed: {err}") from err
+
+
+def _captured_runner(cmd: list[str], cwd: str | None = None, extra_environ: dict[str, str] | None = None) -> None:
+    """Run a backend hook quietly, keeping its output for the error message if it fails."""
+    import subprocess
+
+    env = dict(os.environ)
+    env.update(extra_environ or {})
+    subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=True)
+
+
+def _tail(exc: BaseException | None, lines: int = 15) -> str:
+    output = getattr(exc, "output", None) or getattr(exc, "stdout", None)
+    if not output:
+        return ""
+    text = output.decode(errors="replace") if isinstance(output, bytes) else str(output)
+    tail = [line for line in text.strip().splitlines() if line.strip()][-lines:]
+    return "\n" + "\n".join(f"  | {line}" for line in tail)
+
+
+# --- vtrain's own runtime -----------------------------------------------------------------------
+
+_RUNTIME_PYPROJECT = """\
+[build-system]
+requires = ["setuptools>=61"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "vtrain"
+version = "{version}"
+description = "vtrain runtime for Vertex AI replicas (no dependencies: the image has TensorFlow)."
+requires-python = ">=3.10"
+dependencies = []
+
+[tool.setuptools.packages.find]
+include = ["vtrain*"]
+
+[tool.setuptools.package-data]
+vtrain = ["py.typed"]
+"""
+
+
+#: What replicas import of vtrain, and so all that ships to them: editing the CLI, the rules or the
+#: emulator leaves the runtime sdist's hash (and every job's config hash) as it was.
+RUNTIME_FILES = ("errors.py", "constants.py", "py.typed")
+RUNTIME_PACKAGES = ("runtime", "diloco")
+_RUNTIME_INIT = '''"""vtrain's runtime as shipped to Vertex AI replicas: `from vtrain import runtime`."""
+
+__version__ = "{version}"
+'''
+
+
+def _runtime_entries() -> list[tuple[str, Path | bytes]]:
+    pkg = Path(__file__).resolve().parents[1]  # vtrain/, which runtime/ and diloco/ are in
+    out: list[tuple[str, Path | bytes]] = [
+        ("pyproject.toml", _RUNTIME_PYPROJECT.format(version=__version__).encode()),
+        ("vtrain/__init__.py", _RUNTIME_INIT.format(version=__version__).encode()),
+    ]
+    out += [(f"vtrain/{name}", pkg / name) for name in RUNTIME_FILES if (pkg / name).is_file()]
+    for sub in RUNTIME_PACKAGES:
+        for dirpath, dirnames, filenames in os.walk(pkg / sub):
+            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and not d.startswith("."))
+            for f in filenames:
+                if f.endswith(".py"):
+                    path = Path(dirpath) / f
+                    out.append((f"vtrain/{path.relative_to(pkg).as_posix()}", path))
+    return sorted(out, key=lambda e: e[0])
+
+
+def _runtime_name(entries: list[tuple[str, Path | bytes]]) -> str:
+    digest = hash_entries((rel, v if isinstance(v, bytes) else v.read_bytes()) for rel, v in entries)
+    return f"vtrain-{__version__}-{digest}.tar.gz"
+
+
+def planned_runtime_uri(staging: str) -> str:
+    """The URI of vtrain's runtime sdist once staged (this vtrain's version and sources)."""
+    return parse_staging(staging).uri_for(_runtime_name(_runtime_entries()))
+
+
+def build_runtime_sdist(out_dir: Path, *, isolation: bool | None = None) -> Path:
+    """Package this vtrain (sources only, no dependencies) for the replicas to install."""
+    entries = _runtime_entries()
+    return _build_entries(entries, _runtime_name(entries), Path(out_dir), isolation)
+
+
+def _build_entries(entries: list[tuple[str, Path | bytes]], name: str, out_dir: Path, isolation: bool | None) -> Path:
+    with tempfile.TemporaryDirectory(prefix=temp_prefix("runtime")) as tmp:
+        src = Path(tmp) / "src"
+        for rel, value in entries:
+            dest = src / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            if isinstance(value, bytes):
+                dest.write_bytes(value)
+            else:
+                shutil.copyfile(value, dest)
+        built = run_backend(src, Path(tmp) / "dist", isolation=isolation)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        final = out_dir / name
+        shutil.move(built, final)
+    return final
+
+
+# --- the whole step -----------------------------------------------------------------------------
+
+
+def sdist_members(sdist: Path) -> list[str]:
+    """Paths inside an sdist, without its top-level ``name-version/`` directory."""
+    with tarfile.open(sdist) as tar:
+        return sorted(m.name.split("/", 1)[1] for m in tar.getmembers() if m.isfile() and "/" in m.name)
+
+
+def build_and_stage(
+    package_dir: Path,
+    staging: str,
+    module: str | None,
+    *,
+    allow_credentials: bool = False,
+    progress: bool = True,
+    client: storage.Client | None = None,
+    isolation: bool | None = None,
+) -> list[StagedObject]:
+    """Build the trainer and runtime sdists and stage both: ``[trainer, runtime]``.
+
+    Everything a user can get wrong is checked before the first upload: the package directory,
+    its build file, the entry module, credentials among the files, the staging location and
+    write access to it, and that both builds succeed. Only then is anything sent.
+    """
+    target = parse_staging(staging)
+    scan = scan_package(package_dir, skip=_local_skips(target))
+    if module is not None:
+        check_module(scan, module)
+    if not allow_credentials:
+        _refuse_credentials(scan)
+    if target.kind == "gcs" and client is None:
+        from vtrain.trainer.staging import default_client
+
+        client = default_client()
+    check_target(target, client)
+    trainer_name = f"{dist_name(scan.root)}-{scan.digest}.tar.gz"
+    runtime_entries = _runtime_entries()
+    runtime_name = _runtime_name(runtime_entries)
+    # Content-addressed names: what is already staged needs neither a build nor an upload.
+    known = {name: lookup(target, name, client) for name in (trainer_name, runtime_name)}
+    sweep_stale_builds()
+    with tempfile.TemporaryDirectory(prefix=temp_prefix("dist")) as tmp:
+        built: dict[str, Path] = {}
+        if known[trainer_name] is None:
+            built[trainer_name] = _build_scan(scan, dist_name(scan.root), Path(tmp), isolation)
+            if module is not None:
+                check_sdist(built[trainer_name], module)
+        if known[runtime_name] is None:
+            built[runtime_name] = _build_entries(runtime_entries, runtime_name, Path(tmp), isolation)
+        # Every build succeeded: only now send anything.
+        return [
+            known[name] or stage(built[name], target, progress=progress, client=client)
+            for name in (trainer_name, runtime_name)
+        ]
+
+
+def check_sdist(sdist: Path, module: str) -> None:
+    """The built sdist still has the entry module: a build backend can leave files out."""
+    if entry_module_problem(sdist_members(sdist), module) is not None:
+        raise PackagingError(
+            f"the build backend left trainer module {module!r} out of the sdist: list its package "
+            "in pyproject.toml ([tool.setuptools] packages) or add an __init__.py"
+        )
+
+
+def describe(objects: list[StagedObject]) -> list[dict[str, object]]:
+    """Plain data for ``-o json``: role, uri, uploaded, size."""
+    roles = ["trainer", "runtime"]
+    return [{"role": roles[i] if i < 2 else "extra", **obj.to_dict()} for i, obj in enumerate(objects)]
+
+
+__all__ = [
+    "Scan",
+    "StagedObject",
+    "build_and_stage",
+    "build_runtime_sdist",
+    "build_sdist",
+    "check_module",
+    "check_sdist",
+    "check_package_dir",
+    "credential_reason",
+    "dist_name",
+    "planned_runtime_uri",
+    "planned_uri",
+    "run_backend",
+    "scan_package",
+    "sdist_members",
+    "stage",
+    "sweep_stale_builds",
+    "temp_prefix",
+]
