@@ -76,6 +76,47 @@ def test_against_a_saved_render_same_file_is_no_change_then_replicas_change(tmp_
     ]
 
 
+EXAMPLES = sorted(p for p in (Path(__file__).resolve().parents[2] / "configs").rglob("*.yaml"))
+
+
+@pytest.mark.parametrize("job", EXAMPLES, ids=lambda p: str(p.relative_to(p.parents[1])))
+def test_every_example_against_its_own_saved_render_is_no_change(tmp_path: Path, job: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """CustomJobs and tuning jobs alike, in every format render writes (a tuning job's render once
+    exited 2 here: `diff` built a CustomJob for it and read its saved body as "not a saved request")."""
+    monkeypatch.delenv("VTRAIN_REGION", raising=False)
+    for fmt in ("json", "yaml", "gcloud"):
+        saved = render_to(tmp_path, job, fmt, "--region", "us-central1")
+        code, out, err = run("diff", str(job), "--against", str(saved), "--region", "us-central1")
+        assert (code, out.splitlines()[-1:]) == (0, ["no changes"]), (fmt, out, err)
+    if "tuning" in job.parts:
+        saved = render_to(tmp_path, job, "json", "--region", "us-central1")
+        code, out, _ = run("diff", str(job), "--against", str(saved), "--region", "us-central1",
+                           "--set", "tuning.max_trials=97")
+        assert code == 1 and '~ maxTrialCount: 3' not in out and "maxTrialCount" in out, out
+
+
+@pytest.mark.parametrize("job", [p for p in EXAMPLES if p.stem in ("quickstart", "bayesian-multi-worker")],
+                         ids=lambda p: p.stem)
+def test_against_a_saved_submit_dry_run_is_no_change(tmp_path: Path, job: Path) -> None:
+    """A saved plan carries the labels submit adds (vtrain-version): the request now gets them too,
+    so the version label is not reported as removed on every CI run."""
+    code, out, err = run("submit", str(job), "--dry-run", "-o", "json", "--project", "p-123456", "--region",
+                         "us-central1")
+    assert code == 0, err
+    assert "vtrain-version" in json.loads(out)["request"]["body"]["labels"]
+    saved = tmp_path / "plan.json"
+    saved.write_text(out)
+    code, out, err = run("diff", str(job), "--against", str(saved), "--project", "p-123456", "--region",
+                         "us-central1")
+    assert (code, out.splitlines()[-1:]) == (0, ["no changes"]), (out, err)
+    body = json.loads(saved.read_text())
+    body["request"]["body"]["labels"]["vtrain-version"] = "0-0-1"
+    saved.write_text(json.dumps(body))
+    code, out, _ = run("diff", str(job), "--against", str(saved), "--region", "us-central1")
+    assert code == 1 and '~ labels.vtrain-version: "0-0-1" ->' in out, out
+
+
 def test_trainer_code_change_shows_as_the_package_hash_changing(tmp_path: Path) -> None:
     trainer = tmp_path / "trainer-src"
     shutil.copytree(BASIC, trainer)

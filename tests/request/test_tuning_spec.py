@@ -21,9 +21,10 @@ from tests.conftest import REPO
 from tests.helpers import write_job
 from vtrain.cli import cli
 from vtrain.jobfile.load import load_config
+from vtrain.request.build import build_request
 from vtrain.request.custom_job import build_job_dict
 from vtrain.request.render import REDACTED, render
-from vtrain.request.tuning_job import build_request_dict, build_tuning_dict, to_tuning_proto, trial_custom_job
+from vtrain.request.tuning_job import build_tuning_dict, to_tuning_proto, trial_custom_job
 
 CONFIGS = sorted((REPO / "configs" / "tuning").glob("*.yaml"))
 GOLDEN = REPO / "tests" / "golden" / "tuning"
@@ -87,7 +88,7 @@ def test_render_json_and_yaml_are_the_body_with_secrets_redacted(tmp_path: Path)
         "minValue": "8", "maxValue": "64"}, "scaleType": "UNIT_LOG_SCALE"}]
     assert "algorithm" not in body["studySpec"]  # default: Vertex's Bayesian optimisation
     as_yaml = CliRunner().invoke(cli, ["render", str(path), "-o", "yaml"]).stdout
-    assert yaml.safe_load(as_yaml) == json.loads(render(build_request_dict(load_config(path)), "json"))
+    assert yaml.safe_load(as_yaml) == json.loads(render(build_request(load_config(path)).body, "json"))
     to_tuning_proto(body)
 
 

@@ -179,9 +179,29 @@ def _redacted_anywhere(body: Any) -> bool:
 
 
 # ---- saved renders ----------------------------------------------------------------------------
-def load_saved(path: str | Path) -> tuple[dict[str, Any], bool]:
-    """A saved request: (the CustomJob body, whether it is only a jobSpec as `-o gcloud` writes).
-    Accepts `render -o json|yaml|gcloud` and `submit --dry-run -o json`. UsageError when unusable."""
+@dataclass(frozen=True)
+class Saved:
+    """A saved request and how much of one it holds."""
+
+    body: dict[str, Any]
+    #: The top-level keys it holds, None for all: `render -o gcloud` writes a CustomJob's jobSpec
+    #: alone, and a tuning job without its labels and key (those go as gcloud flags).
+    keys: tuple[str, ...] | None = None
+    #: Saved by `submit --dry-run -o json`: with the labels submit adds (vtrain-version, …).
+    planned: bool = False
+
+    def narrow(self, current: Mapping[str, Any]) -> dict[str, Any]:
+        """`current` cut to what this saved request holds, so like is compared with like."""
+        return dict(current) if self.keys is None else {k: v for k, v in current.items() if k in self.keys}
+
+
+def load_saved(path: str | Path) -> Saved:
+    """A saved request, CustomJob or tuning job: `render -o json|yaml|gcloud` and `submit --dry-run
+    -o json` are accepted. UsageError when unusable."""
+    from vtrain.request.build import TUNING_JOB, kind_of_body
+    from vtrain.request.render import GCLOUD_TUNING_HEADER
+    from vtrain.request.tuning_job import TRIAL_SPEC
+
     file = Path(path)
     try:
         text = file.read_text(encoding="utf-8")
@@ -191,15 +211,20 @@ def load_saved(path: str | Path) -> tuple[dict[str, Any], bool]:
         data = yaml.safe_load(text)  # JSON is YAML too
     except yaml.YAMLError as err:
         raise UsageError(f"--against {file}: neither JSON nor YAML ({str(err).splitlines()[0]})") from None
-    if isinstance(data, dict) and isinstance(data.get("request"), dict) and "body" in data["request"]:
+    planned = isinstance(data, dict) and isinstance(data.get("request"), dict) and "body" in data["request"]
+    if planned:
         data = data["request"]["body"]  # submit --dry-run -o json
     if isinstance(data, dict) and "workerPoolSpecs" in data:
-        return {"jobSpec": data}, True  # render -o gcloud: the jobSpec alone
-    if not isinstance(data, dict) or "jobSpec" not in data:
+        return Saved({"jobSpec": data}, ("jobSpec",))  # render -o gcloud of a CustomJob: the jobSpec alone
+    if isinstance(data, dict) and isinstance(data.get(TRIAL_SPEC), dict) and kind_of_body(data) == TUNING_JOB:
+        if text.lstrip().startswith(GCLOUD_TUNING_HEADER):  # -o gcloud: labels and key went as flags
+            return Saved(data, tuple(k for k in data if k not in ("labels", "encryptionSpec")))
+        return Saved(data, None, planned)
+    if not isinstance(data, dict) or not isinstance(data.get("jobSpec"), dict):
         raise UsageError(
             f"--against {file}: not a saved request; save one with `vtrain render JOB.yaml > {file.name}`"
         )
-    return data, False
+    return Saved(data, None, planned)
 
 
 # ---- the two sides ----------------------------------------------------------------------------
@@ -227,11 +252,14 @@ def diff_job(
         raise UsageError("compare with exactly one of: --against FILE, a JOB_ID, --last")
     after = f"{job_file} (the request submit would send)"
     if against is not None:
-        saved, spec_only = load_saved(against)
+        saved = load_saved(against)
         current = render_body(job_file, overrides, where)
-        if spec_only:
-            current = {"jobSpec": current["jobSpec"]}
-        return DiffResult(f"saved request {against}", after, compare(saved, current, show_secrets=show_secrets))
+        if saved.planned:
+            from vtrain.cloud.submit import with_submit_labels
+
+            current = with_submit_labels(current)
+        changes = compare(saved.body, saved.narrow(current), show_secrets=show_secrets)
+        return DiffResult(f"saved request {against}", after, changes)
     from google.protobuf import json_format
 
     from vtrain.cloud.submit import connect, plan_submit
@@ -255,10 +283,7 @@ def diff_job(
 def render_body(job_file: str | Path, overrides: Iterable[str], where: Any) -> dict[str, Any]:
     """The body `vtrain render -o json` prints for this file (same region resolution)."""
     from vtrain.jobfile.load import load_config
-    from vtrain.request.custom_job import build_job_dict
+    from vtrain.request.build import build_request
 
     config = load_config(job_file, overrides)
-    region = where.region_for(config)
-    if region != config.region:
-        config = replace(config, region=region)
-    return build_job_dict(config)
+    return build_request(config, region=where.region_for(config)).body

@@ -47,6 +47,7 @@ from vtrain.errors import BackendError, ConfigError, CreateOutcomeUnknown, Packa
 from vtrain.handle import TERMINAL_STATES, JobHandle
 from vtrain.jobfile.load import load_config
 from vtrain.jobfile.model import JobConfig
+from vtrain.request.build import CUSTOM_JOB, TUNING_JOB, Kind, build_request
 
 if TYPE_CHECKING:
     from vtrain.cloud.preflight import Report
@@ -90,14 +91,18 @@ class PackagePlan:
 class SubmitPlan:
     config: JobConfig
     target: Target
-    body: dict[str, Any]  # the customJobs.create body; the backend adds vtrain-submit-id
+    body: dict[str, Any]  # the create body (CustomJob or tuning job); the backend adds vtrain-submit-id
     config_hash: str
     packages: tuple[PackagePlan, ...]
+    kind: Kind = CUSTOM_JOB
+
+    @property
+    def is_tuning(self) -> bool:
+        return self.kind == TUNING_JOB
 
     @property
     def url(self) -> str:
-        collection = "hyperparameterTuningJobs" if self.config.tuning else "customJobs"
-        return f"{self.target.endpoint}/v1/{self.target.parent}/{collection}"
+        return f"{self.target.endpoint}/v1/{self.target.parent}/{self.kind}"
 
     def request(self, *, show_secrets: bool = False) -> dict[str, Any]:
         from vtrain.request.render import redact
@@ -143,15 +148,21 @@ def _packages(config: JobConfig, uris: list[str]) -> tuple[PackagePlan, ...]:
     )
 
 
+def with_submit_labels(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The body as submit sends it: with the vtrain version and the hash of the rest as labels
+    (`vtrain diff` adds the same to a fresh render to compare it with a saved plan)."""
+    labels = {**body.get("labels", {}), VERSION_LABEL: version_label(), HASH_LABEL: config_hash(body)}
+    return {**body, "labels": labels}
+
+
 def _plan(config: JobConfig, target: Target, package_uris: list[str] | None = None) -> SubmitPlan:
     from vtrain.request.custom_job import trainer_package_uris
-    from vtrain.request.tuning_job import build_request_dict
 
     uris = trainer_package_uris(config) if package_uris is None else package_uris
-    body = build_request_dict(config, uris)  # a HyperparameterTuningJob when the file has `tuning:`
-    digest = config_hash(body)
-    labels = {**body.get("labels", {}), VERSION_LABEL: version_label(), HASH_LABEL: digest}
-    return SubmitPlan(config, target, {**body, "labels": labels}, digest, _packages(config, uris))
+    request = build_request(config, uris, region=target.region)  # regional image URIs follow the region
+    body = with_submit_labels(request.body)
+    return SubmitPlan(request.config, target, body, body["labels"][HASH_LABEL], _packages(config, uris),
+                      request.kind)
 
 
 def plan_submit(
@@ -166,10 +177,7 @@ def plan_submit(
     elif list(overrides):
         raise ValueError("overrides apply to a job file path, not to a loaded JobConfig")
     _check_labels(config)
-    target = (where or Where()).resolve(config=config)
-    if target.region != config.region:
-        config = replace(config, region=target.region)  # regional image URIs follow the region
-    return _plan(config, target)
+    return _plan(config, (where or Where()).resolve(config=config))
 
 
 def dry_run(plan: SubmitPlan, *, allow_credentials: bool = False, show_secrets: bool = False) -> dict[str, Any]:
@@ -293,7 +301,7 @@ def submit_job(
     if earlier is not None:
         return SubmitResult(earlier, plan, recovered=True)
     if if_changed:
-        live = find_live(backend, plan.config_hash, tuning=plan.config.tuning is not None)
+        live = find_live(backend, plan.config_hash, tuning=plan.is_tuning)
         if live is not None:
             return SubmitResult(live, plan, skipped=True, preflight=report)
     staged: tuple[StagedObject, ...] = ()
@@ -316,7 +324,7 @@ def submit_job(
             plan = _plan(plan.config, plan.target, uris)
     if labels:
         plan = replace(plan, body={**plan.body, "labels": {**plan.body["labels"], **labels}})
-    if plan.config.tuning is not None:
+    if plan.is_tuning:
         from vtrain.cloud.vertex.tuning import create_tuning
         from vtrain.request.tuning_job import to_tuning_proto
 

@@ -110,23 +110,19 @@ def render(
     when the file has `tuning:`); yaml: the same as YAML; gcloud: the file for
     `gcloud ai custom-jobs create --config` (`gcloud ai hp-tuning-jobs create --config`).
     """
-    from dataclasses import replace
-
     from vtrain.cloud.target import Where
     from vtrain.jobfile.load import load_config
+    from vtrain.request.build import build_request
     from vtrain.request.render import render as render_job
-    from vtrain.request.tuning_job import build_request_dict
 
     config = load_config(job_file, overrides)
     for warning in config.warnings:
         click.echo(str(warning), err=True)
     # The project and region `submit` would use, so the rendered request is the one it sends.
     where = Where(project, region)
-    resolved = where.region_for(config)
-    if resolved != config.region:
-        config = replace(config, region=resolved)
-    body = build_request_dict(config)
-    text = render_job(body, output, show_secrets=show_secrets, project=where.project_for(config),
+    request = build_request(config, region=where.region_for(config))
+    config = request.config
+    text = render_job(request.body, output, show_secrets=show_secrets, project=where.project_for(config),
                       region=config.region)
     click.echo(text, nl=False)
     hint = _estimate_hint(config)

@@ -14,9 +14,12 @@ from typing import Any
 
 import yaml
 
+from vtrain.request.build import TUNING_JOB, kind_of_body
 from vtrain.request.redact import REDACTED, is_secret_name, redact
 
 FORMATS = ("json", "yaml", "gcloud")
+#: The first line of a tuning job rendered for gcloud (`vtrain diff --against` knows the file by it).
+GCLOUD_TUNING_HEADER = "# HyperparameterTuningJob for `gcloud ai hp-tuning-jobs create --config`."
 __all__ = ["FORMATS", "REDACTED", "gcloud_command", "is_secret_name", "redact", "render"]
 
 
@@ -42,7 +45,8 @@ def gcloud_command(
     body: Mapping[str, Any], project: str | None, region: str, config_file: str = "job.yaml"
 ) -> list[str]:
     """The argv that submits a rendered `gcloud` config file (display name and labels are flags there)."""
-    argv = ["gcloud", "ai", "hp-tuning-jobs" if "trialJobSpec" in body else "custom-jobs", "create"]
+    tuning = kind_of_body(body) == TUNING_JOB
+    argv = ["gcloud", "ai", "hp-tuning-jobs" if tuning else "custom-jobs", "create"]
     if project:
         argv.append(f"--project={project}")
     argv += [f"--region={region}", f"--display-name={body['displayName']}"]
@@ -76,8 +80,8 @@ def render(
         return _dump_yaml(body)
     argv = gcloud_command(body, project, region)
     command = "".join(f"#   {line}\n" for line in shlex.join(argv).splitlines())  # a name may hold line breaks
-    if "trialJobSpec" in body:  # the file holds the whole job; labels and the key go as flags
-        header = "# HyperparameterTuningJob for `gcloud ai hp-tuning-jobs create --config`. Submit with:\n"
+    if kind_of_body(body) == TUNING_JOB:  # the file holds the whole job; labels and the key go as flags
+        header = GCLOUD_TUNING_HEADER + " Submit with:\n"
         config = {k: v for k, v in body.items() if k not in ("labels", "encryptionSpec")}
         return header + command + _dump_yaml(config)
     header = "# CustomJobSpec for `gcloud ai custom-jobs create --config`. Submit with:\n" + command

@@ -74,15 +74,6 @@ def build_tuning_dict(config: JobConfig, package_uris: Sequence[str] | None = No
     return body
 
 
-def build_request_dict(config: JobConfig, package_uris: Sequence[str] | None = None) -> dict[str, Any]:
-    """What `submit` sends for this job file: a tuning body with `tuning:`, else a CustomJob body."""
-    return build_tuning_dict(config, package_uris) if config.tuning else build_job_dict(config, package_uris)
-
-
-def is_tuning_body(body: Mapping[str, Any]) -> bool:
-    return TRIAL_SPEC in body
-
-
 def trial_custom_job(body: Mapping[str, Any], trial_id: str, args: Sequence[str]) -> dict[str, Any]:
     """The CustomJob one trial runs: the trial spec with `args` appended to every pool's args,
     as Vertex AI passes a trial's parameter values."""
@@ -108,9 +99,7 @@ def to_tuning_proto(body: Mapping[str, Any]) -> HyperparameterTuningJob:
 
 __all__ = [
     "TRIAL_SPEC",
-    "build_request_dict",
     "build_tuning_dict",
-    "is_tuning_body",
     "parameter_spec",
     "study_spec",
     "to_tuning_proto",
