@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench install clean
+.PHONY: demo test test-fast lint bench install clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,6 +21,11 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check vtrain tests benchmarks
 	$(BIN)/python -m pytest -q
+
+# The quick loop: everything but the tests marked slow (CI runs `make test`).
+test-fast: $(STAMP)
+	$(BIN)/ruff check vtrain tests benchmarks
+	$(BIN)/python -m pytest -q -m "not slow"
 
 lint: $(STAMP)
 	$(BIN)/ruff check vtrain tests benchmarks
