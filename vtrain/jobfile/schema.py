@@ -61,6 +61,9 @@ from vtrain.jobfile.yamlpos import Positions
 
 RESERVATION_AFFINITIES = ("none", "any", "specific")
 
+#: tf-tpu has no 2-17 image: each family's example is its default version
+_IMAGE_EXAMPLES = (f"tf.{catalog.DEFAULT_TF_VERSION}",
+                   *(f"tf-{family}.{catalog.default_tf_version(family)}" for family in ("cpu", "gpu", "tpu")))
 _INHERITS = " Machine keys it leaves out are the chief's (its accelerators only when the machine type is the same)."
 
 
@@ -123,7 +126,7 @@ JOB_SCHEMA = Obj(
                 ),
                 "module": Str(examples=("trainer.task",),
                               doc="Python module to run with `python -m`, e.g. trainer.task."),
-                "image": Str(examples=("tf.2-17", "tf-cpu.2-17", "tf-gpu.2-17", "tf-tpu.2-17"),
+                "image": Str(examples=_IMAGE_EXAMPLES,
                              doc="Prebuilt TensorFlow image: tf.2-NN (vtrain picks tf-cpu/tf-gpu/tf-tpu per pool), "
                              "tf-cpu.2-NN, tf-gpu.2-NN, tf-tpu.2-NN, or a full prebuilt image URI; left out: "
                              f"tf.{catalog.DEFAULT_TF_VERSION} (TPU pools: tf-tpu.{catalog.default_tf_version('tpu')}, "
@@ -170,6 +173,7 @@ JOB_SCHEMA = Obj(
                                      doc="flex_start only: how long to wait for capacity before giving up."),
                 "fallback": ListOf(
                     Obj({"region": Str(), "machine_type": Str(), "accelerator": Str(), "accelerator_count": Int(1)}),
+                    examples=([{"region": "europe-west4"}],),
                     vtrain_only="`submit --recover` reads it; it is never sent to Vertex",
                     doc="For `submit --recover`: alternatives tried in order after a stock-out or preemption, "
                     "each {region, machine_type, accelerator, accelerator_count}, validated like the primary.",
