@@ -69,7 +69,7 @@ _INHERITS = " Machine keys it leaves out are the chief's (its accelerators only 
 
 JOB_SCHEMA = Obj(
     {
-        "version": Int(minimum=1, maximum=1, default=1, vtrain_only="the job file's format; only 1 exists",
+        "version": Int(minimum=1, maximum=1, default=1, vtrain_only="it is the job file's format",
                        doc="Version of the job-file format. Only 1 exists."),
         "name": Str(examples=("mnist-2026",), doc="The job's display name on Vertex AI (at most 128 characters)."),
         "project": Str(examples=("my-project",), vtrain_only="it names the request's parent (projects/P/locations/R)",
@@ -174,7 +174,7 @@ JOB_SCHEMA = Obj(
                 "fallback": ListOf(
                     Obj({"region": Str(), "machine_type": Str(), "accelerator": Str(), "accelerator_count": Int(1)}),
                     examples=([{"region": "europe-west4"}],),
-                    vtrain_only="`submit --recover` reads it; it is never sent to Vertex",
+                    vtrain_only="only `submit --recover` reads it",
                     doc="For `submit --recover`: alternatives tried in order after a stock-out or preemption, "
                     "each {region, machine_type, accelerator, accelerator_count}, validated like the primary.",
                 ),

@@ -21,7 +21,7 @@ TUNING_EARLY_STOPPING = ("median", "none")
 BOOT_DISK_TYPES = ("pd-ssd", "pd-standard", "hyperdisk-balanced")
 
 POOL_DOC = "Each replica of this pool runs on one machine."
-_REDUCERS_IGNORE = "the Reduction Server runs Google's image: vtrain sends it no arguments or environment"
+_REDUCERS_IGNORE = "it runs Google's image, and vtrain sends it no arguments or environment"
 
 
 def pool(doc: str, *, reducers: bool = False) -> Obj:
@@ -91,8 +91,9 @@ DILOCO_SCHEMA = Obj(
         "overlap": _knob(Bool, "Keep training while the syncer merges: the merged update is applied when it "
                          "arrives (at the latest at that fragment's next exchange), keeping the steps taken "
                          "meanwhile.", "overlap"),
-        "second_learner_pool": pool("Optional second group of learners on another machine type (Vertex pool 2); "
-                                    "machine keys it leaves out are cluster.workers'."),
+        "second_learner_pool": pool("Optional second group of learners on another machine type (Vertex pool 2), "
+                                    "with a pool's keys (cluster.*); machine keys it leaves out are "
+                                    "cluster.workers'."),
     },
     doc="distribution_strategy: diloco: learners train alone and exchange parameter changes with a CPU syncer every "
     "inner_steps steps (see the README's \"Training with DiLoCo\"). The knobs reach every replica as VTRAIN_DILOCO.",
@@ -133,5 +134,5 @@ TUNING_SCHEMA = Obj(
     required=("metric", "parameters", "max_trials"),
     aliases={"metrics": "metric"},
     doc="Makes the job a hyperparameter tuning study (a Vertex HyperparameterTuningJob): each trial runs this job "
-    "with the parameters' values as --NAME=VALUE arguments.",
+    "with the parameters' values as --NAME=VALUE arguments (see the README's \"Tuning hyperparameters\").",
 )
