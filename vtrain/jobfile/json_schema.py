@@ -24,6 +24,7 @@ DIALECT = "https://json-schema.org/draft/2020-12/schema"
 SCHEMA_FILE = "vtrain.schema.json"
 MODELINE = f"# yaml-language-server: $schema={SCHEMA_FILE}"
 
+
 def _any_case(word: str) -> str:
     """A regex for `word` in any letter case, `-` or `_` where `_` is: what Str.check accepts."""
     out = ""

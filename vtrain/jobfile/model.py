@@ -95,7 +95,9 @@ class SchedulingConfig:
 
 @dataclass(frozen=True)
 class ReservationConfig:
-    affinity: str = "none"
+    """`reservation:`; an affinity left out is `any` (`specific` when the job file names the reservation)."""
+
+    affinity: str = "any"
     name: str | None = None
 
 
