@@ -1,4 +1,5 @@
-"""`vtrain schema`: the job file's JSON Schema, for editors and other tools."""
+"""`vtrain schema`: the job file's JSON Schema, for editors and other tools, or (`--markdown`) the
+README's job-file reference table, both generated from the schema's nodes."""
 
 from __future__ import annotations
 
@@ -8,13 +9,21 @@ import click
 
 
 @click.command()
-def schema() -> None:
+@click.option("--markdown", is_flag=True, help="Print the job-file reference table (Markdown) instead.")
+def schema(markdown: bool) -> None:
     """Print the job file's JSON Schema (draft 2020-12).
 
     Save it next to your job file and point your editor at it: `vtrain schema >
     vtrain.schema.json`, then start the job file with
     `# yaml-language-server: $schema=vtrain.schema.json` (as `vtrain init` does).
+    With --markdown, print the README's table of every key instead.
     """
+    if markdown:
+        from vtrain.jobfile.reference import markdown_table
+        from vtrain.request.custom_job import PLAIN_FIELDS  # the Vertex field each plain key becomes
+
+        click.echo(markdown_table({attribute: path for attribute, path in PLAIN_FIELDS}), nl=False)
+        return
     from vtrain.jobfile.json_schema import job_schema
 
     click.echo(json.dumps(job_schema(), indent=2, ensure_ascii=False))

@@ -2,9 +2,10 @@
 
 - :mod:`.yamlpos`     YAML with positions (safe_load only, size/node/depth limits)
 - :mod:`.nodes`       the schema's node types (each node carries its doc, default and examples)
-- :mod:`.schema`      the job file's shape, built from those nodes
+- :mod:`.schema`      the job file's shape, built from those nodes (:mod:`.schema_blocks`: pools, diloco, tuning)
 - :mod:`.model`       the job model (frozen dataclasses), importing nothing that uses it
 - :mod:`.rules`       cross-field checks against Vertex's rules
-- :mod:`.json_schema` the JSON Schema and the README's reference table, generated from the nodes
+- :mod:`.json_schema` the JSON Schema, generated from the nodes
+- :mod:`.reference`   the README's job-file reference table (`vtrain schema --markdown`), from the nodes
 - :mod:`.load`        a file (and `--set` overrides) through all of them: `load_config`
 """

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from vtrain.catalog import GPU_MACHINES, GPU_TYPES, is_tpu_machine
 from vtrain.constants import DEFAULT_REGION, DILOCO_DEFAULTS, DilocoKnobs
@@ -26,6 +26,7 @@ ROLES = ("chief", "workers", "parameter_servers", "reduction_server", "evaluator
 POOL_INDEX = {"chief": 0, "workers": 1, "parameter_servers": 2, "reduction_server": 2, "evaluator": 3,
               "second_learners": 2}
 DEFAULT_PS_MACHINE = "n1-standard-8"
+_Section = TypeVar("_Section")
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,9 @@ class SchedulingConfig:
 
 @dataclass(frozen=True)
 class ReservationConfig:
-    affinity: str = "none"
+    """`reservation:`; an affinity left out is `any` (`specific` when the job file names the reservation)."""
+
+    affinity: str = "any"
     name: str | None = None
 
 
@@ -166,10 +169,21 @@ class JobConfig:
 # --------------------------------------------------------------------------- building
 
 
-def _boot_disk(raw: Mapping[str, Any] | None) -> BootDisk | None:
-    if raw is None:
-        return None
-    return BootDisk(type=raw.get("type", "pd-ssd"), size_gb=raw.get("size_gb", 100))
+def _frozen(value: Any) -> Any:
+    """A checked value as a frozen dataclass holds it: lists as tuples, mappings as fresh dicts."""
+    if isinstance(value, list):
+        return tuple(_frozen(v) for v in value)
+    if isinstance(value, Mapping):
+        return {k: _frozen(v) for k, v in value.items()}
+    return value
+
+
+def _plain(cls: type[_Section], raw: Mapping[str, Any], **built: Any) -> _Section:
+    """A section built generically: each key of `raw` that names a field of `cls` is that field as written
+    (frozen), a key left out takes the dataclass's default, and `built` gives the fields that need a
+    conversion or a rename. So a plain key is declared on its schema node and its dataclass, not here."""
+    names = {f.name for f in fields(cls)} - set(built)  # type: ignore[arg-type]
+    return cls(**{k: _frozen(v) for k, v in raw.items() if k in names and v is not None}, **built)
 
 
 def _pool(role: str, raw: Mapping[str, Any], chief: PoolConfig | None) -> PoolConfig:
@@ -200,7 +214,7 @@ def _pool(role: str, raw: Mapping[str, Any], chief: PoolConfig | None) -> PoolCo
             machine_type = DEFAULT_PS_MACHINE
         else:
             machine_type = ""
-    boot_disk = _boot_disk(raw.get("boot_disk"))
+    boot_disk = _plain(BootDisk, raw["boot_disk"]) if raw.get("boot_disk") is not None else None
     if boot_disk is None and chief is not None and role != "reduction_server":
         boot_disk = chief.boot_disk
     args = raw.get("args")
@@ -237,17 +251,8 @@ def build_config(data: Mapping[str, Any], *, source: Path | None, positions: Pos
     base = source.parent if source is not None else Path.cwd()
     trainer_raw = data["trainer"]
     container = trainer_raw.get("container")
-    trainer = TrainerConfig(
-        package=_resolve_package(trainer_raw.get("package"), base),
-        package_uris=tuple(trainer_raw.get("package_uris") or ()),
-        container=ContainerConfig(container["image_uri"], tuple(container.get("command") or ()))
-        if container
-        else None,
-        module=trainer_raw.get("module"),
-        image=trainer_raw.get("image"),
-        args=tuple(trainer_raw.get("args") or ()),
-        env=dict(trainer_raw.get("env") or {}),
-    )
+    trainer = _plain(TrainerConfig, trainer_raw, package=_resolve_package(trainer_raw.get("package"), base),
+                     container=_plain(ContainerConfig, container) if container else None)
     cluster = data["cluster"]
     chief = _pool("chief", cluster["chief"], None)
     pools = {role: _pool(role, cluster[role], chief) for role in ROLES[1:] if role in cluster}
@@ -257,50 +262,32 @@ def build_config(data: Mapping[str, Any], *, source: Path | None, positions: Pos
     second_raw = diloco_raw.pop("second_learner_pool", None)
     diloco = None
     if "diloco" in data or data.get("distribution_strategy") == "diloco":
-        diloco = DilocoConfig(**{k: v for k, v in diloco_raw.items() if v is not None})
+        diloco = _plain(DilocoConfig, diloco_raw)
     # The second learner group inherits from the first (cluster.workers), like workers from the chief.
     second = _pool("second_learners", second_raw, pools.get("workers") or chief) if second_raw is not None else None
-    return JobConfig(
-        name=data["name"],
+    return _plain(
+        JobConfig,
+        data,
         trainer=trainer,
         chief=chief,
-        region=data.get("region", DEFAULT_REGION),
-        project=data.get("project"),
         staging_bucket=_resolve_local_dir(data.get("staging_bucket"), base),
         base_output_dir=_resolve_local_dir(data.get("base_output_dir"), base),
-        service_account=data.get("service_account"),
-        network=data.get("network"),
-        reserved_ip_ranges=tuple(data.get("reserved_ip_ranges") or ()),
-        labels=dict(data.get("labels") or {}),
-        tensorboard=data.get("tensorboard"),
-        enable_web_access=data.get("enable_web_access", False),
-        enable_dashboard_access=data.get("enable_dashboard_access", False),
-        persistent_resource_id=data.get("persistent_resource_id"),
-        kms_key=data.get("kms_key"),
-        distribution_strategy=data.get("distribution_strategy", "auto"),
         workers=pools.get("workers"),
         parameter_servers=pools.get("parameter_servers"),
         reduction_server=pools.get("reduction_server"),
         evaluator=pools.get("evaluator"),
         second_learners=second,
         diloco=diloco,
-        scheduling=SchedulingConfig(
-            timeout_s=sched.get("timeout"),
-            restart_job_on_worker_restart=sched.get("restart_job_on_worker_restart", False),
-            disable_retries=sched.get("disable_retries", False),
-            strategy=sched.get("strategy"),
-            max_wait_s=sched.get("max_wait"),
-            fallback=tuple(dict(entry) for entry in sched.get("fallback") or ()),
-        ),
-        reservation=ReservationConfig(reservation.get("affinity", "specific" if reservation.get("name")
-                                                      else "any"), reservation.get("name"))
+        scheduling=_plain(SchedulingConfig, sched, timeout_s=sched.get("timeout"), max_wait_s=sched.get("max_wait")),
+        # affinity left out: `specific` when a reservation is named, else `any` (the schema's default)
+        reservation=_plain(ReservationConfig, reservation,
+                           affinity=reservation.get("affinity", "specific" if reservation.get("name") else "any"))
         if reservation is not None
         else None,
         tuning=build_tuning(data.get("tuning")),
         source=source,
         positions=positions,
     )
-
 
 __all__ = [
     "BootDisk",

@@ -2,6 +2,8 @@
 the problem collector, durations, did-you-mean. Each node checks one raw YAML value, records every
 problem with its position, and returns the value normalized (or None). A node type that knows its
 JSON Schema has a `json_schema()` method (`vtrain schema`, :mod:`vtrain.jobfile.json_schema`).
+Every node also carries what its key declares besides its shape (:class:`Declared`: doc, default,
+examples), so a key is documented where it is declared.
 """
 
 from __future__ import annotations
@@ -87,8 +89,27 @@ def _type_name(value: Any) -> str:
     return type(value).__name__
 
 
+@dataclass(frozen=True, kw_only=True)
+class Declared:
+    """What a key declares besides its shape, written once where :mod:`vtrain.jobfile.schema` names it:
+    the JSON Schema (`vtrain schema`), the README's reference table (`vtrain schema --markdown`) and the
+    guard tests read it from here, so a key's documentation cannot drift from the key.
+
+    `default` is what the job model builds when the key is left out (None: nothing, or no single value);
+    `vertex_default` marks a default that Vertex applies, vtrain sending nothing. `examples` are valid
+    values other than the default (editors offer them; the tests render each). `vtrain_only` says why a
+    key never reaches the request body ('' when it does).
+    """
+
+    doc: str = ""
+    default: Any = None
+    vertex_default: bool = False
+    examples: tuple[Any, ...] = ()
+    vtrain_only: str = ""
+
+
 @dataclass(frozen=True)
-class Str:
+class Str(Declared):
     choices: tuple[str, ...] = ()
 
     def check(self, value: Any, path: PathKey, ck: Checker) -> Any:
@@ -121,7 +142,7 @@ class Str:
 
 
 @dataclass(frozen=True)
-class Int:
+class Int(Declared):
     minimum: int | None = None
     maximum: int | None = None
     allow_auto: bool = False
@@ -146,7 +167,7 @@ class Int:
 
 
 @dataclass(frozen=True)
-class Scalar:
+class Scalar(Declared):
     """A number or a text (tuning values); booleans and nulls are refused: Vertex has neither."""
 
     def check(self, value: Any, path: PathKey, ck: Checker) -> Any:
@@ -164,7 +185,7 @@ class Scalar:
 
 
 @dataclass(frozen=True)
-class OneOrList:
+class OneOrList(Declared):
     """One item, or a list of them (`metric: {...}` or `metric: [{...}, {...}]`)."""
 
     item: Any
@@ -181,7 +202,7 @@ class OneOrList:
 
 
 @dataclass(frozen=True)
-class Bool:
+class Bool(Declared):
     def check(self, value: Any, path: PathKey, ck: Checker) -> Any:
         if not isinstance(value, bool):
             ck.add(path, f"expected true or false, got {_type_name(value)}")
@@ -190,7 +211,7 @@ class Bool:
 
 
 @dataclass(frozen=True)
-class Duration:
+class Duration(Declared):
     def check(self, value: Any, path: PathKey, ck: Checker) -> Any:
         seconds = parse_duration(value)
         if seconds is None:
@@ -206,7 +227,7 @@ class Duration:
 
 
 @dataclass(frozen=True)
-class Number:
+class Number(Declared):
     """A finite real number in [minimum, maximum] (or below `below` / above `above`, exclusive).
 
     Text that reads as a number is one: YAML 1.1 reads ``1e-3`` (no dot) as text, and a number is
@@ -249,7 +270,7 @@ class Number:
 
 
 @dataclass(frozen=True)
-class Seconds:
+class Seconds(Declared):
     """A duration that may be 0 or fractional, in seconds: `0.5s`, `2s`, `1m30s`, or a bare number."""
 
     def check(self, value: Any, path: PathKey, ck: Checker) -> Any:
@@ -269,7 +290,7 @@ class Seconds:
 
 
 @dataclass(frozen=True)
-class EnvValue:
+class EnvValue(Declared):
     """Environment values are text on Vertex; numbers are accepted and written as text."""
 
     def check(self, value: Any, path: PathKey, ck: Checker) -> Any:
@@ -290,7 +311,7 @@ class EnvValue:
 
 
 @dataclass(frozen=True)
-class ListOf:
+class ListOf(Declared):
     item: Any
     single_ok: bool = False
 
@@ -305,7 +326,7 @@ class ListOf:
 
 
 @dataclass(frozen=True)
-class MapOf:
+class MapOf(Declared):
     value: Any
 
     def check(self, value: Any, path: PathKey, ck: Checker) -> Any:
@@ -320,7 +341,7 @@ class MapOf:
 
 
 @dataclass(frozen=True)
-class Obj:
+class Obj(Declared):
     fields: dict[str, Any]
     required: tuple[str, ...] = ()
     aliases: dict[str, str] = field(default_factory=dict)

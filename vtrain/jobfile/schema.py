@@ -4,14 +4,28 @@ Every problem is collected, never just the first: unknown keys get the nearest
 valid key suggested, wrong types say what was expected. What passes comes out
 normalized (durations in seconds, enum words lower-case, env values as text),
 ready for :mod:`vtrain.jobfile.model` to turn into dataclasses.
+
+Each key is declared once, here (or in :mod:`vtrain.jobfile.schema_blocks`): its shape, and on the
+same node its doc, default and examples, which the JSON Schema and the README's reference table
+are generated from.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from vtrain.constants import DILOCO_COMPRESSIONS, MAX_REPLICAS, SCHEDULING_STRATEGIES, STRATEGIES
+from vtrain import catalog
+from vtrain.constants import (
+    DEFAULT_REGION,
+    MAX_ENV,
+    MAX_LABELS,
+    MAX_PACKAGE_URIS,
+    SCHEDULING_STRATEGIES,
+    STRATEGIES,
+    STRATEGY_ENV,
+)
 from vtrain.errors import Problem
+from vtrain.jobfile.model import DEFAULT_PS_MACHINE
 from vtrain.jobfile.nodes import (  # noqa: F401 - the node types, also reachable from here
     MAX_DURATION_S,
     Bool,
@@ -31,139 +45,155 @@ from vtrain.jobfile.nodes import (  # noqa: F401 - the node types, also reachabl
     did_you_mean,
     parse_duration,
 )
+from vtrain.jobfile.schema_blocks import (  # noqa: F401 - the blocks' words, also reachable from here
+    BOOT_DISK_TYPES,
+    DILOCO_SCHEMA,
+    POOL_DOC,
+    TUNING_ALGORITHMS,
+    TUNING_EARLY_STOPPING,
+    TUNING_GOALS,
+    TUNING_PARAMETER_TYPES,
+    TUNING_SCALES,
+    TUNING_SCHEMA,
+    pool,
+)
 from vtrain.jobfile.yamlpos import Positions
 
 RESERVATION_AFFINITIES = ("none", "any", "specific")
-#: `tuning:` words; vtrain/tuning/model.py maps them to StudySpec's enums.
-TUNING_GOALS = ("maximize", "minimize")
-TUNING_PARAMETER_TYPES = ("double", "integer", "discrete", "categorical")
-TUNING_SCALES = ("linear", "log", "reverse_log")
-TUNING_ALGORITHMS = ("default", "random", "grid")
-TUNING_EARLY_STOPPING = ("median", "none")
-BOOT_DISK_TYPES = ("pd-ssd", "pd-standard", "hyperdisk-balanced")
 
-
-
-_machine_fields = {
-    "machine_type": Str(),
-    "accelerator": Str(),
-    "accelerator_count": Int(minimum=0),
-    "tpu_topology": Str(),
-    "boot_disk": Obj({"type": Str(BOOT_DISK_TYPES), "size_gb": Int()}),
-}
-
-
-def _pool(allow_auto: bool = False) -> Obj:
-    return Obj(
-        {
-            "replicas": Int(minimum=0, maximum=MAX_REPLICAS, allow_auto=allow_auto),
-            **_machine_fields,
-            "args": ListOf(Str(), single_ok=True),
-            "env": MapOf(EnvValue()),
-        },
-        aliases={"replica_count": "replicas"},
-    )
+#: tf-tpu has no 2-17 image: each family's example is its default version
+_IMAGE_EXAMPLES = (f"tf.{catalog.DEFAULT_TF_VERSION}",
+                   *(f"tf-{family}.{catalog.default_tf_version(family)}" for family in ("cpu", "gpu", "tpu")))
+_INHERITS = " Machine keys it leaves out are the chief's (its accelerators only when the machine type is the same)."
 
 
 JOB_SCHEMA = Obj(
     {
-        "version": Int(minimum=1, maximum=1),
-        "name": Str(),
-        "project": Str(),
-        "region": Str(),
-        "staging_bucket": Str(),
-        "base_output_dir": Str(),
-        "service_account": Str(),
-        "network": Str(),
-        "reserved_ip_ranges": ListOf(Str(), single_ok=True),
-        "labels": MapOf(Str()),
-        "tensorboard": Str(),
-        "enable_web_access": Bool(),
-        "enable_dashboard_access": Bool(),
-        "persistent_resource_id": Str(),
-        "kms_key": Str(),
+        "version": Int(minimum=1, maximum=1, default=1, vtrain_only="it is the job file's format",
+                       doc="Version of the job-file format. Only 1 exists."),
+        "name": Str(examples=("mnist-2026",), doc="The job's display name on Vertex AI (at most 128 characters)."),
+        "project": Str(examples=("my-project",), vtrain_only="it names the request's parent (projects/P/locations/R)",
+                       doc="Google Cloud project. Precedence: --project, this key, VTRAIN_PROJECT, "
+                       "GOOGLE_CLOUD_PROJECT, `gcloud config`."),
+        "region": Str(default=DEFAULT_REGION, examples=tuple(catalog.REGIONS),
+                      doc="Vertex AI region the job runs in, e.g. europe-west4; it also picks the regional prebuilt "
+                      "images (the us, europe or asia registry). Keep the staging bucket in this region."),
+        "staging_bucket": Str(examples=("gs://my-bucket/staging",),
+                              doc="Where the trainer package is uploaded: gs://BUCKET/PREFIX in the job's region "
+                              "(a local directory, relative to this file, for `vtrain local` and "
+                              "`package --target local`)."),
+        "base_output_dir": Str(examples=("gs://my-bucket/output",),
+                               doc="Base output directory (gs://…): AIP_MODEL_DIR, AIP_CHECKPOINT_DIR and "
+                               "AIP_TENSORBOARD_LOG_DIR are model/, checkpoints/ and logs/ under it (a local path, "
+                               "relative to this file, for `vtrain local`)."),
+        "service_account": Str(examples=("trainer@my-project.iam.gserviceaccount.com",),
+                               doc="Service account the replicas run as (NAME@PROJECT.iam.gserviceaccount.com); "
+                               "you need iam.serviceAccounts.actAs on it."),
+        "network": Str(examples=("projects/123456789/global/networks/default",),
+                       doc="Full name of a peered VPC network: projects/NUMBER/global/networks/NAME."),
+        "reserved_ip_ranges": ListOf(Str(), single_ok=True, examples=(["vertex-ai-range"],),
+                                     doc="Names of reserved IP ranges in `network` for the job's replicas."),
+        "labels": MapOf(Str(), examples=({"team": "ml"},),
+                        doc=f"Labels on the job (at most {MAX_LABELS}; keys and values lowercase, at most 63 "
+                        "characters). vtrain adds vtrain-version and vtrain-config-hash."),
+        "tensorboard": Str(examples=("projects/my-project/locations/us-central1/tensorboards/123",),
+                           doc="A Vertex AI TensorBoard instance (projects/P/locations/R/tensorboards/ID) to upload "
+                           "the logs to; needs service_account."),
+        "enable_web_access": Bool(default=False, doc="Interactive shell access to the replicas while the job runs."),
+        "enable_dashboard_access": Bool(default=False,
+                                        doc="Access to a dashboard served by the replicas while the job runs."),
+        "persistent_resource_id": Str(examples=("my-persistent-resource",),
+                                      doc="Run on this Vertex AI persistent resource instead of new machines."),
+        "kms_key": Str(examples=("projects/my-project/locations/us-central1/keyRings/ring/cryptoKeys/key",),
+                       doc="Customer-managed encryption key (projects/P/locations/R/keyRings/K/cryptoKeys/NAME)."),
         "trainer": Obj(
             {
-                "package": Str(),
-                "package_uris": ListOf(Str(), single_ok=True),
+                "package": Str(examples=("trainer",),
+                               doc="Directory of the trainer's Python package (with pyproject.toml or setup.py), "
+                               "relative to this file; built into a content-hashed sdist and staged."),
+                "package_uris": ListOf(Str(), single_ok=True, examples=(["gs://my-bucket/trainer-0.2.tar.gz"],),
+                                       doc=f"Already-built packages (gs://…, at most {MAX_PACKAGE_URIS}) to install "
+                                       "instead of building `package`."),
                 "container": Obj(
-                    {"image_uri": Str(), "command": ListOf(Str(), single_ok=True)},
+                    {
+                        "image_uri": Str(examples=("us-docker.pkg.dev/my-project/repo/trainer:latest",),
+                                         doc="The container image, e.g. us-docker.pkg.dev/PROJECT/REPO/IMAGE:TAG."),
+                        "command": ListOf(Str(), single_ok=True, examples=(["python3", "-m", "trainer.task"],),
+                                          doc="Entry point that replaces the image's own."),
+                    },
                     required=("image_uri",),
+                    doc="Run your own container image instead of a Python package.",
                 ),
-                "module": Str(),
-                "image": Str(),
-                "args": ListOf(Str(), single_ok=True),
-                "env": MapOf(EnvValue()),
-            }
+                "module": Str(examples=("trainer.task",),
+                              doc="Python module to run with `python -m`, e.g. trainer.task."),
+                "image": Str(examples=_IMAGE_EXAMPLES,
+                             doc="Prebuilt TensorFlow image: tf.2-NN (vtrain picks tf-cpu/tf-gpu/tf-tpu per pool), "
+                             "tf-cpu.2-NN, tf-gpu.2-NN, tf-tpu.2-NN, or a full prebuilt image URI; left out: "
+                             f"tf.{catalog.DEFAULT_TF_VERSION} (TPU pools: tf-tpu.{catalog.default_tf_version('tpu')}, "
+                             "the newest TPU image)."),
+                "args": ListOf(Str(), single_ok=True, examples=(["--epochs=5"],),
+                               doc="Command-line arguments of every replica."),
+                "env": MapOf(EnvValue(), examples=({"BATCH_SIZE": "64"},),
+                             doc=f"Environment variables of every replica (at most {MAX_ENV}); values are text."),
+            },
+            doc="What runs in each replica: a Python package (package or package_uris, plus module) or a container.",
         ),
-        "distribution_strategy": Str(STRATEGIES),
+        "distribution_strategy": Str(STRATEGIES, default="auto",
+                                     doc="TensorFlow strategy the replicas use, given to them as "
+                                     f"{STRATEGY_ENV}; auto picks it from each replica's environment (TPU, TF_CONFIG "
+                                     "workers, local GPUs)."),
         "cluster": Obj(
             {
-                "chief": _pool(),
-                "workers": _pool(),
-                "parameter_servers": _pool(),
-                "reduction_server": _pool(allow_auto=True),
-                "evaluator": _pool(),
+                "chief": pool("Pool 0: exactly one replica; its outcome is the job's. " + POOL_DOC),
+                "workers": pool("Pool 1: the other training workers. " + POOL_DOC + _INHERITS),
+                "parameter_servers": pool("Pool 2: parameter servers for ParameterServerStrategy. " + POOL_DOC
+                                           + " Machine left out: the chief's when it has no accelerators, else "
+                                           f"{DEFAULT_PS_MACHINE}."),
+                "reduction_server": pool("Pool 2: Vertex AI Reduction Server for GPU all-reduce; replicas: auto "
+                                          "sizes it from the workers' bandwidth; machine left out: "
+                                          f"{catalog.REDUCTION_SERVER_DEFAULT_MACHINE}.", reducers=True),
+                "evaluator": pool("Pool 3: a side-car evaluator outside the training cluster. " + POOL_DOC + _INHERITS),
             },
             required=("chief",),
             aliases={"worker": "workers", "ps": "parameter_servers", "reducers": "reduction_server"},
+            doc="The worker pools: chief (pool 0), workers (1), parameter_servers or reduction_server (2), "
+            "evaluator (3).",
         ),
         "scheduling": Obj(
             {
-                "timeout": Duration(),
-                "restart_job_on_worker_restart": Bool(),
-                "disable_retries": Bool(),
-                "strategy": Str(SCHEDULING_STRATEGIES),
-                "max_wait": Duration(),
-                # `submit --recover`: tried in order after a stock-out (vtrain's own; never sent to Vertex)
+                "timeout": Duration(default="7d", vertex_default=True, examples=("24h",),
+                                    doc="Longest the job may run (90s, 30m, 24h, 7d, 1h30m or seconds)."),
+                "restart_job_on_worker_restart": Bool(default=False, doc="Restart every replica when one restarts."),
+                "disable_retries": Bool(default=False,
+                                        doc="Fail the job instead of retrying it after a replica fails repeatedly."),
+                "strategy": Str(SCHEDULING_STRATEGIES, default="standard", vertex_default=True,
+                                doc="standard (on-demand), spot (preemptible, cheaper) or flex_start (waits for "
+                                "capacity)."),
+                "max_wait": Duration(examples=("2h",),
+                                     doc="flex_start only: how long to wait for capacity before giving up."),
                 "fallback": ListOf(
-                    Obj({"region": Str(), "machine_type": Str(), "accelerator": Str(), "accelerator_count": Int(1)})
+                    Obj({"region": Str(), "machine_type": Str(), "accelerator": Str(), "accelerator_count": Int(1)}),
+                    examples=([{"region": "europe-west4"}],),
+                    vtrain_only="only `submit --recover` reads it",
+                    doc="For `submit --recover`: alternatives tried in order after a stock-out or preemption, "
+                    "each {region, machine_type, accelerator, accelerator_count}, validated like the primary.",
                 ),
-            }
-        ),
-        "reservation": Obj({"affinity": Str(RESERVATION_AFFINITIES), "name": Str()}),
-        "diloco": Obj(
-            {
-                "inner_steps": Int(minimum=1),
-                "outer_lr": Number(above=0),
-                "outer_momentum": Number(minimum=0, below=1),
-                "min_quorum": Int(minimum=1),
-                "grace": Seconds(),
-                "straggler_timeout": Seconds(),
-                "compression": Str(DILOCO_COMPRESSIONS),
-                "fragments": Int(minimum=1),
-                "token_weighting": Bool(),
-                "registration_timeout": Seconds(),
-                "checkpoint_every": Seconds(),
-                "max_staleness": Int(minimum=0),
-                "overlap": Bool(),
-                "second_learner_pool": _pool(),
-            }
-        ),
-        "tuning": Obj(
-            {
-                "metric": OneOrList(Obj({"name": Str(), "goal": Str(TUNING_GOALS)}, required=("name", "goal"))),
-                "parameters": MapOf(
-                    Obj(
-                        {
-                            "type": Str(TUNING_PARAMETER_TYPES),
-                            "min": Number(as_written=True),
-                            "max": Number(as_written=True),
-                            "scale": Str(TUNING_SCALES),
-                            "values": ListOf(Scalar()),
-                        },
-                        required=("type",),
-                    )
-                ),
-                "algorithm": Str(TUNING_ALGORITHMS),
-                "max_trials": Int(minimum=1, maximum=2**31 - 1),
-                "parallel_trials": Int(minimum=1, maximum=2**31 - 1),
-                "max_failed_trials": Int(minimum=0, maximum=2**31 - 1),
-                "early_stopping": Str(TUNING_EARLY_STOPPING),
             },
-            required=("metric", "parameters", "max_trials"),
-            aliases={"metrics": "metric"},
+            doc="How Vertex AI schedules and retries the job.",
         ),
+        "reservation": Obj(
+            {
+                # the model builds `specific` when a name is given, else `any`: the schema's default is the latter
+                "affinity": Str(RESERVATION_AFFINITIES, default="any",
+                                doc="none, any reservation, or a specific one named by `name`; left out: specific "
+                                "when `name` is given, else any."),
+                "name": Str(examples=("projects/my-project/zones/us-central1-a/reservations/my-reservation",),
+                            doc="The reservation (projects/P/zones/Z/reservations/NAME) for affinity: specific."),
+            },
+            doc="Compute Engine reservation to consume.",
+        ),
+        "diloco": DILOCO_SCHEMA,
+        "tuning": TUNING_SCHEMA,
     },
     required=("name", "trainer", "cluster"),
 )

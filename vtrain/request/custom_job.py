@@ -24,6 +24,21 @@ if TYPE_CHECKING:
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 _SCHEDULING_STRATEGY = {"standard": "STANDARD", "spot": "SPOT", "flex_start": "FLEX_START"}
 _RESERVATION_TYPE = {"none": "NO_RESERVATION", "any": "ANY_RESERVATION", "specific": "SPECIFIC_RESERVATION"}
+#: Plain Vertex fields: (JobConfig attribute, where the CustomJob REST body holds it), in the order
+#: MessageToDict writes them (field-number order), so a plain field needs one row here and no code.
+#: A value left unset (None, False, empty) is left out, as proto3 leaves out defaults.
+PLAIN_FIELDS: tuple[tuple[str, str], ...] = (
+    ("service_account", "jobSpec.serviceAccount"),
+    ("network", "jobSpec.network"),
+    ("base_output_dir", "jobSpec.baseOutputDirectory.outputUriPrefix"),
+    ("tensorboard", "jobSpec.tensorboard"),
+    ("enable_web_access", "jobSpec.enableWebAccess"),
+    ("reserved_ip_ranges", "jobSpec.reservedIpRanges"),
+    ("persistent_resource_id", "jobSpec.persistentResourceId"),
+    ("enable_dashboard_access", "jobSpec.enableDashboardAccess"),
+    ("labels", "labels"),
+    ("kms_key", "encryptionSpec.kmsKeyName"),
+)
 
 
 def executor_image(config: JobConfig, pool: PoolConfig) -> str:
@@ -138,33 +153,25 @@ def worker_pool_specs(config: JobConfig, package_uris: Sequence[str] | None = No
     return slots
 
 
+def _put(body: dict[str, Any], path: str, value: Any) -> None:
+    """Set `value` at a dotted REST path, making the messages on the way (after those already there)."""
+    *parents, leaf = path.split(".")
+    for name in parents:
+        body = body.setdefault(name, {})
+    body[leaf] = list(value) if isinstance(value, tuple) else dict(value) if isinstance(value, Mapping) else value
+
+
 def build_job_dict(config: JobConfig, package_uris: Sequence[str] | None = None) -> dict[str, Any]:
     """The `customJobs.create` REST body, as MessageToDict(CustomJob) writes it."""
     spec: dict[str, Any] = {"workerPoolSpecs": worker_pool_specs(config, package_uris)}
     scheduling = _scheduling(config)
     if scheduling:
         spec["scheduling"] = scheduling
-    if config.service_account:
-        spec["serviceAccount"] = config.service_account
-    if config.network:
-        spec["network"] = config.network
-    if config.base_output_dir:
-        spec["baseOutputDirectory"] = {"outputUriPrefix": config.base_output_dir}
-    if config.tensorboard:
-        spec["tensorboard"] = config.tensorboard
-    if config.enable_web_access:
-        spec["enableWebAccess"] = True
-    if config.reserved_ip_ranges:
-        spec["reservedIpRanges"] = list(config.reserved_ip_ranges)
-    if config.persistent_resource_id:
-        spec["persistentResourceId"] = config.persistent_resource_id
-    if config.enable_dashboard_access:
-        spec["enableDashboardAccess"] = True
     body: dict[str, Any] = {"displayName": config.name, "jobSpec": spec}
-    if config.labels:
-        body["labels"] = dict(config.labels)
-    if config.kms_key:
-        body["encryptionSpec"] = {"kmsKeyName": config.kms_key}
+    for attribute, path in PLAIN_FIELDS:
+        value = getattr(config, attribute)
+        if value:
+            _put(body, path, value)
     return body
 
 

@@ -1,0 +1,138 @@
+"""The job file's self-contained blocks (`diloco:`, `tuning:`) and the worker pool's keys, declared
+apart from :mod:`vtrain.jobfile.schema` so each module stays small. Each key carries its doc, default
+and examples (:class:`vtrain.jobfile.nodes.Declared`); the `diloco:` defaults are read from
+:data:`vtrain.constants.DILOCO_DEFAULTS`, the one place they are written.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vtrain import catalog
+from vtrain.constants import DILOCO_COMPRESSIONS, DILOCO_DEFAULTS, MAX_REPLICAS
+from vtrain.jobfile.nodes import Bool, EnvValue, Int, ListOf, MapOf, Number, Obj, OneOrList, Scalar, Seconds, Str
+
+#: `tuning:` words; vtrain/tuning/model.py maps them to StudySpec's enums.
+TUNING_GOALS = ("maximize", "minimize")
+TUNING_PARAMETER_TYPES = ("double", "integer", "discrete", "categorical")
+TUNING_SCALES = ("linear", "log", "reverse_log")
+TUNING_ALGORITHMS = ("default", "random", "grid")
+TUNING_EARLY_STOPPING = ("median", "none")
+BOOT_DISK_TYPES = ("pd-ssd", "pd-standard", "hyperdisk-balanced")
+
+POOL_DOC = "Each replica of this pool runs on one machine."
+_REDUCERS_IGNORE = "it runs Google's image, and vtrain sends it no arguments or environment"
+
+
+def pool(doc: str, *, reducers: bool = False) -> Obj:
+    """One worker pool's keys; the Reduction Server's `replicas` may be `auto`, and it takes no args or env."""
+    ignored = _REDUCERS_IGNORE if reducers else ""
+    return Obj(
+        {
+            "replicas": Int(minimum=0, maximum=MAX_REPLICAS, allow_auto=reducers, default="auto" if reducers else 1,
+                            examples=(2,), doc="Number of replicas in this pool (0 leaves the pool out)."),
+            "machine_type": Str(examples=tuple(catalog.ALL_MACHINE_TYPES),
+                                doc="Compute Engine machine type, e.g. n1-standard-8, a2-highgpu-1g, "
+                                "ct5lp-hightpu-4t."),
+            "accelerator": Str(examples=(*catalog.ACCELERATOR_TYPES, *catalog.ACCELERATOR_ALIASES),
+                               doc="Accelerator type (NVIDIA_TESLA_T4 or an alias such as t4, a100, h100, l4, v100, "
+                               "tpu-v3); implied by A2/A3/G2 machine types."),
+            "accelerator_count": Int(minimum=0, default=0, examples=(2,),
+                                     doc="Accelerators per replica; must be a legal count for the machine type."),
+            "tpu_topology": Str(examples=("2x2",), doc="TPU slice topology for TPU VM machine types, e.g. 2x2."),
+            "boot_disk": Obj(
+                {
+                    "type": Str(BOOT_DISK_TYPES, default="pd-ssd", doc="Boot disk type."),
+                    "size_gb": Int(default=100, examples=(200,), doc="Boot disk size in GB (100 to 64000)."),
+                },
+                doc="Boot disk of each replica.",
+            ),
+            "args": ListOf(Str(), single_ok=True, examples=(["--steps=100"],), vtrain_only=ignored,
+                           doc="Arguments for this pool's replicas (replace trainer.args)."),
+            "env": MapOf(EnvValue(), examples=({"POOL_FLAG": "1"},), vtrain_only=ignored,
+                         doc="Environment variables for this pool's replicas (added to trainer.env)."),
+        },
+        aliases={"replica_count": "replicas"},
+        doc=doc,
+    )
+
+
+def _knob(node_type: type, doc: str, name: str, **shape: Any) -> Any:
+    """A `diloco:` knob whose default is DILOCO_DEFAULTS' (None there: no single default to show)."""
+    return node_type(doc=doc, default=DILOCO_DEFAULTS[name], **shape)
+
+
+DILOCO_SCHEMA = Obj(
+    {
+        "inner_steps": _knob(Int, "H: local steps each learner takes between exchanges.", "inner_steps",
+                             minimum=1, examples=(100,)),
+        "outer_lr": _knob(Number, "Outer learning rate of the syncer's Nesterov step on the averaged parameter "
+                          "change.", "outer_lr", above=0, examples=(0.7,)),
+        "outer_momentum": _knob(Number, "Outer Nesterov momentum in [0, 1); 0.6 settles within ~60 rounds, 0.9 "
+                                "needs hundreds.", "outer_momentum", minimum=0, below=1, examples=(0.9,)),
+        "min_quorum": _knob(Int, "Merge once this many learners have sent (default: every learner alive).",
+                            "min_quorum", minimum=1, examples=(1,)),
+        "grace": _knob(Seconds, "After the quorum, wait at most this long for stragglers (also capped at a quarter "
+                       "of a round).", "grace", examples=("10s",)),
+        "straggler_timeout": _knob(Seconds, "Silence (no heartbeat) after which a learner counts as hung and is "
+                                   "left out.", "straggler_timeout", examples=("2m",)),
+        "compression": _knob(Str, "How parameter changes travel, both directions: none, bf16, int8 or int4.",
+                             "compression", choices=DILOCO_COMPRESSIONS),
+        "fragments": _knob(Int, "More than 1: exchange a balanced part of the model every inner_steps/fragments "
+                           "steps.", "fragments", minimum=1, examples=(2,)),
+        "token_weighting": _knob(Bool, "Weight each learner's change by the examples it processed.",
+                                 "token_weighting"),
+        "registration_timeout": _knob(Seconds, "How long the first merge waits for every learner to start.",
+                                      "registration_timeout", examples=("5m",)),
+        "checkpoint_every": _knob(Seconds, "Seconds between the syncer's checkpoints in AIP_CHECKPOINT_DIR/diloco/.",
+                                  "checkpoint_every", examples=("5m",)),
+        "max_staleness": _knob(Int, "Rounds a learner's change may lag the global model and still be merged "
+                               "(weighted by 1/(1+staleness)).", "max_staleness", minimum=0, examples=(2,)),
+        "overlap": _knob(Bool, "Keep training while the syncer merges: the merged update is applied when it "
+                         "arrives (at the latest at that fragment's next exchange), keeping the steps taken "
+                         "meanwhile.", "overlap"),
+        "second_learner_pool": pool("Optional second group of learners on another machine type (Vertex pool 2), "
+                                    "with a pool's keys (cluster.*); machine keys it leaves out are "
+                                    "cluster.workers'."),
+    },
+    doc="distribution_strategy: diloco: learners train alone and exchange parameter changes with a CPU syncer every "
+    "inner_steps steps (see the README's \"Training with DiLoCo\"). The knobs reach every replica as VTRAIN_DILOCO.",
+)
+
+TUNING_SCHEMA = Obj(
+    {
+        "metric": OneOrList(
+            Obj({"name": Str(), "goal": Str(TUNING_GOALS)}, required=("name", "goal")),
+            examples=({"name": "loss", "goal": "minimize"},),
+            doc="What the trainer reports (runtime.report_metric) and the study optimizes: {name, goal} or a list.",
+        ),
+        "parameters": MapOf(
+            Obj(
+                {
+                    "type": Str(TUNING_PARAMETER_TYPES),
+                    "min": Number(as_written=True),
+                    "max": Number(as_written=True),
+                    "scale": Str(TUNING_SCALES),
+                    "values": ListOf(Scalar()),
+                },
+                required=("type",),
+            ),
+            examples=({"batch_size": {"type": "discrete", "values": [32, 64, 128]}},),
+            doc="The parameters to tune, by flag name: {type: double|integer|discrete|categorical, min, max, "
+            "scale: linear|log|reverse_log, values}.",
+        ),
+        "algorithm": Str(TUNING_ALGORITHMS, doc="default (Vertex's Bayesian optimization; locally optuna's TPE when "
+                         "installed), random or grid."),
+        "max_trials": Int(minimum=1, maximum=2**31 - 1, examples=(20,), doc="Trials to run in all."),
+        "parallel_trials": Int(minimum=1, maximum=2**31 - 1, examples=(4,),
+                               doc="Trials running at once (at most max_trials)."),
+        "max_failed_trials": Int(minimum=0, maximum=2**31 - 1, examples=(3,),
+                                 doc="Failed trials after which the study fails (default: Vertex's own rule)."),
+        "early_stopping": Str(TUNING_EARLY_STOPPING, doc="median: stop a trial whose metric falls behind the median "
+                              "of the others at that step."),
+    },
+    required=("metric", "parameters", "max_trials"),
+    aliases={"metrics": "metric"},
+    doc="Makes the job a hyperparameter tuning study (a Vertex HyperparameterTuningJob): each trial runs this job "
+    "with the parameters' values as --NAME=VALUE arguments (see the README's \"Tuning hyperparameters\").",
+)
