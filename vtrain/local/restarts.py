@@ -27,8 +27,9 @@ from typing import IO, TYPE_CHECKING, Any
 
 from vtrain import proctree
 from vtrain.constants import STATUS_FILE_ENV
-from vtrain.local.faults import FaultScheduler, read_status
+from vtrain.local.faults import FaultScheduler
 from vtrain.local.policy import Decision, Exit, RestartPolicy
+from vtrain.runtime.status import read_status
 
 if TYPE_CHECKING:
     from vtrain.local.job import _Proc
