@@ -43,9 +43,10 @@ from vtrain.local import env as localenv
 from vtrain.local import rundir
 from vtrain.local.env import Plan, Replica
 from vtrain.local.faults import DEFAULT_PREEMPT_GRACE, FaultScheduler, FaultSpec, check_replicas
-from vtrain.local.job import LocalJob, Options, _Proc
+from vtrain.local.job import LocalJob, Options
 from vtrain.local.policy import policy_for_job
 from vtrain.local.ports import free_ports
+from vtrain.local.restarts import Proc
 
 if TYPE_CHECKING:
     from vtrain.jobfile.model import JobConfig
@@ -97,7 +98,7 @@ RESTART_ENV = (RESTART_COUNT_ENV, JOB_ATTEMPT_ENV, STATUS_FILE_ENV)  # set at ea
 
 
 def build_procs(plan: Plan, *, python: str | None, venv: str | None, output_dir: Path, run_dir: Path,
-                job_id: str, host_env: Mapping[str, str], gpus: Mapping[Replica, str]) -> list[_Proc]:
+                job_id: str, host_env: Mapping[str, str], gpus: Mapping[Replica, str]) -> list[Proc]:
     """argv, environment, working dir and log (in this run's folder) of every replica; ports chosen here."""
     ports = dict(zip(plan.replicas, free_ports(len(plan.replicas)), strict=True))
     procs = []
@@ -115,7 +116,7 @@ def build_procs(plan: Plan, *, python: str | None, venv: str | None, output_dir:
             assert python is not None
             argv = localenv.python_argv(python, pool)
             env = localenv.compose_env(host_env, vertex=vertex, job=job_env, venv=venv, gpus=gpus.get(r, ""))
-        procs.append(_Proc(r, argv, env, run_dir / "work" / r.label, run_dir / f"{r.label}.log", container))
+        procs.append(Proc(r, argv, env, run_dir / "work" / r.label, run_dir / f"{r.label}.log", container))
     return procs
 
 
