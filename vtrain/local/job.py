@@ -18,7 +18,6 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -28,23 +27,13 @@ from vtrain.handle import CANCELLED, CANCELLING, FAILED, PENDING, RUNNING, SUCCE
 from vtrain.local import env as localenv
 from vtrain.local.env import Plan, Replica
 from vtrain.local.faults import FaultScheduler
+from vtrain.local.options import RunOptions
 from vtrain.local.policy import CHIEF_SUCCEEDED, FAIL, RESTART, RETRY_JOB, RestartPolicy, policy_for_job
 from vtrain.local.ports import listening
 from vtrain.local.restarts import TAIL_LINES, JobSide, Proc, RestartSupervisor
 
 if TYPE_CHECKING:
     from vtrain.handle import LogHook, StateHook
-
-
-@dataclass(frozen=True)
-class Options:
-    """How the launcher behaves; every time is in seconds."""
-
-    timeout: float | None = None  # the whole job; None: the job's scheduling.timeout, if any
-    startup_timeout: float = 120.0  # a cluster member's server up, once a peer's is
-    worker_grace: float = 30.0  # workers may outlive a successful chief this long
-    kill_grace: float = 5.0  # SIGTERM → SIGKILL
-    keep: bool = False  # keep a temporary output dir and the replicas' working dirs
 
 
 def describe_exit(code: int) -> str:
@@ -64,7 +53,7 @@ class LocalJob(JobHandle):
     default_poll = 0.2
 
     def __init__(self, name: str, display_name: str, plan: Plan, procs: list[Proc], output_dir: Path,
-                 run_dir: Path, temporary: bool, options: Options, out: IO[str] | None,
+                 run_dir: Path, temporary: bool, options: RunOptions, out: IO[str] | None,
                  notice: Callable[[str], None], on_line: Callable[[Replica, str], None] | None = None,
                  release: Callable[[], None] = lambda: None, policy: RestartPolicy | None = None,
                  scheduler: FaultScheduler | None = None) -> None:
@@ -420,4 +409,4 @@ class LocalJob(JobHandle):
         self._finished.set()
 
 
-__all__ = ["LocalJob", "Options", "describe_exit"]
+__all__ = ["LocalJob", "describe_exit"]
