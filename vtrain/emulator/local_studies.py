@@ -89,7 +89,7 @@ def _run(self: TuningRunner, job: Any, ctx: RunContext) -> RunResult:
             return RunResult(CANCELLED)
         root = Path(self.output_root) if self.output_root is not None else default_output_root()
         output_dir = local_output_dir(spec) or root / ctx.job_id
-        parallel = min(int(body.get("parallelTrialCount") or 1), machine_parallelism(body))
+        parallel = min(int(body.get("parallelTrialCount") or 1), machine_parallelism(body, self.options.max_replicas))
         study = LocalTuningJob(body, trainer_env=trainer_env, output_dir=Path(output_dir), job_id=ctx.job_id,
                                max_parallel=parallel, notice=notice, on_line=forward, on_change=publish,
                                options=self.options.replace(output_dir=output_dir)).start()
