@@ -47,8 +47,9 @@ def describe_exit(code: int) -> str:
 
 class LocalJob(JobHandle):
     """A running local job: the same handle contract as a Vertex job (state, wait, cancel, logs).
-    Failed replicas are restarted as Vertex restarts them (`policy`), faults injected (`scheduler`),
-    by the :class:`~vtrain.local.restarts.RestartSupervisor` it holds (`restarts`)."""
+    Failed replicas are restarted as Vertex restarts them and faults are injected by the
+    :class:`~vtrain.local.restarts.RestartSupervisor` it holds (`restarts`, with its `policy` and
+    `scheduler`); the job keeps the processes' output, their stopping and its state."""
 
     default_poll = 0.2
 
