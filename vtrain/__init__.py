@@ -25,6 +25,7 @@ _LAZY: dict[str, str] = {
     "submit": "vtrain.cloud.submit",
     "run_local": "vtrain.local.runner",
     "run_local_tuning": "vtrain.local.study_run",
+    "RunOptions": "vtrain.local.options",
     "VtrainError": "vtrain.errors",
     "ConfigError": "vtrain.errors",
     "PackagingError": "vtrain.errors",

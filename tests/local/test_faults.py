@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 import pytest
 from click.testing import CliRunner
@@ -13,13 +11,11 @@ from vtrain.errors import FaultSpecError, UsageError
 from vtrain.local.faults import (
     FaultScheduler,
     FaultSpec,
-    Status,
     check_replicas,
     label_value,
     parse_fault,
     parse_label_value,
     parse_seconds,
-    read_status,
     specs_from_labels,
 )
 
@@ -106,17 +102,6 @@ def test_labels_round_trip() -> None:
         parse_label_value("worker-1-kill-30s")
     with pytest.raises(FaultSpecError, match="use whole seconds"):
         label_value(parse_fault("worker-1:kill@1.5s"))
-
-
-def test_read_status(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    path = tmp_path / "status.json"
-    assert read_status(path) is None
-    path.write_text('{"step": 4')  # half written
-    assert read_status(path) is None
-    path.write_text(json.dumps({"step": 12, "restarts": 1, "epoch": 2, "time": 5.0}))
-    assert read_status(path) == Status(12, 1, 2, 5.0)
-    path.write_text(json.dumps({"step": 12, "first": 9, "restarts": 1, "epoch": 2, "time": 5.0}))
-    assert read_status(path) == Status(12, 1, 2, 5.0, first=9)  # where this process resumed
 
 
 def test_kill_fires_once_after_the_delay_from_the_current_start() -> None:

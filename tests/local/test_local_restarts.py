@@ -22,6 +22,7 @@ import pytest
 from tests.local.test_local_run import KERAS, PROBE, TWO_WORKERS, alive, assert_clean, cli_env, job_file, port_free
 from vtrain.errors import FaultSpecError
 from vtrain.local.faults import parse_fault
+from vtrain.local.options import RunOptions
 from vtrain.local.runner import LocalJob, run_local
 
 CUSTOM_LOOP = KERAS.parent / "custom-loop"
@@ -36,9 +37,10 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def start(tmp_path: Path, cache: Path, args: list[str], cluster: str = TWO_WORKERS, faults: tuple[str, ...] = (),
           extra: str = "", package: Path = PROBE, **kw: object) -> tuple[LocalJob, io.StringIO, io.StringIO]:
     out, notices = io.StringIO(), io.StringIO()
-    job = run_local(job_file(tmp_path, args, cluster, package=package, extra=extra), output_dir=tmp_path / "out",
-                    cache_dir=cache, out=out, notices=notices, faults=[parse_fault(f) for f in faults],
-                    **kw)  # type: ignore[arg-type]
+    options = RunOptions(output_dir=tmp_path / "out", cache_dir=cache, faults=[parse_fault(f) for f in faults],
+                         **kw)  # type: ignore[arg-type]
+    job = run_local(job_file(tmp_path, args, cluster, package=package, extra=extra), options=options, out=out,
+                    notices=notices)
     return job, out, notices
 
 

@@ -59,6 +59,7 @@ def local(job_file: str, output_dir: str | None, max_replicas: int | None, timeo
     from vtrain.errors import JobFailed
     from vtrain.handle import CANCELLED, SUCCEEDED, exit_code
     from vtrain.jobfile.load import load_config
+    from vtrain.local.options import RunOptions
     from vtrain.local.runner import run_local
 
     config = load_config(job_file, overrides, target="local")
@@ -78,10 +79,11 @@ def local(job_file: str, output_dir: str | None, max_replicas: int | None, timeo
     logs = sys.stderr if output == "json" else sys.stdout
     job = None
     try:
-        job = run_local(config, output_dir=output_dir, max_replicas=max_replicas, timeout=timeout,
-                        startup_timeout=startup_timeout or 120.0, keep=keep, out=logs, notices=sys.stderr,
-                        allow_credentials=allow_credentials, restart_policy=restart_policy, faults=faults,
-                        preempt_grace=30.0 if preempt_grace is None else preempt_grace)
+        options = RunOptions(output_dir=output_dir, max_replicas=max_replicas, timeout=timeout,
+                             startup_timeout=startup_timeout or 120.0, keep=keep, allow_credentials=allow_credentials,
+                             restart_policy=restart_policy, faults=faults,
+                             preempt_grace=30.0 if preempt_grace is None else preempt_grace)
+        job = run_local(config, options=options, out=logs, notices=sys.stderr)
         state = job.wait()
     except KeyboardInterrupt:
         if job is None:  # packaging or installing: nothing ran yet, and nothing half-built is kept

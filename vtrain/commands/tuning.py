@@ -63,14 +63,16 @@ def run_study(config: Any, *, output_dir: str | None, max_parallel: int | None, 
               stream_logs: bool, restart_policy: str = "vertex") -> None:
     """Run the study, print the table and the best trial; exit as `vtrain local` does."""
     from vtrain.handle import SUCCEEDED
+    from vtrain.local.options import RunOptions
     from vtrain.local.study_run import run_local_tuning
 
+    options = RunOptions(output_dir=output_dir, max_replicas=max_replicas, timeout=timeout,
+                         startup_timeout=startup_timeout, allow_credentials=allow_credentials,
+                         restart_policy=restart_policy)
     display = LiveTable(sys.stderr)
     study = None
     try:
-        study = run_local_tuning(config, output_dir=output_dir, max_parallel=max_parallel, seed=seed,
-                                 max_replicas=max_replicas, timeout=timeout, startup_timeout=startup_timeout,
-                                 allow_credentials=allow_credentials, restart_policy=restart_policy,
+        study = run_local_tuning(config, options=options, max_parallel=max_parallel, seed=seed,
                                  notices=display,  # type: ignore[arg-type]
                                  out=(sys.stderr if output == "json" else sys.stdout) if stream_logs else None,
                                  on_change=display.changed)

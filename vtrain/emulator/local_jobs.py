@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from vtrain.emulator.runner import CANCELLED, FAILED, SUCCEEDED, RunContext, RunResult
 from vtrain.errors import FaultSpecError, VtrainError
+from vtrain.local.options import RunOptions, run_options
 
 if TYPE_CHECKING:
     from vtrain.local.job import LocalJob
@@ -97,28 +98,24 @@ def task_of(pool: int, index: int) -> str:
     return f"workerpool{pool}-{index}"
 
 
-class EmulatedRunner:
-    """The runner the emulator loads for ``--run-jobs``. It is configurable for tests and embedders;
-    `cache_dir` and `output_root` default to values read when each job starts."""
+#: The run options of the emulator's jobs unless a runner is given others: a 3 s kill grace, and
+#: nothing kept (each job's output dir stays; the replicas' working dirs go).
+EMULATED = RunOptions(keep=False, kill_grace=3.0)
 
-    def __init__(
-        self,
-        *,
-        cache_dir: str | os.PathLike[str] | None = None,
-        output_root: str | os.PathLike[str] | None = None,
-        startup_timeout: float = 120.0,
-        worker_grace: float = 30.0,
-        kill_grace: float = 3.0,
-        poll: float = 0.1,
-        restart_policy: str = "vertex",
-    ) -> None:
-        self.cache_dir = cache_dir
+
+class EmulatedRunner:
+    """The runner the emulator loads for ``--run-jobs``. It is configurable for tests and embedders:
+    `options` (:class:`~vtrain.local.options.RunOptions`, default :data:`EMULATED`; its fields may
+    also be given as keywords, ``kill_grace=2``, over EMULATED) apply to every job, less the output
+    dir (each job's, see the module) and the faults (the job's labels). An `options` given is the
+    whole value: ``EMULATED.replace(...)`` keeps the emulator's defaults. `output_root` and `options.cache_dir`
+    default to values read when each job starts."""
+
+    def __init__(self, *, output_root: str | os.PathLike[str] | None = None, poll: float = 0.1,
+                 options: RunOptions | None = None, **keywords: Any) -> None:
+        self.options = run_options(options, keywords, "EmulatedRunner", base=EMULATED)
         self.output_root = output_root
-        self.startup_timeout = startup_timeout
-        self.worker_grace = worker_grace
-        self.kill_grace = kill_grace
         self.poll = poll
-        self.restart_policy = restart_policy
 
     def __call__(self, job: Any, ctx: RunContext) -> RunResult:
         from google.protobuf import json_format
@@ -147,7 +144,7 @@ class EmulatedRunner:
         from vtrain.local.runner import local_output_dir, run_job
 
         faults = specs_from_labels(dict(body.get("labels") or {}))  # before anything is installed
-        trainer_env = install_packages(body, self.cache_dir, notice)
+        trainer_env = install_packages(body, self.options.cache_dir, notice)
         if ctx.cancelled.is_set():
             return None
         output_dir = local_output_dir(body)
@@ -161,20 +158,9 @@ class EmulatedRunner:
         def forward(replica: Replica, text: str) -> None:
             ctx.log(text, task=task_of(replica.pool, replica.index))
 
-        return run_job(
-            body,
-            trainer_env=trainer_env,
-            job_id=ctx.job_id,
-            output_dir=output_dir,
-            keep=False,
-            notice=notice,
-            on_line=forward,
-            startup_timeout=self.startup_timeout,
-            worker_grace=self.worker_grace,
-            kill_grace=self.kill_grace,
-            restart_policy=self.restart_policy,
-            faults=faults,
-        )
+        options = self.options.replace(output_dir=output_dir, faults=faults)
+        return run_job(body, trainer_env=trainer_env, options=options, job_id=ctx.job_id, notice=notice,
+                       on_line=forward)
 
 
 def default_output_root() -> Path:
@@ -184,5 +170,5 @@ def default_output_root() -> Path:
 #: What ``vtrain emulator --run-jobs`` loads (vtrain.emulator.runner.LOCAL_RUNNER).
 emulator_runner = EmulatedRunner()
 
-__all__ = ["EmulatedRunner", "default_output_root", "emulator_runner", "follow", "install_packages", "package_uris",
-           "task_of"]
+__all__ = ["EMULATED", "EmulatedRunner", "default_output_root", "emulator_runner", "follow", "install_packages",
+           "package_uris", "task_of"]

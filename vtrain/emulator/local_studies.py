@@ -18,6 +18,7 @@ from typing import Any
 
 from vtrain.emulator.runner import CANCELLED, FAILED, RunContext, RunResult
 from vtrain.errors import VtrainError
+from vtrain.local.options import RunOptions, run_options
 
 
 def trial_dicts(study: Any) -> list[dict[str, Any]]:
@@ -41,14 +42,17 @@ def trial_dicts(study: Any) -> list[dict[str, Any]]:
 
 
 class TuningRunner:
-    """The runner `--run-jobs` loads for tuning jobs; `cache_dir` and `output_root` default to
-    VTRAIN_CACHE_DIR (else ~/.cache/vtrain) and $TMPDIR/vtrain-emulator, read when a job starts."""
+    """The runner `--run-jobs` loads for tuning jobs; `options` (default: the emulator's jobs',
+    :data:`vtrain.emulator.local_jobs.EMULATED`, or its fields as keywords) apply to every trial.
+    `options.cache_dir` and `output_root` default to VTRAIN_CACHE_DIR (else ~/.cache/vtrain) and
+    $TMPDIR/vtrain-emulator, read when a job starts."""
 
-    def __init__(self, *, cache_dir: str | os.PathLike[str] | None = None,
-                 output_root: str | os.PathLike[str] | None = None, kill_grace: float = 3.0) -> None:
-        self.cache_dir = cache_dir
+    def __init__(self, *, output_root: str | os.PathLike[str] | None = None, options: RunOptions | None = None,
+                 **keywords: Any) -> None:
+        from vtrain.emulator.local_jobs import EMULATED
+
+        self.options = run_options(options, keywords, "TuningRunner", base=EMULATED)
         self.output_root = output_root
-        self.kill_grace = kill_grace
 
     def __call__(self, job: Any, ctx: RunContext) -> RunResult:
         return _run(self, job, ctx)
@@ -80,15 +84,15 @@ def _run(self: TuningRunner, job: Any, ctx: RunContext) -> RunResult:
             ctx.log(f"[trial-{trial}] {text}", task=task_of(replica.pool, replica.index))
 
     try:
-        trainer_env = install_packages(spec, self.cache_dir, notice)
+        trainer_env = install_packages(spec, self.options.cache_dir, notice)
         if ctx.cancelled.is_set():
             return RunResult(CANCELLED)
         root = Path(self.output_root) if self.output_root is not None else default_output_root()
         output_dir = local_output_dir(spec) or root / ctx.job_id
-        parallel = min(int(body.get("parallelTrialCount") or 1), machine_parallelism(body))
+        parallel = min(int(body.get("parallelTrialCount") or 1), machine_parallelism(body, self.options.max_replicas))
         study = LocalTuningJob(body, trainer_env=trainer_env, output_dir=Path(output_dir), job_id=ctx.job_id,
                                max_parallel=parallel, notice=notice, on_line=forward, on_change=publish,
-                               run_options={"kill_grace": self.kill_grace}).start()
+                               options=self.options.replace(output_dir=output_dir)).start()
     except VtrainError as err:
         notice(f"the tuning job cannot run here: {err}")
         return RunResult(FAILED, str(err))

@@ -10,7 +10,7 @@ A spec is ``REPLICA:KIND@WHEN``:
   frozen machine);
 * WHEN: a duration after the replica's current process started (``45s``, ``2m``, ``1.5s``), or
   ``step:N``: once that process has reported step N (``runtime.report_step``, read from the
-  file named by VTRAIN_STATUS_FILE, :func:`read_status`).
+  file named by VTRAIN_STATUS_FILE: :mod:`vtrain.runtime.status`).
 
 Each spec fires once. Specs for the same replica fire in the order given, each measured from the
 process running when the previous one is done, so ``--fault worker-1:kill@10s`` twice kills
@@ -26,11 +26,9 @@ and which step each reports; :meth:`FaultScheduler.due` answers with the signals
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from vtrain.errors import FaultSpecError
@@ -176,29 +174,6 @@ def specs_from_labels(labels: Mapping[str, str]) -> list[FaultSpec]:
     return [parse_label_value(labels[k]) for k in keys]
 
 
-# ---- progress the runtime reports -------------------------------------------------------------
-@dataclass(frozen=True)
-class Status:
-    """What a replica last wrote to VTRAIN_STATUS_FILE (see vtrain.runtime.progress)."""
-
-    step: int
-    restarts: int = 0
-    epoch: int | None = None
-    time: float | None = None
-    first: int | None = None  # the first step this process reported (where it resumed)
-
-
-def read_status(path: str | Path) -> Status | None:
-    """The replica's last report, or None (no file yet, or a write in progress)."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-        first = data.get("first")
-        return Status(int(data["step"]), int(data.get("restarts", 0)), data.get("epoch"), data.get("time"),
-                      None if first is None else int(first))  # fmt: skip
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
 # ---- the scheduler ----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Action:
@@ -297,12 +272,10 @@ __all__ = [
     "Action",
     "FaultScheduler",
     "FaultSpec",
-    "Status",
     "check_replicas",
     "label_value",
     "parse_fault",
     "parse_label_value",
     "parse_seconds",
-    "read_status",
     "specs_from_labels",
 ]

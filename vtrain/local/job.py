@@ -17,9 +17,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -29,45 +27,13 @@ from vtrain.handle import CANCELLED, CANCELLING, FAILED, PENDING, RUNNING, SUCCE
 from vtrain.local import env as localenv
 from vtrain.local.env import Plan, Replica
 from vtrain.local.faults import FaultScheduler
+from vtrain.local.options import RunOptions
 from vtrain.local.policy import CHIEF_SUCCEEDED, FAIL, RESTART, RETRY_JOB, RestartPolicy, policy_for_job
 from vtrain.local.ports import listening
-from vtrain.local.restarts import Restarting
+from vtrain.local.restarts import TAIL_LINES, JobSide, Proc, RestartSupervisor
 
 if TYPE_CHECKING:
     from vtrain.handle import LogHook, StateHook
-
-TAIL_LINES = 15
-
-
-@dataclass(frozen=True)
-class Options:
-    """How the launcher behaves; every time is in seconds."""
-
-    timeout: float | None = None  # the whole job; None: the job's scheduling.timeout, if any
-    startup_timeout: float = 120.0  # a cluster member's server up, once a peer's is
-    worker_grace: float = 30.0  # workers may outlive a successful chief this long
-    kill_grace: float = 5.0  # SIGTERM → SIGKILL
-    keep: bool = False  # keep a temporary output dir and the replicas' working dirs
-
-
-@dataclass
-class _Proc:
-    replica: Replica
-    argv: list[str]
-    env: dict[str, str]
-    cwd: Path
-    log_path: Path
-    container: str | None = None
-    popen: subprocess.Popen[bytes] | None = None
-    reader: threading.Thread | None = None
-    tail: deque[str] = field(default_factory=lambda: deque(maxlen=TAIL_LINES))
-    returncode: int | None = None
-    listening: bool = False
-    stopped: bool = False  # we stopped it: its exit code is not the job's concern
-
-    @property
-    def label(self) -> str:
-        return self.replica.label
 
 
 def describe_exit(code: int) -> str:
@@ -79,22 +45,20 @@ def describe_exit(code: int) -> str:
     return f"exited with code {code}"
 
 
-class LocalJob(Restarting, JobHandle):
+class LocalJob(JobHandle):
     """A running local job: the same handle contract as a Vertex job (state, wait, cancel, logs).
-    Failed replicas are restarted as Vertex restarts them (`policy`), faults injected (`scheduler`)."""
+    Failed replicas are restarted as Vertex restarts them and faults are injected by the
+    :class:`~vtrain.local.restarts.RestartSupervisor` it holds (`restarts`, with its `policy` and
+    `scheduler`); the job keeps the processes' output, their stopping and its state."""
 
     default_poll = 0.2
 
-    def __init__(self, name: str, display_name: str, plan: Plan, procs: list[_Proc], output_dir: Path,
-                 run_dir: Path, temporary: bool, options: Options, out: IO[str] | None,
+    def __init__(self, name: str, display_name: str, plan: Plan, procs: list[Proc], output_dir: Path,
+                 run_dir: Path, temporary: bool, options: RunOptions, out: IO[str] | None,
                  notice: Callable[[str], None], on_line: Callable[[Replica, str], None] | None = None,
                  release: Callable[[], None] = lambda: None, policy: RestartPolicy | None = None,
                  scheduler: FaultScheduler | None = None) -> None:
         super().__init__(name)
-        self.policy = policy or policy_for_job(plan.job, [p.label for p in procs])
-        self.scheduler = scheduler or FaultScheduler(())
-        self._steps: dict[str, int] = {}
-        self._preexec: Callable[[], None] | None = None
         self.display_name = display_name
         self.plan = plan
         self.output_dir = output_dir
@@ -117,6 +81,11 @@ class LocalJob(Restarting, JobHandle):
         self.started_at = 0.0
         self.ended_at = 0.0
         self.result: dict[str, Any] = {}
+        self.restarts = RestartSupervisor(
+            procs, job_id=name, run_dir=run_dir, policy=policy or policy_for_job(plan.job, [p.label for p in procs]),
+            scheduler=scheduler or FaultScheduler(()),
+            job=JobSide(drain=self._read, stop=self._stop, signal=self._signal, event=self._event),
+        )
 
     # ----------------------------------------------------------------------- the handle
 
@@ -255,16 +224,22 @@ class LocalJob(Restarting, JobHandle):
 
     def _spawn_all(self) -> None:
         proctree.become_subreaper()  # a replica's daemonized descendants stay in our tree
-        self._preexec = proctree.die_with_parent()
+        preexec = proctree.die_with_parent()
         with self._lock:
             if self._cancel:
                 raise KeyboardInterrupt
             self._state = RUNNING
         self.started_at = time.monotonic()
-        for p in self._procs:
-            self._launch(p)  # see vtrain.local.restarts
+        self.restarts.start(self.started_at, preexec)  # see vtrain.local.restarts
 
-    def _read(self, p: _Proc, log: IO[bytes]) -> None:
+    def _event(self, text: str) -> None:
+        """A launcher line that belongs to the job's story: a notice, and in job.log among the replicas' lines."""
+        self._notice(text)
+        with self._lock, contextlib.suppress(OSError, ValueError):
+            self._job_log.write(f"[vtrain] {text}\n")
+            self._job_log.flush()
+
+    def _read(self, p: Proc, log: IO[bytes]) -> None:
         assert p.popen is not None and p.popen.stdout is not None
         with log:
             for raw in p.popen.stdout:
@@ -284,7 +259,7 @@ class LocalJob(Restarting, JobHandle):
                     with contextlib.suppress(Exception):  # a broken sink must not stop the draining
                         self._on_line(p.replica, text)
 
-    def _exited(self, p: _Proc) -> bool:
+    def _exited(self, p: Proc) -> bool:
         """Reap a replica that exited, after killing whatever is left of its process group."""
         if p.returncode is not None or p.popen is None:
             return False
@@ -316,7 +291,7 @@ class LocalJob(Restarting, JobHandle):
             for p in self._procs:
                 if not self._exited(p):
                     continue
-                decision = self._decide(p)  # Vertex's restart policy (vtrain.local.policy)
+                decision = self.restarts.decide(p)  # Vertex's restart policy (vtrain.local.policy)
                 if decision.action == CHIEF_SUCCEEDED:
                     chief_done_at = now
                     self._stop([q for q in self._procs if q.replica.role in servers])
@@ -324,7 +299,7 @@ class LocalJob(Restarting, JobHandle):
                     return FAILED, self._failure(p, decision.error)
                 elif decision.action in (RESTART, RETRY_JOB):
                     try:
-                        if self._relaunch(decision, lambda: self._cancel):
+                        if self.restarts.relaunch(decision, lambda: self._cancel):
                             first_listen = None if first_listen is None else now  # their servers: the full time
                     except OSError as err:  # e.g. out of processes or open files
                         return FAILED, f"could not restart {', '.join(decision.replicas)}: {err}"
@@ -353,15 +328,15 @@ class LocalJob(Restarting, JobHandle):
                                     f"within {opts.startup_timeout:g} s while {ready} waited for it "
                                     "(TF's initial cluster check has no timeout)")
             if chief_done_at is None:
-                self._tick()  # step reports in, faults out
+                self.restarts.tick()  # step reports in, faults out
             self._wake.wait(0.1)
             self._wake.clear()
 
-    def _port(self, p: _Proc) -> int:
+    def _port(self, p: Proc) -> int:
         spec = json.loads(p.env["CLUSTER_SPEC"])
         return int(spec["cluster"][f"workerpool{p.replica.pool}"][p.replica.index].rsplit(":", 1)[1])
 
-    def _failure(self, p: _Proc, headline: str | None = None) -> str:
+    def _failure(self, p: Proc, headline: str | None = None) -> str:
         assert p.returncode is not None
         if p.reader is not None:
             self._stop([q for q in self._procs if q is not p])
@@ -375,7 +350,7 @@ class LocalJob(Restarting, JobHandle):
         lines += [f"  | {line}" for line in tail[-TAIL_LINES:]]
         return "\n".join(lines)
 
-    def _stop(self, procs: list[_Proc]) -> None:
+    def _stop(self, procs: list[Proc]) -> None:
         """SIGTERM each live process group, SIGKILL what is left after the grace period, reap all."""
         live = [p for p in procs if p.popen is not None and p.returncode is None]
         for p in live:
@@ -394,7 +369,7 @@ class LocalJob(Restarting, JobHandle):
                 if p.returncode is None:
                     p.returncode = p.popen.returncode  # type: ignore[union-attr]
 
-    def _signal(self, p: _Proc, sig: int) -> None:
+    def _signal(self, p: Proc, sig: int) -> None:
         assert p.popen is not None
         if p.container is not None:
             subprocess.run(["docker", "kill", "--signal", signal.Signals(sig).name, p.container],
@@ -413,9 +388,9 @@ class LocalJob(Restarting, JobHandle):
             "seconds": round((self.ended_at or time.monotonic()) - (self.started_at or time.monotonic()), 2),
             "output_dir": str(self.output_dir),
             "replicas": {p.label: p.returncode for p in self._procs},
-            **self._restart_result(),  # restarts (the policy's summary) and the faults injected
+            **self.restarts.result(),  # restarts (the policy's summary) and the faults injected
         }
-        for line in self.policy.lines():  # the restarts in words, at the end of the run
+        for line in self.restarts.lines():  # the restarts in words, at the end of the run
             self._event(line)
         with contextlib.suppress(OSError):  # an output dir removed under us must not hang wait()
             (self.run_dir / "result.json").write_text(json.dumps(self.result, indent=2) + "\n", encoding="utf-8")
@@ -435,4 +410,4 @@ class LocalJob(Restarting, JobHandle):
         self._finished.set()
 
 
-__all__ = ["LocalJob", "Options", "describe_exit"]
+__all__ = ["LocalJob", "describe_exit"]

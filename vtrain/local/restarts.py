@@ -2,76 +2,112 @@
 
 The decisions are pure and live elsewhere: :mod:`vtrain.local.policy` says what a replica's
 exit means (restart it in place, restart everyone, retry the whole job, fail, succeed) and
-:mod:`vtrain.local.faults` which signals are due. :class:`Restarting` (a part of
-:class:`vtrain.local.job.LocalJob`) does what they say:
+:mod:`vtrain.local.faults` which signals are due. :class:`RestartSupervisor`, which
+:class:`vtrain.local.job.LocalJob` holds, does what they say:
 
 * every (re)start of a replica runs the same argv, in the same working dir, with the same port,
   CLUSTER_SPEC and TF_CONFIG (Vertex restarts a replica on the same hostname), plus the restart
-  count and job attempt the policy gives and a fresh VTRAIN_STATUS_FILE for its step reports;
+  count and job attempt the policy gives and a fresh VTRAIN_STATUS_FILE for its step reports
+  (:mod:`vtrain.runtime.status`);
 * each supervision tick reads those reports (the current process's only: a report carries the
   restart count it was written under) and sends the faults that are due; a fault's signal is not
   a stop by the supervisor, so the exit it causes goes to the policy like any crash;
 * each exit goes to the policy, whose line is printed as a ``[vtrain]`` notice and kept in job.log.
+
+What it needs from the job is :class:`JobSide`, four callables; the job calls its public methods
+(:meth:`~RestartSupervisor.start`, :meth:`~RestartSupervisor.tick`, :meth:`~RestartSupervisor.decide`,
+:meth:`~RestartSupervisor.relaunch`, :meth:`~RestartSupervisor.result`). Neither touches the other's
+attributes, so the supervisor can be driven without processes (``popen`` and ``clock`` injected).
 """
 
 from __future__ import annotations
 
-import contextlib
 import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
 from vtrain import proctree
 from vtrain.constants import STATUS_FILE_ENV
-from vtrain.local.faults import FaultScheduler, read_status
+from vtrain.local.env import Replica
+from vtrain.local.faults import FaultScheduler
 from vtrain.local.policy import Decision, Exit, RestartPolicy
+from vtrain.runtime.status import read_status
 
-if TYPE_CHECKING:
-    from vtrain.local.job import _Proc
+TAIL_LINES = 15
 
 
-class Restarting:
-    """The restart and fault part of the supervisor; LocalJob provides the processes and the signals."""
+@dataclass
+class Proc:
+    """One replica across its restarts: what it runs, and its current process."""
 
-    # Set up by LocalJob.
-    policy: RestartPolicy
-    scheduler: FaultScheduler
-    run_dir: Path
-    started_at: float
-    _procs: list[_Proc]
-    _lock: threading.Lock
-    _job_log: IO[str]
-    _notice: Callable[[str], None]
-    _preexec: Callable[[], None] | None
-    _steps: dict[str, int]
-    _name: str
+    replica: Replica
+    argv: list[str]
+    env: dict[str, str]
+    cwd: Path
+    log_path: Path
+    container: str | None = None
+    popen: subprocess.Popen[bytes] | None = None
+    reader: threading.Thread | None = None
+    tail: deque[str] = field(default_factory=lambda: deque(maxlen=TAIL_LINES))
+    returncode: int | None = None
+    listening: bool = False
+    stopped: bool = False  # we stopped it: its exit code is not the job's concern
 
-    if TYPE_CHECKING:  # provided by LocalJob
+    @property
+    def label(self) -> str:
+        return self.replica.label
 
-        def _read(self, p: _Proc, log: IO[bytes]) -> None: ...
-        def _stop(self, procs: list[_Proc]) -> None: ...
-        def _signal(self, p: _Proc, sig: int) -> None: ...
 
-    def _since_start(self) -> float:
-        return time.monotonic() - self.started_at
+@dataclass(frozen=True)
+class JobSide:
+    """What the restart supervisor needs from the job it serves, and nothing more."""
 
-    def _status_path(self, p: _Proc) -> Path:
+    drain: Callable[[Proc, IO[bytes]], None]  # copy a started process's output to `log` (run in a thread)
+    stop: Callable[[list[Proc]], None]  # stop these on purpose: SIGTERM, the grace, SIGKILL, reaped
+    signal: Callable[[Proc, int], None]  # send a signal to a replica's process group (and its container)
+    event: Callable[[str], None]  # a launcher line of the job's story: a notice, and in job.log
+
+
+class RestartSupervisor:
+    """Starts and restarts the replicas of one job, reads their step reports and injects the faults due."""
+
+    def __init__(self, procs: Sequence[Proc], *, job_id: str, run_dir: Path, policy: RestartPolicy,
+                 scheduler: FaultScheduler, job: JobSide, popen: Callable[..., Any] = subprocess.Popen,
+                 clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
+        self.procs = procs  # the job's own list: the same records on both sides
+        self.job_id = job_id  # the CLOUD_ML_JOB_ID every replica inherits
+        self.run_dir = run_dir
+        self.policy = policy
+        self.scheduler = scheduler
+        self.steps: dict[str, int] = {}  # the step each replica's current process reported last
+        self.started_at = 0.0
+        self._job = job
+        self._popen = popen
+        self._clock = clock
+        self._preexec: Callable[[], None] | None = None
+
+    def since_start(self) -> float:
+        return self._clock() - self.started_at
+
+    def status_path(self, p: Proc) -> Path:
         return self.run_dir / "status" / f"{p.label}.json"
 
-    def _event(self, text: str) -> None:
-        """A launcher line that belongs to the job's story: a notice, and in job.log among the replicas' lines."""
-        self._notice(text)
-        with self._lock, contextlib.suppress(OSError, ValueError):
-            self._job_log.write(f"[vtrain] {text}\n")
-            self._job_log.flush()
+    def start(self, started_at: float, preexec: Callable[[], None] | None = None) -> None:
+        """Start every replica; fault times count from `started_at` (on the supervisor's clock)."""
+        self.started_at = started_at
+        self._preexec = preexec
+        for p in self.procs:
+            self.launch(p)
 
-    def _launch(self, p: _Proc, *, again: bool = False) -> None:
+    def launch(self, p: Proc, *, again: bool = False) -> None:
         """Start (or restart in place) one replica: same argv, cwd, port and TF_CONFIG; the policy's env."""
-        status = self._status_path(p)
+        status = self.status_path(p)
         status.parent.mkdir(parents=True, exist_ok=True)
         status.unlink(missing_ok=True)  # no step of the previous process may count for this one
         if again:
@@ -83,81 +119,86 @@ class Restarting:
             self._end_leftovers(p)
         p.returncode, p.stopped, p.listening = None, False, False
         p.tail.clear()
-        self._steps.pop(p.label, None)
+        self.steps.pop(p.label, None)
         p.cwd.mkdir(parents=True, exist_ok=True)
         env = {**p.env, **self.policy.env(p.label), STATUS_FILE_ENV: str(status)}
-        p.popen = subprocess.Popen(  # noqa: S603 - argv list, no shell
+        p.popen = self._popen(
             p.argv, cwd=p.cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=self._preexec,
         )  # fmt: skip
-        log = open(p.log_path, "ab" if again else "wb")  # noqa: SIM115 - closed by the reader thread
-        p.reader = threading.Thread(target=self._read, args=(p, log), daemon=True, name=f"log-{p.label}")
+        log = open(p.log_path, "ab" if again else "wb")  # noqa: SIM115 - closed by the drain
+        p.reader = threading.Thread(target=self._job.drain, args=(p, log), daemon=True, name=f"log-{p.label}")
         p.reader.start()
-        self.scheduler.on_start(p.label, self._since_start())
+        self.scheduler.on_start(p.label, self.since_start())
 
-    def _end_leftovers(self, p: _Proc) -> None:
+    def _end_leftovers(self, p: Proc) -> None:
         """What the previous process of `p` left outside its process group (daemons) goes with it, as
         with the container Vertex restarts; known by the job ID and the cluster spec it inherited."""
 
         def left_by(q: proctree.Proc) -> bool:
-            return proctree.has_env(q, "CLOUD_ML_JOB_ID", self._name) and proctree.has_env(
+            return proctree.has_env(q, "CLOUD_ML_JOB_ID", self.job_id) and proctree.has_env(
                 q, "CLUSTER_SPEC", p.env["CLUSTER_SPEC"])
 
         ended = proctree.sweep(left_by, 0.0)
         if ended:
-            self._event(f"ended {len(ended)} process(es) the previous {p.label} left running outside its process "
-                        f"group (daemonized): pid {', '.join(map(str, ended))}")
+            self._job.event(f"ended {len(ended)} process(es) the previous {p.label} left running outside its "
+                            f"process group (daemonized): pid {', '.join(map(str, ended))}")
 
-    def _tick(self) -> None:
+    def tick(self) -> None:
         """Read the steps the replicas reported; send the faults that are due."""
-        at = self._since_start()
-        live = {p.label: p for p in self._procs if p.popen is not None and p.returncode is None}
+        at = self.since_start()
+        live = {p.label: p for p in self.procs if p.popen is not None and p.returncode is None}
         for p in live.values():
             self._read_steps(p, at)
-        for action in self.scheduler.due(at, self._steps):
+        for action in self.scheduler.due(at, self.steps):
             target = live.get(action.replica)
             if target is None:
                 continue
-            self._event(action.line)
-            self._signal(target, getattr(signal, action.signal))  # not a stop: its exit is the policy's
+            self._job.event(action.line)
+            self._job.signal(target, getattr(signal, action.signal))  # not a stop: its exit is the policy's
 
-    def _read_steps(self, p: _Proc, at: float) -> None:
+    def _read_steps(self, p: Proc, at: float) -> None:
         """The step `p`'s current process reported last, to the policy (it measures recovery)."""
-        status = read_status(self._status_path(p))
+        status = read_status(self.status_path(p))
         if status is None or status.restarts != self.policy.restarts(p.label):
             return  # nothing yet, or a report of the process before this one
-        if p.label not in self._steps and status.first is not None and status.first != status.step:
+        if p.label not in self.steps and status.first is not None and status.first != status.step:
             self.policy.on_step(p.label, status.first, at)  # where it resumed, though read a few steps late
-        if self._steps.get(p.label) != status.step:
-            self._steps[p.label] = status.step
+        if self.steps.get(p.label) != status.step:
+            self.steps[p.label] = status.step
             self.policy.on_step(p.label, status.step, at)
 
-    def _decide(self, p: _Proc) -> Decision:
+    def decide(self, p: Proc) -> Decision:
         """What the exit of `p` (just reaped) means for the job, from the policy; its line printed."""
         assert p.returncode is not None
         self.scheduler.on_exit(p.label)
-        self._read_steps(p, self._since_start())  # the steps it did since the last tick count as done
+        self._read_steps(p, self.since_start())  # the steps it did since the last tick count as done
         if p.returncode != 0 and not p.stopped and p.reader is not None:
             p.reader.join(timeout=2)  # its last lines tell a permanent error from a transient one
-        decision = self.policy.on_exit(Exit(p.label, p.returncode, at=self._since_start(), tail=tuple(p.tail),
+        decision = self.policy.on_exit(Exit(p.label, p.returncode, at=self.since_start(), tail=tuple(p.tail),
                                             stopped=p.stopped))  # fmt: skip
         if decision.line:
-            self._event(decision.line)
+            self._job.event(decision.line)
         return decision
 
-    def _relaunch(self, decision: Decision, cancelled: Callable[[], bool]) -> bool:
+    def relaunch(self, decision: Decision, cancelled: Callable[[], bool]) -> bool:
         """Restart `decision.replicas` in place: stop those still running (on purpose), start them all
         again. False (nothing started) when the job was cancelled meanwhile: a cancel wins."""
-        targets = [p for p in self._procs if p.label in decision.replicas]
-        self._stop(targets)
+        targets = [p for p in self.procs if p.label in decision.replicas]
+        self._job.stop(targets)
         if cancelled():
             return False
         for p in targets:
-            self._launch(p, again=True)
+            self.launch(p, again=True)
         return True
 
-    def _restart_result(self) -> dict[str, Any]:
+    def result(self) -> dict[str, Any]:
+        """The restart part of the job's result: the policy's summary and the faults injected."""
         return {"restarts": self.policy.summary(), "faults": list(self.scheduler.fired)}
 
+    def lines(self) -> list[str]:
+        """The restarts in words, for the end of the run."""
+        return self.policy.lines()
 
-__all__ = ["Restarting"]
+
+__all__ = ["TAIL_LINES", "JobSide", "Proc", "RestartSupervisor"]

@@ -33,7 +33,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -42,10 +42,12 @@ from vtrain.errors import BackendError, PackagingError
 from vtrain.local import env as localenv
 from vtrain.local import rundir
 from vtrain.local.env import Plan, Replica
-from vtrain.local.faults import DEFAULT_PREEMPT_GRACE, FaultScheduler, FaultSpec, check_replicas
-from vtrain.local.job import LocalJob, Options, _Proc
+from vtrain.local.faults import FaultScheduler, check_replicas
+from vtrain.local.job import LocalJob
+from vtrain.local.options import RunOptions, run_options
 from vtrain.local.policy import policy_for_job
 from vtrain.local.ports import free_ports
+from vtrain.local.restarts import Proc
 
 if TYPE_CHECKING:
     from vtrain.jobfile.model import JobConfig
@@ -97,7 +99,7 @@ RESTART_ENV = (RESTART_COUNT_ENV, JOB_ATTEMPT_ENV, STATUS_FILE_ENV)  # set at ea
 
 
 def build_procs(plan: Plan, *, python: str | None, venv: str | None, output_dir: Path, run_dir: Path,
-                job_id: str, host_env: Mapping[str, str], gpus: Mapping[Replica, str]) -> list[_Proc]:
+                job_id: str, host_env: Mapping[str, str], gpus: Mapping[Replica, str]) -> list[Proc]:
     """argv, environment, working dir and log (in this run's folder) of every replica; ports chosen here."""
     ports = dict(zip(plan.replicas, free_ports(len(plan.replicas)), strict=True))
     procs = []
@@ -115,7 +117,7 @@ def build_procs(plan: Plan, *, python: str | None, venv: str | None, output_dir:
             assert python is not None
             argv = localenv.python_argv(python, pool)
             env = localenv.compose_env(host_env, vertex=vertex, job=job_env, venv=venv, gpus=gpus.get(r, ""))
-        procs.append(_Proc(r, argv, env, run_dir / "work" / r.label, run_dir / f"{r.label}.log", container))
+        procs.append(Proc(r, argv, env, run_dir / "work" / r.label, run_dir / f"{r.label}.log", container))
     return procs
 
 
@@ -149,25 +151,17 @@ def prepare_trainer(
 def run_local(
     config: Any,
     *,
-    output_dir: str | os.PathLike[str] | None = None,
-    max_replicas: int | None = None,
-    timeout: float | None = None,
-    keep: bool = True,
+    options: RunOptions | None = None,
     out: IO[str] | None = None,
     notices: IO[str] | None = None,
-    cache_dir: str | os.PathLike[str] | None = None,
-    allow_credentials: bool = False,
-    startup_timeout: float = 120.0,
-    worker_grace: float = 30.0,
-    kill_grace: float = 5.0,
-    restart_policy: str = "vertex",
-    faults: Sequence[FaultSpec] = (),
-    preempt_grace: float = DEFAULT_PREEMPT_GRACE,
+    **keywords: Any,
 ) -> LocalJob:
     """Start a job on this machine and return its handle (RUNNING); `wait()` for the end.
 
-    `config` is a JobConfig or a job-file path (loaded for the local target). Replica logs go
-    to `out` prefixed `[chief-0]` (None: only to files), launcher notices to `notices`.
+    `config` is a JobConfig or a job-file path (loaded for the local target); `options` how the
+    run behaves (:class:`~vtrain.local.options.RunOptions`; the keywords of earlier versions,
+    ``timeout=600, keep=False, ...``, are its fields and still accepted). Replica logs go to
+    `out` prefixed `[chief-0]` (None: only to files), launcher notices to `notices`.
     Outputs go to `output_dir`, else the job's base_output_dir when it is local, else a new
     temporary directory, which is removed when the job succeeds unless `keep`; this run's logs
     and result go to its own folder, ``OUTPUT/vtrain-local/JOB_ID`` (see
@@ -190,15 +184,14 @@ def run_local(
             notices.write(f"[vtrain] {text}\n")
             notices.flush()
 
-    if faults:  # a fault for a replica this run lacks is a usage error before anything is built
+    opts = run_options(options, keywords, "run_local")
+    if opts.faults:  # a fault for a replica this run lacks is a usage error before anything is built
         with contextlib.suppress(ValueError):  # a job the plan refuses is reported by run_job
-            check_replicas(faults, [r.label for r in localenv.plan(build_job_dict(config, []), max_replicas).replicas])
-    trainer_env, package_uris = prepare_trainer(config, cache_dir, allow_credentials, notice)
+            labels = [r.label for r in localenv.plan(build_job_dict(config, []), opts.max_replicas).replicas]
+            check_replicas(opts.faults, labels)
+    trainer_env, package_uris = prepare_trainer(config, opts.cache_dir, opts.allow_credentials, notice)
     job = build_job_dict(config, package_uris)
-    return run_job(job, trainer_env=trainer_env, name=config.name, output_dir=output_dir,
-                   max_replicas=max_replicas, timeout=timeout, keep=keep, out=out, notice=notice,
-                   startup_timeout=startup_timeout, worker_grace=worker_grace, kill_grace=kill_grace,
-                   restart_policy=restart_policy, faults=faults, preempt_grace=preempt_grace)
+    return run_job(job, trainer_env=trainer_env, options=opts, name=config.name, out=out, notice=notice)
 
 
 def env_notices(trainer_env: TrainerEnv, notice: Callable[[str], None]) -> None:
@@ -222,44 +215,39 @@ def run_job(
     job: Mapping[str, Any],
     *,
     trainer_env: TrainerEnv | None,
+    options: RunOptions | None = None,
     name: str | None = None,
     job_id: str | None = None,
-    output_dir: str | os.PathLike[str] | None = None,
-    max_replicas: int | None = None,
-    timeout: float | None = None,
-    keep: bool = True,
     out: IO[str] | None = None,
     notice: Callable[[str], None] = lambda text: None,
     on_line: Callable[[Replica, str], None] | None = None,
-    startup_timeout: float = 120.0,
-    worker_grace: float = 30.0,
-    kill_grace: float = 5.0,
-    restart_policy: str = "vertex",
-    faults: Sequence[FaultSpec] = (),
-    preempt_grace: float = DEFAULT_PREEMPT_GRACE,
+    **keywords: Any,
 ) -> LocalJob:
     """Start a CustomJob REST body here (what `submit` sends, or what the emulator stored).
 
     Python package pools run in `trainer_env` (their packages already installed: see
     :func:`vtrain.local.envcache.prepare_env`), container pools under docker. `name` is the
     display name (default: the body's), `job_id` becomes CLOUD_ML_JOB_ID (default: a new
-    ``local-…`` ID); `on_line(replica, text)` gets every line a replica prints. Output
-    directory as in :func:`run_local`; `notice` gets the launcher's notices.
+    ``local-…`` ID); `on_line(replica, text)` gets every line a replica prints. `options` (or
+    the same as keywords) as in :func:`run_local` (`cache_dir` and `allow_credentials` do not
+    apply: the environment is prepared); `notice` gets the launcher's notices.
 
     `restart_policy`: "vertex" (restart failed replicas as Vertex AI does) or "never" (the first
     failure fails the job). `faults`: signals to inject (FaultSpecError, before anything starts,
     when one names a replica this run does not have); `preempt_grace`: SIGTERM → SIGKILL for a
     `preempt` fault without its own grace.
     """
+    opts = run_options(options, keywords, "run_job")
+    faults, output_dir = opts.faults, opts.output_dir
     name = name or str(job.get("displayName") or "job")
     try:
-        the_plan = localenv.plan(job, max_replicas)
+        the_plan = localenv.plan(job, opts.max_replicas)
     except ValueError as err:
         raise BackendError(str(err)) from None
     labels = [r.label for r in the_plan.replicas]
     check_replicas(faults, labels)
-    policy = policy_for_job(the_plan.job, labels, restart_policy)
-    scheduler = FaultScheduler(tuple(faults), preempt_grace)
+    policy = policy_for_job(the_plan.job, labels, opts.restart_policy)
+    scheduler = FaultScheduler(faults, opts.preempt_grace)
     specs = [the_plan.pool_spec(r) for r in the_plan.replicas]
     if any("containerSpec" in s for s in specs):
         _docker_ready()
@@ -305,10 +293,9 @@ def run_job(
         procs = build_procs(the_plan, python=trainer_env.python if trainer_env else None,
                             venv=str(trainer_env.venv) if trainer_env else None, output_dir=out_path,
                             run_dir=run_dir, job_id=job_id, host_env=host_env, gpus=gpus)
-        options = Options(timeout=timeout if timeout is not None else _job_timeout(job),
-                          startup_timeout=startup_timeout, worker_grace=worker_grace, kill_grace=kill_grace,
-                          keep=keep)
-        handle = LocalJob(job_id, name, the_plan, procs, out_path, run_dir, temporary, options, out, notice,
+        job_opts = opts.replace(output_dir=out_path, timeout=opts.timeout if opts.timeout is not None
+                                else _job_timeout(job))  # fmt: skip
+        handle = LocalJob(job_id, name, the_plan, procs, out_path, run_dir, temporary, job_opts, out, notice,
                           on_line=on_line, release=release, policy=policy, scheduler=scheduler)
     except BaseException:
         release()
@@ -338,4 +325,4 @@ def _packages(config: Any, cache: Path, allow_credentials: bool) -> tuple[list[P
     return [p for p in paths if p is not None], [s.uri for s in staged]
 
 
-__all__ = ["LocalJob", "Options", "build_procs", "local_gpus", "local_output_dir", "run_job", "run_local"]
+__all__ = ["LocalJob", "RunOptions", "build_procs", "local_gpus", "local_output_dir", "run_job", "run_local"]

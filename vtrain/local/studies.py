@@ -33,6 +33,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from vtrain.errors import BackendError
 from vtrain.handle import CANCELLED, CANCELLING, FAILED, PENDING, RUNNING, SUCCEEDED, JobHandle, WaitTimeout
+from vtrain.local.options import RunOptions
 from vtrain.request.tuning_job import trial_custom_job
 from vtrain.runtime.hypertune import METRIC_FILE_ENV, TRIAL_ID_ENV, read_reports
 from vtrain.tuning import search
@@ -128,11 +129,11 @@ class LocalTuningJob(JobHandle):
 
     def __init__(self, body: Mapping[str, Any], *, trainer_env: TrainerEnv | None, output_dir: Path,
                  name: str | None = None, job_id: str | None = None, max_parallel: int | None = None,
-                 seed: int = 0, max_replicas: int | None = None, out: IO[str] | None = None,
+                 seed: int = 0, out: IO[str] | None = None,
                  notice: Callable[[str], None] = lambda text: None,
                  on_line: Callable[[str, Any, str], None] | None = None,
                  on_change: Callable[[LocalTuningJob], None] | None = None, poll: float = 0.2,
-                 run_options: Mapping[str, Any] | None = None) -> None:
+                 options: RunOptions | None = None) -> None:
         self.job_id = job_id or f"local-tuning-{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(2).hex()}"
         super().__init__(self.job_id)
         self.body = copy.deepcopy(dict(body))
@@ -145,13 +146,12 @@ class LocalTuningJob(JobHandle):
         self.seed = seed
         self.trials: list[Trial] = []
         self._trainer_env = trainer_env
-        self._max_replicas = max_replicas
         self._out = out
         self._notice = notice
         self._on_line = on_line
         self._on_change = on_change
         self._poll = poll
-        self._run_options = dict(run_options or {})
+        self._options = options or RunOptions()  # each trial's, with its own output dir
         self._lock = threading.RLock()
         self._finished = threading.Event()
         self._cancel = False
@@ -315,10 +315,9 @@ class LocalTuningJob(JobHandle):
                 self._on_line(trial_id, replica, text)
 
         try:
-            trial.job = run_job(body, trainer_env=self._trainer_env, name=body["displayName"],
-                                job_id=f"{self.job_id}-trial-{trial_id}", output_dir=trial.output_dir,
-                                max_replicas=self._max_replicas, keep=False, out=None, on_line=forward,
-                                **self._run_options)
+            options = self._options.replace(output_dir=trial.output_dir, keep=False)
+            trial.job = run_job(body, trainer_env=self._trainer_env, options=options, name=body["displayName"],
+                                job_id=f"{self.job_id}-trial-{trial_id}", out=None, on_line=forward)
         except BackendError as err:
             trial.state, trial.error, trial.ended = INFEASIBLE, str(err), time.monotonic()
             self._changed(trial, f"trial {trial_id} could not start: {err}")

@@ -16,36 +16,33 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from vtrain.errors import BackendError
+from vtrain.errors import BackendError, UsageError
+from vtrain.local.options import RunOptions, run_options
 from vtrain.local.studies import LocalTuningJob, machine_parallelism
 
 
 def run_local_tuning(
     config: Any,
     *,
-    output_dir: str | os.PathLike[str] | None = None,
+    options: RunOptions | None = None,
     max_parallel: int | None = None,
     seed: int = 0,
-    max_replicas: int | None = None,
-    timeout: float | None = None,
     out: IO[str] | None = None,
     notices: IO[str] | None = None,
-    cache_dir: str | os.PathLike[str] | None = None,
-    allow_credentials: bool = False,
-    startup_timeout: float = 120.0,
-    kill_grace: float = 5.0,
-    restart_policy: str = "vertex",
     on_change: Callable[[LocalTuningJob], None] | None = None,
+    **keywords: Any,
 ) -> LocalTuningJob:
     """Start the study of a job file with `tuning:` here and return its handle (RUNNING).
 
     `max_parallel` (default: the job's parallel_trials) is bounded by this machine: one CPU
-    core per replica of a trial. `timeout` limits each trial (default: scheduling.timeout).
-    Outputs: `output_dir`, else the job's local base_output_dir, else a new temporary dir (kept:
-    it holds the study's results). Each trial writes under OUTPUT/<trial id>/. Replica lines go to
-    `out` prefixed `[trial-N chief-0]` (None: only to each trial's log files); `on_change(study)`
-    is called whenever a trial starts, reports or ends. `restart_policy` as in
-    :func:`vtrain.local.runner.run_job`, for every trial.
+    core per replica of a trial. `options` (:class:`~vtrain.local.options.RunOptions`, or its
+    fields as keywords, as before: ``timeout=``, ``restart_policy=``, ...) apply to every trial;
+    `timeout` limits each trial (default: scheduling.timeout). Outputs: `output_dir`, else the
+    job's local base_output_dir, else a new temporary dir (kept: it holds the study's results).
+    Each trial writes under OUTPUT/<trial id>/. Replica lines go to `out` prefixed
+    `[trial-N chief-0]` (None: only to each trial's log files); `on_change(study)` is called
+    whenever a trial starts, reports or ends. `faults` are refused (UsageError): they apply to a
+    single job.
     """
     from vtrain.jobfile.load import load_config
     from vtrain.jobfile.model import JobConfig
@@ -62,25 +59,24 @@ def run_local_tuning(
             notices.write(f"[vtrain] {text}\n")
             notices.flush()
 
-    trainer_env, package_uris = prepare_trainer(config, cache_dir, allow_credentials, notice)
+    opts = run_options(options, keywords, "run_local_tuning")
+    if opts.faults:
+        raise UsageError("faults apply to a single job: a job file with `tuning:` runs a study of many trials")
+    trainer_env, package_uris = prepare_trainer(config, opts.cache_dir, opts.allow_credentials, notice)
     body = build_tuning_dict(config, package_uris)
-    bound = machine_parallelism(body, max_replicas)
+    bound = machine_parallelism(body, opts.max_replicas)
     wanted = config.tuning.parallel_trials if max_parallel is None else max_parallel
     if wanted > bound:
         notice(f"{wanted} trials at a time do not fit this machine ({os.cpu_count()} CPU cores, one per replica): "
                f"running {bound} at a time")
         wanted = bound
-    where = output_dir if output_dir is not None else local_output_dir({"jobSpec": body["trialJobSpec"]})
+    where = opts.output_dir if opts.output_dir is not None else local_output_dir({"jobSpec": body["trialJobSpec"]})
     if where is None:
         where = tempfile.mkdtemp(prefix=f"vtrain-tuning-{config.name[:40]}-")
     # Each trial is a CustomJob: its replicas are restarted as Vertex restarts them (or fail fast: "never").
-    options: dict[str, Any] = {"startup_timeout": startup_timeout, "kill_grace": kill_grace,
-                               "restart_policy": restart_policy}
-    if timeout is not None:
-        options["timeout"] = timeout
     study = LocalTuningJob(body, trainer_env=trainer_env, output_dir=Path(where).expanduser().absolute(),
-                           name=config.name, max_parallel=wanted, seed=seed, max_replicas=max_replicas, out=out,
-                           notice=notice, run_options=options, on_change=on_change)
+                           name=config.name, max_parallel=wanted, seed=seed, out=out, notice=notice,
+                           options=opts, on_change=on_change)
     return study.start()
 
 

@@ -55,7 +55,8 @@ The package is split by what each part needs: :mod:`.decision` (pure, standard l
 :mod:`.tfsetup` (builds the strategy and picks Keras; imports TensorFlow lazily),
 :mod:`.outputs` (directories, saving, checkpoints), :mod:`.precision` (the mixed-precision
 policy: a pure decision, then Keras), :mod:`.restarts` and :mod:`.recovery` (restart counts, step
-reports, checkpoints that survive SIGTERM), :mod:`.diloco` (a DiLoCo learner's side) and
+reports, checkpoints that survive SIGTERM), :mod:`.status` (the step-report file's format, its
+writer and the launcher's reader), :mod:`.diloco` (a DiLoCo learner's side) and
 :mod:`.hypertune` (reporting a tuning trial's metric, standard library only). It ships to replicas
 with nothing else of vtrain but :mod:`vtrain.errors`, :mod:`vtrain.constants` and :mod:`vtrain.diloco`.
 """

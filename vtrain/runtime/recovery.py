@@ -13,20 +13,18 @@ Signals read (set by `vtrain local`; Vertex sets none of them):
                         AIP_CHECKPOINT_DIR, keyed by CLOUD_ML_JOB_ID and the task (0 when neither is set).
   VTRAIN_JOB_ATTEMPT    1 for the first run of the job, 2 after one whole-job retry, ... (default 1).
   VTRAIN_STATUS_FILE    where :func:`report_step` writes ``{"step", "first", "epoch", "restarts", "time"}``
-                        (``first``: the first step this process reported, where it resumed)
-                        (atomically replaced, local disk), so the launcher can inject faults at
-                        `step:N` and measure how many steps a restart redid.
+                        (``first``: the first step this process reported, where it resumed;
+                        the format, writer and reader: :mod:`vtrain.runtime.status`), so the
+                        launcher can inject faults at `step:N` and measure how many steps a restart redid.
 Standard library only at import time; TensorFlow is imported where a checkpoint is touched.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import signal
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -36,6 +34,7 @@ from typing import Any
 from vtrain.constants import PREEMPTED_EXIT_CODE, RESTART_COUNT_ENV, STATUS_FILE_ENV
 from vtrain.runtime.outputs import Checkpoints, _learner_dir, checkpoint_dir, join
 from vtrain.runtime.restarts import _int_env, restart_count
+from vtrain.runtime.status import Status, write_status
 
 log = logging.getLogger("vtrain.runtime")
 _first_step: list[int] = []  # the first step this process reported: where it resumed
@@ -48,14 +47,9 @@ def report_step(step: int, epoch: int | None = None) -> None:
         return
     if not _first_step:
         _first_step.append(int(step))
-    record = {"step": int(step), "first": _first_step[0], "epoch": epoch,
-              "restarts": _int_env(os.environ, RESTART_COUNT_ENV) or 0, "time": time.time()}  # fmt: skip
-    directory = os.path.dirname(os.path.abspath(path))
+    record = Status(int(step), _int_env(os.environ, RESTART_COUNT_ENV) or 0, epoch, time.time(), _first_step[0])
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".status-", dir=directory)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(json.dumps(record))
-        os.replace(tmp, path)  # the launcher never reads half a record
+        write_status(path, record)  # the format: vtrain.runtime.status
     except OSError as err:  # progress reports must never stop training
         log.debug("vtrain: cannot write %s: %s", path, err)
 
