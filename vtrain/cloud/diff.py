@@ -22,8 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from vtrain.errors import UsageError
 from vtrain.request.render import REDACTED
 
@@ -201,19 +199,23 @@ class Saved:
 def load_saved(path: str | Path) -> Saved:
     """A saved request, CustomJob or tuning job: `render -o json|yaml|gcloud` and `submit --dry-run
     -o json` are accepted. UsageError when unusable."""
+    from vtrain.jobfile.yamlpos import MAX_BYTES, load_plain
     from vtrain.request.build import TUNING_JOB, kind_of_body
     from vtrain.request.render import GCLOUD_TUNING_HEADER
     from vtrain.request.tuning_job import TRIAL_SPEC
+    from vtrain.userpaths import describe_oserror, read_bounded, shown
 
     file = Path(path)
     try:
-        text = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise UsageError(f"--against {file}: cannot read it ({getattr(err, 'strerror', None) or err})") from None
+        text = read_bounded(file, MAX_BYTES).decode("utf-8")  # a FIFO or /dev/zero is refused, not read
+    except OSError as err:
+        raise UsageError(f"--against {shown(str(file))}: cannot read it ({describe_oserror(err)})") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"--against {shown(str(file))}: not UTF-8 text; save a render there") from None
     try:
-        data = yaml.safe_load(text)  # JSON is YAML too
-    except yaml.YAMLError as err:
-        raise UsageError(f"--against {file}: neither JSON nor YAML ({str(err).splitlines()[0]})") from None
+        data = load_plain(text, str(file), what="a saved request")  # JSON is YAML too; the job file's limits
+    except ValueError as err:
+        raise UsageError(f"--against {shown(str(file))}: not a saved request ({shown(str(err))})") from None
     planned = isinstance(data, dict) and isinstance(data.get("request"), dict) and "body" in data["request"]
     if planned:
         data = data["request"]["body"]  # submit --dry-run -o json
