@@ -5,7 +5,9 @@
 Each case runs in its own child process and reports wall time and the child's peak RSS (from
 wait4), so the numbers are those of one `vtrain` run. The issue's starting point: 1e6 keys took
 95 s and 1.4 GB before the node-limit error, a FIFO job file hung, and `--plot` on 1e8 workers
-never ended. Targets: every case under 2 s and under 200 MB.
+never ended; issue 20 (class 5) added the inputs that are not the job file (`--set`, `--prices`,
+`diff --against`, `diloco.fragments`, `scheduling.fallback`). Targets: every case under 2 s and
+under 200 MB. A case still running after 60 s is killed (exit -9).
 """
 
 from __future__ import annotations
@@ -36,8 +38,16 @@ cluster:
 """
 
 
-def measure(argv: list[str], timeout: float = 300) -> tuple[float, float, int, str]:
-    """(seconds, peak RSS in MB, exit code, last line of output) of one child."""
+SMALL_JOB = """\
+name: small
+trainer: {container: {image_uri: us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-17.py310:latest}}
+cluster:
+  chief: {machine_type: n1-standard-4}
+"""
+
+
+def measure(argv: list[str], timeout: float = 60) -> tuple[float, float, int, str, int]:
+    """(seconds, peak RSS in MB, exit code, last line of output, bytes of output) of one child."""
     start = time.perf_counter()
     proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     timer = threading.Timer(timeout, proc.kill)
@@ -49,7 +59,7 @@ def measure(argv: list[str], timeout: float = 300) -> tuple[float, float, int, s
     seconds = time.perf_counter() - start
     proc.returncode = os.waitstatus_to_exitcode(status)
     last = (output.strip().splitlines() or [""])[-1]
-    return seconds, usage.ru_maxrss / 1024, proc.returncode, last
+    return seconds, usage.ru_maxrss / 1024, proc.returncode, last, len(output)
 
 
 def main() -> None:
@@ -70,6 +80,24 @@ def main() -> None:
         os.mkfifo(fifo)
         job = d / "huge.yaml"
         job.write_text(GPU_JOB, encoding="utf-8")
+        # Issue 20, class 5: inputs other than the job file.
+        small = d / "small.yaml"
+        small.write_text(SMALL_JOB, encoding="utf-8")
+        bomb = "[&a [1,1,1,1,1,1,1,1,1]," + ",".join(
+            f"&{chr(98 + i)} [" + ",".join([f"*{chr(97 + i)}"] * 9) + "]" for i in range(7)) + "]"
+        prices = d / "prices.yaml"
+        prices.write_text(f"currency: {bomb}\nmachines: {{n1-standard-4: *h}}\n", encoding="utf-8")  # 9^8 values
+        deep = d / "deep.json"
+        deep.write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
+        fragments = d / "fragments.yaml"
+        fragments.write_text(SMALL_JOB.replace("name: small", "name: small\ndistribution_strategy: diloco\n"
+                                               "diloco: {inner_steps: 999999999989, fragments: 999999999988}")
+                             .replace("chief: {machine_type: n1-standard-4}",
+                                      "chief: {machine_type: n1-standard-4}\n  workers: {replicas: 2}"),
+                             encoding="utf-8")
+        fallback = d / "fallback.yaml"
+        fallback.write_text(SMALL_JOB + "scheduling:\n  fallback:\n" + "".join(
+            f"    - {{region: us-east{1 + i % 4}}}\n" for i in range(2000)), encoding="utf-8")
         cases = {
             "validate: 1e6 keys (12 MB file)": [PY, "-m", "vtrain", "validate", str(keys)],
             "load_yaml: 1e6 keys, byte limit lifted": [PY, "-c", LIFTED, str(keys)],
@@ -80,12 +108,21 @@ def main() -> None:
             "estimate --params 1e308": [PY, "-m", "vtrain", "estimate", str(job), "--params", "1e308"],
             "estimate --plot, 1e8 workers": [PY, "-m", "vtrain", "estimate", str(job), "--params", "1B",
                                              "--plot", str(d / "plot.png")],
+            "validate --set x=<222-char alias bomb>": [PY, "-m", "vtrain", "validate", str(small), "--set",
+                                                       f"trainer.args={bomb}"],
+            "estimate --prices <alias bomb file>": [PY, "-m", "vtrain", "estimate", str(small), "--params", "1B",
+                                                    "--prices", str(prices)],
+            "diff --against a FIFO": [PY, "-m", "vtrain", "diff", str(small), "--against", str(fifo)],
+            "diff --against /dev/zero": [PY, "-m", "vtrain", "diff", str(small), "--against", "/dev/zero"],
+            "diff --against 100k-deep JSON": [PY, "-m", "vtrain", "diff", str(small), "--against", str(deep)],
+            "validate: diloco.fragments ~1e12": [PY, "-m", "vtrain", "validate", str(fragments)],
+            "validate: 2,000 scheduling.fallback entries": [PY, "-m", "vtrain", "validate", str(fallback)],
             "python -c pass (baseline)": [PY, "-c", "pass"],
         }
-        print(f"{'case':42s} {'seconds':>8s} {'peak MB':>8s} {'exit':>5s}  last line")
+        print(f"{'case':42s} {'seconds':>8s} {'peak MB':>8s} {'exit':>5s} {'out bytes':>10s}  last line")
         for name, argv in cases.items():
-            seconds, mb, code, last = measure(argv)
-            print(f"{name:42s} {seconds:8.2f} {mb:8.0f} {code:5d}  {last[:100]}")
+            seconds, mb, code, last, size = measure(argv)
+            print(f"{name:42s} {seconds:8.2f} {mb:8.0f} {code:5d} {size:10,d}  {last[:90]}")
 
 
 if __name__ == "__main__":

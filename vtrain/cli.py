@@ -11,7 +11,9 @@ from __future__ import annotations
 import contextlib
 import importlib
 import importlib.util
+import io
 import signal
+import sys
 
 import click
 
@@ -49,6 +51,14 @@ def _available(name: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
+def _shown(text: str) -> str:
+    """vtrain's own lines (errors, retries) through the redaction every output uses: an endpoint or a
+    bucket URL given with user:password@ must not be echoed into a CI log."""
+    from vtrain.request.redact import redact_strings
+
+    return redact_strings(text)
+
+
 class LazyGroup(click.Group):
     """A click group that imports each command's module only when it is used."""
 
@@ -84,14 +94,16 @@ class LazyGroup(click.Group):
     def invoke(self, ctx: click.Context) -> object:
         from vtrain import network
 
-        previous = network.set_sink(lambda line: click.echo(line, err=True))  # retries say so on stderr
+        previous = network.set_sink(lambda line: click.echo(_shown(line), err=True))  # retries say so on stderr
         stack = contextlib.ExitStack()
         try:
             with stack:
                 ctx.meta[_CLEANUP] = stack
                 return super().invoke(ctx)
         except VtrainError as err:
-            err.show()
+            text = io.StringIO()
+            err.show(text)
+            sys.stderr.write(_shown(text.getvalue()))
             ctx.exit(err.exit_code)
         except KeyboardInterrupt as err:
             if ctx.invoked_subcommand not in CLEAN_EXIT:

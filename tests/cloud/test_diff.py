@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,12 +40,18 @@ def test_field_paths_for_changes_additions_and_removals() -> None:
     ]
 
 
+def _pool_body(env: list[dict[str, str]], args: list[str] | None = None) -> dict[str, Any]:
+    spec = {"imageUri": "gcr.io/p/i:1", "env": env, "args": args or []}
+    return {"displayName": "x", "jobSpec": {"workerPoolSpecs": [{"replicaCount": "1", "containerSpec": spec}]}}
+
+
 def test_env_entries_match_by_name_and_secrets_stay_hidden() -> None:
-    old = {"env": [{"name": "A", "value": "1"}, {"name": "API_TOKEN", "value": "s1"}]}
-    new = {"env": [{"name": "B", "value": "2"}, {"name": "API_TOKEN", "value": "s2"}, {"name": "A", "value": "1"}]}
+    old = _pool_body([{"name": "A", "value": "1"}, {"name": "API_TOKEN", "value": "s1"}])
+    new = _pool_body([{"name": "B", "value": "2"}, {"name": "API_TOKEN", "value": "s2"}, {"name": "A", "value": "1"}])
+    env = "jobSpec.workerPoolSpecs[0].containerSpec.env"
     assert [str(c) for c in compare(old, new)] == [
-        '~ env[name=API_TOKEN].value: "<redacted>" -> "<redacted>"  (secret value changed)',
-        '+ env[name=B]: {"name": "B", "value": "2"}',
+        f'~ {env}[name=API_TOKEN].value: "<redacted>" -> "<redacted>"  (secret value changed)',
+        f'+ {env}[name=B]: {{"name": "B", "value": "2"}}',
     ]
     assert '"s1" -> "s2"' in str(compare(old, new, show_secrets=True)[0])
 

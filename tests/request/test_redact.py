@@ -64,7 +64,7 @@ ORDINARY_ARGS = [
     "--epochs", "3", "--model=meta-llama/Meta-Llama-3-8B-Instruct", "--max_tokens=512", "--max-tokens", "2048",
     "--tokenizer=bert-base-uncased", "--key-file=/secrets/key.json", "--token-file", "/run/secrets/hf",
     "--password-file=/etc/pw", "--sort-key", "date", "--revision=3f2a9c1b7d3f2a9c1b7d3f2a9c1b7d3f2a9c1b7d",
-    "--data", "gs://my-bucket/data", "--use-auth=false", "--credentials", "/var/run/creds.json",
+    "--data", "gs://my-bucket/data", "--use-auth=false", "--credentials-file", "/var/run/creds.json",
 ]  # fmt: skip
 
 

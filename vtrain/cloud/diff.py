@@ -8,8 +8,9 @@ list entries that carry a `name` (env variables) are matched by it: ``env[name=L
 whose code changed shows as its package URI changing: the file name carries the content hash.
 
 Fields the server adds (name, state, times, error) and the labels that differ on every submission
-(vtrain-submit-id, vtrain-config-hash, itself a hash of the rest) are not compared. Values of
-secret-looking env variables are shown as <redacted>; a change to one is still reported.
+(vtrain-submit-id, vtrain-config-hash, itself a hash of the rest) are not compared. Changes are
+found on the real values and shown through `render`'s redaction (:mod:`vtrain.request.redact`):
+a changed secret is reported as "secret value changed", never with its value.
 """
 
 from __future__ import annotations
@@ -17,14 +18,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from vtrain.errors import UsageError
-from vtrain.request.render import REDACTED, is_secret_name
+from vtrain.request.render import REDACTED
 
 #: CustomJob fields only the server sets: never part of a request.
 OUTPUT_ONLY = ("name", "state", "createTime", "startTime", "endTime", "updateTime", "error", "webAccessUris",
@@ -78,17 +77,30 @@ class DiffResult:
 
 
 # ---- the comparison (pure) --------------------------------------------------------------------
-def _diff_entries(old: Mapping[Any, Any], new: Mapping[Any, Any], where: Callable[[Any], str]) -> list[Change]:
+class _Side:
+    """One body as compared (`raw`) and as shown (`shown`: the same structure, secrets redacted)."""
+
+    __slots__ = ("raw", "shown")
+
+    def __init__(self, raw: Any, shown: Any) -> None:
+        self.raw, self.shown = raw, shown
+
+    def at(self, key: Any) -> _Side:
+        shown = self.shown[key] if isinstance(self.shown, (Mapping, list)) else self.shown
+        return _Side(self.raw[key], shown)
+
+
+def _diff_entries(old: _Side, new: _Side, where: Callable[[Any], str]) -> list[Change]:
     """Entries removed, added or changed, old order first, then what only `new` has."""
     out: list[Change] = []
-    for key in [*old, *(k for k in new if k not in old)]:
+    for key in [*old.raw, *(k for k in new.raw if k not in old.raw)]:
         sub = where(key)
-        if key not in new:
-            out.append(Change(sub, "removed", old=old[key]))
-        elif key not in old:
-            out.append(Change(sub, "added", new=new[key]))
+        if key not in new.raw:
+            out.append(Change(sub, "removed", old=old.at(key).shown))
+        elif key not in old.raw:
+            out.append(Change(sub, "added", new=new.at(key).shown))
         else:
-            out.extend(diff_values(old[key], new[key], sub))
+            out.extend(_diff(old.at(key), new.at(key), sub))
     return out
 
 
@@ -98,20 +110,32 @@ def _keyed(items: list[Any]) -> bool:
     return bool(items) and len(names) == len(items) and None not in names and len(set(names)) == len(names)
 
 
-def diff_values(old: Any, new: Any, path: str = "") -> list[Change]:
-    """Every field-level difference between two REST bodies, in document order."""
-    if isinstance(old, Mapping) and isinstance(new, Mapping):
+def _by_name(side: _Side) -> _Side:
+    shown = side.shown if isinstance(side.shown, list) and len(side.shown) == len(side.raw) else side.raw
+    return _Side({i["name"]: i for i in side.raw}, {i["name"]: s for i, s in zip(side.raw, shown, strict=True)})
+
+
+def _diff(old: _Side, new: _Side, path: str) -> list[Change]:
+    a, b = old.raw, new.raw
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
         return _diff_entries(old, new, lambda key: f"{path}.{key}" if path else str(key))
-    if isinstance(old, list) and isinstance(new, list):
-        if (_keyed(old) or not old) and (_keyed(new) or not new) and (old or new):
-            before = {i["name"]: i for i in old}
-            after = {i["name"]: i for i in new}
-            return _diff_entries(before, after, lambda name: f"{path}[name={name}]")
-        if len(old) == len(new):
-            return [c for i, (a, b) in enumerate(zip(old, new, strict=True)) for c in diff_values(a, b, f"{path}[{i}]")]
-    if old == new:
+    if isinstance(a, list) and isinstance(b, list):
+        if (_keyed(a) or not a) and (_keyed(b) or not b) and (a or b):
+            return _diff_entries(_by_name(old), _by_name(new), lambda name: f"{path}[name={name}]")
+        if len(a) == len(b):
+            return [c for i in range(len(a)) for c in _diff(old.at(i), new.at(i), f"{path}[{i}]")]
+    if a == b:
         return []
-    return [Change(path, "changed", old=old, new=new, note=_note(old, new))]
+    note = _note(a, b) or ("secret value changed" if old.shown == new.shown else "")
+    return [Change(path, "changed", old=old.shown, new=new.shown, note=note)]
+
+
+def diff_values(old: Any, new: Any, path: str = "", *, shown: tuple[Any, Any] | None = None) -> list[Change]:
+    """Every field-level difference between two REST bodies, in document order. With `shown` (the
+    two bodies redacted), changes are found on the real values and shown as redacted: a changed
+    secret is reported without its value."""
+    so, sn = shown if shown is not None else (old, new)
+    return _diff(_Side(old, so), _Side(new, sn), path)
 
 
 def _note(old: Any, new: Any) -> str:
@@ -133,41 +157,18 @@ def comparable(body: Mapping[str, Any], *, keep_version: bool = True) -> dict[st
     return out
 
 
-def _secret_path(path: str) -> bool:
-    match = re.search(r"(?:^|\.)env\[name=([^\]]+)\](?:\.value)?$", path)
-    return bool(match) and is_secret_name(match.group(1))
-
-
-def _hide(value: Any, path: str) -> Any:
-    if isinstance(value, Mapping) and is_secret_name(str(value.get("name", ""))) and value.get("value"):
-        return {**value, "value": REDACTED}
-    if isinstance(value, str) and value and _secret_path(path):
-        return REDACTED
-    if isinstance(value, list):
-        return [_hide(v, path) for v in value]
-    return value
-
-
-def redact_changes(changes: Iterable[Change]) -> list[Change]:
-    """Secret-looking env values shown as <redacted>; that one changed is still said."""
-    out = []
-    for c in changes:
-        old, new = _hide(c.old, c.path), _hide(c.new, c.path)
-        note = c.note or ("secret value changed" if (old, new) != (c.old, c.new) and c.op == "changed" else "")
-        out.append(replace(c, old=old, new=new, note=note))
-    return out
-
-
 def compare(before: Mapping[str, Any], after: Mapping[str, Any], *, show_secrets: bool = False) -> list[Change]:
-    """The changes from `before` (saved or submitted) to `after` (the request now)."""
+    """The changes from `before` (saved or submitted) to `after` (the request now), shown through the
+    same redaction as `render` (names, shapes, entropy) unless `show_secrets`."""
+    from vtrain.request.redact import redact
+
     keep_version = VERSION_LABEL in (before.get("labels") or {})
     old, new = comparable(before, keep_version=keep_version), comparable(after, keep_version=keep_version)
     if _redacted_anywhere(old):  # a render redacts secrets: compare like with like
-        from vtrain.request.render import redact
-
         new = redact(new)
-    changes = diff_values(old, new)
-    return changes if show_secrets else redact_changes(changes)
+    if show_secrets:
+        return diff_values(old, new)
+    return diff_values(old, new, shown=(redact(old), redact(new)))
 
 
 def _redacted_anywhere(body: Any) -> bool:
@@ -198,19 +199,23 @@ class Saved:
 def load_saved(path: str | Path) -> Saved:
     """A saved request, CustomJob or tuning job: `render -o json|yaml|gcloud` and `submit --dry-run
     -o json` are accepted. UsageError when unusable."""
+    from vtrain.jobfile.yamlpos import MAX_BYTES, load_plain
     from vtrain.request.build import TUNING_JOB, kind_of_body
     from vtrain.request.render import GCLOUD_TUNING_HEADER
     from vtrain.request.tuning_job import TRIAL_SPEC
+    from vtrain.userpaths import describe_oserror, read_bounded, shown
 
     file = Path(path)
     try:
-        text = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise UsageError(f"--against {file}: cannot read it ({getattr(err, 'strerror', None) or err})") from None
+        text = read_bounded(file, MAX_BYTES).decode("utf-8")  # a FIFO or /dev/zero is refused, not read
+    except OSError as err:
+        raise UsageError(f"--against {shown(str(file))}: cannot read it ({describe_oserror(err)})") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"--against {shown(str(file))}: not UTF-8 text; save a render there") from None
     try:
-        data = yaml.safe_load(text)  # JSON is YAML too
-    except yaml.YAMLError as err:
-        raise UsageError(f"--against {file}: neither JSON nor YAML ({str(err).splitlines()[0]})") from None
+        data = load_plain(text, str(file), what="a saved request")  # JSON is YAML too; the job file's limits
+    except ValueError as err:
+        raise UsageError(f"--against {shown(str(file))}: not a saved request ({shown(str(err))})") from None
     planned = isinstance(data, dict) and isinstance(data.get("request"), dict) and "body" in data["request"]
     if planned:
         data = data["request"]["body"]  # submit --dry-run -o json

@@ -57,14 +57,16 @@ def doctor(
     else:
         info.update(project=target.project, region=target.region, endpoint=target.endpoint)
         report = run_preflight(target, config)
+    from vtrain.request.redact import redact_strings  # an endpoint may carry user:password@
+
     if output == "json":
-        echo_json({**info, **report.to_dict()})
+        echo_json(redact_strings({**info, **report.to_dict()}))
     else:
         width = max(len(k) for k in info)
         for key, value in info.items():
-            click.echo(f"{key:<{width}}  {value}")
+            click.echo(redact_strings(f"{key:<{width}}  {value}"))
         for check in report.checks:
-            click.echo(str(check))
+            click.echo(redact_strings(str(check)))
         failed = len(report.failed)
         click.echo(f"{failed} of {len(report.checks)} checks failed" if failed else "all checks passed")
     raise SystemExit(0 if report.ok else 1)

@@ -81,15 +81,19 @@ class Syncer(MergeRules):
         self.started = clock()
         self.stop_requested = False
         self.ended = False  # the final model went out: whoever (re)registers now gets it at once
+        self.last_checkpoint = clock()
+        self.written = 0  # outer steps in the last checkpoint written (or read)
         self.stats: dict[str, Any] = {"merges": 0, "stale_merged": 0, "stale_dropped": 0, "max_wait_after_quorum": 0.0,
                                       "max_stall": 0.0, "grace_skipped": 0,
-                                      "rejected": 0, "resumed_from": None, "rounds": [], "merge_log": []}
+                                      "rejected": 0, "resumed_from": None, "rounds_lost": 0, "rounds": [],
+                                      "merge_log": []}
         if store is not None:
             data = store.read()
             if data is not None:
                 self.outer, meta = Outer.from_bytes(data, settings)
                 self._reset_rounds()
                 self.stats["resumed_from"] = self.outer.rounds
+                self.written = self._steps()
                 log.info("vtrain.diloco: resumed from %s at rounds %s", store.path, self.outer.rounds)
 
     def _reset_rounds(self) -> None:
@@ -180,8 +184,20 @@ class Syncer(MergeRules):
                 return True
             if h.manifest_hash != self.outer.hash:
                 return self._reject(conn, self._mismatch(h))
+            self._count_lost(h.learner, list(h.rounds))
             self._welcome(conn, h.learner)
         return True
+
+    def _count_lost(self, name: str, theirs: list[int]) -> None:
+        """A learner ahead of us was sent merges our checkpoint lacks: those rounds are redone. Said,
+        and counted in rounds_lost (the most any learner was ahead), so the summary does not claim
+        nothing was lost."""
+        assert self.outer is not None
+        ahead = max((t - o for t, o in zip(theirs, self.outer.rounds, strict=False)), default=0)
+        if ahead > 0:
+            self.stats["rounds_lost"] = max(self.stats["rounds_lost"], ahead)
+            log.warning("vtrain.diloco: %s was at rounds %s, the checkpoint at %s: %d round(s) lost with the "
+                        "syncer are redone", name, theirs, self.outer.rounds, ahead)
 
     def _mismatch(self, h: Any) -> str:
         assert self.outer is not None
@@ -304,6 +320,7 @@ class Syncer(MergeRules):
         self.stats["merge_log"].append([round(now - self.started, 4), f, r + 1, len(fresh), stale, round(stall, 4)])
         log.info("vtrain.diloco: fragment %d round %d: %d fresh + %d stale delta(s), %.3f s after quorum",
                  f, r + 1, len(fresh), stale, waited)
+        self._durable_if_due()  # before any learner hears of this merge
         for name in fresh:
             learner = self.learners.get(name)
             if learner is not None and learner.conn is not None:
@@ -341,8 +358,7 @@ class Syncer(MergeRules):
         """Drive merges until the end; returns the run's statistics. Raises on the registration deadline."""
         from vtrain.errors import DilocoError
 
-        last_checkpoint = self.clock()
-        steps = written = self._steps()  # outer steps done, and those in the last checkpoint
+        steps = self._steps()  # outer steps done (reported)
         while True:
             with self.cv:
                 now = self.clock()
@@ -359,14 +375,16 @@ class Syncer(MergeRules):
                         self._finish()
                         break
                 done = self._steps()
-                due = done != written and now - last_checkpoint >= self.settings.checkpoint_every
+                # Merges made before their checkpoint was due are written once it is (merges write
+                # themselves when it is due at merge time: see _durable_if_due).
+                due = done != self.written and now - self.last_checkpoint >= self.settings.checkpoint_every
                 data = self._checkpoint_bytes() if due else None
                 if data is None and done == steps:
                     self.cv.wait(poll)
             if data is not None:
                 self._write(data)
-                last_checkpoint, written = self.clock(), done
-            if done != steps:  # after the checkpoint: with checkpoint_every 0 a reported step is never lost
+                self.last_checkpoint, self.written = self.clock(), done
+            if done != steps:  # what the learners were sent: with checkpoint_every 0 it is all durable
                 steps = done
                 if self.on_progress is not None:
                     self.on_progress(done)
@@ -393,6 +411,18 @@ class Syncer(MergeRules):
     def _steps(self) -> int:
         return sum(self.outer.rounds) if self.outer is not None else 0
 
+    def _durable_if_due(self) -> None:
+        """Write the checkpoint now, under the lock, when one is due (always with checkpoint_every 0):
+        a syncer killed after sending a merge then never resumes behind the learners, whose work for
+        that round would be dropped. Other merges are written at the next due time (up to
+        checkpoint_every of rounds can be redone; rounds_lost counts them on resume)."""
+        if self.store is None or self.clock() - self.last_checkpoint < self.settings.checkpoint_every:
+            return
+        data = self._checkpoint_bytes()
+        if data is not None:
+            self._write(data)
+            self.last_checkpoint, self.written = self.clock(), self._steps()
+
     def _checkpoint_bytes(self) -> bytes | None:
         if self.outer is None or self.store is None:
             return None
@@ -410,6 +440,8 @@ def summary_json(stats: dict[str, Any]) -> str:
 def summary_line(stats: dict[str, Any]) -> str:
     """The run in one line, for the job's log (summary.json beside the checkpoint has everything)."""
     resumed = f", resumed at {stats['resumed_from']}" if stats.get("resumed_from") else ""
+    if stats.get("rounds_lost"):
+        resumed += f", {stats['rounds_lost']} round(s) lost with the syncer and redone"
     per = ", ".join(f"{name} {n}" for name, n in sorted(stats.get("learners", {}).items()))
     return (f"rounds {stats.get('rounds')} ({stats['merges']} merges{resumed}); stale deltas merged "
             f"{stats['stale_merged']}, dropped {stats['stale_dropped']}; grace skipped {stats['grace_skipped']}; "

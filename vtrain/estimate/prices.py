@@ -28,37 +28,43 @@ class Prices:
 
 def load_prices(path: str) -> Prices:
     """Read `machines:` and `accelerators:` ($/hour) from a price file; blank prices are left out."""
-    import yaml
-
     from vtrain.catalog import normalize_accelerator
-    from vtrain.jobfile.yamlpos import MAX_BYTES
-    from vtrain.userpaths import describe_oserror, read_bounded
+    from vtrain.jobfile.yamlpos import MAX_BYTES, load_plain
+    from vtrain.userpaths import describe_oserror, read_bounded, shown
 
     try:
-        data = yaml.safe_load(read_bounded(path, MAX_BYTES).decode("utf-8"))  # a FIFO must not hang it
+        text = read_bounded(path, MAX_BYTES).decode("utf-8")  # a FIFO must not hang it
+        data = load_plain(text, path, what="a price file")  # the job file's limits: no alias bomb
     except FileNotFoundError:
         raise EstimateError(f"price file not found: {path}") from None
     except OSError as err:
         raise EstimateError(f"cannot read price file {path}: {describe_oserror(err)}") from None
-    except (UnicodeDecodeError, yaml.YAMLError) as err:
-        raise EstimateError(f"cannot read price file {path}: {' '.join(str(err).split())}") from None
+    except (UnicodeDecodeError, ValueError) as err:
+        raise EstimateError(f"cannot read price file {path}: {shown(' '.join(str(err).split()))}") from None
     if not isinstance(data, dict):
         raise EstimateError(f"price file {path} must be a mapping with machines: and accelerators:")
     unknown = sorted(set(data) - {"currency", "machines", "accelerators"})
     if unknown:
-        raise EstimateError(f"price file {path}: unknown key {unknown[0]!r} (allowed: machines, accelerators)")
+        raise EstimateError(f"price file {path}: unknown key {shown(repr(unknown[0]))} (allowed: machines, "
+                            "accelerators)")
     out: dict[str, dict[str, float]] = {}
     for section in ("machines", "accelerators"):
         table = data.get(section) or {}
         if not isinstance(table, dict):
             raise EstimateError(f"price file {path}: {section} must map names to $/hour")
         out[section] = {}
+        written: dict[str, str] = {}
         for name, price in table.items():
             if price is None:
                 continue  # left blank in the example: not a price
             if isinstance(price, bool) or not isinstance(price, int | float) or not 0 <= price < float("inf"):
-                raise EstimateError(f"price file {path}: {section}.{name} must be a number ≥ 0, got {price!r}")
+                raise EstimateError(f"price file {path}: {section}.{shown(str(name))} must be a number ≥ 0, got "
+                                    f"{shown(repr(price))}")
             key = (normalize_accelerator(str(name)) or str(name)) if section == "accelerators" else str(name)
+            if key in written:  # `a100` and NVIDIA_TESLA_A100 are one accelerator: which price is meant?
+                raise EstimateError(f"price file {path}: {section}.{shown(str(name))} and "
+                                    f"{section}.{shown(written[key])} both price {key}; keep one")
+            written[key] = str(name)
             out[section][key] = float(price)
     return Prices(path, out["machines"], out["accelerators"])
 

@@ -15,8 +15,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from vtrain.errors import ConfigError, Problem
 from vtrain.jobfile import rules, schema
 from vtrain.jobfile.model import JobConfig, build_config
@@ -44,9 +42,10 @@ def apply_overrides(data: Any, overrides: Iterable[str], positions: Positions) -
                                         f"{'.'.join(p for p in parts if p)}", file=where.file))
             continue
         try:
-            value = yaml.safe_load(raw) if raw.strip() else ""
-        except yaml.YAMLError:
-            value = raw
+            value = _override_value(raw)
+        except _Unbounded as err:
+            problems.append(Problem(key.strip(), str(err), file=where.file))
+            continue
         node = data
         if not isinstance(node, dict):
             problems.append(Problem("", "the job file's top level is not a mapping", file=where.file))
@@ -80,6 +79,23 @@ def apply_overrides(data: Any, overrides: Iterable[str], positions: Positions) -
                 positions.values[sub] = where
                 positions.keys[sub] = where
     return data, problems
+
+
+class _Unbounded(ValueError):
+    """A --set value past the job file's limits (an alias bomb, deep nesting)."""
+
+
+def _override_value(raw: str) -> Any:
+    """A --set value as YAML, under the job file's limits; text YAML cannot read stays text."""
+    if not raw.strip():
+        return ""
+    data, _, problems = load_yaml(raw, "--set", what="a --set value")
+    if not problems:
+        return data
+    message = problems[0].message
+    if "YAML syntax error" in message or "tab character" in message:
+        return raw  # `--set name=a: b` and the like: the text as written
+    raise _Unbounded(message)
 
 
 def _deep_copy(value: Any) -> Any:
@@ -135,13 +151,22 @@ def parse_config(
     config, rule_problems = rules.validate(config, target=target)
     problems += rule_problems
     seen = {(p.path, p.message) for p in problems}
-    problems += [p for p in _check_fallbacks(text, file, source, overrides, target, config)
-                 if (p.path, p.message.rsplit(" (with scheduling.fallback[", 1)[0]) not in seen]
+    if len(config.scheduling.fallback) > MAX_FALLBACKS:  # each entry is checked as a whole job: bound them
+        pos = config.positions.of(("scheduling", "fallback"))
+        problems.append(Problem("scheduling.fallback", f"at most {MAX_FALLBACKS} fallbacks, got "
+                                f"{len(config.scheduling.fallback):,}; keep the ones worth trying", pos.file,
+                                pos.line, pos.column))
+    else:
+        problems += [p for p in _check_fallbacks(text, file, source, overrides, target, config)
+                     if (p.path, p.message.rsplit(" (with scheduling.fallback[", 1)[0]) not in seen]
     if any(p.severity == "error" for p in problems):
         raise ConfigError(problems)
     return replace(config, warnings=tuple(problems))
 
 
+#: `submit --recover` tries fallbacks one stock-out at a time; more than this is a mistake, and each
+#: is validated as a whole job file (so validate stays linear in the file's size).
+MAX_FALLBACKS = 32
 _FALLBACK_KEYS = {"region": "region", "machine_type": "cluster.chief.machine_type",
                   "accelerator": "cluster.chief.accelerator", "accelerator_count": "cluster.chief.accelerator_count"}
 

@@ -168,11 +168,12 @@ class _Walker:
         )
 
 
-def load_yaml(text: str, file: str) -> tuple[Any, Positions, list[Problem]]:
-    """Parse one YAML document; return (data, positions, problems). Never raises on bad YAML."""
+def load_yaml(text: str, file: str, *, what: str = "a job file") -> tuple[Any, Positions, list[Problem]]:
+    """Parse one YAML document; return (data, positions, problems). Never raises on bad YAML.
+    `what` names the input in the size messages ("a price file", "a --set value")."""
     if len(text) > MAX_BYTES:  # characters ≤ bytes: a cheap first bound, before any parsing
         return None, Positions(default=Position(file)), [
-            Problem("", f"the file is {len(text):,} characters long; a job file needs far fewer than "
+            Problem("", f"the file is {len(text):,} characters long; {what} needs far fewer than "
                         f"{MAX_BYTES:,}", file=file)]
     loader = _BoundedLoader(text)
     try:
@@ -188,10 +189,23 @@ def load_yaml(text: str, file: str) -> tuple[Any, Positions, list[Problem]]:
         return None, Positions(default=Position(file)), [Problem("", "the YAML is nested too deeply", file=file)]
     except _TooLarge:
         return None, Positions(default=Position(file)), [
-            Problem("", f"the YAML has or expands to more than {MAX_NODES:,} values (aliases?); a job file needs "
+            Problem("", f"the YAML has or expands to more than {MAX_NODES:,} values (aliases?); {what} needs "
                         "far fewer", file=file)]
     finally:
         loader.dispose()
+
+
+def load_plain(text: str, file: str, *, what: str) -> Any:
+    """Any YAML or JSON input that is not a job file (a `--set` value, a price file, a saved request)
+    under the job file's limits: size, values after alias expansion, nesting, duplicate keys. Raises
+    ValueError with one short line (position included) for the first problem."""
+    data, _, problems = load_yaml(text, file, what=what)
+    errors = [p for p in problems if p.severity == "error"]
+    if errors:
+        first = errors[0]
+        where = f"line {first.line}: " if first.line else ""
+        raise ValueError(f"{where}{first.path + ': ' if first.path else ''}{first.message}")
+    return data
 
 
 def iter_paths(data: Any, path: PathKey = ()) -> Iterator[PathKey]:

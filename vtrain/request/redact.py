@@ -4,17 +4,21 @@ A rendered request is meant to be pasted into CI logs and tickets, so a secret m
 it under any name. Three rules, each replacing only the secret (``<redacted>``), never its key:
 
 - by name: an env variable or an argument (``--token=X``, ``--password X``, ``db.password=X``)
-  whose name says secret (token, secret, password, key, credentials, auth, ...);
+  whose name says secret (token, secret, password, pw, key, credentials, auth, ...), and the same
+  inside any text: ``password=X`` in a JDBC/ODBC URL or a libpq DSN, ``"token": "X"`` in a JSON
+  argument, ``--password X`` within one argument, ``Bearer X``/``Basic X`` credentials;
 - by shape, anywhere in the body: known key formats (Google API keys, OAuth tokens, AWS access
   keys, GitHub, GitLab, Slack, Hugging Face, Stripe/OpenAI-style keys, JWTs, PEM private keys)
-  and the password of a ``scheme://user:password@host`` URL;
+  and the password of a ``scheme://user:password@host`` URL or a bare ``user:password@host``;
 - by entropy, in env values, args and commands: a run of 24+ base64/base62 characters that mixes
   upper case, lower case and digits and looks random (high per-character entropy, frequent
   case/digit switches, no word-like pieces). Pure hex is left alone: commit SHAs and digests are
   hex, and are not secrets.
 
-Values a name rule would hide but that cannot be secrets are kept: numbers, booleans, and paths or
-URIs (``/run/secrets/db``, ``gs://bucket/key.json``) — the thing they point at is the secret.
+Under a secret name every value is hidden but an empty one and a boolean: a PIN is a number and a
+password may look like a path. A name that says it holds a reference (``TOKEN_FILE``, ``KEY_PATH``,
+``--password-file``) shows its value. :func:`redact` is the one redaction every output path uses
+(`render`, `submit --dry-run`, `status`/`list -o json`, `diff`, `doctor`).
 """
 
 from __future__ import annotations
@@ -30,17 +34,18 @@ REDACTED = "<redacted>"
 
 # ---- by name ------------------------------------------------------------------------------
 #: Words that make a name secret wherever they end a word (APITOKEN, db_password, GCP_CREDENTIALS).
-_STRONG = ("token", "secret", "secrets", "password", "passwd", "passphrase", "credential",
+_STRONG = ("token", "secret", "secrets", "password", "passwords", "passwd", "passphrase", "credential",
            "credentials", "apikey", "privatekey")  # fmt: skip
 #: Words that make a name secret only as a whole word (--pass, X_AUTH).
-_WEAK = {"pass", "pwd", "auth", "authorization", "bearer", "cookie", "creds", "dsn"}
+_WEAK = {"pass", "pw", "pwd", "auth", "authorization", "bearer", "cookie", "creds", "dsn"}
 #: "key" is a secret alone (KEY, --key) or after one of these (SSH_KEY, api-key), not in --sort-key.
 _KEY_KINDS = {"api", "access", "secret", "private", "ssh", "signing", "encryption", "master", "client", "service",
               "account", "license", "auth", "session", "hmac", "gpg", "pgp", "deploy", "app", "admin", "root",
               "storage", "sa", "aws", "gcp", "openai", "wandb", "hf", "pat"}  # fmt: skip
 #: A last word that names a property of the secret, not the secret (TOKEN_FILE, KEY_PATH, max_tokens is numeric).
+#: Not "header": an X_AUTH_HEADER holds the credential itself.
 _NOT_SECRET_SUFFIX = {"file", "path", "dir", "directory", "url", "uri", "name", "type", "id", "ttl",
-                      "length", "len", "size", "count", "format", "expiry", "env", "header", "version"}  # fmt: skip
+                      "length", "len", "size", "count", "format", "expiry", "env", "version"}  # fmt: skip
 _WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
 
@@ -58,19 +63,10 @@ def is_secret_name(name: str) -> bool:
     return any(w == "key" and (i == 0 and len(words) == 1 or words[i - 1] in _KEY_KINDS) for i, w in enumerate(words))
 
 
-_NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
-_LOCATION = re.compile(r"^(/|~/|\./|\.\./|[a-z][a-z0-9+.-]*://[^@/]*(/|$))")
-
-
 def _plain(value: str) -> bool:
-    """A value no name can make secret: empty, a number, a boolean, a path, a URI without credentials."""
+    """A value no name can make secret: empty, or a boolean word."""
     text = value.strip()
-    return (
-        not text
-        or bool(_NUMBER.match(text))
-        or text.lower() in ("true", "false", "yes", "no", "none", "null")
-        or bool(_LOCATION.match(text))
-    )
+    return not text or text.lower() in ("true", "false", "yes", "no", "none", "null")
 
 
 # ---- by shape -----------------------------------------------------------------------------
@@ -95,6 +91,17 @@ _KNOWN = re.compile(
     )
 )
 _URL_PASSWORD = re.compile(r"\b([a-z][a-z0-9+.-]*://[^\s:/@]*:)([^\s@/]+)(@)", re.IGNORECASE)
+#: user:password@host with no scheme (not an image's name:tag@sha256:digest).
+_BARE_PASSWORD = re.compile(r"(?<![\w/:.@%+-])([\w.+-]+:)([^\s@/:]+)(@)(?!sha\d+:)(?=[\w-])")
+#: HTTP credentials: the scheme word stays, the credential goes (Basic only when it decodes to
+#: user:password, so "Basic training" is prose).
+_HTTP_CREDENTIAL = re.compile(r"\b(Bearer|Basic)(\s+)([A-Za-z0-9._~+/=-]{4,})")
+_VALUE = r"(\"(?:[^\"\\]|\\.)*\"|'[^']*'|[^\s;&,\"'}\])]+)"
+#: name=value inside text (JDBC/ODBC/libpq, query strings) and "name": value (JSON); the name decides.
+_NAMED = re.compile(r"(?<![\w.-])([A-Za-z_][\w.-]*)(\s*=\s*)" + _VALUE)
+_JSON_NAMED = re.compile(r"([\"'])([A-Za-z_][\w.-]*)\1(\s*:\s*)" + _VALUE)
+#: --flag value within one argument ("--password hunter2").
+_FLAG_VALUE = re.compile(r"(?<!\S)(-{1,2}[A-Za-z][\w.-]*)(\s+)([^\s-]\S*)")
 _RUN = re.compile(r"[A-Za-z0-9+/_-]{24,}={0,2}")
 _WORDLIKE = re.compile(r"^(?:[A-Z]?[a-z]+(?:[A-Z][a-z]+)*[0-9]*[a-z]?|[A-Z]+[a-z]*[0-9]*|v?[0-9][0-9.]*[A-Za-z]{0,2})$")
 
@@ -122,10 +129,44 @@ def looks_random(token: str) -> bool:
     return _entropy(text) >= min(math.log2(n) - 0.9, 4.4) and switches >= 0.35 and longest <= 6 + n // 32
 
 
+def _hide_quoted(value: str) -> str:
+    """REDACTED in place of a value, keeping its quotes (so JSON stays JSON)."""
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+        return value[0] + REDACTED + value[0]
+    return REDACTED
+
+
+def _named(m: re.Match[str], name: str, value: str) -> str:
+    inner = value[1:-1] if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'" else value
+    if is_secret_name(name) and not _plain(inner) and inner != REDACTED:
+        return m.group(0)[: m.start(m.lastindex or 0) - m.start(0)] + _hide_quoted(value)
+    return m.group(0)
+
+
+def _http_credential(m: re.Match[str]) -> str:
+    scheme, space, credential = m.groups()
+    if scheme == "Basic":
+        import base64
+        import binascii
+
+        try:
+            decoded = base64.b64decode(credential, validate=True).decode("utf-8")
+        except (binascii.Error, ValueError):
+            return m.group(0)
+        if ":" not in decoded:
+            return m.group(0)
+    return scheme + space + REDACTED
+
+
 def redact_text(text: str, *, entropy: bool = True) -> str:
     """`text` with every secret-shaped part replaced; the rest of it kept."""
     out = _KNOWN.sub(REDACTED, text)
     out = _URL_PASSWORD.sub(lambda m: m.group(1) + REDACTED + m.group(3), out)
+    out = _BARE_PASSWORD.sub(lambda m: m.group(1) + REDACTED + m.group(3), out)
+    out = _HTTP_CREDENTIAL.sub(_http_credential, out)
+    out = _NAMED.sub(lambda m: _named(m, m.group(1), m.group(3)), out)
+    out = _JSON_NAMED.sub(lambda m: _named(m, m.group(2), m.group(4)), out)
+    out = _FLAG_VALUE.sub(lambda m: _named(m, m.group(1).lstrip("-"), m.group(3)), out)
     if entropy:
         out = _RUN.sub(lambda m: REDACTED if looks_random(m.group(0)) else m.group(0), out)
     return out
@@ -170,15 +211,15 @@ def redact_args(args: list[Any]) -> list[Any]:
     return out
 
 
-def _shapes(node: Any) -> Any:
-    """Known key formats and URL passwords anywhere (display name, labels, URIs): no entropy rule,
-    which would hide content hashes and ids."""
+def redact_strings(node: Any) -> Any:
+    """Known key formats, URL passwords and named secrets in every string of `node` (display name,
+    labels, URIs, a report): no entropy rule, which would hide content hashes and ids."""
     if isinstance(node, str):
         return redact_text(node, entropy=False)
     if isinstance(node, list):
-        return [_shapes(v) for v in node]
+        return [redact_strings(v) for v in node]
     if isinstance(node, dict):
-        return {k: _shapes(v) for k, v in node.items()}
+        return {k: redact_strings(v) for k, v in node.items()}
     return node
 
 
@@ -198,4 +239,4 @@ def redact(body: Mapping[str, Any]) -> dict[str, Any]:
             for field in ("args", "command"):
                 if isinstance(part.get(field), list):
                     part[field] = redact_args(part[field])
-    return dict(_shapes(out))
+    return dict(redact_strings(out))

@@ -7,6 +7,9 @@ from vtrain.constants import DILOCO_SYNCER_MODULE
 from vtrain.jobfile.model import JobConfig
 from vtrain.jobfile.rules.base import Rules, pool_path
 
+#: More fragments than a model has tensor groups is no use; this also bounds validate's divisor search.
+MAX_FRAGMENTS = 1024
+
 
 def check_diloco(r: Rules, config: JobConfig) -> None:
     d = config.diloco
@@ -41,7 +44,10 @@ def check_diloco(r: Rules, config: JobConfig) -> None:
     if d.min_quorum is not None and learners and d.min_quorum > learners:
         r.add(("diloco", "min_quorum"), f"min_quorum {d.min_quorum} is more than the {learners} learner(s); use "
                                         f"at most {learners} (or leave it out: every learner alive)")
-    if d.fragments > d.inner_steps:
+    if d.fragments > MAX_FRAGMENTS:  # also bounds the search for a divisor below
+        r.add(("diloco", "fragments"), f"fragments ({d.fragments:,}) must be at most {MAX_FRAGMENTS}: each "
+                                       "fragment is a group of the model's tensors, exchanged in turn")
+    elif d.fragments > d.inner_steps:
         r.add(("diloco", "fragments"), f"fragments ({d.fragments}) must be at most inner_steps ({d.inner_steps}): "
                                        "each fragment is exchanged every inner_steps / fragments steps")
     elif d.inner_steps % d.fragments:
