@@ -12,12 +12,12 @@ import pytest
 
 from tests.helpers import assert_equals_real_proto
 from tests.jobfile.declared import baseline, build, candidates, dotted, leaves, node_at, put, write_trainer
+from vtrain.request.build import build_request
 from vtrain.request.custom_job import PLAIN_FIELDS, build_job_dict
-from vtrain.request.tuning_job import build_request_dict
 
 
 def _body(data: dict[str, Any], root: Path) -> str:
-    return json.dumps(build_request_dict(build(data, root)), sort_keys=True)
+    return json.dumps(build_request(build(data, root)).body, sort_keys=True)
 
 
 @pytest.mark.parametrize("path", leaves(), ids=dotted)
