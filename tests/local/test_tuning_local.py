@@ -183,3 +183,15 @@ def test_keras_template_grid_two_by_two_two_parallel(tmp_path: Path, cache: Path
         assert not any(alive(pid) for pid in pids)
     best = study.best
     assert best is not None and best.final == min(t.final for t in study.trials if t.final is not None)
+
+
+def test_run_local_of_a_tuning_file_points_at_run_local_tuning_and_the_reverse() -> None:
+    """One dispatch (request.build.kind_of): each SDK entry refuses the other kind before anything starts."""
+    import vtrain
+    from vtrain.errors import BackendError, UsageError
+
+    study = vtrain.load_config(REPO / "configs" / "tuning" / "grid-keras.yaml")
+    with pytest.raises(UsageError, match="run_local_tuning runs its study"):
+        vtrain.run_local(study)
+    with pytest.raises(BackendError, match="no tuning: block"):
+        vtrain.run_local_tuning(vtrain.load_config(REPO / "configs" / "quickstart.yaml"))

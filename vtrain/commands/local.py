@@ -65,7 +65,9 @@ def local(job_file: str, output_dir: str | None, max_replicas: int | None, timeo
     config = load_config(job_file, overrides, target="local")
     for warning in config.warnings:
         click.echo(str(warning), err=True)
-    if config.tuning is not None:
+    from vtrain.request.build import TUNING_JOB, kind_of
+
+    if kind_of(config) == TUNING_JOB:
         from vtrain.commands.tuning import run_study
         from vtrain.errors import UsageError
 

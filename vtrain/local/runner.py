@@ -172,12 +172,17 @@ def run_local(
     On Linux the calling process becomes a child subreaper (:mod:`vtrain.proctree`), so that a
     replica's daemonized descendants are adopted and ended with the job; this stays set.
     """
+    from vtrain.errors import UsageError
     from vtrain.jobfile.load import load_config
     from vtrain.jobfile.model import JobConfig
+    from vtrain.request.build import TUNING_JOB, build_request, kind_of
     from vtrain.request.custom_job import build_job_dict
 
     if not isinstance(config, JobConfig):
         config = load_config(config, target="local")
+    if kind_of(config) == TUNING_JOB:  # its trials are jobs; the file itself is a study
+        raise UsageError("this job file has a tuning: block: vtrain.run_local_tuning runs its study "
+                         "(or drop the block: --set tuning=null)")
 
     def notice(text: str) -> None:
         if notices is not None:
@@ -190,7 +195,7 @@ def run_local(
             labels = [r.label for r in localenv.plan(build_job_dict(config, []), opts.max_replicas).replicas]
             check_replicas(opts.faults, labels)
     trainer_env, package_uris = prepare_trainer(config, opts.cache_dir, opts.allow_credentials, notice)
-    job = build_job_dict(config, package_uris)
+    job = build_request(config, package_uris).body
     return run_job(job, trainer_env=trainer_env, options=opts, name=config.name, out=out, notice=notice)
 
 

@@ -117,7 +117,9 @@ def tuning_from_body(body: Mapping[str, Any]) -> TuningConfig:
 
 def machine_parallelism(body: Mapping[str, Any], max_replicas: int | None = None) -> int:
     """How many trials this machine runs at once: one CPU core per replica of a trial."""
-    replicas = sum(int(p.get("replicaCount", 0)) for p in body["trialJobSpec"].get("workerPoolSpecs", []) if p)
+    from vtrain.request.build import trial_job_spec
+
+    replicas = sum(int(p.get("replicaCount", 0)) for p in trial_job_spec(body).get("workerPoolSpecs", []) if p)
     replicas = min(replicas, max_replicas) if max_replicas else replicas
     return max(1, (os.cpu_count() or 1) // max(1, replicas))
 

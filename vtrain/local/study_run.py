@@ -47,11 +47,11 @@ def run_local_tuning(
     from vtrain.jobfile.load import load_config
     from vtrain.jobfile.model import JobConfig
     from vtrain.local.runner import local_output_dir, prepare_trainer
-    from vtrain.request.tuning_job import build_tuning_dict
+    from vtrain.request.build import TUNING_JOB, build_request, kind_of, trial_job_spec
 
     if not isinstance(config, JobConfig):
         config = load_config(config, target="local")
-    if config.tuning is None:
+    if kind_of(config) != TUNING_JOB:
         raise BackendError("this job file has no tuning: block; run it with `vtrain local` as one job")
 
     def notice(text: str) -> None:
@@ -63,14 +63,14 @@ def run_local_tuning(
     if opts.faults:
         raise UsageError("faults apply to a single job: a job file with `tuning:` runs a study of many trials")
     trainer_env, package_uris = prepare_trainer(config, opts.cache_dir, opts.allow_credentials, notice)
-    body = build_tuning_dict(config, package_uris)
+    body = build_request(config, package_uris).body
     bound = machine_parallelism(body, opts.max_replicas)
     wanted = config.tuning.parallel_trials if max_parallel is None else max_parallel
     if wanted > bound:
         notice(f"{wanted} trials at a time do not fit this machine ({os.cpu_count()} CPU cores, one per replica): "
                f"running {bound} at a time")
         wanted = bound
-    where = opts.output_dir if opts.output_dir is not None else local_output_dir({"jobSpec": body["trialJobSpec"]})
+    where = opts.output_dir if opts.output_dir is not None else local_output_dir({"jobSpec": trial_job_spec(body)})
     if where is None:
         where = tempfile.mkdtemp(prefix=f"vtrain-tuning-{config.name[:40]}-")
     # Each trial is a CustomJob: its replicas are restarted as Vertex restarts them (or fail fast: "never").
