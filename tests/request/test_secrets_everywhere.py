@@ -84,7 +84,8 @@ def test_values_under_secret_names_are_hidden_even_when_they_look_plain() -> Non
         "--password", REDACTED, f"--token={REDACTED}", "--credentials", REDACTED, "--auth=false",
         "--token-file", "/run/x"]  # fmt: skip
     for ordinary in ("gcr.io/p/img:latest@sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
-                     "git@github.com:org/repo.git", "Basic training for beginners"):
+                     "git@github.com:org/repo.git", "Basic training for beginners", "worker-7:kill@1s",
+                     "chief-0:preempt@step:3", "worker-1:stop@1.5s"):
         assert redact_text(ordinary) == ordinary
 
 

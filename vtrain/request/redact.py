@@ -91,8 +91,12 @@ _KNOWN = re.compile(
     )
 )
 _URL_PASSWORD = re.compile(r"\b([a-z][a-z0-9+.-]*://[^\s:/@]*:)([^\s@/]+)(@)", re.IGNORECASE)
-#: user:password@host with no scheme (not an image's name:tag@sha256:digest).
-_BARE_PASSWORD = re.compile(r"(?<![\w/:.@%+-])([\w.+-]+:)([^\s@/:]+)(@)(?!sha\d+:)(?=[\w-])")
+#: user:password@host with no scheme. The host must look like one: a dotted name ending in a word, an
+#: IPv4 address or localhost; a bare name with a :port only after a password that is not a plain word
+#: (so `worker-1:kill@step:200`, a fault spec, and an image's name:tag@sha256:digest are left alone).
+_HOST = r"(?:localhost|\d{1,3}(?:\.\d{1,3}){3}|[\w-]+(?:\.[\w-]+)*\.[A-Za-z][\w-]*)(?![\w.-])"
+_BARE_PASSWORD = re.compile(r"(?<![\w/:.@%+-])([\w.+-]+:)((?=[^\s@/:]*[^A-Za-z\s@/:])[^\s@/:]+|[A-Za-z]+(?=@"
+                            + _HOST + r"))(@)(?!sha\d+:)(?=" + _HOST + r"|[A-Za-z][\w-]*:\d)")
 #: HTTP credentials: the scheme word stays, the credential goes (Basic only when it decodes to
 #: user:password, so "Basic training" is prose).
 _HTTP_CREDENTIAL = re.compile(r"\b(Bearer|Basic)(\s+)([A-Za-z0-9._~+/=-]{4,})")
