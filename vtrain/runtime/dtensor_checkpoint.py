@@ -9,8 +9,9 @@ Layout on disk: ``<directory>/step-<N>/client-<k>-of-<n>.npz``, one file per cli
 pieces its devices hold (`unpack` order) and a JSON record of the mesh, each variable's layout and
 shape, and the step. Each file is written under a temporary name and renamed into place (atomic on a
 local disk, one object on Cloud Storage), and a step counts only when every client's file is there,
-so a replica killed mid-save leaves the previous step to resume from. Old steps are pruned below the
-newest ``max_to_keep`` complete ones, never a step another client may still need.
+so a replica killed mid-save leaves the previous step to resume from; on restore each client drops its
+pieces of any newer, unfinished step. Each client prunes its own pieces of steps older than the
+newest ``max_to_keep`` complete ones, so no step another client may still need is ever deleted.
 
 Why per-client files rather than ``tf.train.Checkpoint`` of DVariables (whose DTensor path was not
 tried here): they need no collective to save or restore and read the same from a local disk and
@@ -114,15 +115,25 @@ class ShardedCheckpoint:
         return path
 
     def _prune(self) -> None:
-        import tensorflow as tf
 
         complete = self.complete_steps()
         if len(complete) <= self.max_to_keep:
             return
         keep_from = complete[-self.max_to_keep]
         for step in self._steps():
-            if step < keep_from and tf.io.gfile.exists(self._file(step)):
-                tf.io.gfile.remove(self._file(step))
+            if step < keep_from:
+                self._remove_own(step)
+
+    def _remove_own(self, step: int) -> None:
+        """Delete this client's file of `step` (and its leftover temporary files); the folder once empty."""
+        import tensorflow as tf
+
+        folder, mine = join(self.directory, f"step-{step}"), os.path.basename(self._file(step))
+        for name in tf.io.gfile.listdir(folder) if tf.io.gfile.isdir(folder) else []:
+            if name == mine or name.startswith(f"{mine}.tmp-"):
+                tf.io.gfile.remove(join(folder, name))
+        if tf.io.gfile.isdir(folder) and not tf.io.gfile.listdir(folder):
+            tf.io.gfile.rmtree(folder)
 
     def restore(self) -> int:
         """Load the newest complete step into the variables; returns it (0 when there is none)."""
@@ -131,6 +142,11 @@ class ShardedCheckpoint:
         from tensorflow.experimental import dtensor
 
         step = self.latest()
+        # What this client wrote after that step is from a save not every client finished: drop it, so
+        # it can never be mistaken for part of a later save of the same step.
+        for newer in self._steps():
+            if newer > (step or 0):
+                self._remove_own(newer)
         if step is None:
             return 0
         with tf.io.gfile.GFile(self._file(step), "rb") as f:
