@@ -331,3 +331,38 @@ def test_a_killed_job_resumes_from_the_newest_complete_sharded_checkpoint(
     assert chief["losses"] == pytest.approx(reference["losses"][4:], rel=1e-6)
     assert chief["sha256"] == worker["sha256"]
     assert not (steps / "step-5").exists()  # the unfinished save was dropped on restore
+
+
+@pytest.mark.slow
+def test_dtensor_mesh_is_made_once_per_process(tmp_path: Path) -> None:
+    """Real TensorFlow, one process: the size check before DTensor starts, the same mesh again, another
+    mesh refused, and a trainer that touched TensorFlow first told what to do."""
+    code = """if True:
+        import os
+        from vtrain import runtime
+        from vtrain.errors import RuntimeMismatch
+        os.environ["VTRAIN_LOCAL_DEVICES"] = "1"
+        try:
+            runtime.dtensor_mesh("batch=2")
+        except RuntimeMismatch as err:
+            print("size:", err)
+        del os.environ["VTRAIN_LOCAL_DEVICES"]
+        os.environ["VTRAIN_DTENSOR_MESH"] = "batch=1,model=2"
+        mesh = runtime.dtensor_mesh()
+        same = runtime.dtensor_mesh("batch=1,model=2") is mesh
+        print("mesh:", runtime.dtensor.mesh_dims(mesh), mesh.device_type(), same)
+        try:
+            runtime.dtensor_mesh("batch=2,model=1")
+        except RuntimeMismatch as err:
+            print("again:", err)
+    """
+    late = "import tensorflow as tf; tf.constant(1.0) + 1\nfrom vtrain import runtime\nruntime.dtensor_mesh('batch=2')"
+    env = _env(tmp_path)
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout
+    assert "size: mesh batch=2 has 2 devices, but 1 client(s) x 1 CPU device(s) per client = 1" in out
+    assert "mesh: (('batch', 1), ('model', 2)) CPU True" in out
+    assert "again: dtensor_mesh('batch=2,model=1'): this process already initialised DTensor for mesh " in out
+    done = subprocess.run([sys.executable, "-c", late], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "call runtime.dtensor_mesh() before any other TensorFlow work" in done.stderr
