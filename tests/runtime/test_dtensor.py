@@ -331,6 +331,11 @@ def test_a_killed_job_resumes_from_the_newest_complete_sharded_checkpoint(
     assert chief["losses"] == pytest.approx(reference["losses"][4:], rel=1e-6)
     assert chief["sha256"] == worker["sha256"]
     assert not (steps / "step-5").exists()  # the unfinished save was dropped on restore
+    # One replica instead of two on the same checkpoints: refused, not a silent fresh start.
+    alone = subprocess.run([sys.executable, "-m", "trainer.task", "--mesh=batch=1,model=2", *STEPS], cwd=out,
+                           env=_env(out), capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert alone.returncode == 1
+    assert "holds step 8 written by 2 DTensor client(s), but this job has 1" in alone.stderr
 
 
 @pytest.mark.slow

@@ -135,6 +135,19 @@ class ShardedCheckpoint:
         if tf.io.gfile.isdir(folder) and not tf.io.gfile.listdir(folder):
             tf.io.gfile.rmtree(folder)
 
+    def _refuse_other_client_counts(self) -> None:
+        """Checkpoints here from a job with another number of clients: resuming would start over silently."""
+        import tensorflow as tf
+
+        for step in reversed(self._steps()):
+            others = _counts(tf.io.gfile.listdir(join(self.directory, f"step-{step}"))) - {self.clients}
+            if others:
+                raise RuntimeMismatch(
+                    f"{self.directory} holds step {step} written by {max(others)} DTensor client(s), but this job "
+                    f"has {self.clients}: its pieces cannot be read here. Run with {max(others)} replicas to "
+                    "resume, or give this job another checkpoint directory"
+                )
+
     def restore(self) -> int:
         """Load the newest complete step into the variables; returns it (0 when there is none)."""
         import numpy as np
@@ -142,6 +155,8 @@ class ShardedCheckpoint:
         from tensorflow.experimental import dtensor
 
         step = self.latest()
+        if step is None:
+            self._refuse_other_client_counts()
         # What this client wrote after that step is from a save not every client finished: drop it, so
         # it can never be mistaken for part of a later save of the same step.
         for newer in self._steps():
@@ -165,6 +180,13 @@ class ShardedCheckpoint:
             v.assign(dtensor.pack(pieces, layout))
         log.info("vtrain: client %d resumed from %s", self.client, self._file(step))
         return int(step)
+
+
+_OTHERS = re.compile(r"client-\d+-of-(\d+)\.npz\Z")
+
+
+def _counts(names: list[str]) -> set[int]:
+    return {int(m.group(1)) for m in map(_OTHERS.match, names) if m}
 
 
 def _brief(variables: Mapping[str, Any]) -> str:
