@@ -371,3 +371,39 @@ def test_dtensor_mesh_is_made_once_per_process(tmp_path: Path) -> None:
     assert "again: dtensor_mesh('batch=2,model=1'): this process already initialised DTensor for mesh " in out
     done = subprocess.run([sys.executable, "-c", late], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 1 and "call runtime.dtensor_mesh() before any other TensorFlow work" in done.stderr
+
+
+@pytest.mark.slow
+def test_layout_helpers_compute_what_numpy_does(tmp_path: Path) -> None:
+    """One process, 4 logical CPUs, mesh batch=2,model=2: a sharded embedding lookup feeding a
+    column- then row-sharded block gives numpy's answer; pieces have the shapes the layouts say."""
+    code = """if True:
+        import numpy as np
+        from vtrain import runtime
+        from vtrain.runtime import dtensor_layouts as L
+        mesh = runtime.dtensor_mesh("batch=2,model=2")
+        import tensorflow as tf
+        from tensorflow.experimental import dtensor
+        rng = np.random.default_rng(0)
+        table, w1, w2 = (rng.standard_normal(s).astype(np.float32) for s in ((10, 8), (8, 6), (6, 8)))
+        ids = np.array([3, 1, 4, 1, 5, 9, 2, 6])
+        t = L.variable(table, L.embedding_sharded(mesh))
+        k1, k2 = L.variable(w1, L.column_sharded(mesh)), L.variable(w2, L.row_sharded(mesh))
+        assert L.client_rows(mesh, 8) == (0, 8)
+        x = tf.gather(t, L.pack_batch(ids, mesh, 8))
+        y = tf.matmul(tf.nn.relu(tf.matmul(x, k1)), k2)
+        want = np.maximum(table[ids] @ w1, 0) @ w2
+        print("close", bool(np.allclose(L.gather(y), want, atol=1e-5)))
+        print("pieces", [p.shape for p in L.local_shards(t)][0], [p.shape for p in L.local_shards(k1)][0],
+              [p.shape for p in L.local_shards(k2)][0])
+        print("y layout", dtensor.fetch_layout(y).sharding_specs)
+        flat = dtensor.create_mesh([("batch", 4)], device_type="CPU")
+        print("no model dim", L.column_sharded(flat).sharding_specs, L.batch_sharded(flat, 2).sharding_specs)
+    """
+    done = subprocess.run([sys.executable, "-c", code], env=_env(tmp_path), capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout
+    assert "close True" in out
+    assert "pieces (10, 4) (8, 3) (3, 8)" in out
+    assert "no model dim ['unsharded', 'unsharded'] ['batch', 'unsharded']" in out
