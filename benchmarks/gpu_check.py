@@ -7,6 +7,7 @@
    on the same model, data and batch, all under MirroredStrategy. Goal: within 5 %.
 3. Memory: what `vtrain.estimate` predicts for the dense model (state + activations) against what
    TensorFlow allocated (`tf.config.experimental.get_memory_info("GPU:0")["peak"]`).
+4. `--dtensor`: instead, the DTensor path (NCCL collectives, tensor parallel): gpu_check_dtensor.py.
 
 Each case runs in its own process (the strategy and the Keras policy are per process) and prints
 one JSON line; the parent prints a table. Without a GPU it still runs, on the CPU with smaller
@@ -187,7 +188,15 @@ def main() -> None:
     parser.add_argument("--case", nargs="+", help=argparse.SUPPRESS)
     parser.add_argument("--quick", action="store_true", help="fewer steps (a smoke run)")
     parser.add_argument("--json", help="also write the results here")
-    args = parser.parse_args()
+    parser.add_argument("--dtensor", action="store_true", help="the DTensor (NCCL) check instead: gpu_check_dtensor.py")
+    args, rest = parser.parse_known_args()
+    if args.dtensor:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from gpu_check_dtensor import main as dtensor_check
+
+        raise SystemExit(dtensor_check(rest + (["--json", args.json] if args.json else [])))
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.case:
         kind, *rest = args.case
         if kind == "dense":

@@ -20,7 +20,7 @@ from vtrain.constants import MAX_DISPLAY_NAME
 from vtrain.errors import ConfigError, InitError, PackagingError, UsageError
 from vtrain.userpaths import absolute, describe_oserror, path_problem, shown
 
-TEMPLATES = ("keras", "custom-loop")
+TEMPLATES = ("keras", "custom-loop", "model-parallel")
 DEFAULT_BUCKET = "gs://my-vtrain-bucket"
 _SKIP = {"__pycache__", "build", "dist", ".pytest_cache"}
 
@@ -47,6 +47,7 @@ cluster:
 _IMAGE_NOTE = {
     "keras": "; keep tf-keras in pyproject.toml at ~=2.NN.0",
     "custom-loop": "",
+    "model-parallel": "",
 }
 
 

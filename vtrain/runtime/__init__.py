@@ -25,7 +25,9 @@ Signals read (all set by the launcher):
                        is absent (a one-replica job).
   VTRAIN_DISTRIBUTION_STRATEGY   auto (default) | one_device | mirrored |
                        multi_worker_mirrored | parameter_server | tpu | diloco
-                       (each learner standalone; :mod:`.diloco` exchanges with the syncer).
+                       (each learner standalone; :mod:`.diloco` exchanges with the syncer) |
+                       dtensor (no tf.distribute strategy: call runtime.dtensor_mesh()).
+  VTRAIN_DTENSOR_MESH  the DTensor mesh, e.g. batch=2,model=4 (:mod:`.dtensor`).
   VTRAIN_MIXED_PRECISION         overrides mixed_precision(policy): auto | mixed_bfloat16 |
                        mixed_float16 | float32 (see :mod:`.precision`).
   VTRAIN_COLLECTIVE_TIMEOUT      seconds before a collective gives up (default 300;
@@ -57,7 +59,10 @@ The package is split by what each part needs: :mod:`.decision` (pure, standard l
 policy: a pure decision, then Keras), :mod:`.restarts` and :mod:`.recovery` (restart counts, step
 reports, checkpoints that survive SIGTERM), :mod:`.status` (the step-report file's format, its
 writer and the launcher's reader), :mod:`.diloco` (a DiLoCo learner's side) and
-:mod:`.hypertune` (reporting a tuning trial's metric, standard library only). It ships to replicas
+:mod:`.hypertune` (reporting a tuning trial's metric, standard library only), and for model
+parallelism :mod:`.dtensor` (``dtensor_mesh()``: the mesh and DTensor's multi-client set-up),
+:mod:`.dtensor_env` (its pure part), :mod:`.dtensor_layouts` (layouts, sharded variables and input)
+and :mod:`.dtensor_checkpoint` (per-client sharded checkpoints). It ships to replicas
 with nothing else of vtrain but :mod:`vtrain.errors`, :mod:`vtrain.constants` and :mod:`vtrain.diloco`.
 """
 
@@ -73,6 +78,8 @@ from vtrain.runtime.decision import (
     detect_tpu,
 )
 from vtrain.runtime.diloco import Diloco, diloco, diloco_callback, learner_shard
+from vtrain.runtime.dtensor import MESH_ENV, dtensor_mesh
+from vtrain.runtime.dtensor_checkpoint import ShardedCheckpoint
 from vtrain.runtime.hypertune import metric_reporter, read_reports, report_metric, trial_id
 from vtrain.runtime.outputs import (
     LOCAL_OUTPUT_DIR,
@@ -104,6 +111,8 @@ from vtrain.runtime.tfsetup import info, is_chief, keras, strategy
 
 __all__ = [
     "DEFAULT_COLLECTIVE_TIMEOUT",
+    "MESH_ENV",
+    "ShardedCheckpoint",
     "LOCAL_OUTPUT_DIR",
     "WEIGHTS_FILE",
     "Checkpoints",
@@ -121,6 +130,7 @@ __all__ = [
     "detect_tpu",
     "diloco",
     "diloco_callback",
+    "dtensor_mesh",
     "info",
     "is_chief",
     "job_attempt",

@@ -21,13 +21,17 @@ from vtrain.errors import RuntimeMismatch
 log = logging.getLogger("vtrain.runtime")
 
 DEFAULT_COLLECTIVE_TIMEOUT = 300.0
+#: Strategies a replica understands beyond the job file's: dtensor builds no tf.distribute strategy
+#: (:func:`vtrain.runtime.dtensor_mesh` makes the mesh); the job file accepts it once issue 22 lands there.
+DTENSOR = "dtensor"
+RUNTIME_STRATEGIES = (*STRATEGIES, DTENSOR)
 
 
 @dataclass(frozen=True)
 class Decision:
     """Which strategy to build and why; everything a replica needs to know about its role."""
 
-    strategy: str  # default | one_device | mirrored | multi_worker_mirrored | parameter_server | tpu | diloco
+    strategy: str  # default | one_device | mirrored | multi_worker_mirrored | parameter_server | tpu | diloco | dtensor
     reason: str
     task_type: str
     task_index: int
@@ -136,8 +140,10 @@ def choose_strategy(env: Mapping[str, str], gpus: int, tpu: bool) -> Decision:
     silently training something else (e.g. N independent copies of the model).
     """
     asked = _asked(env)
-    if asked not in STRATEGIES:
-        raise RuntimeMismatch(f"VTRAIN_DISTRIBUTION_STRATEGY={asked!r} is not one of: {', '.join(STRATEGIES)}")
+    if asked not in RUNTIME_STRATEGIES:
+        raise RuntimeMismatch(
+            f"VTRAIN_DISTRIBUTION_STRATEGY={asked!r} is not one of: {', '.join(RUNTIME_STRATEGIES)}"
+        )
     task_type, task_index, is_chief, num_workers, has_ps = _role(env)
 
     def decide(strategy: str, reason: str, **extra: Any) -> Decision:
@@ -160,6 +166,12 @@ def choose_strategy(env: Mapping[str, str], gpus: int, tpu: bool) -> Decision:
         return decide("diloco", f"DiLoCo learner {task_type}-{task_index} of {num_workers}: standalone, "
                                 f"{inside}; exchanges with the syncer every inner_steps steps")
     where = f"TF_CONFIG lists {num_workers} chief/worker task(s)" + (" and ps tasks" if has_ps else "")
+    if asked == DTENSOR:
+        if has_ps:
+            raise RuntimeMismatch("VTRAIN_DISTRIBUTION_STRATEGY=dtensor but TF_CONFIG lists ps tasks, which a "
+                                  "DTensor mesh has no place for; remove the parameter servers")
+        return decide(DTENSOR, f"DTensor client {task_type}-{task_index} of {num_workers}: the mesh comes from "
+                               "runtime.dtensor_mesh(), not a tf.distribute strategy")
     if asked == "auto":
         if tpu:
             return decide("tpu", "a TPU is attached to this replica")

@@ -37,6 +37,11 @@ def _normalise_tf_config() -> None:
 
 
 def _build(d: Decision) -> Any:
+    if d.strategy == "dtensor":
+        raise RuntimeMismatch(
+            "VTRAIN_DISTRIBUTION_STRATEGY=dtensor has no tf.distribute strategy: call runtime.dtensor_mesh() "
+            "instead of runtime.strategy() (and runtime.dtensor.client_id() == 0 instead of runtime.info().is_chief)"
+        )
     import tensorflow as tf
 
     if d.strategy == "tpu":

@@ -1,0 +1,1 @@
+"""A tensor-parallel (DTensor) trainer for vtrain: `python -m trainer.task --help`."""
