@@ -176,21 +176,24 @@ def make_sdist(directory: Path, name: str = "onlysdist", version: str = "1.0") -
 
 def python_rootfs_entries() -> list[Entry] | None:
     """This machine's /usr/bin/python3.11, the libraries ldd lists and the stdlib modules a bare start
-    imports (os.py as the prefix landmark): a base image that can run ``python3.11 -m``. None without it."""
+    and vtrain.runtime import (os.py as the prefix landmark): a base that can run ``python3.11 -m``; None without it."""
     python = Path("/usr/bin/python3.11")
     if not python.is_file() or shutil.which("ldd") is None:
         return None
+    # what a start and `from vtrain import runtime` import (the runtime from this checkout)
     probe = ("import sys, runpy, json, os, importlib.util, encodings.utf_8, encodings.latin_1, encodings.ascii\n"
+             "import vtrain.runtime\n"
              "print(json.dumps(sorted({m.__file__ for m in list(sys.modules.values()) "
              "if getattr(m, '__file__', None)})))")
     done = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, check=True,
-                          env={"PATH": "/usr/bin:/bin"})
-    files = {Path(f) for f in json.loads(done.stdout)} | {Path("/usr/lib/python3.11/os.py")}
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    stdlib = [f for f in json.loads(done.stdout) if f.startswith("/usr/lib/python3.11/")]
+    files = {Path(f) for f in stdlib} | {Path("/usr/lib/python3.11/os.py")}
     entries: list[Entry] = [("usr/bin/python3.11", python, True)]
     for line in subprocess.run(["ldd", str(python)], capture_output=True, text=True, check=True).stdout.splitlines():
         parts = line.split()
         path = parts[2] if "=>" in parts and len(parts) > 3 else parts[0]
         if path.startswith("/") and os.path.exists(path):
-            entries.append((path.lstrip("/"), Path(path), False))
+            entries.append((path.lstrip("/"), Path(path), os.access(path, os.X_OK)))  # ld.so must be executable
     entries += [(str(f).lstrip("/"), f, False) for f in sorted(files) if f.is_file()]
     return entries
