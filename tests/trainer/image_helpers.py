@@ -142,13 +142,14 @@ def make_trainer(root: Path, *, body: str = "print('trained')\n") -> Path:
     return root
 
 
-def make_wheel(directory: Path, name: str = "tinyreq", version: str = "1.0") -> Path:
+def make_wheel(directory: Path, name: str = "tinyreq", version: str = "1.0", requires: tuple[str, ...] = ()) -> Path:
     """A pure-Python wheel, written by hand: a zip with the module, METADATA, WHEEL and RECORD."""
     directory.mkdir(parents=True, exist_ok=True)
     dist = f"{name}-{version}.dist-info"
     files = {
         f"{name}.py": f"VALUE = {version!r}\n",
-        f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+                            + "".join(f"Requires-Dist: {r}\n" for r in requires),
         f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: vtrain-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
     }
     record = []

@@ -126,8 +126,9 @@ def test_the_tag_hashes_every_input() -> None:
                cfg.image_tag(_spec(requirements=("numpy",)), "t" * 12, "r" * 12),
                cfg.image_tag(_spec(args=("--x",)), "t" * 12, "r" * 12),
                cfg.image_tag(_spec(env=(("A", "1"),)), "t" * 12, "r" * 12),
-               cfg.image_tag(_spec(module="trainer.other"), "t" * 12, "r" * 12)]
-    assert len({tag, *changed}) == 8
+               cfg.image_tag(_spec(module="trainer.other"), "t" * 12, "r" * 12),
+               cfg.image_tag(_spec(dependencies=False), "t" * 12, "r" * 12)]
+    assert len({tag, *changed}) == 9
     # requirement order and spacing do not matter; the pip index does not go into the image
     assert cfg.image_tag(_spec(requirements=("b", "a")), "t" * 12, "r" * 12) == cfg.image_tag(
         _spec(requirements=("a ", "b"), index_args=("--no-index",)), "t" * 12, "r" * 12)

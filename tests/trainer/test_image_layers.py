@@ -135,6 +135,18 @@ def test_an_sdist_only_requirement_fails_with_one_line_naming_it(tmp_path: Path)
     assert "'onlysdist' has no wheel for Python 3.10 on manylinux2014_x86_64" in message
 
 
+def test_without_dependencies_exactly_the_list_is_installed(tmp_path: Path) -> None:
+    make_wheel(tmp_path / "wheels", "needsdep", "1.0", requires=("numpy>=1",))
+    index = ("--no-index", "--find-links", str(tmp_path / "wheels"))
+    with pytest.raises(PackagingError, match="'numpy>=1' has no wheel|'numpy' has no wheel"):
+        wheels.requirements_layer(["needsdep"], "3.11", index_args=index, cache=tmp_path / "cache")
+    layer = wheels.requirements_layer(["needsdep"], "3.11", index_args=index, cache=tmp_path / "cache",
+                                      dependencies=False)
+    assert layer is not None
+    with tarfile.open(layer.path) as tar:
+        assert f"{layers.DEPS_DIR}/needsdep.py" in tar.getnames()
+
+
 def test_pip_failures_read_as_one_line() -> None:
     assert "cannot reach the package index" in wheels.pip_failure(
         "WARNING: Retrying ... NewConnectionError(...)\nERROR: No matching distribution found for numpy", "3.10",

@@ -147,7 +147,7 @@ def build_image(spec: ImageSpec, package_dir: Path, out_dir: Path, base_client: 
     version = python_version(base.config, str(base_ref), spec.python_version)
     layers = [trainer_layer(scan, out_dir), runtime_layer(out_dir)]
     deps = requirements_layer(spec.requirements, version, platforms=spec.platforms, index_args=spec.index_args,
-                              cache=cache, refresh=refresh)
+                              cache=cache, refresh=refresh, dependencies=spec.dependencies)
     if deps is not None:
         layers.insert(0, deps)  # least often changed first: the trainer's layer, the most often, last
     src = src_layout(scan)

@@ -54,6 +54,7 @@ class ImageSpec:
     args: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
     requirements: tuple[str, ...] = ()
+    dependencies: bool = True  # False: install exactly the requirements (pip --no-deps)
     python_version: str | None = None  # only when the base's config does not say it
     platforms: tuple[str, ...] = DEFAULT_PLATFORMS
     python: str = "python3"
@@ -69,6 +70,7 @@ def image_tag(spec: ImageSpec, trainer_digest: str, runtime_digest: str, *, src_
         "trainer": trainer_digest,
         "runtime": runtime_digest,
         "requirements": normalized(spec.requirements),
+        "dependencies": spec.dependencies,
         "python": spec.python_version or "",
         "platforms": list(spec.platforms),
         "entrypoint": [spec.python, "-m", spec.module, *spec.args],

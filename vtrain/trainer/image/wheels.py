@@ -13,6 +13,12 @@ bytecode is compiled (it would embed this machine's paths and times), so the lay
 The built layer is cached, keyed by the requirement list, the Python version, the platforms and
 the index options (:func:`cache_key`): unchanged requirements reuse one layer, with neither pip
 nor a download. An unpinned requirement (``numpy>=1``) stays as first resolved until ``refresh``.
+
+The directory comes before the base's site-packages on ``PYTHONPATH``: what the job lists wins
+over what the base has. With ``dependencies`` (the default) pip resolves the requirements'
+dependencies as well, without knowing what the base has installed (vtrain reads no base layer),
+so a dependency the base already has (numpy under TensorFlow) is installed again and shadows it;
+``dependencies=False`` installs exactly the list.
 """
 
 from __future__ import annotations
@@ -51,20 +57,22 @@ def normalized(requirements: Sequence[str]) -> list[str]:
 
 
 def cache_key(requirements: Sequence[str], python_version: str, platforms: Sequence[str] = DEFAULT_PLATFORMS,
-              index_args: Sequence[str] = ()) -> str:
+              index_args: Sequence[str] = (), dependencies: bool = True) -> str:
     text = json.dumps({"requirements": normalized(requirements), "python": python_version,
-                       "platforms": list(platforms), "index": list(index_args), "implementation": "cp"},
-                      sort_keys=True)
+                       "platforms": list(platforms), "index": list(index_args), "implementation": "cp",
+                       "dependencies": dependencies}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def _pip_command(requirements: list[str], target: Path, python_version: str, platforms: Sequence[str],
-                 index_args: Sequence[str]) -> list[str]:
+                 index_args: Sequence[str], dependencies: bool = True) -> list[str]:
     cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-input",
            "--no-compile", "--no-warn-script-location", "--target", str(target), "--only-binary=:all:",
            "--implementation", "cp", "--python-version", python_version]
     for platform in platforms:
         cmd += ["--platform", platform]
+    if not dependencies:
+        cmd.append("--no-deps")
     return [*cmd, *index_args, *requirements]
 
 
@@ -100,15 +108,17 @@ def _fix_scripts(target: Path) -> None:
 
 def requirements_layer(requirements: Sequence[str], python_version: str, *,
                        platforms: Sequence[str] = DEFAULT_PLATFORMS, index_args: Sequence[str] = (),
-                       cache: Path | None = None, refresh: bool = False) -> Layer | None:
-    """The layer of `requirements` installed for the image (None when there are none); cached."""
+                       cache: Path | None = None, refresh: bool = False, dependencies: bool = True) -> Layer | None:
+    """The layer of `requirements` installed for the image (None when there are none); cached.
+    ``dependencies=False`` installs exactly the list (pip --no-deps): on a base that already has
+    TensorFlow and numpy, a dependency resolved again here would shadow the base's own copy."""
     reqs = normalized(requirements)
     if not reqs:
         return None
     if not re.fullmatch(r"3\.[0-9]+", python_version):
         raise PackagingError(f"the image's Python version must be MAJOR.MINOR such as 3.10, got {python_version!r}")
     cache = cache_dir() if cache is None else cache
-    key = cache_key(reqs, python_version, platforms, index_args)
+    key = cache_key(reqs, python_version, platforms, index_args, dependencies)
     blob, meta = cache / f"requirements-{key}.tar.gz", cache / f"requirements-{key}.json"
     if not refresh and blob.is_file() and meta.is_file():
         try:
@@ -124,7 +134,7 @@ def requirements_layer(requirements: Sequence[str], python_version: str, *,
         raise PackagingError(f"cannot create the layer cache {cache}: {describe_oserror(err)}") from None
     with tempfile.TemporaryDirectory(prefix="vtrain-wheels-", dir=cache) as tmp:
         target = Path(tmp) / "target"
-        done = subprocess.run(_pip_command(reqs, target, python_version, platforms, index_args),
+        done = subprocess.run(_pip_command(reqs, target, python_version, platforms, index_args, dependencies),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False)
         if done.returncode != 0:
             raise PackagingError(pip_failure(done.stdout, python_version, platforms))
