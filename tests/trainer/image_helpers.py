@@ -22,7 +22,14 @@ from pathlib import Path
 import pytest
 import requests
 
-from vtrain.trainer.image.config import OCI_CONFIG, OCI_MANIFEST, canonical
+from vtrain.trainer.image.config import (
+    DOCKER_CONFIG,
+    DOCKER_LAYER,
+    DOCKER_MANIFEST,
+    OCI_CONFIG,
+    OCI_MANIFEST,
+    canonical,
+)
 from vtrain.trainer.image.layers import Entry, write_layer
 from vtrain.trainer.image.registry import RegistryClient
 
@@ -114,10 +121,12 @@ def auth_registry(tmp_path: Path) -> Iterator[Registry]:
 
 
 def push_base(client: RegistryClient, repository: str, entries: list[Entry], work: Path, *,
-              env: list[str] | None = None, tag: str = "base") -> dict[str, object]:
-    """Push a one-layer OCI base image (written with vtrain's layer writer) and return its config."""
+              env: list[str] | None = None, tag: str = "base", docker: bool = False,
+              arch: str = "amd64") -> dict[str, object]:
+    """Push a one-layer base image (written with vtrain's layer writer), OCI or Docker v2 schema 2;
+    returns its config."""
     layer = write_layer(entries, work / f"base-{repository.replace('/', '_')}.tar.gz", role="base")
-    config = {"architecture": "amd64", "os": "linux",
+    config = {"architecture": arch, "os": "linux",
               "config": {"Env": env if env is not None else ["PATH=/usr/local/bin:/usr/bin:/bin",
                                                                "PYTHON_VERSION=3.11.2"],
                          "Cmd": ["python3"]},
@@ -127,10 +136,11 @@ def push_base(client: RegistryClient, repository: str, entries: list[Entry], wor
     digest = f"sha256:{hashlib.sha256(body).hexdigest()}"
     client.upload(repository, layer.digest, layer.size, partial(Path.open, layer.path, "rb"))
     client.upload(repository, digest, len(body), partial(io.BytesIO, body))
-    manifest = {"schemaVersion": 2, "mediaType": OCI_MANIFEST,
-                "config": {"mediaType": OCI_CONFIG, "digest": digest, "size": len(body)},
-                "layers": [layer.descriptor()]}
-    client.put_manifest(repository, tag, OCI_MANIFEST, canonical(manifest))
+    kind = DOCKER_MANIFEST if docker else OCI_MANIFEST
+    manifest = {"schemaVersion": 2, "mediaType": kind,
+                "config": {"mediaType": DOCKER_CONFIG if docker else OCI_CONFIG, "digest": digest, "size": len(body)},
+                "layers": [layer.descriptor(DOCKER_LAYER if docker else None)]}
+    client.put_manifest(repository, tag, kind, canonical(manifest))
     return config
 
 

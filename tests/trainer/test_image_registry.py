@@ -30,8 +30,8 @@ from tests.trainer.image_helpers import (
     stop_registry,
 )
 from vtrain.errors import PackagingError
-from vtrain.trainer.image.build import build_and_push, build_image, planned_image, push_image
-from vtrain.trainer.image.config import ImageSpec
+from vtrain.trainer.image.build import build_and_push, build_image, planned_image, push_image, read_base
+from vtrain.trainer.image.config import DOCKER_MANIFEST, OCI_INDEX, ImageSpec, canonical
 from vtrain.trainer.image.reference import parse_reference
 from vtrain.trainer.image.registry import RegistryClient
 
@@ -43,8 +43,9 @@ def _spec(reg: Registry, wheels: Path | None = None, **kw: object) -> ImageSpec:
     extra: dict[str, object] = {}
     if wheels is not None:
         extra = {"requirements": ("tinyreq==1.0",), "index_args": ("--no-index", "--find-links", str(wheels))}
-    return ImageSpec(base=f"{reg.host}/base/py:base", repository=f"{reg.host}/team/trainer", module="trainer.task",
-                     args=("--epochs", "1"), **{**extra, **kw})  # type: ignore[arg-type]
+    fields = {"base": f"{reg.host}/base/py:base", "repository": f"{reg.host}/team/trainer", "module": "trainer.task",
+              "args": ("--epochs", "1"), **extra, **kw}
+    return ImageSpec(**fields)  # type: ignore[arg-type]
 
 
 def _inspect(image: str, *extra: str) -> dict[str, object]:
@@ -138,6 +139,46 @@ def test_a_base_on_another_registry_is_streamed_across_and_only_its_config_read(
         assert requests.head(f"http://{other.host}/v2/team/trainer/blobs/{base['digest']}", timeout=5).ok
     finally:
         stop_registry(other)
+
+
+@needs_registry
+def test_a_docker_schema_2_base_gives_a_docker_schema_2_image(registry: Registry, tmp_path: Path) -> None:  # noqa: F811
+    push_base(registry.client(), "base/py", BASE_FILES, tmp_path, docker=True)
+    client = registry.client()
+    pushed = build_and_push(_spec(registry), make_trainer(tmp_path / "t"), cache=tmp_path / "cache")
+    kind, body, digest = client.manifest("team/trainer", pushed.image.split("@")[0].rsplit(":", 1)[1])  # type: ignore[misc]
+    manifest = json.loads(body)
+    assert kind == manifest["mediaType"] == DOCKER_MANIFEST and digest == pushed.digest
+    assert manifest["config"]["mediaType"] == "application/vnd.docker.container.image.v1+json"
+    assert {layer["mediaType"] for layer in manifest["layers"]} == {"application/vnd.docker.image.rootfs.diff.tar.gzip"}
+
+
+@needs_registry
+def test_a_manifest_list_base_gives_its_linux_amd64_image(registry: Registry, tmp_path: Path) -> None:  # noqa: F811
+    client = registry.client()
+    push_base(client, "base/py", [("etc/arch", b"arm64\n", False)], tmp_path / "arm", tag="arm64", arch="arm64")
+    push_base(client, "base/py", BASE_FILES, tmp_path, tag="amd64")
+    entries = []
+    for tag, arch in (("arm64", "arm64"), ("amd64", "amd64")):
+        kind, body, digest = client.manifest("base/py", tag)  # type: ignore[misc]
+        entries.append({"mediaType": kind, "digest": digest, "size": len(body),
+                        "platform": {"os": "linux", "architecture": arch}})
+    index = {"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": entries}
+    client.put_manifest("base/py", "base", OCI_INDEX, canonical(index))
+    built = build_image(_spec(registry), make_trainer(tmp_path / "t"), tmp_path / "out", client)
+    assert built.base.digest == entries[1]["digest"]
+    assert built.base.config["architecture"] == "amd64"
+    with pytest.raises(PackagingError, match=r"has no linux/s390x variant \(it has: linux/amd64, linux/arm64\)"):
+        read_base(client, parse_reference(f"{registry.host}/base/py:base"), arch="s390x")
+
+
+@needs_registry
+def test_an_entry_module_that_is_not_there_stops_the_build(registry: Registry, tmp_path: Path) -> None:  # noqa: F811
+    push_base(registry.client(), "base/py", BASE_FILES, tmp_path)
+    with pytest.raises(PackagingError, match="trainer module 'trainer.missing' not found"):
+        build_and_push(_spec(registry, module="trainer.missing"), make_trainer(tmp_path / "t"),
+                       cache=tmp_path / "cache")
+    assert registry.client().manifest("team/trainer", "latest") is None
 
 
 # --- what goes wrong: one line each ----------------------------------------------------------------
