@@ -121,9 +121,13 @@ def write_layer(entries: Iterable[Entry], out: Path, *, role: str, mtime: int | 
                     if value is None:
                         tar.addfile(_info(name, is_dir=True, mtime=mtime))
                         continue
-                    data = value if isinstance(value, bytes) else value.read_bytes()
-                    info = _info(name, is_dir=False, size=len(data), executable=executable, mtime=mtime)
-                    tar.addfile(info, io.BytesIO(data))
+                    if isinstance(value, bytes):
+                        info = _info(name, is_dir=False, size=len(value), executable=executable, mtime=mtime)
+                        tar.addfile(info, io.BytesIO(value))
+                        continue
+                    with open(value, "rb") as fh:  # streamed: a wheel's 500 MB library is never held whole
+                        size = os.fstat(fh.fileno()).st_size
+                        tar.addfile(_info(name, is_dir=False, size=size, executable=executable, mtime=mtime), fh)
     return Layer(path=out, digest=f"sha256:{compressed.hash.hexdigest()}",
                  diff_id=f"sha256:{plain.hash.hexdigest()}", size=compressed.size, role=role)
 
