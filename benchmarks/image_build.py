@@ -77,7 +77,8 @@ def main() -> None:
                 if change is not None:
                     change()
                 pushed, seconds = timed(lambda: build_and_push(spec, trainer, cache=cache))
-                parts = ", ".join(f"{b['role']} {b['action']} {int(b['size']):,} B" for b in pushed.blobs)
+                parts = ", ".join(f"{b['role']} {b['action']} {int(b['size']):,} B ({str(b['digest'])[7:19]})"
+                                 for b in pushed.blobs)
                 print(f"{label}: {seconds:.2f} s, sent {pushed.sent:,} B; {parts}")
                 print(f"  {pushed.image}")
         finally:
