@@ -306,6 +306,12 @@ def test_a_transient_failure_is_retried_with_a_progress_line(token_registry: str
     monkeypatch.setattr("vtrain.trainer.image.registry.time.sleep", lambda seconds: None)
     assert RegistryClient(token_registry).manifest("flaky/repo", "v1") is not None
     assert lines == [f"registry {token_registry}: read manifest flaky/repo:v1: 503 try later; retrying"]
+    monkeypatch.setattr("vtrain.trainer.image.registry.MAX_ATTEMPTS", 1)
+    _TokenRegistry.scopes = []  # fails once more
+    with pytest.raises(PackagingError) as err:
+        RegistryClient(token_registry).manifest("flaky/repo", "v1")
+    assert str(err.value) == (f"registry {token_registry} could not read manifest flaky/repo:v1: it answered 503 try "
+                              "later (gave up after 1 attempts in 0 s); try again later")
 
 
 def test_references_to_docker_hub_use_its_api_host() -> None:

@@ -48,9 +48,10 @@ MAX_ATTEMPTS = 5
 class _Transient(Exception):
     """One attempt failed in a way worth another (a transient status or a network error)."""
 
-    def __init__(self, why: str, cause: BaseException | None = None) -> None:
+    def __init__(self, why: str, cause: BaseException | None = None, *, answered: bool = False) -> None:
         super().__init__(why)
         self.cause = cause
+        self.answered = answered  # the registry answered (a 5xx or 429), it was not unreachable
 
 
 class _Counted:
@@ -119,11 +120,19 @@ class RegistryClient:
         except requests.RequestException as err:
             raise _Transient(network.network_reason(err, self.timeout), err) from err
         if answer.status_code in (401, 403):
-            raise self._refused(answer.status_code, "the token service refused the credentials")
-        if answer.status_code != 200:
-            raise PackagingError(f"registry {self.registry}: its token service answered {answer.status_code}")
-        data = answer.json()
-        self._tokens[" ".join(scopes)] = data.get("token") or data.get("access_token") or ""
+            whose = "the credentials" if self._user() is not None else "an anonymous token"
+            raise self._refused(answer.status_code, f"the token service refused {whose}")
+        if answer.status_code in _TRANSIENT_STATUS:
+            raise _Transient(f"its token service answered {answer.status_code}", answered=True)
+        try:
+            data = answer.json() if answer.status_code == 200 else None
+        except ValueError:
+            data = None
+        token = (data.get("token") or data.get("access_token")) if isinstance(data, dict) else None
+        if not isinstance(token, str) or not token:
+            raise PackagingError(f"registry {self.registry}: its token service at {fields['realm']} gave no token "
+                                 f"({answer.status_code})")
+        self._tokens[" ".join(scopes)] = token
 
     def _refused(self, status: int, why: str) -> PackagingError:
         given = "" if self._user() is None else " (credentials were sent)"
@@ -153,7 +162,7 @@ class RegistryClient:
             if answer.status_code in (401, 403):
                 raise self._refused(answer.status_code, _message(answer) or "access denied")
             if answer.status_code in _TRANSIENT_STATUS:
-                raise _Transient(f"{answer.status_code} {_message(answer) or answer.reason}")
+                raise _Transient(f"{answer.status_code} {_message(answer) or answer.reason}", answered=True)
             return answer
         raise AssertionError("unreachable")
 
@@ -166,10 +175,14 @@ class RegistryClient:
             except _Transient as err:
                 spent = time.monotonic() - start
                 if attempt == MAX_ATTEMPTS or spent + wait > network.deadline():
+                    tried = f"gave up after {attempt} attempts in {spent:.0f} s"
+                    if err.answered:
+                        raise PackagingError(f"registry {self.registry} could not {what}: it answered {err} "
+                                             f"({tried}); try again later") from None
                     raise PackagingError(
-                        f"cannot reach registry {self.registry} to {what} ({err}; gave up after {attempt} attempts "
-                        f"in {spent:.0f} s); check the address, the network and any proxy (HTTPS_PROXY); "
-                        f"{network.TIMEOUT_ENV} sets the seconds to wait per attempt") from None
+                        f"cannot reach registry {self.registry} to {what} ({err}; {tried}); check the address, "
+                        f"the network and any proxy (HTTPS_PROXY); {network.TIMEOUT_ENV} sets the seconds to wait "
+                        "per attempt") from None
                 network.note(f"registry {self.registry}: {what}: {err}; retrying")
                 time.sleep(wait)
                 wait = min(wait * 2, 8.0)
