@@ -6,6 +6,7 @@ pushed over the OCI distribution API with no Docker daemon.
     wheels     the requirements layer: wheels for the image's Python and platform, cached
     config     the image config and manifest on the base's, and the offline tag
     registry   the v2 client: token auth, HEAD/mount/upload/copy, manifests
+    auth       credentials: an access token for Google's registries (oauth2accesstoken)
     build      planned_image (offline), build_image, push_image, build_and_push
 
 The image's layout: every layer is a plain directory on ``PYTHONPATH``, ahead of the base's own

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from vtrain.errors import PackagingError
+from vtrain.trainer.image.auth import default_credentials
 from vtrain.trainer.image.config import (
     INDEXES,
     MANIFESTS,
@@ -194,10 +195,11 @@ def _stream(base_client: RegistryClient, repository: str, digest: str) -> Callab
     return lambda: base_client.open_blob(repository, digest)
 
 
-def build_and_push(spec: ImageSpec, package_dir: Path, *, credentials: Credentials | None = None,
-                   base_credentials: Credentials | None = None, allow_credentials: bool = False,
+def build_and_push(spec: ImageSpec, package_dir: Path, *, credentials: Credentials | None = default_credentials,
+                   base_credentials: Credentials | None = default_credentials, allow_credentials: bool = False,
                    cache: Path | None = None, chunk_size: int | None = None) -> Pushed:
-    """The whole step: build the image on its base and push it. Nothing is sent before every layer is built."""
+    """The whole step: build the image on its base and push it. Nothing is sent before every layer is built.
+    Credentials default to Google's for Google registries and none elsewhere (None: anonymous)."""
     target = parse_repository(spec.repository)
     base_ref = parse_reference(spec.base, what="base image")
     client = RegistryClient(target.registry, credentials, chunk_size=chunk_size)
