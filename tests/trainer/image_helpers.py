@@ -63,8 +63,9 @@ def _htpasswd(path: Path) -> None:
     subprocess.run([tool, "-Bbc", str(path), USER, PASSWORD], check=True, capture_output=True)
 
 
-def start_registry(root: Path, *, auth: bool = False) -> Registry:
-    """`docker-registry serve` on a free loopback port; returns once /v2/ answers."""
+def start_registry(root: Path, *, auth: bool = False, token: tuple[str, Path] | None = None) -> Registry:
+    """`docker-registry serve` on a free loopback port; returns once /v2/ answers. `auth`: htpasswd
+    (basic) auth; `token`: (realm, rootcertbundle) of a token service (Bearer auth)."""
     root.mkdir(parents=True, exist_ok=True)
     port = free_port()
     lines = ["version: 0.1", "log:", "  level: error", "  accesslog:", "    disabled: true", "storage:",
@@ -73,6 +74,9 @@ def start_registry(root: Path, *, auth: bool = False) -> Registry:
     if auth:
         _htpasswd(root / "htpasswd")
         lines += ["auth:", "  htpasswd:", "    realm: vtrain-test", f"    path: {root / 'htpasswd'}"]
+    if token:
+        lines += ["auth:", "  token:", f"    realm: {token[0]}", "    service: vtrain-test-registry",
+                  "    issuer: vtrain-test-issuer", f"    rootcertbundle: {token[1]}"]
     config = root / "config.yml"
     config.write_text("\n".join(lines) + "\n")
     log = open(root / "registry.log", "wb")  # noqa: SIM115 (kept open for the process's life)

@@ -238,6 +238,31 @@ def test_htpasswd_auth_refuses_without_or_with_wrong_credentials_and_pushes_with
     assert pushed.blobs[0]["action"] == "mounted"
 
 
+@needs_registry
+def test_a_registry_with_token_auth_gets_tokens_for_each_scope(tmp_path: Path) -> None:
+    from tests.trainer.image_token_server import token_service
+
+    with token_service(tmp_path, USER, PASSWORD) as service:
+        reg = start_registry(tmp_path / "token-registry", token=(service.realm, service.cert_pem))
+        try:
+            good = lambda host: (USER, PASSWORD)  # noqa: E731
+            push_base(RegistryClient(reg.host, good), "base/py", BASE_FILES, tmp_path)
+            root = make_trainer(tmp_path / "t")
+            spec = _spec(reg)
+            pushed = build_and_push(spec, root, credentials=good, cache=tmp_path / "cache")
+            assert pushed.blobs[0]["action"] == "mounted"  # the mount's token also has pull on the base's repository
+            asked = {tuple(scopes) for who, scopes in service.asked if who == USER}
+            assert ("repository:team/trainer:pull,push", "repository:base/py:pull") in asked
+            for credentials, why in ((None, "(401 unauthorized): authentication required"),
+                                     (lambda host: (USER, "wrong"), "the token service refused the credentials")):
+                with pytest.raises(PackagingError) as err:
+                    build_and_push(spec, root, credentials=credentials, cache=tmp_path / "cache")
+                assert str(err.value).startswith(f"registry {reg.host} refused access")
+                assert why in str(err.value) and "\n" not in str(err.value)
+        finally:
+            stop_registry(reg)
+
+
 class _TokenRegistry(BaseHTTPRequestHandler):
     """A registry front that wants a Bearer token, and the token service that hands it out."""
 
