@@ -53,6 +53,16 @@ def test_entries_are_sorted_normalised_and_carry_no_times(tmp_path: Path) -> Non
     assert "opt/vtrain/trainer/pyproject.toml" in names
 
 
+def test_long_and_non_ascii_names_get_a_pax_path_and_nothing_else(tmp_path: Path) -> None:
+    name = "opt/" + "d" * 120 + "/ü.py"
+    one = layers.write_layer([(name, b"x", False)], tmp_path / "1.tar.gz", role="x")
+    two = layers.write_layer([(name, b"x", False)], tmp_path / "2.tar.gz", role="x")
+    assert one.digest == two.digest
+    with tarfile.open(one.path) as tar:
+        member = tar.getmember(name)
+    assert member.pax_headers == {"path": name}
+
+
 def test_source_date_epoch_sets_every_mtime(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
     layer = layers.write_layer([("a/b.txt", b"b", False)], tmp_path / "l.tar.gz", role="x")
