@@ -92,7 +92,8 @@ def check_module(scan: Scan, module: str) -> None:
         raise PackagingError(problem)
 
 
-def _refuse_credentials(scan: Scan) -> None:
+def refuse_credentials(scan: Scan) -> None:
+    """A PackagingError listing the files that look like secrets, if any (the sdist and the image alike)."""
     if not scan.credentials:
         return
     lines = [f"  {rel}: {why}" for rel, why in scan.credentials]
@@ -114,7 +115,7 @@ def build_sdist(
     """Build the trainer into ``out_dir/{dist_name}-{hash}.tar.gz``; the hash is :func:`planned_uri`'s."""
     scan = scan_package(package_dir, skip=skip)
     if not allow_credentials:
-        _refuse_credentials(scan)
+        refuse_credentials(scan)
     sweep_stale_builds()
     return _build_scan(scan, dist_name(scan.root), Path(out_dir), isolation)
 
@@ -230,7 +231,8 @@ __version__ = "{version}"
 '''
 
 
-def _runtime_entries() -> list[tuple[str, Path | bytes]]:
+def runtime_entries() -> list[tuple[str, Path | bytes]]:
+    """What ships of vtrain, sorted: (path in the sdist, file or content); the sdist and the image alike."""
     pkg = Path(__file__).resolve().parents[1]  # vtrain/, which runtime/ and diloco/ are in
     out: list[tuple[str, Path | bytes]] = [
         ("pyproject.toml", _RUNTIME_PYPROJECT.format(version=__version__).encode()),
@@ -254,12 +256,12 @@ def _runtime_name(entries: list[tuple[str, Path | bytes]]) -> str:
 
 def planned_runtime_uri(staging: str) -> str:
     """The URI of vtrain's runtime sdist once staged (this vtrain's version and sources)."""
-    return parse_staging(staging).uri_for(_runtime_name(_runtime_entries()))
+    return parse_staging(staging).uri_for(_runtime_name(runtime_entries()))
 
 
 def build_runtime_sdist(out_dir: Path, *, isolation: bool | None = None) -> Path:
     """Package this vtrain (sources only, no dependencies) for the replicas to install."""
-    entries = _runtime_entries()
+    entries = runtime_entries()
     return _build_entries(entries, _runtime_name(entries), Path(out_dir), isolation)
 
 
@@ -310,15 +312,15 @@ def build_and_stage(
     if module is not None:
         check_module(scan, module)
     if not allow_credentials:
-        _refuse_credentials(scan)
+        refuse_credentials(scan)
     if target.kind == "gcs" and client is None:
         from vtrain.trainer.staging import default_client
 
         client = default_client()
     check_target(target, client)
     trainer_name = f"{dist_name(scan.root)}-{scan.digest}.tar.gz"
-    runtime_entries = _runtime_entries()
-    runtime_name = _runtime_name(runtime_entries)
+    runtime = runtime_entries()
+    runtime_name = _runtime_name(runtime)
     # Content-addressed names: what is already staged needs neither a build nor an upload.
     known = {name: lookup(target, name, client) for name in (trainer_name, runtime_name)}
     sweep_stale_builds()
@@ -329,7 +331,7 @@ def build_and_stage(
             if module is not None:
                 check_sdist(built[trainer_name], module)
         if known[runtime_name] is None:
-            built[runtime_name] = _build_entries(runtime_entries, runtime_name, Path(tmp), isolation)
+            built[runtime_name] = _build_entries(runtime, runtime_name, Path(tmp), isolation)
         # Every build succeeded: only now send anything.
         return [
             known[name] or stage(built[name], target, progress=progress, client=client)
@@ -364,6 +366,8 @@ __all__ = [
     "credential_reason",
     "dist_name",
     "planned_runtime_uri",
+    "refuse_credentials",
+    "runtime_entries",
     "planned_uri",
     "run_backend",
     "scan_package",

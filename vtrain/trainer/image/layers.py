@@ -1,0 +1,190 @@
+"""Reproducible image layers: the same files give the same bytes, so the same digest.
+
+A layer is a gzip-compressed tar. Everything a tar or gzip header can carry besides the files'
+names and contents is fixed: entries sorted by name, every parent directory written before its
+children, mtime 0 (or ``SOURCE_DATE_EPOCH``), uid/gid 0 with empty user and group names, modes
+normalised to 0755 (directories and files with any execute bit) or 0644, PAX format without time
+records (Python writes none for integer mtimes), gzip with mtime 0, no file name and a fixed
+compression level. The ``digest`` is the sha256 of the compressed blob (what a registry stores),
+the ``diff_id`` the sha256 of the uncompressed tar (what the image config lists).
+
+The gzip bytes depend on the zlib build as well, so two machines may produce different digests
+for one tree; the diff_id and the image tag (:func:`vtrain.trainer.image.config.image_tag`, a hash
+of the inputs) do not.
+
+Where things go in the image (a plain directory per layer, each on ``PYTHONPATH``; see
+:mod:`vtrain.trainer.image`): the trainer's selected files as they are at :data:`TRAINER_DIR`,
+vtrain's runtime at :data:`RUNTIME_DIR`, the requirements' wheels installed at :data:`DEPS_DIR`.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import os
+import stat
+import tarfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from vtrain.trainer.packaging import refuse_credentials, runtime_entries
+from vtrain.trainer.select import Scan, hash_entries, readable_errors, scan_package
+
+TAR_GZIP = "application/vnd.oci.image.layer.v1.tar+gzip"
+COMPRESS_LEVEL = 6
+TRAINER_DIR = "opt/vtrain/trainer"
+RUNTIME_DIR = "opt/vtrain/runtime"
+DEPS_DIR = "opt/vtrain/deps"
+
+#: One file of a layer: (path inside the image, no leading "/"; a file on disk or the bytes; executable).
+Entry = tuple[str, "Path | bytes", bool]
+
+
+@dataclass(frozen=True)
+class Layer:
+    """A built layer blob on disk and what the manifest and config say of it."""
+
+    path: Path  # the compressed blob
+    digest: str  # sha256:… of the compressed bytes
+    diff_id: str  # sha256:… of the uncompressed tar
+    size: int  # compressed bytes
+    role: str  # trainer | runtime | requirements
+    media_type: str = TAR_GZIP
+
+    def descriptor(self, media_type: str | None = None) -> dict[str, object]:
+        return {"mediaType": media_type or self.media_type, "digest": self.digest, "size": self.size}
+
+
+def source_date_epoch(env: dict[str, str] | None = None) -> int:
+    """The mtime of every entry: SOURCE_DATE_EPOCH when set to a whole number, else 0."""
+    text = (os.environ if env is None else env).get("SOURCE_DATE_EPOCH", "").strip()
+    return int(text) if text.isdigit() else 0
+
+
+class _Hashing(io.RawIOBase):
+    """A write-only stream that hashes and counts what passes through to `out` (None: nowhere)."""
+
+    def __init__(self, out: io.BufferedIOBase | io.RawIOBase | gzip.GzipFile | None) -> None:
+        super().__init__()
+        self.out = out
+        self.hash = hashlib.sha256()
+        self.size = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: bytes) -> int:  # type: ignore[override]
+        self.hash.update(data)
+        self.size += len(data)
+        if self.out is not None:
+            self.out.write(data)
+        return len(data)
+
+
+def _parents(name: str) -> list[str]:
+    parts = name.split("/")[:-1]
+    return ["/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def _info(name: str, *, is_dir: bool, size: int = 0, executable: bool = False, mtime: int = 0) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type = tarfile.DIRTYPE if is_dir else tarfile.REGTYPE
+    info.mode = 0o755 if is_dir or executable else 0o644
+    info.size = size
+    info.mtime = mtime
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    return info
+
+
+def write_layer(entries: Iterable[Entry], out: Path, *, role: str, mtime: int | None = None) -> Layer:
+    """Write `entries` as a reproducible tar+gzip at `out`; returns its digests. Names are POSIX
+    paths relative to the image root; two entries with one name are a bug (ValueError)."""
+    items = sorted(entries, key=lambda e: e[0])
+    names = [name for name, _, _ in items]
+    if len(set(names)) != len(names):
+        raise ValueError(f"duplicate layer entries in {role} layer")
+    mtime = source_date_epoch() if mtime is None else mtime
+    dirs = sorted({d for name in names for d in _parents(name)} - set(names))
+    ordered: list[tuple[str, Path | bytes | None, bool]] = [(d, None, False) for d in dirs]
+    ordered += items
+    ordered.sort(key=lambda e: e[0])
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "wb") as raw:
+        compressed = _Hashing(raw)
+        with gzip.GzipFile(filename="", mode="wb", fileobj=compressed, compresslevel=COMPRESS_LEVEL, mtime=0) as gz:
+            plain = _Hashing(gz)
+            with tarfile.open(fileobj=plain, mode="w|", format=tarfile.PAX_FORMAT) as tar:
+                for name, value, executable in ordered:
+                    if value is None:
+                        tar.addfile(_info(name, is_dir=True, mtime=mtime))
+                        continue
+                    if isinstance(value, bytes):
+                        info = _info(name, is_dir=False, size=len(value), executable=executable, mtime=mtime)
+                        tar.addfile(info, io.BytesIO(value))
+                        continue
+                    with open(value, "rb") as fh:  # streamed: a wheel's 500 MB library is never held whole
+                        size = os.fstat(fh.fileno()).st_size
+                        tar.addfile(_info(name, is_dir=False, size=size, executable=executable, mtime=mtime), fh)
+    return Layer(path=out, digest=f"sha256:{compressed.hash.hexdigest()}",
+                 diff_id=f"sha256:{plain.hash.hexdigest()}", size=compressed.size, role=role)
+
+
+def _executable(path: Path) -> bool:
+    return bool(path.stat().st_mode & (stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH))
+
+
+def tree_entries(root: Path, prefix: str) -> list[Entry]:
+    """Every regular file under `root` (symlinks followed), placed under `prefix` in the image."""
+    out: list[Entry] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for f in filenames:
+            path = Path(dirpath) / f
+            if path.is_file():
+                out.append((f"{prefix}/{path.relative_to(root).as_posix()}", path, _executable(path)))
+    return out
+
+
+# --- what vtrain puts in an image ---------------------------------------------------------------
+
+
+def scan_trainer(package_dir: Path, *, allow_credentials: bool = False) -> Scan:
+    """The trainer's files exactly as the sdist would take them (same ignore rules, same hash),
+    refusing files that look like secrets unless `allow_credentials`."""
+    scan = scan_package(package_dir)
+    if not allow_credentials:
+        refuse_credentials(scan)
+    return scan
+
+
+def trainer_entries(scan: Scan) -> list[Entry]:
+    with readable_errors(scan.root):
+        return [(f"{TRAINER_DIR}/{rel}", scan.root / rel, _executable(scan.root / rel)) for rel in scan.files]
+
+
+def trainer_layer(scan: Scan, out_dir: Path) -> Layer:
+    """The trainer's selected files under /opt/vtrain/trainer; named after the scan's content hash."""
+    with readable_errors(scan.root):
+        return write_layer(trainer_entries(scan), out_dir / f"trainer-{scan.digest}.tar.gz", role="trainer")
+
+
+def runtime_files() -> list[Entry]:
+    """vtrain's runtime as the runtime sdist has it (its pyproject.toml left out: nothing installs it)."""
+    return [(f"{RUNTIME_DIR}/{rel}", value, False) for rel, value in runtime_entries() if rel.startswith("vtrain/")]
+
+
+def runtime_digest() -> str:
+    """The content hash of the runtime's files (as the runtime sdist's name has it)."""
+    return hash_entries((rel, v if isinstance(v, bytes) else v.read_bytes()) for rel, v in runtime_entries())
+
+
+def runtime_layer(out_dir: Path) -> Layer:
+    return write_layer(runtime_files(), out_dir / f"runtime-{runtime_digest()}.tar.gz", role="runtime")
+
+
+def src_layout(scan: Scan) -> bool:
+    """The trainer keeps its packages under src/ (the layout entrymodule accepts besides the flat one)."""
+    return any(rel.startswith("src/") and rel.endswith(".py") for rel in scan.files)

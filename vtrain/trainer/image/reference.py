@@ -1,0 +1,97 @@
+"""Image references (``HOST[:PORT]/REPO[:TAG][@DIGEST]``) as Docker reads them, and how to reach a host.
+
+A first component with a ``.`` or a ``:`` (or ``localhost``) is the registry; otherwise the image
+is on Docker Hub (``ubuntu`` is ``registry-1.docker.io/library/ubuntu:latest``). Loopback hosts
+(``localhost``, ``127.0.0.0/8``, ``::1``) are spoken to over plain HTTP, as Docker does; every other
+registry over HTTPS.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+
+from vtrain.errors import PackagingError
+
+DOCKER_HUB = "registry-1.docker.io"
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_REPOSITORY = re.compile(rf"{_COMPONENT}(?:/{_COMPONENT})*")
+_TAG = re.compile(r"[\w][\w.-]{0,127}")
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+_HOST = re.compile(r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*"
+                   r"|\[[0-9a-fA-F:]+\])(?::[0-9]+)?")
+
+
+@dataclass(frozen=True)
+class ImageRef:
+    registry: str  # host[:port] as written, Docker Hub's API host for hub images
+    repository: str
+    tag: str | None = None
+    digest: str | None = None
+
+    @property
+    def reference(self) -> str:
+        """What to ask the registry for: the digest when pinned, else the tag (latest by default)."""
+        return self.digest or self.tag or "latest"
+
+    def with_tag(self, tag: str) -> ImageRef:
+        return replace(self, tag=tag, digest=None)
+
+    def with_digest(self, digest: str) -> ImageRef:
+        return replace(self, digest=digest)
+
+    def __str__(self) -> str:
+        text = f"{self.registry}/{self.repository}"
+        if self.tag:
+            text += f":{self.tag}"
+        if self.digest:
+            text += f"@{self.digest}"
+        return text
+
+
+def parse_reference(text: str, *, what: str = "image") -> ImageRef:
+    """`text` as an :class:`ImageRef`; a malformed one is a one-line PackagingError."""
+    raw = text.strip()
+    digest = None
+    if "@" in raw:
+        raw, digest = raw.split("@", 1)
+        if not _DIGEST.fullmatch(digest):
+            raise PackagingError(f"{what} {text!r}: the digest after @ must be sha256: and 64 hex digits")
+    first, _, rest = raw.partition("/")
+    if rest and ("." in first or ":" in first or first == "localhost" or first.startswith("[")):
+        registry, path = first, rest
+        if not _HOST.fullmatch(registry):
+            raise PackagingError(f"{what} {text!r}: {registry!r} is not a registry host[:port]")
+    else:
+        registry, path = DOCKER_HUB, raw
+        if "/" not in path:
+            path = f"library/{path}"
+    tag = None
+    last = path.rsplit("/", 1)[-1]
+    if ":" in last:
+        path, tag = path.rsplit(":", 1)
+        if not _TAG.fullmatch(tag):
+            raise PackagingError(f"{what} {text!r}: tag {tag!r} is not valid (letters, digits, _ . -; at most 128)")
+    if not _REPOSITORY.fullmatch(path):
+        raise PackagingError(f"{what} {text!r}: repository {path!r} is not valid (lowercase letters, digits and "
+                             "separators . _ - between them, components split by /)")
+    return ImageRef(registry=registry, repository=path, tag=tag, digest=digest)
+
+
+def parse_repository(text: str) -> ImageRef:
+    """A push target: HOST[:PORT]/REPO with no tag or digest (vtrain names the tag)."""
+    ref = parse_reference(text, what="image repository")
+    if ref.tag or ref.digest:
+        raise PackagingError(f"image repository {text!r}: give it without a tag or digest; vtrain tags each image "
+                             "with the hash of what goes into it")
+    return ref
+
+
+def is_loopback(registry: str) -> bool:
+    host = registry.rsplit(":", 1)[0] if not registry.startswith("[") else registry.split("]")[0] + "]"
+    return host in ("localhost", "[::1]") or bool(re.fullmatch(r"127\.[0-9]+\.[0-9]+\.[0-9]+", host))
+
+
+def base_url(registry: str) -> str:
+    """``http://`` for a loopback registry, ``https://`` for any other."""
+    return f"{'http' if is_loopback(registry) else 'https'}://{registry}"
