@@ -162,6 +162,7 @@ def test_invalid_job_file_exits_2(tmp_path: Path) -> None:
 
 
 @pytest.mark.usefixtures("emu", "bucket")
+@pytest.mark.slow
 def test_against_submitted_jobs_and_the_last_one(tmp_path: Path) -> None:
     job = write_job(tmp_path, job_text(extra="  evaluator: {replicas: 1}\n"))
     code, out, err = run("diff", str(job), "--last")

@@ -99,6 +99,7 @@ def run(*args: str) -> tuple[int, str, str]:
 
 
 @pytest.mark.parametrize("lost", AFTER)
+@pytest.mark.slow
 def test_resubmitting_after_a_lost_answer_finds_the_job(
     tmp_path: Path, emu: Emulator, bucket: Any, lost: str
 ) -> None:

@@ -51,6 +51,7 @@ def test_bucket_in_another_region_is_refused_with_the_fix_nothing_uploaded_nothi
     assert gcs.object_names("stage-bkt") == [] and creates(emu) == [] and emu.jobs() == []
 
 
+@pytest.mark.slow
 def test_multi_region_bucket_is_a_warning_and_the_job_goes(tmp_path: Path, emu: Emulator, gcs: Any) -> None:
     gcs.create_bucket("stage-bkt", location="US")
     code, out, err = run("submit", str(write_job(tmp_path, job_text())))
@@ -134,6 +135,7 @@ def test_denied_project_fails_at_vertex(emu: Emulator) -> None:
     assert code == 1 and "FAIL  vertex ai: cannot list jobs: permission aiplatform.customJobs.list denied" in out
 
 
+@pytest.mark.slow
 def test_dry_run_preflight_prints_the_checks_and_the_plan(tmp_path: Path, emu: Emulator, gcs: Any) -> None:
     gcs.create_bucket("stage-bkt")
     job = write_job(tmp_path, job_text())

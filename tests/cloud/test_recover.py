@@ -115,6 +115,7 @@ def labels_of(emu: Emulator) -> list[dict[str, str]]:
 
 
 @pytest.mark.parametrize("failing", ["stockout"], indirect=True)
+@pytest.mark.slow
 def test_a_stockout_is_resubmitted_and_the_second_attempt_succeeds(tmp_path: Path, failing: Emulator,
                                                                     bucket: Any) -> None:  # noqa: F811
     job = write_job(tmp_path, job_text())
@@ -137,6 +138,7 @@ def test_a_stockout_is_resubmitted_and_the_second_attempt_succeeds(tmp_path: Pat
 
 
 @pytest.mark.parametrize("failing", ["replica"], indirect=True)
+@pytest.mark.slow
 def test_a_trainer_failure_is_not_resubmitted(tmp_path: Path, failing: Emulator, bucket: Any) -> None:  # noqa: F811
     code, _, err = run("submit", str(write_job(tmp_path, job_text())), "--recover", "3", "--recover-backoff", "0s",
                        "--poll", "0.02")
@@ -147,6 +149,7 @@ def test_a_trainer_failure_is_not_resubmitted(tmp_path: Path, failing: Emulator,
 
 
 @pytest.mark.parametrize("failing", ["preempted:5"], indirect=True)
+@pytest.mark.slow
 def test_recover_stops_when_its_attempts_are_used_up(tmp_path: Path, failing: Emulator, bucket: Any) -> None:  # noqa: F811
     code, out, err = run("submit", str(write_job(tmp_path, job_text())), "--recover", "1", "--recover-backoff", "0s",
                          "--poll", "0.02", "-o", "json")

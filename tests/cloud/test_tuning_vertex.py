@@ -145,6 +145,7 @@ def emu(tmp_path: Path, gcs: Any, monkeypatch: pytest.MonkeyPatch,
         yield emulator
 
 
+@pytest.mark.slow
 def test_submit_wait_runs_every_trial_and_ends_with_the_real_best(tmp_path: Path, emu: Emulator) -> None:
     code, out, err = run("submit", str(tuning_job(tmp_path)), "--wait", "--poll", "0.2")
     assert code == 0, err
@@ -174,6 +175,7 @@ def test_submit_wait_runs_every_trial_and_ends_with_the_real_best(tmp_path: Path
     assert "best trial 4" in out
 
 
+@pytest.mark.slow
 def test_submit_wait_fails_when_trials_fail_beyond_the_budget(tmp_path: Path, emu: Emulator) -> None:
     path = tuning_job(tmp_path, args="[--fail-if-y=b]", extra="max_failed_trials: 1")
     code, out, err = run("submit", str(path), "--wait", "--poll", "0.2")
@@ -185,6 +187,7 @@ def test_submit_wait_fails_when_trials_fail_beyond_the_budget(tmp_path: Path, em
     assert "failing on purpose" in next(t.infeasible_reason for t in job.trials if t.state.name == "INFEASIBLE")
 
 
+@pytest.mark.slow
 def test_cancel_stops_every_running_trial(tmp_path: Path, emu: Emulator) -> None:
     path = tuning_job(tmp_path, args="[--sleep=30]")
     code, out, _ = run("submit", str(path))

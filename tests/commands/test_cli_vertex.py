@@ -82,6 +82,7 @@ def submit_json(job: Path, *extra: str, exit_code: int = 0) -> dict[str, Any]:
 
 
 # ---- submit -----------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_submit_wait_succeeds_and_sends_what_render_prints(tmp_path: Path, emu: Emulator, bucket: Any) -> None:
     job = write_job(tmp_path, job_text())
     code, out, err = run("submit", str(job), "--wait", "--poll", "0.02")
@@ -121,6 +122,7 @@ def proto_dict(body: dict[str, Any]) -> dict[str, Any]:
     return dict(json_format.MessageToDict(to_proto(body)._pb))
 
 
+@pytest.mark.slow
 def test_failing_job_streams_logs_and_exits_10(tmp_path: Path, emu: Emulator, bucket: Any) -> None:
     code, out, err = run("submit", str(write_job(tmp_path, job_text("fail-me"))), "--stream-logs", "--poll", "0.02")
     assert code == 10
@@ -129,6 +131,7 @@ def test_failing_job_streams_logs_and_exits_10(tmp_path: Path, emu: Emulator, bu
     assert "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_wait_timeout_exits_12_and_the_job_keeps_running(tmp_path: Path, gated: Any, bucket: Any) -> None:
     emu, gate = gated
     args = ("--wait-timeout", "1s", "--poll", "0.05", "-o", "json")  # --wait-timeout implies --wait
@@ -140,6 +143,7 @@ def test_wait_timeout_exits_12_and_the_job_keeps_running(tmp_path: Path, gated: 
     assert code == 2 and "Invalid value for '--wait-timeout': expected a duration like 90s" in err
 
 
+@pytest.mark.slow
 def test_if_changed_skips_a_running_twin(tmp_path: Path, gated: Any, bucket: Any) -> None:
     emu, gate = gated
     job = write_job(tmp_path, job_text())
@@ -154,6 +158,7 @@ def test_if_changed_skips_a_running_twin(tmp_path: Path, gated: Any, bucket: Any
     assert submit_json(job)["name"] != first["name"]  # without the flag: always a new job
 
 
+@pytest.mark.slow
 def test_dry_run_sends_nothing_and_needs_no_credentials(
     tmp_path: Path, emu: Emulator, bucket: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -193,6 +198,7 @@ def test_dry_run_in_a_subprocess(tmp_path: Path) -> None:
 
 
 # ---- status, logs, cancel, list -----------------------------------------------------------------
+@pytest.mark.slow
 def test_status_logs_and_list(tmp_path: Path, emu: Emulator, bucket: Any) -> None:
     ok = submit_json(write_job(tmp_path, job_text("ok-job")), "--wait", "--poll", "0.02")
     failed = submit_json(write_job(tmp_path, job_text("fail-job"), "f.yaml"), "--wait", "--poll", "0.02", exit_code=10)
@@ -242,12 +248,14 @@ def test_state_choices_are_vertex_job_states() -> None:
     assert {f"JOB_STATE_{s.upper()}" for s in JOB_STATES} == set(JobState.__members__) - {"JOB_STATE_UNSPECIFIED"}
 
 
+@pytest.mark.slow
 def test_follow_logs_until_the_end(tmp_path: Path, emu: Emulator, bucket: Any) -> None:
     job = submit_json(write_job(tmp_path, job_text("followed")))
     code, out, _ = run("logs", job["name"], "--follow", "--poll", "0.02")
     assert (code, out) == (0, "[chief-0] start followed\n[worker-0] worker up\n[chief-0] done\n")
 
 
+@pytest.mark.slow
 def test_cancel(tmp_path: Path, gated: Any, bucket: Any) -> None:
     emu, gate = gated
     job = submit_json(write_job(tmp_path, job_text()))
@@ -300,6 +308,7 @@ def test_transient_errors_are_retried_then_explained(emu: Emulator) -> None:
     )
 
 
+@pytest.mark.slow
 def test_permission_and_quota_errors_are_one_line(tmp_path: Path, emu: Emulator, bucket: Any) -> None:
     job = str(write_job(tmp_path, job_text()))
     code, _, err = run("submit", job, "--project", "denied-project")  # preflight's list is refused first

@@ -94,6 +94,7 @@ def job_factory(tmp_path: Path) -> Any:
         job.close()
 
 
+@pytest.mark.slow
 def test_learners_end_with_one_global_model_and_traffic_is_what_estimate_says(job_factory: Any) -> None:
     job = job_factory(3, compression="int8", fragments=2)
     syncer = job.syncer()
@@ -123,6 +124,7 @@ def fragments_of(sizes: list[int], count: int) -> list[list[int]]:
     return fragments([TensorSpec(str(i), "float32", (n,), True) for i, n in enumerate(sizes)], count)
 
 
+@pytest.mark.slow
 def test_with_overlap_learners_train_on_while_the_syncer_merges_and_lose_no_step(job_factory: Any) -> None:
     job = job_factory(3, overlap=True, fragments=2)
     syncer = job.syncer()
@@ -143,6 +145,7 @@ def test_with_overlap_learners_train_on_while_the_syncer_merges_and_lose_no_step
 
 
 @pytest.mark.parametrize("overlap", [False, True])
+@pytest.mark.slow
 def test_a_lone_learner_with_plain_averaging_follows_its_own_sgd_path(job_factory: Any, overlap: bool) -> None:
     # One learner, outer lr 1, no momentum: every merge gives back the parameters it sent. So its path
     # must be exactly local SGD: with overlap, the steps taken while a delta was in flight are kept
@@ -164,6 +167,7 @@ def test_a_lone_learner_with_plain_averaging_follows_its_own_sgd_path(job_factor
     assert (final["traffic"]["extra"].get("merged_while_training", 0) > 0) == overlap
 
 
+@pytest.mark.slow
 def test_a_killed_learner_is_merged_around_and_the_job_succeeds(job_factory: Any) -> None:
     job = job_factory(3)  # the default registration wait: three processes may start slowly on a loaded machine
     syncer = job.syncer()
@@ -179,6 +183,7 @@ def test_a_killed_learner_is_merged_around_and_the_job_succeeds(job_factory: Any
     assert job.result(0)["final"] == job.result(1)["final"]
 
 
+@pytest.mark.slow
 def test_a_hung_learner_stalls_one_merge_at_most_then_rejoins(job_factory: Any) -> None:
     job = job_factory(3, straggler_timeout=1.5)
     syncer = job.syncer()
@@ -194,6 +199,7 @@ def test_a_hung_learner_stalls_one_merge_at_most_then_rejoins(job_factory: Any) 
     assert job.result(0)["final"] == job.result(1)["final"] == job.result(2)["final"]
 
 
+@pytest.mark.slow
 def test_a_learner_that_never_starts_does_not_hang_the_job(job_factory: Any) -> None:
     job = job_factory(3, registration_timeout=2.0)
     syncer = job.syncer()
@@ -216,6 +222,7 @@ def test_a_learner_without_a_syncer_gives_up_at_its_deadline(job_factory: Any) -
     assert "no syncer at 127.0.0.1" in job.log("learner0")
 
 
+@pytest.mark.slow
 def test_strangers_and_other_models_are_refused_with_the_reason(job_factory: Any) -> None:
     job = job_factory(3, registration_timeout=3.0)
     syncer = job.syncer()
@@ -229,6 +236,7 @@ def test_strangers_and_other_models_are_refused_with_the_reason(job_factory: Any
     assert good.wait(60) == 0 and syncer.wait(60) == 0
 
 
+@pytest.mark.slow
 def test_a_restarted_syncer_resumes_from_its_checkpoint_and_learners_reconnect(job_factory: Any) -> None:
     job = job_factory(2)
     first = job.syncer("syncer")
@@ -247,6 +255,7 @@ def test_a_restarted_syncer_resumes_from_its_checkpoint_and_learners_reconnect(j
     assert job.result(0)["final"] == job.result(1)["final"]
 
 
+@pytest.mark.slow
 def test_with_a_quorum_a_straggler_stops_when_the_quorum_is_done(job_factory: Any) -> None:
     job = job_factory(3, min_quorum=2, grace=0.1)
     syncer = job.syncer()
@@ -262,6 +271,7 @@ def test_with_a_quorum_a_straggler_stops_when_the_quorum_is_done(job_factory: An
     assert job.result(2)["traffic"]["syncs"] < 6  # it did not train on alone after the others finished
 
 
+@pytest.mark.slow
 def test_a_learner_that_starts_after_the_end_takes_the_final_model_and_exits_0(job_factory: Any) -> None:
     # Vertex restarts a learner, or its image pulls slowly, while the quorum finishes: the syncer still
     # waits for a learner saving the model, and the latecomer must not train on alone meanwhile.
@@ -279,6 +289,7 @@ def test_a_learner_that_starts_after_the_end_takes_the_final_model_and_exits_0(j
     assert saving.wait(60) == 0 and syncer.wait(30) == 0, job.log("syncer")
 
 
+@pytest.mark.slow
 def test_the_syncer_outlives_the_learners_last_work(job_factory: Any) -> None:
     # The syncer is the chief: its exit ends the job and Vertex stops the others, so a learner still
     # saving the model after the final exchange must keep it alive.

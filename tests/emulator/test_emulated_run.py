@@ -96,6 +96,7 @@ def printed_pids(log: str) -> list[int]:
     return [int(p) for p in re.findall(r"(?:starting, pid|forked) (\d+)$", log, re.M)]
 
 
+@pytest.mark.slow
 def test_submit_wait_runs_the_trainer_and_logs_its_lines(tmp_path: Path, emu: Emulator) -> None:
     dump = tmp_path / "seen"
     job = probe_job(tmp_path, "probe-ok", ["--dump", str(dump)])
@@ -121,6 +122,7 @@ def test_submit_wait_runs_the_trainer_and_logs_its_lines(tmp_path: Path, emu: Em
     assert code == 0 and out.splitlines()[1].split()[:2] == [job_id, "SUCCEEDED"]
 
 
+@pytest.mark.slow
 def test_a_raising_trainer_fails_the_job_with_its_traceback(tmp_path: Path, emu: Emulator) -> None:
     """As on Vertex, the chief is restarted in place 5 times; disable_retries: then the job fails."""
     job = probe_job(tmp_path, "probe-raise", ["--raise", "chief-0"], cluster="",
@@ -152,6 +154,7 @@ def test_a_container_job_fails_with_the_local_runners_docker_message(tmp_path: P
                      r"it|runs containers with docker, which is not installed here", err), err
 
 
+@pytest.mark.slow
 def test_cancel_stops_every_replica(tmp_path: Path, emu: Emulator) -> None:
     job = probe_job(tmp_path, "probe-sleep", ["--sleep", "all", "--fork", "chief-0"])
     code, out, err = run("submit", str(job), "-o", "json", "--api-endpoint", emu.url)
@@ -174,6 +177,7 @@ def test_cancel_stops_every_replica(tmp_path: Path, emu: Emulator) -> None:
     assert "[vertex] cancelled: stopping every replica" in run("logs", name, "--api-endpoint", emu.url)[1]
 
 
+@pytest.mark.slow
 def test_command_run_jobs_serves_runs_and_leaves_no_process_when_stopped(
     tmp_path: Path, env_cache: Path, bucket: Any
 ) -> None:
@@ -236,6 +240,7 @@ def test_runner_parts_and_a_missing_package(tmp_path: Path, env_cache: Path) -> 
     assert logged[-1] == ("", f"the job cannot run here: trainer package {missing.as_uri()} not found")
 
 
+@pytest.mark.slow
 def test_faults_from_the_jobs_labels_and_vertex_restarts(tmp_path: Path, emu: Emulator) -> None:
     """`vtrain-fault` labels: the emulator injects them, and restarts the replica as Vertex would."""
     job = probe_job(tmp_path, "probe-fault", ["--sleep", "all", "--seconds", "3"],

@@ -111,6 +111,7 @@ def _storage_client(url: str) -> Any:
 
 
 @pytest.mark.parametrize("kind", ["blackhole", "closed"])
+@pytest.mark.slow
 def test_storage_calls_end_in_one_line_naming_the_endpoint(
     request: pytest.FixtureRequest, kind: str, tmp_path: Path
 ) -> None:

@@ -60,6 +60,7 @@ def runs(out: Path) -> list[str]:
 # --------------------------------------------------------------------------- class 1: concurrent runs
 
 
+@pytest.mark.slow
 def test_concurrent_runs_keep_their_own_files_and_never_share_a_model_dir(tmp_path: Path, cache: Path) -> None:
     """Three real `vtrain local` processes on one trainer: two run at once in two output dirs (one
     environment, built once); a third on a live run's dir is refused and touches nothing there."""
@@ -129,6 +130,7 @@ def daemons(text: str) -> list[int]:
     return [int(p) for p in re.findall(r"daemonized (\d+)", text)]
 
 
+@pytest.mark.slow
 def test_cli_a_daemonizing_trainer_does_not_outlive_the_job(tmp_path: Path, cache: Path) -> None:
     """The chief double-forks a daemon that ignores SIGTERM, then succeeds: the job ends it."""
     path = job_file(tmp_path, ["--daemonize=all"], TWO_WORKERS)
@@ -142,6 +144,7 @@ def test_cli_a_daemonizing_trainer_does_not_outlive_the_job(tmp_path: Path, cach
 
 
 @pytest.mark.parametrize("how", ["fails", "cancelled", "times out"])
+@pytest.mark.slow
 def test_daemons_end_with_their_job_and_only_theirs(tmp_path: Path, cache: Path, how: str) -> None:
     """Two jobs in one process (as in the emulator): ending one ends its daemons, not the other's."""
     (tmp_path / "k").mkdir()
@@ -245,6 +248,7 @@ def test_a_signal_while_building_leaves_no_process_and_no_temp_files(tmp_path: P
     assert not list((tmp_path / "staging").rglob("*.tar.gz"))
 
 
+@pytest.mark.slow
 def test_what_a_killed_copy_left_is_swept(tmp_path: Path) -> None:
     from vtrain.trainer import packaging
 
@@ -273,6 +277,7 @@ def test_what_a_killed_copy_left_is_swept(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- class 10: the environment cache
 
 
+@pytest.mark.slow
 def test_env_cache_rebuilds_what_it_cannot_trust_and_cache_commands(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     path = job_file(tmp_path, [], CHIEF)
@@ -317,6 +322,7 @@ def test_env_cache_rebuilds_what_it_cannot_trust_and_cache_commands(tmp_path: Pa
 
 
 @pytest.mark.parametrize("part", ["envs", "sdists", "env-as-file"])
+@pytest.mark.slow
 def test_a_file_where_a_cache_dir_belongs_is_one_line_or_replaced(tmp_path: Path, part: str) -> None:
     cache = tmp_path / "cache"
     cache.mkdir()
@@ -366,6 +372,7 @@ def test_usage_errors_exit_2_and_write_nothing(tmp_path: Path, cache: Path, args
     assert not (tmp_path / "t").exists() and not (tmp_path / "vtrain.yaml").exists()
 
 
+@pytest.mark.slow
 def test_outputs_inside_the_package_never_change_its_hash(tmp_path: Path, cache: Path) -> None:
     """`vtrain local --output-dir .` run from the trainer's own directory, twice: built once."""
     import shutil

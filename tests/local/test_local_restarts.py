@@ -62,6 +62,7 @@ def daemons(log: str) -> list[int]:
 # --------------------------------------------------------------------------- the policy on real processes
 
 
+@pytest.mark.slow
 def test_a_failed_worker_is_restarted_in_place_and_the_job_succeeds(tmp_path: Path, cache: Path) -> None:
     dump = tmp_path / "seen"
     job, out, notices = start(tmp_path, cache, [f"--dump={dump}", "--fail=worker-1", "--fail-times=1",
@@ -87,6 +88,7 @@ def test_a_failed_worker_is_restarted_in_place_and_the_job_succeeds(tmp_path: Pa
     assert_clean(job)
 
 
+@pytest.mark.slow
 def test_a_restarted_chief_serves_on_the_same_port(tmp_path: Path, cache: Path) -> None:
     """What a restarted coordinator (DiLoCo's syncer) needs: its peers reach it again at the same address."""
     job, out, _ = start(tmp_path, cache, ["--listen=all", "--fail=chief-0", "--fail-times=1", "--fail-after=1",
@@ -111,6 +113,7 @@ def test_a_permanent_error_fails_at_once_without_a_restart(tmp_path: Path, cache
     assert_clean(job)
 
 
+@pytest.mark.slow
 def test_exhausted_restarts_retry_the_whole_job_then_fail_with_the_count(tmp_path: Path, cache: Path) -> None:
     job, out, notices = start(tmp_path, cache, ["--fail=worker-0", "--sleep=chief-0,worker-1", "--seconds=60"],
                               kill_grace=1)
@@ -130,6 +133,7 @@ def test_exhausted_restarts_retry_the_whole_job_then_fail_with_the_count(tmp_pat
     assert_clean(job)
 
 
+@pytest.mark.slow
 def test_restart_job_on_worker_restart_restarts_every_replica(tmp_path: Path, cache: Path) -> None:
     job, out, notices = start(tmp_path, cache, ["--fail=worker-1", "--fail-times=1", "--fail-after=0.5",
                                                 "--sleep=chief-0,worker-0", "--seconds=2"],
@@ -152,6 +156,7 @@ def test_never_keeps_fail_fast(tmp_path: Path, cache: Path) -> None:
     assert_clean(job)
 
 
+@pytest.mark.slow
 def test_cancel_and_timeout_win_over_restarts(tmp_path: Path, cache: Path) -> None:
     args = ["--fail=worker-0", "--fail-after=0.3", "--sleep=chief-0,worker-1", "--fork=all"]
     job, out, _ = start(tmp_path, cache, args, kill_grace=1)
@@ -185,6 +190,7 @@ def test_what_a_restarted_replica_left_behind_goes_with_it(tmp_path: Path, cache
 # --------------------------------------------------------------------------- faults
 
 
+@pytest.mark.slow
 def test_faults_kill_preempt_and_freeze_at_steps(tmp_path: Path, cache: Path) -> None:
     faults = ("worker-1:kill@step:5", "chief-0:preempt:1s@step:8", "worker-0:stop:1s@step:3")
     job, out, notices = start(tmp_path, cache, ["--steps=all", "--count=40", "--step-seconds=0.05",
@@ -209,6 +215,7 @@ def test_faults_kill_preempt_and_freeze_at_steps(tmp_path: Path, cache: Path) ->
     assert_clean(job)
 
 
+@pytest.mark.slow
 def test_faults_after_a_duration_and_twice_on_one_replica(tmp_path: Path, cache: Path) -> None:
     job, _, notices = start(tmp_path, cache, ["--sleep=all", "--seconds=4"], faults=("worker-0:kill@0.5s",
                             "worker-0:kill@0.5s"), worker_grace=1)  # fmt: skip
@@ -225,6 +232,7 @@ def test_a_fault_for_a_replica_the_run_lacks_is_refused_before_anything_runs(tmp
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_cli_restart_policy_faults_and_json(tmp_path: Path, cache: Path) -> None:
     path = job_file(tmp_path, ["--sleep=all", "--seconds=3"], TWO_WORKERS)
     base = [sys.executable, "-m", "vtrain", "local", str(path)]

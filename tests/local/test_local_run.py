@@ -106,6 +106,7 @@ def assert_clean(job: LocalJob, extra_pids: list[int] = ()) -> None:  # type: ig
 # --------------------------------------------------------------------------- fidelity
 
 
+@pytest.mark.slow
 def test_each_replica_sees_what_vertex_gives_it(tmp_path: Path, cache: Path) -> None:
     dump = tmp_path / "seen"
     # The chief waits a second: a successful chief ends the job and stops every other replica.
@@ -146,6 +147,7 @@ def test_each_replica_sees_what_vertex_gives_it(tmp_path: Path, cache: Path) -> 
     assert_clean(job)
 
 
+@pytest.mark.slow
 def test_a_packaging_mistake_fails_locally(tmp_path: Path, cache: Path) -> None:
     trainer = tmp_path / "trainer-src"
     shutil.copytree(PROBE, trainer)
@@ -178,6 +180,7 @@ def test_a_raising_trainer_fails_the_job_with_its_traceback(tmp_path: Path, cach
     assert_clean(job)
 
 
+@pytest.mark.slow
 def test_success_follows_the_chief(tmp_path: Path, cache: Path) -> None:
     cluster = TWO_WORKERS + "\n  evaluator: {}"
     job, out = start(tmp_path, cache, ["--sleep=worker-1,evaluator-0", "--fail=worker-0", "--fail-after=1.5"],
@@ -194,6 +197,7 @@ def test_success_follows_the_chief(tmp_path: Path, cache: Path) -> None:
     assert_clean(job)
 
 
+@pytest.mark.slow
 def test_wait_hooks_report_states_follow_logs_and_time_out(tmp_path: Path, cache: Path) -> None:
     """The handle owns waiting: on_state and on_log work on a local job as on a Vertex one."""
     job, _ = start(tmp_path, cache, ["--sleep=all"], TWO_WORKERS)
@@ -217,6 +221,7 @@ def test_parameter_servers_stop_with_the_chief(tmp_path: Path, cache: Path) -> N
     assert_clean(job)
 
 
+@pytest.mark.slow
 def test_a_replica_that_never_starts_its_server_fails_the_job(tmp_path: Path, cache: Path) -> None:
     job, _ = start(tmp_path, cache, ["--listen=chief-0,worker-0", "--sleep=all"], TWO_WORKERS,
                    startup_timeout=2.0)
@@ -226,6 +231,7 @@ def test_a_replica_that_never_starts_its_server_fails_the_job(tmp_path: Path, ca
     assert_clean(job)
 
 
+@pytest.mark.slow
 def test_timeout_kills_whole_process_groups(tmp_path: Path, cache: Path) -> None:
     job, out = start(tmp_path, cache, ["--fork=all", "--sleep=all", "--ignore-term=worker-0"], TWO_WORKERS,
                      timeout=3.0, kill_grace=1.0)
@@ -266,6 +272,7 @@ def test_max_replicas_and_container_pools(tmp_path: Path, cache: Path, monkeypat
         run_local(container, output_dir=tmp_path / "c", cache_dir=cache)
 
 
+@pytest.mark.slow
 def test_prebuilt_packages_from_cloud_storage(gcs, tmp_path: Path, cache: Path) -> None:  # type: ignore[no-untyped-def]
     """trainer.package_uris: fetched from gs:// (here the storage emulator) and installed as they are."""
     from vtrain.trainer.packaging import build_sdist

@@ -67,6 +67,7 @@ def cli(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
                           env=env, timeout=300, check=False)
 
 
+@pytest.mark.slow
 def test_cli_grid_runs_four_trials_two_at_a_time_and_names_the_best(tmp_path: Path, cache: Path) -> None:
     done = cli(str(job(tmp_path, GRID)), "--output-dir", str(tmp_path / "out"), cache=cache)
     assert done.returncode == 0, done.stderr
@@ -93,6 +94,7 @@ def test_json_output_and_max_parallel(tmp_path: Path, cache: Path) -> None:
     assert "1 at a time" in done.stderr
 
 
+@pytest.mark.slow
 def test_random_search_with_a_seed_is_reproducible(tmp_path: Path, cache: Path) -> None:
     def params(seed: str, where: str) -> list[dict]:
         done = cli(str(job(tmp_path, RANDOM)), "--output-dir", str(tmp_path / where), "--seed", seed, "-o", "json",
@@ -106,6 +108,7 @@ def test_random_search_with_a_seed_is_reproducible(tmp_path: Path, cache: Path) 
     assert sorted(map(json.dumps, first)) != sorted(map(json.dumps, params("12", "c")))
 
 
+@pytest.mark.slow
 def test_failed_trials_count_against_the_budget(tmp_path: Path, cache: Path) -> None:
     path = job(tmp_path, GRID.rstrip(" ") + "    max_failed_trials: 1\n", "[--fail-if-y=b]")
     study = run_local_tuning(path, output_dir=tmp_path / "out", cache_dir=cache, max_parallel=1)
@@ -123,6 +126,7 @@ def test_a_trial_that_reports_nothing_is_infeasible(tmp_path: Path, cache: Path)
     assert "reported no 'score'" in done.stderr and "Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 def test_median_rule_stops_a_trial_worse_than_the_completed_ones(tmp_path: Path, cache: Path) -> None:
     tuning = """\
         metric: {name: score, goal: maximize}
@@ -159,6 +163,7 @@ def test_cancel_leaves_no_process(tmp_path: Path, cache: Path) -> None:
 
 
 
+@pytest.mark.slow
 def test_keras_template_grid_two_by_two_two_parallel(tmp_path: Path, cache: Path) -> None:
     tuning = """\
         metric: {name: loss, goal: minimize}

@@ -187,6 +187,7 @@ def test_render_hides_secrets_and_keeps_ordinary_values(tmp_path: Path, fmt: str
         assert yaml.safe_load(out)["displayName"] == "secretive"
 
 
+@pytest.mark.slow
 def test_submit_dry_run_hides_secrets(tmp_path: Path) -> None:
     job = _job(tmp_path)
     for extra in ([], ["-o", "json"]):

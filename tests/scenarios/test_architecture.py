@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import REPO
 
 PACKAGE = REPO / "vtrain"
@@ -180,6 +182,7 @@ def test_the_runtime_needs_only_what_ships_with_it() -> None:
     assert _reaches("vtrain.runtime") - {"vtrain"} <= shipped
 
 
+@pytest.mark.slow
 def test_every_module_imports_on_its_own() -> None:
     """Each module first in a fresh set of vtrain modules: an order-dependent circle fails here."""
     code = (

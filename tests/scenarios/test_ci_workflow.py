@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.conftest import REPO
@@ -36,6 +37,7 @@ def test_workflow_is_what_the_test_runs() -> None:
     assert any("upload-artifact" in s.get("uses", "") for s in steps)
 
 
+@pytest.mark.slow
 def test_the_workflow_steps_run_in_order(tmp_path: Path) -> None:
     workflow = yaml.safe_load(WORKFLOW.read_text())
     job = workflow["jobs"]["job-file"]

@@ -348,6 +348,7 @@ def test_init_refuses_odd_destinations_and_writes_nothing(tmp_path: Path, prepar
 # --------------------------------------------------------------------------- vtrain local: the job name in a path
 
 
+@pytest.mark.slow
 def test_a_job_name_with_a_slash_names_a_temporary_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The display name is free text; it used to be pasted into mkdtemp's prefix (FileNotFoundError)."""
     from vtrain.local.runner import run_local

@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.conftest import REPO
@@ -63,6 +64,7 @@ def test_hook_manifest_names_vtrain_validate() -> None:
     assert hook["id"] == "vtrain-validate" and hook["entry"] == "vtrain validate" and hook["language"] == "python"
 
 
+@pytest.mark.slow
 def test_pre_commit_try_repo_passes_the_good_file_and_fails_the_bad_one(tmp_path: Path) -> None:
     hooks = _snapshot(tmp_path / "vtrain-src")
     work = tmp_path / "work"

@@ -44,6 +44,7 @@ def _write(tmp_path: Path, files: dict[str, str], module: str) -> Path:
 
 
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
+@pytest.mark.slow
 def test_validate_and_package_agree(tmp_path: Path, layout: str) -> None:
     files, module, refusal = LAYOUTS[layout]
     job = _write(tmp_path, files, module)

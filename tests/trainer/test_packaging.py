@@ -296,6 +296,7 @@ def test_runtime_sdist_installs_and_imports(tmp_path: Path) -> None:
     assert out[0] == __version__ and out[1].startswith(str(target)) and out[2] == "True"
 
 
+@pytest.mark.slow
 def test_build_and_stage_gcs(gcs, trainer: Path) -> None:  # type: ignore[no-untyped-def]
     gcs.create_bucket("stage-bkt")
     client = gcs.client()
@@ -355,6 +356,7 @@ def test_module_left_out_by_backend(gcs, trainer: Path) -> None:  # type: ignore
     assert gcs.object_names("mod-bkt") == []
 
 
+@pytest.mark.slow
 def test_a_syntax_error_in_the_trainer_is_refused_before_upload(gcs, trainer: Path) -> None:  # type: ignore[no-untyped-def]
     gcs.create_bucket("syn-bkt")
     (trainer / "tools").mkdir()
@@ -369,6 +371,7 @@ def test_a_syntax_error_in_the_trainer_is_refused_before_upload(gcs, trainer: Pa
     P.build_and_stage(trainer, "gs://syn-bkt", "trainer.task", client=gcs.client(), progress=False)
 
 
+@pytest.mark.slow
 def test_build_and_stage_local_directory(trainer: Path) -> None:
     stage_dir = trainer / "staging"  # inside the package: it must not feed the next hash
     stage_dir.mkdir()
@@ -382,6 +385,7 @@ def test_build_and_stage_local_directory(trainer: Path) -> None:
     assert len(list((stage_dir / "vtrain").iterdir())) == 2
 
 
+@pytest.mark.slow
 def test_isolated_and_plain_builds_agree(trainer: Path, tmp_path: Path) -> None:
     """Both build modes give the same name and files; the timing is printed for the record."""
     results = {}
@@ -414,6 +418,7 @@ def _job(tmp_path: Path, package: Path, staging: str) -> Path:
     return job
 
 
+@pytest.mark.slow
 def test_cli_package_text_then_json(gcs, trainer: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     from click.testing import CliRunner
 
@@ -436,6 +441,7 @@ def test_cli_package_text_then_json(gcs, trainer: Path, tmp_path: Path) -> None:
     ]
 
 
+@pytest.mark.slow
 def test_cli_package_refuses_credentials(trainer: Path, tmp_path: Path) -> None:
     from click.testing import CliRunner
 
