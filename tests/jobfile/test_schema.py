@@ -122,7 +122,7 @@ def test_replicas_fit_the_int64_replica_count() -> None:
         ("name: 12\n", ("name", 1, "expected text, got a number; quote it: '12'")),
         ("name: ~\n", ("name", 1, "expected text, got nothing (null)")),
         ("name: on\n", ("name", 1, "expected text, got a boolean; YAML reads yes/no/on/off/true/false as booleans, "
-                                   "quote the text")),
+                                   "quote the text: 'on'")),
         ("distribution_strategy: 3\n", ("distribution_strategy", 1, "expected text (one of: auto, one_device, "
                                         "mirrored, multi_worker_mirrored, parameter_server, tpu, diloco), "
                                         "got a number")),
@@ -141,7 +141,7 @@ def test_replicas_fit_the_int64_replica_count() -> None:
                                                 "any, specific; did you mean 'specific'?")),
         ("trainer: {env: {A: [1]}}\n", ("trainer.env.A", 1, "expected text or a number, got a list; an "
                                                  "environment value is one string")),
-        ("trainer: {env: {A: no}}\n", ("trainer.env.A", 1, "expected text, got a boolean; quote it: 'false'")),
+        ("trainer: {env: {A: no}}\n", ("trainer.env.A", 1, "expected text, got a boolean; quote it: 'no'")),
         ("trainer: {env: {A: }}\n", ("trainer.env.A", 1, "expected text, got nothing (null); quote it: ''")),
     ],
 )  # fmt: skip

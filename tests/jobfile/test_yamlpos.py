@@ -73,8 +73,8 @@ def test_keys_that_are_collections_are_refused() -> None:
 
 
 def test_scalar_keys_become_text() -> None:
-    data, _, problems = load_yaml("1: one\ntrue: yes\n", "f.yaml")
-    assert (data, problems) == ({"1": "one", "True": True}, [])
+    data, _, problems = load_yaml("1: one\ntrue: yes\n01: x\n", "f.yaml")
+    assert (data, problems) == ({"1": "one", "true": True, "01": "x"}, [])  # the key as written, not str(True)
 
 
 @pytest.mark.parametrize("text", ["", "\n\n", "# only a comment\n"])

@@ -42,7 +42,7 @@ def apply_overrides(data: Any, overrides: Iterable[str], positions: Positions) -
                                         f"{'.'.join(p for p in parts if p)}", file=where.file))
             continue
         try:
-            value = _override_value(raw)
+            value, texts = _override_value(raw)
         except _Unbounded as err:
             problems.append(Problem(key.strip(), str(err), file=where.file))
             continue
@@ -67,12 +67,16 @@ def apply_overrides(data: Any, overrides: Iterable[str], positions: Positions) -
             if value is None:  # `--set key=null` removes the key (e.g. to swap package for package_uris)
                 node.pop(parts[-1], None)
                 gone = tuple(parts)  # and its positions: a removed key is not "written in the job file"
-                for table in (positions.values, positions.keys):
+                for table in (positions.values, positions.keys, positions.texts):
                     for path in [p for p in table if p[: len(gone)] == gone]:
                         del table[path]
                 continue
             node[parts[-1]] = value
             path = tuple(parts)
+            for table in (positions.texts,):  # what the job file wrote there is replaced
+                for old_path in [p for p in table if p[: len(path)] == path]:
+                    del table[old_path]
+            positions.texts.update({(*path, *sub): text for sub, text in texts.items()})
             positions.values[path] = where
             positions.keys[path] = where
             for sub in _subpaths(value, path):
@@ -85,16 +89,17 @@ class _Unbounded(ValueError):
     """A --set value past the job file's limits (an alias bomb, deep nesting)."""
 
 
-def _override_value(raw: str) -> Any:
-    """A --set value as YAML, under the job file's limits; text YAML cannot read stays text."""
+def _override_value(raw: str) -> tuple[Any, dict[tuple[Any, ...], str]]:
+    """A --set value as YAML, under the job file's limits, with the source text of its scalars that
+    YAML 1.1 reads as numbers or booleans (see Positions.texts); text YAML cannot read stays text."""
     if not raw.strip():
-        return ""
-    data, _, problems = load_yaml(raw, "--set", what="a --set value")
+        return "", {}
+    data, positions, problems = load_yaml(raw, "--set", what="a --set value")
     if not problems:
-        return data
+        return data, positions.texts
     message = problems[0].message
     if "YAML syntax error" in message or "tab character" in message:
-        return raw  # `--set name=a: b` and the like: the text as written
+        return raw, {}  # `--set name=a: b` and the like: the text as written
     raise _Unbounded(message)
 
 

@@ -114,13 +114,14 @@ class Str(Declared):
 
     def check(self, value: Any, path: PathKey, ck: Checker) -> Any:
         if isinstance(value, (int, float)) and not isinstance(value, bool) and not self.choices:
-            ck.add(path, f"expected text, got {_type_name(value)}; quote it: '{value}'")
+            ck.add(path, f"expected text, got {_type_name(value)}; quote it: '{ck.positions.text(path, value)}'")
             return None
         if not isinstance(value, str):
             allowed = f" (one of: {', '.join(self.choices)})" if self.choices else ""
             hint = ""
             if isinstance(value, bool):
-                hint = "; YAML reads yes/no/on/off/true/false as booleans, quote the text"
+                hint = (f"; YAML reads yes/no/on/off/true/false as booleans, quote the text: "
+                        f"'{ck.positions.text(path, value)}'")
             ck.add(path, f"expected text{allowed}, got {_type_name(value)}{hint}")
             return None
         if "\x00" in value:
@@ -300,9 +301,9 @@ class EnvValue(Declared):
         if isinstance(value, str):
             return value
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return str(value)
+            return ck.positions.text(path, value)  # ZIP: 01234 stays "01234" (YAML 1.1 reads octal 668)
         if isinstance(value, bool):
-            ck.add(path, f"expected text, got a boolean; quote it: '{str(value).lower()}'")
+            ck.add(path, f"expected text, got a boolean; quote it: '{ck.positions.text(path, str(value).lower())}'")
         elif value is None:
             ck.add(path, "expected text, got nothing (null); quote it: ''")
         else:

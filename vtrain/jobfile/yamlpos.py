@@ -33,11 +33,18 @@ class Positions:
     values: dict[PathKey, Position] = field(default_factory=dict)
     keys: dict[PathKey, Position] = field(default_factory=dict)
     default: Position = field(default_factory=lambda: Position(None))
+    #: The source text of each unquoted scalar YAML 1.1 read as something else (01234 → 668, 1.10 → 1.1,
+    #: 0x1F → 31, 1:30 → 90, off → False): a field that is text takes what was written, not the number.
+    texts: dict[PathKey, str] = field(default_factory=dict)
+
+    def text(self, path: PathKey, value: Any) -> str:
+        """`value` as the user wrote it when that is known, else as Python writes it."""
+        return self.texts.get(tuple(path), str(value))
 
     def alias(self, written: PathKey, canonical: PathKey) -> None:
         """Make positions recorded under a key alias (`ps`) findable by the canonical name."""
         n = len(written)
-        for table in (self.values, self.keys):
+        for table in (self.values, self.keys, self.texts):
             for path in [p for p in table if p[:n] == written]:
                 table.setdefault(canonical + path[n:], table[path])
 
@@ -143,7 +150,7 @@ class _Walker:
                 if not isinstance(key, (str, int, float, bool)) or key is None:
                     self._problem(path, key_node, "mapping keys must be plain scalars")
                     continue
-                key = str(key) if not isinstance(key, str) else key
+                key = key if isinstance(key, str) else str(key_node.value)  # `off:` is the key "off", not False
                 child = (*path, key)
                 if key in result and (id(key_node) not in own or key not in written):
                     pass  # a `<<:` merge supplied it: later entries override, as YAML merge keys do
@@ -159,7 +166,10 @@ class _Walker:
             return result
         if isinstance(node, yaml.SequenceNode):
             return [self.walk(item, (*path, i)) for i, item in enumerate(node.value)]
-        return self.loader.construct_object(node, deep=True)
+        value = self.loader.construct_object(node, deep=True)
+        if not isinstance(value, str) and isinstance(node, yaml.ScalarNode) and node.style is None:
+            self.positions.texts[path] = node.value
+        return value
 
     def _problem(self, path: PathKey, node: yaml.Node, message: str) -> None:
         pos = _pos(self.file, node.start_mark)
