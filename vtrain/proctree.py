@@ -223,6 +223,13 @@ def interrupted_by(err: BaseException) -> int:
     return signal.SIGTERM if isinstance(err, _Terminated) else signal.SIGINT
 
 
+def interruption(err: BaseException) -> tuple[str, int]:
+    """(how to say it, the exit status a shell gives a process killed by it): ("Ctrl-C", 130) or
+    ("SIGTERM", 143). Every command stopped by a signal exits with that status and says which."""
+    signum = interrupted_by(err)
+    return ("SIGTERM" if signum == signal.SIGTERM else "Ctrl-C"), 128 + int(signum)
+
+
 @contextlib.contextmanager
 def children_end_with(grace: float = 3.0) -> Iterator[None]:
     """Run a command so that nothing it started outlives it, and SIGTERM cleans up like Ctrl-C.

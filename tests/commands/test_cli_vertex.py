@@ -8,8 +8,10 @@ from __future__ import annotations
 import importlib
 import json
 import re
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +24,7 @@ from tests.cloud.test_submit import FAST_RETRY, job_text, runner
 from tests.conftest import REPO
 from tests.helpers import write_job
 from vtrain.cli import cli
-from vtrain.emulator import Emulator, GatedRunner
+from vtrain.emulator import Emulator, GatedRunner, sleep_runner
 
 SUBMIT = importlib.import_module("vtrain.cloud.submit")
 PROJECT = "test-project"
@@ -380,3 +382,32 @@ def test_refusal_in_a_subprocess_has_no_traceback(emu: Emulator) -> None:
     assert one_error_line(done.stderr).startswith(
         "error: cannot list jobs: permission aiplatform.customJobs.list denied"
     )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("sig", "code", "said"), [(signal.SIGTERM, 143, "SIGTERM"), (signal.SIGINT, 130, "Ctrl-C")])
+def test_submit_wait_stopped_by_a_signal_exits_128_plus_it_and_names_it(tmp_path: Path, sig: int, code: int,
+                                                                        said: str) -> None:
+    """Issue 20, class 12: SIGTERM used to exit 130 (Ctrl-C's status) where the README says 143."""
+    job = write_job(tmp_path, """
+name: waited
+trainer: {container: {image_uri: us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-17.py310:latest}}
+cluster:
+  chief: {machine_type: n1-standard-4}
+""")
+    with Emulator(runner=sleep_runner(60), pending_seconds=0.05) as emu:
+        env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "VTRAIN_API_ENDPOINT": emu.url}
+        proc = subprocess.Popen([sys.executable, "-m", "vtrain", "submit", str(job), "--wait", "--project", PROJECT,
+                                 "--region", "us-central1", "--no-preflight"], env=env, stderr=subprocess.PIPE,
+                                text=True)
+        try:
+            deadline = time.monotonic() + 60
+            while not [j for j in emu.jobs() if j.state == 3] and time.monotonic() < deadline:  # RUNNING
+                time.sleep(0.1)
+            time.sleep(0.5)  # the CLI is in its wait loop
+            proc.send_signal(sig)
+            _, err = proc.communicate(timeout=60)
+        finally:
+            proc.kill()
+    assert proc.returncode == code, err
+    assert f"interrupted ({said}): job projects/" in err and "keeps running" in err, err

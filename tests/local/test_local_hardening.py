@@ -93,6 +93,7 @@ def test_concurrent_runs_keep_their_own_files_and_never_share_a_model_dir(tmp_pa
     for proc, run_id, out in ((a, a_id, shared), (c, c_id, other)):
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == 11, err
+        assert "[vtrain] interrupted (SIGTERM): stopping every replica" in err, err  # not "Ctrl-C"
         result = json.loads((out / "vtrain-local" / run_id / "result.json").read_text())
         assert result["state"] == "JOB_STATE_CANCELLED"
         log = (out / "vtrain-local" / run_id / "job.log").read_text()

@@ -60,9 +60,13 @@ def submit_recovering(job_file: str, *, recover: int, backoff: float, output: st
 
         try:
             return watch(job, timeout=timeout, poll=poll, on_state=on_state)
-        except KeyboardInterrupt:
-            click.echo(f"interrupted: job {job.name} keeps running; stop it with `vtrain cancel {job.name}`", err=True)
-            raise SystemExit(130) from None
+        except KeyboardInterrupt as err:
+            from vtrain.proctree import interruption
+
+            said, code = interruption(err)
+            click.echo(f"interrupted ({said}): job {job.name} keeps running; stop it with `vtrain cancel "
+                       f"{job.name}`", err=True)
+            raise SystemExit(code) from None
 
     def on_retry(attempt: Any, delay: float, variant: str) -> None:
         click.echo(f"attempt {attempt.number} ({attempt.job.job_id}) FAILED, retryable: {attempt.verdict.reason}; "

@@ -87,11 +87,14 @@ def local(job_file: str, output_dir: str | None, max_replicas: int | None, timeo
                              preempt_grace=30.0 if preempt_grace is None else preempt_grace)
         job = run_local(config, options=options, out=logs, notices=sys.stderr)
         state = job.wait()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as err:
         if job is None:  # packaging or installing: nothing ran yet, and nothing half-built is kept
             raise JobFailed(f"job {config.name} ended {CANCELLED} before its replicas started", state=CANCELLED,
                             exit_code=exit_code(CANCELLED)) from None
-        click.echo("[vtrain] interrupted: stopping every replica (Ctrl-C again to kill at once)", err=True)
+        from vtrain.proctree import interruption
+
+        said = interruption(err)[0]
+        click.echo(f"[vtrain] interrupted ({said}): stopping every replica ({said} again to kill at once)", err=True)
         job.cancel()
         try:
             state = job.wait()

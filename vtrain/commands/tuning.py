@@ -77,10 +77,13 @@ def run_study(config: Any, *, output_dir: str | None, max_parallel: int | None, 
                                  out=(sys.stderr if output == "json" else sys.stdout) if stream_logs else None,
                                  on_change=display.changed)
         state = study.wait()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as err:
         if study is None:
             raise
-        click.echo("[vtrain] interrupted: stopping every trial (Ctrl-C again to kill at once)", err=True)
+        from vtrain.proctree import interruption
+
+        said = interruption(err)[0]
+        click.echo(f"[vtrain] interrupted ({said}): stopping every trial ({said} again to kill at once)", err=True)
         study.cancel()
         try:
             state = study.wait()

@@ -159,10 +159,14 @@ def _wait(job: Any, output: str, timeout: float | None, poll: float, stream_logs
     on_log = (lambda line: click.echo(line, err=output == "json")) if stream_logs else None
     try:
         state = watch(job, timeout=timeout, poll=poll, on_state=status, on_log=on_log)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as err:
+        from vtrain.proctree import interruption
+
         status.close()
-        click.echo(f"interrupted: job {job.name} keeps running; stop it with `vtrain cancel {job.name}`", err=True)
-        raise SystemExit(130) from None
+        said, code = interruption(err)
+        click.echo(f"interrupted ({said}): job {job.name} keeps running; stop it with `vtrain cancel {job.name}`",
+                   err=True)
+        raise SystemExit(code) from None
     finally:
         status.close()
     if output == "json":
