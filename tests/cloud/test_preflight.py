@@ -120,6 +120,12 @@ def test_doctor_without_a_job_and_without_a_project(emu: Emulator, monkeypatch: 
     monkeypatch.delenv("VTRAIN_PROJECT")
     code, out, _ = run("doctor", "--region", "us-central1")
     assert code == 1 and "FAIL  project: no Google Cloud project set: pass --project" in out
+    # Each setting under its own name (a bad region was reported as "project").
+    code, out, _ = run("doctor", "--project", PROJECT, "--region", "us-central\u0661")
+    assert code == 1 and "FAIL  region: region 'us-central\u0661' (from --region) is not a Vertex AI region" in out
+    assert "skip  vertex ai: needs a region" in out and "project:" not in out
+    code, out, _ = run("doctor", "--project", PROJECT, "--api-endpoint", "ftp://nowhere")
+    assert code == 1 and "FAIL  endpoint: " in out, out
 
 
 def test_doctor_without_credentials_says_how_to_get_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -224,6 +224,8 @@ def test_status_logs_and_list(tmp_path: Path, emu: Emulator, bucket: Any) -> Non
     assert code == 0 and re.fullmatch(r"(\d{4}-\d\d-\d\dT[0-9:.]+Z \[chief-0\] \S+.*\n){2}", out)
     code, _, err = run("logs", ok_id, "--replica", "master-0")
     assert code == 2 and "Invalid value for '--replica': replica 'master-0' is not chief-0" in err
+    code, out, err = run("logs", ok_id, "--replica", "worker-9")  # a replica the job lacks: said, not silence
+    assert (code, out) == (2, "") and "has no replica worker-9 (it has chief-0, worker-0); did you mean" in err, err
 
     code, out, _ = run("list")
     assert code == 0

@@ -86,3 +86,10 @@ def test_a_refused_value_is_quoted_as_written_in_the_hint(tmp_path: Path, text: 
     assert code == 2 and f"'{text}'" in out, out
     if where == "args":  # following the hint works (a label has rules of its own: lower case, no dots)
         assert _run("validate", str(write_job(tmp_path, job.replace(f"[{text}]", f"['{text}']"))))[0] == 0
+
+
+@pytest.mark.parametrize(("flag", "path"), [("name=~", "name"), ("cluster.chief=null", "cluster.chief")])
+def test_a_required_key_removed_by_set_blames_the_flag(tmp_path: Path, flag: str, path: str) -> None:
+    """Issue 20, class 14: `--set name=~` was reported at the job file's first line."""
+    code, out = _run("validate", str(write_job(tmp_path, JOB.format(env="A: x"))), "--set", flag)
+    assert code == 2 and out.startswith(f"--set {flag}: {path}: missing required key"), out

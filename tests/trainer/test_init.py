@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -36,7 +37,7 @@ def test_init_copies_template_and_writes_job_file(tmp_path: Path, template: str)
     assert result.exit_code == 0, result.output
     expected = {rel.as_posix() for rel in template_files(template)} | {"vtrain.yaml", "vtrain.schema.json"}
     assert files_under(target) == expected
-    assert result.output.splitlines()[-1] == f"next: vtrain validate {target / 'vtrain.yaml'}"
+    assert result.output.splitlines()[-1] == f"next: vtrain validate {shlex.quote(str(target / 'vtrain.yaml'))}"
     source = ROOT / "trainer_templates" / template / "trainer" / "task.py"
     assert (target / "trainer" / "task.py").read_bytes() == source.read_bytes()
     job = yaml.safe_load((target / "vtrain.yaml").read_text())
@@ -148,3 +149,12 @@ def test_written_job_file_loads_and_validates(tmp_path: Path, template: str) -> 
     result = CliRunner().invoke(cli, ["validate", str(target / "vtrain.yaml")])
     assert result.exit_code == 0, result.output
     assert result.output == f"{target / 'vtrain.yaml'}: valid: chief 1 × n1-standard-4; workers 1 × n1-standard-4\n"
+
+
+def test_the_next_command_is_pasteable_for_a_directory_with_a_space(tmp_path: Path) -> None:
+    """Issue 20, class 14: `init "my trainer"` printed `next: vtrain validate my trainer/vtrain.yaml`."""
+    target = tmp_path / "my trainer"
+    result = CliRunner().invoke(cli, ["init", str(target)])
+    command = result.output.splitlines()[-1].removeprefix("next: ")
+    assert shlex.split(command) == ["vtrain", "validate", str(target / "vtrain.yaml")]
+    assert CliRunner().invoke(cli, shlex.split(command)[1:]).exit_code == 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import platform
+from collections.abc import Callable
 
 import click
 
@@ -50,11 +51,23 @@ def doctor(
         config = load_config(job_file, overrides)
     where = Where(project, region, api_endpoint)
     info = {"vtrain": __version__, "python": platform.python_version(), "job file": job_file or "-"}
-    try:
-        target = where.resolve(config=config)
-    except BackendError as err:
-        report = Report((Check("project", FAIL, str(err)), Check("vertex ai", SKIP, "needs a project")))
+    from vtrain.cloud.target import resolve_endpoint
+
+    # Each setting is resolved on its own, so a bad one is reported under its own name.
+    steps: tuple[tuple[str, Callable[[], object]], ...] = (
+        ("region", lambda: where.region_for(config)), ("endpoint", lambda: resolve_endpoint(api_endpoint)),
+        ("project", lambda: where.resolve(config=config)))
+    failed_at = None
+    for name, resolve in steps:
+        try:
+            resolve()
+        except BackendError as err:
+            failed_at = Check(name, FAIL, str(err))
+            break
+    if failed_at is not None:
+        report = Report((failed_at, Check("vertex ai", SKIP, f"needs a {failed_at.name}")))
     else:
+        target = where.resolve(config=config)
         info.update(project=target.project, region=target.region, endpoint=target.endpoint)
         report = run_preflight(target, config)
     from vtrain.request.redact import redact_strings  # an endpoint may carry user:password@

@@ -34,6 +34,23 @@ def _replica_callback(ctx: click.Context, param: click.Parameter, value: str | N
     return value
 
 
+def _check_replica(handle: Any, replica: str) -> None:
+    """A replica the job does not have would print nothing and exit 0: say which it has instead."""
+    from vtrain.cloud.vertex import replica_label, task_name
+    from vtrain.errors import UsageError
+    from vtrain.jobfile.nodes import did_you_mean
+
+    spec = getattr(getattr(handle.proto, "job_spec", None), "worker_pool_specs", None)
+    if spec is None:  # a tuning job: its trials are jobs of their own
+        return
+    reducers = len(spec) > 2 and bool(spec[2].container_spec.image_uri.endswith(("reductionserver:latest",)))
+    tasks = [f"workerpool{i}-{n}" for i, pool in enumerate(spec) for n in range(int(pool.replica_count or 0))]
+    if task_name(replica) not in tasks:
+        labels = [replica_label(t, reducers) for t in tasks]
+        raise UsageError(f"job {handle.name} has no replica {replica} (it has {', '.join(labels)});"
+                         f"{did_you_mean(replica, labels)}".rstrip(";"))
+
+
 def _fields(job: Any) -> list[tuple[str, str]]:
     data = job.proto
     rows = [
@@ -132,6 +149,8 @@ def logs(
     from vtrain.cloud.target import Where
 
     handle = get_job(job, Where(project, region, api_endpoint), poll=poll)
+    if replica is not None:
+        _check_replica(handle, replica)
     try:
         for line in handle.logs(follow=follow, replica=replica, timestamps=timestamps):
             click.echo(line)

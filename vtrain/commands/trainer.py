@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import re
+import shlex
 from pathlib import Path
 
 import click
@@ -241,4 +242,4 @@ def init(directory: Path, template: str, name: str | None, bucket: str, output: 
         return
     for path in written:
         click.echo(f"created {path}")
-    click.echo(f"next: vtrain validate {directory / 'vtrain.yaml'}")
+    click.echo(f"next: vtrain validate {shlex.quote(str(directory / 'vtrain.yaml'))}")  # pasteable as it is

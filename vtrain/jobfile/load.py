@@ -70,6 +70,7 @@ def apply_overrides(data: Any, overrides: Iterable[str], positions: Positions) -
                 for table in (positions.values, positions.keys, positions.texts):
                     for path in [p for p in table if p[: len(gone)] == gone]:
                         del table[path]
+                positions.keys[gone] = where  # "name is required" after --set name=null blames the flag
                 continue
             node[parts[-1]] = value
             path = tuple(parts)

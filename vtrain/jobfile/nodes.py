@@ -380,7 +380,10 @@ class Obj(Declared):
         for name in self.required:
             if name not in out and name not in value:
                 where = f"in {format_path(path)}" if path else "at the top level"
-                ck.add(path, f"missing required key '{name}' {where}; add it (required: {', '.join(self.required)})",
+                # A key `--set KEY=null` removed is blamed on that flag (it left a key position), not the file.
+                removed = (*path, name) in ck.positions.keys
+                ck.add((*path, name) if removed else path,
+                       f"missing required key '{name}' {where}; add it (required: {', '.join(self.required)})",
                        key=True)
                 ok = False
         return out if ok else None
