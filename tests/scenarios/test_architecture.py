@@ -108,7 +108,7 @@ def _reaches(start: str) -> set[str]:
 #: units side by side in one stage (request | estimate, cloud | local) do not import each other.
 STAGES: list[dict[str, tuple[str, ...]]] = [
     {"ground": ("vtrain", "vtrain.errors", "vtrain.constants", "vtrain.catalog", "vtrain.userpaths",
-                "vtrain.proctree", "vtrain.network", "vtrain.handle", "vtrain.tuning")},
+                "vtrain.proctree", "vtrain.network", "vtrain.handle", "vtrain.durations", "vtrain.tuning")},
     {"replica": ("vtrain.runtime", "vtrain.diloco")},  # inside replicas; they ship together
     {"trainer": ("vtrain.trainer",)},
     {"jobfile": ("vtrain.jobfile",)},

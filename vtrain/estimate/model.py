@@ -49,10 +49,6 @@ MAX_PARAMS = 10**15
 
 _SCALE = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9, "g": 10**9, "t": 10**12}
 _PARAMS_RE = re.compile(r"^\s*(?P<num>\d[\d_]*(?:\.\d+)?(?:e\d+)?)\s*(?P<unit>[kmbgt]?)\s*$", re.I)
-#: unit -> (multiply, divide); dividing keeps 30us exactly 3e-05 rather than 2.9999999999999997e-05.
-_SECONDS = {"us": (1, 1e6), "µs": (1, 1e6), "ms": (1, 1e3), "s": (1, 1), "": (1, 1), "m": (60, 1), "min": (60, 1),
-            "h": (3600, 1)}  # fmt: skip
-_DURATION_RE = re.compile(r"^\s*(?P<num>\d+(?:\.\d*)?(?:e-?\d+)?|\.\d+)\s*(?P<unit>[a-zµ]*)\s*$", re.I)
 
 
 def parse_params(text: str) -> int:
@@ -70,16 +66,14 @@ def parse_params(text: str) -> int:
 
 
 def parse_seconds(text: str) -> float:
-    """`0.4s`, `400ms`, `30us`, `0.4` (seconds), `2m` -> seconds (≥ 0)."""
-    match = _DURATION_RE.match(str(text))
-    unit = match["unit"].lower() if match else ""
-    if not match or unit not in _SECONDS:
-        raise EstimateError(f"cannot read {text!r} as a duration (examples: 0.4s, 400ms, 30us)")
-    multiply, divide = _SECONDS[unit]
-    seconds = float(match["num"]) * multiply / divide
-    if not math.isfinite(seconds):
-        raise EstimateError(f"{text!r} is too long a duration")
-    return seconds
+    """`0.4s`, `400ms`, `30us`, `0.4` (seconds), `2m` -> seconds (≥ 0), by vtrain's one duration grammar."""
+    from vtrain.durations import DurationError
+    from vtrain.durations import parse_seconds as seconds
+
+    try:
+        return seconds(text)
+    except DurationError as err:
+        raise EstimateError(f"cannot read {str(text)[:80]!r} as a duration ({err})") from None
 
 
 def gradient_bytes(params: int, dtype: str = "fp32") -> int:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from vtrain.durations import PATTERN as _DURATION_PATTERN  # the one grammar
 from vtrain.jobfile import schema
 from vtrain.jobfile.yamlpos import PathKey
 
@@ -38,7 +39,6 @@ def _any_case(word: str) -> str:
     return out
 
 
-_DURATION_PATTERN = r"^\s*(?:\d+|(?:\d+(?:\.\d+)?\s*[dDhHmMsS]\s*)+)$"
 
 
 def node_schema(node: Any, path: PathKey = ()) -> dict[str, Any]:

@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import difflib
 import math
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from vtrain.durations import EXAMPLES as DURATION_EXAMPLES
+from vtrain.durations import MAX_SECONDS, DurationError, parse_seconds
+from vtrain.durations import PATTERN as DURATION_PATTERN
 from vtrain.errors import Problem
 from vtrain.jobfile.yamlpos import PathKey, Positions, format_path
 
-MAX_DURATION_S = 315_576_000_000
-_DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)(d|h|m|s)")
-_DURATION_UNITS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+MAX_DURATION_S = MAX_SECONDS
 
 
 def did_you_mean(word: str, choices: list[str] | tuple[str, ...]) -> str:
@@ -33,25 +33,11 @@ def did_you_mean(word: str, choices: list[str] | tuple[str, ...]) -> str:
 
 
 def parse_duration(value: Any) -> int | None:
-    """Seconds from `90s`, `30m`, `24h`, `7d`, `1h30m` or a bare number of seconds; None if invalid."""
-    if isinstance(value, bool):
+    """Whole seconds by vtrain's one duration grammar (:mod:`vtrain.durations`); None if invalid."""
+    try:
+        return int(parse_seconds(value, limit=None))  # Duration says the bound in its own words
+    except DurationError:
         return None
-    if isinstance(value, (int, float)):
-        return int(value) if value >= 0 and math.isfinite(value) else None
-    if not isinstance(value, str):
-        return None
-    text = value.strip().lower().replace(" ", "")
-    if text.isdigit():
-        return int(text)
-    pos, total = 0, 0.0
-    for match in _DURATION_RE.finditer(text):
-        if match.start() != pos:
-            return None
-        total += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
-        pos = match.end()
-    if pos != len(text) or pos == 0:
-        return None
-    return int(total)
 
 
 class Checker:
@@ -216,7 +202,7 @@ class Duration(Declared):
     def check(self, value: Any, path: PathKey, ck: Checker) -> Any:
         seconds = parse_duration(value)
         if seconds is None:
-            ck.add(path, f"expected a duration like 90s, 30m, 24h or 7d, got {_type_name(value)}")
+            ck.add(path, f"expected a duration like {DURATION_EXAMPLES}, got {_type_name(value)}")
             return None
         if seconds <= 0:
             ck.add(path, "must be longer than 0s")
@@ -275,19 +261,16 @@ class Seconds(Declared):
     """A duration that may be 0 or fractional, in seconds: `0.5s`, `2s`, `1m30s`, or a bare number."""
 
     def check(self, value: Any, path: PathKey, ck: Checker) -> Any:
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0:
-            return float(value)
-        text = value.strip().lower().replace(" ", "") if isinstance(value, str) else ""
-        matches = list(_DURATION_RE.finditer(text))
-        if text and "".join(m.group(0) for m in matches) == text:
-            return float(sum(float(m.group(1)) * _DURATION_UNITS[m.group(2)] for m in matches))
-        ck.add(path, f"expected seconds (a number) or a duration like 0.5s, 30s or 2m, got {_type_name(value)}")
-        return None
+        try:
+            return parse_seconds(value)
+        except DurationError:
+            ck.add(path, f"expected seconds (a number) or a duration like 0.5s, 30s or 2m, got {_type_name(value)}")
+            return None
 
     def json_schema(self) -> dict[str, Any]:
         """For `vtrain schema`: seconds as a number, or a duration such as 0.5s, 30s, 1m30s."""
         return {"anyOf": [{"type": "number", "minimum": 0},
-                          {"type": "string", "pattern": "^\\s*(?:\\d+(?:\\.\\d+)?\\s*[dhmsDHMS]\\s*)+$"}]}
+                          {"type": "string", "pattern": DURATION_PATTERN}]}
 
 
 @dataclass(frozen=True)

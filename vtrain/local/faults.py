@@ -37,8 +37,6 @@ KINDS = ("kill", "preempt", "stop")
 DEFAULT_PREEMPT_GRACE = 30.0  # Compute Engine's preemption notice for Spot VMs
 FAULT_LABEL = "vtrain-fault"
 _REPLICA = re.compile(r"^(chief|worker|ps|evaluator)(?:-(\d+))?$")
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|m|s)")
-_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0}
 SYNTAX = "REPLICA:KIND@WHEN, e.g. worker-1:kill@30s, chief-0:preempt@step:200, worker-0:stop:20s@1m"
 
 
@@ -67,19 +65,14 @@ def _fmt(seconds: float) -> str:
 
 
 def parse_seconds(text: str) -> float | None:
-    """`30s`, `1m30s`, `1.5s`, `2h`, or a bare number of seconds; None if it is none of these."""
-    text = text.strip().lower()
+    """Seconds by vtrain's one duration grammar (:mod:`vtrain.durations`); None if it is not one."""
+    from vtrain.durations import DurationError
+    from vtrain.durations import parse_seconds as seconds
+
     try:
-        value = float(text)
-    except ValueError:
-        pos, value = 0, 0.0
-        for m in _DURATION.finditer(text):
-            if m.start() != pos:
-                return None
-            value, pos = value + float(m.group(1)) * _UNITS[m.group(2)], m.end()
-        if pos != len(text) or pos == 0:
-            return None
-    return value if value >= 0 else None
+        return seconds(text)
+    except DurationError:
+        return None
 
 
 def _replica(text: str, spec: str) -> str:
@@ -113,12 +106,14 @@ def parse_fault(text: str) -> FaultSpec:
         raise FaultSpecError(f"fault '{spec}': stop needs how long, e.g. stop:20s")
     if arg:
         seconds = parse_seconds(arg)
-        if seconds is None or seconds <= 0:
+        if seconds is None:
             raise FaultSpecError(f"fault '{spec}': '{arg}' is not a duration like 20s, 1m or 1.5s")
+        if seconds <= 0:
+            raise FaultSpecError(f"fault '{spec}': {kind}:{arg} must be longer than 0s")
     when = when.strip().lower()
     if when.startswith("step:"):
         step = when[5:].strip()
-        if not step.isdigit() or int(step) < 1:
+        if not (step.isascii() and step.isdigit()) or int(step) < 1:  # '²' is a digit to str.isdigit
             raise FaultSpecError(f"fault '{spec}': step:N needs a whole number of steps >= 1, got '{step}'")
         return FaultSpec(replica, kind, seconds, step=int(step))
     after = parse_seconds(when)
