@@ -114,6 +114,7 @@ def test_each_replica_sees_what_vertex_gives_it(tmp_path: Path, cache: Path) -> 
     assert job.wait(timeout=60) == "JOB_STATE_SUCCEEDED" and job.exit_code == 0
     labels = ["chief-0", "worker-0", "worker-1", "ps-0", "evaluator-0"]
     assert sorted(job.pids) == sorted(labels)
+    assert sorted(d.name for d in (job.run_dir / "tmp").iterdir()) == sorted(labels)  # kept with the run (keep)
     seen = {label: json.loads((dump / f"{label}.json").read_text()) for label in labels}
     ran = json.loads((job.run_dir / "job.json").read_text())
     ports = {label: f"127.0.0.1:{port}" for label, port in job.ports.items()}
@@ -134,6 +135,8 @@ def test_each_replica_sees_what_vertex_gives_it(tmp_path: Path, cache: Path) -> 
         assert env["MY_VAR"] == "hello" and env["VTRAIN_DISTRIBUTION_STRATEGY"] == "auto"
         assert env["CUDA_VISIBLE_DEVICES"] == "" and env["PYTHONUNBUFFERED"] == "1"
         assert "PYTHONPATH" not in env
+        # Issue 20, class 11: its own TMPDIR in the run folder (removed with the run), not the user's /tmp.
+        assert env["TMPDIR"] == env["TMP"] == env["TEMP"] == str(job.run_dir / "tmp" / label)
         # The packaged trainer and runtime from the isolated environment, not the source tree.
         venv = env["VIRTUAL_ENV"]
         assert venv.startswith(str(cache)) and s["executable"].startswith(venv)

@@ -398,6 +398,7 @@ class LocalJob(JobHandle):
         if not self._options.keep:
             for p in self._procs:
                 shutil.rmtree(p.cwd, ignore_errors=True)
+            shutil.rmtree(self.run_dir / "tmp", ignore_errors=True)  # the replicas' TMPDIRs
             with contextlib.suppress(OSError):
                 (self.run_dir / "work").rmdir()
         with contextlib.suppress(Exception):

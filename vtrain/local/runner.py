@@ -116,7 +116,13 @@ def build_procs(plan: Plan, *, python: str | None, venv: str | None, output_dir:
         else:
             assert python is not None
             argv = localenv.python_argv(python, pool)
-            env = localenv.compose_env(host_env, vertex=vertex, job=job_env, venv=venv, gpus=gpus.get(r, ""))
+            # Each replica's own TMPDIR in the run folder (TensorFlow's autograph files, a killed replica's
+            # leftovers stay there, not in the user's /tmp); the job's env may still set its own.
+            tmp = run_dir / "tmp" / r.label
+            tmp.mkdir(parents=True, exist_ok=True)
+            scratch = {name: str(tmp) for name in ("TMPDIR", "TMP", "TEMP")}
+            env = localenv.compose_env({**host_env, **scratch}, vertex=vertex, job=job_env, venv=venv,
+                                       gpus=gpus.get(r, ""))
         procs.append(Proc(r, argv, env, run_dir / "work" / r.label, run_dir / f"{r.label}.log", container))
     return procs
 
