@@ -128,6 +128,10 @@ def _size(n: int) -> str:
     return f"{n} B" if n < 1024 else f"{n / 1024:.1f} KiB" if n < 1024 * 1024 else f"{n / 1024 / 1024:.1f} MiB"
 
 
+#: The project a dry run with none set shows in its plan (a valid ID, so the plan's URL is well formed).
+PLACEHOLDER_PROJECT = "your-project-id"
+
+
 def _echo_dry_run(report: dict[str, Any]) -> None:
     from vtrain.request.render import render
 
@@ -263,9 +267,19 @@ def submit(
     timeout = wait_timeout
     where = Where(project, region, api_endpoint)
     if dry_run:
-        plan = plan_submit(job_file, overrides=overrides, where=where)
+        from dataclasses import replace
+
+        from vtrain.jobfile.load import load_config
+
+        config = load_config(job_file, overrides)
+        placeholder = where.project_for(config) is None
+        if placeholder:  # a dry run needs no project: show the plan for a stand-in, and say so
+            where = replace(where, project=PLACEHOLDER_PROJECT)
+            click.echo(f"no project set: the plan shows '{PLACEHOLDER_PROJECT}' (submit needs --project, `project:` "
+                       "in the job file, VTRAIN_PROJECT or gcloud's project); preflight skipped", err=True)
+        plan = plan_submit(config, where=where)
         checks = None
-        if preflight:
+        if preflight and not placeholder:
             from vtrain.cloud.preflight import run_preflight
 
             checks = run_preflight(plan.target, plan.config)
