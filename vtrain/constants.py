@@ -26,6 +26,14 @@ SCHEDULING_STRATEGIES = ("standard", "spot", "flex_start")
 #: Labels: https://cloud.google.com/resource-manager/docs/labels-overview (≤ 64 labels, ≤ 63 chars).
 #: Env, package URIs, display name: https://cloud.google.com/vertex-ai/docs/reference/rest/v1/CustomJobSpec
 MAX_LABELS = 64
+#: The labels vtrain itself puts on a job (submit, --recover); a job file may not use them, and they
+#: count against MAX_LABELS.
+VTRAIN_LABELS = ("vtrain-version", "vtrain-config-hash", "vtrain-submit-id", "vtrain-attempt",
+                 "vtrain-previous-attempt")
+#: A project ID (6-30 lower-case letters, digits, hyphens, from a letter) or a project number; a Vertex
+#: region name. ASCII only: validate, render and submit read them through these same patterns.
+PROJECT_PATTERN = r"^(?:[a-z][a-z0-9-]{4,28}[a-z0-9]|[0-9]{1,20})$"
+REGION_PATTERN = r"^[a-z]+(?:-[a-z]+)+[0-9]+$"
 MAX_LABEL_LENGTH = 63
 MAX_DISPLAY_NAME = 128
 MAX_ENV = 100

@@ -348,8 +348,10 @@ def test_missing_project_is_one_line(tmp_path: Path, emu: Emulator, monkeypatch:
         "error: no Google Cloud project set: pass --project, set `project:` in the job file, set VTRAIN_PROJECT "
         "(or GOOGLE_CLOUD_PROJECT), or run `gcloud config set project ID`"
     )
-    code, _, err = run("submit", str(write_job(tmp_path, job_text())), "--dry-run")
+    code, _, err = run("submit", str(write_job(tmp_path, job_text())))
     assert code == 1 and one_error_line(err).startswith("error: no Google Cloud project set")
+    code, _, err = run("submit", str(write_job(tmp_path, job_text())), "--dry-run")  # a dry run needs none
+    assert code == 0 and "no project set: the plan shows 'your-project-id'" in err
     assert emu.requests == []
 
 

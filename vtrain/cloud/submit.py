@@ -42,8 +42,7 @@ from typing import TYPE_CHECKING, Any
 from vtrain import __version__
 from vtrain.cloud.target import Target, Where
 from vtrain.cloud.vertex import SUBMIT_LABEL, VertexBackend, VertexJob  # cheap: Google libraries load on use
-from vtrain.constants import MAX_LABELS
-from vtrain.errors import BackendError, ConfigError, CreateOutcomeUnknown, PackagingError, Problem, VtrainError
+from vtrain.errors import BackendError, CreateOutcomeUnknown, PackagingError, VtrainError
 from vtrain.handle import TERMINAL_STATES, JobHandle
 from vtrain.jobfile.load import load_config
 from vtrain.jobfile.model import JobConfig
@@ -119,23 +118,6 @@ def version_label(version: str = __version__) -> str:
     return "".join(c if c.isalnum() or c in "_-" else "-" for c in version.lower())[:63]
 
 
-def _check_labels(config: JobConfig) -> None:
-    ours = (VERSION_LABEL, HASH_LABEL, SUBMIT_LABEL, ATTEMPT_LABEL, PREVIOUS_LABEL)
-
-    def problem(key: str | None, message: str) -> Problem:
-        pos = config.positions.of(("labels", key) if key else ("labels",), key=key is not None)
-        return Problem(f"labels.{key}" if key else "labels", message, pos.file, pos.line, pos.column)
-
-    problems = [problem(key, "is set by vtrain itself; use another key") for key in config.labels if key in ours]
-    if len(config.labels) > MAX_LABELS - len(ours):
-        limit = MAX_LABELS - len(ours)
-        problems.append(
-            problem(None, f"at most {limit} labels (vtrain adds {', '.join(ours)}), got {len(config.labels)}")
-        )
-    if problems:
-        raise ConfigError(problems)
-
-
 def _packages(config: JobConfig, uris: list[str]) -> tuple[PackagePlan, ...]:
     trainer = config.trainer
     if trainer.container is not None:
@@ -176,7 +158,6 @@ def plan_submit(
         config = load_config(config, overrides)
     elif list(overrides):
         raise ValueError("overrides apply to a job file path, not to a loaded JobConfig")
-    _check_labels(config)
     return _plan(config, (where or Where()).resolve(config=config))
 
 

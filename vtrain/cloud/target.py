@@ -30,15 +30,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vtrain.constants import DEFAULT_REGION
+from vtrain.constants import DEFAULT_REGION, PROJECT_PATTERN, REGION_PATTERN
 from vtrain.errors import BackendError
 
 if TYPE_CHECKING:
     from vtrain.jobfile.model import JobConfig
 
 ENDPOINT_ENV = "VTRAIN_API_ENDPOINT"
-PROJECT_RE = re.compile(r"^(?:[a-z][a-z0-9-]{4,28}[a-z0-9]|[0-9]{1,20})$")
-REGION_RE = re.compile(r"^[a-z]+(?:-[a-z]+)+[0-9]+$")
+PROJECT_RE = re.compile(PROJECT_PATTERN)
+REGION_RE = re.compile(REGION_PATTERN)
 
 #: A gcloud property ("project", "ai/region") → its value, or None when unset.
 GcloudLookup = Callable[[str], "str | None"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import click
 
@@ -81,6 +82,8 @@ def _validate_one(
     from vtrain.jobfile.load import load_config
 
     config = load_config(job_file, overrides, target=target)
+    if target == "vertex":
+        _where_render_looks(config, job_file)
     if output == "json":
         found.extend(p.to_dict() for p in config.warnings)
         return
@@ -92,6 +95,20 @@ def _validate_one(
     for warning in config.warnings:
         click.echo(str(warning), err=True)
     click.echo(f"{job_file}: valid: {_summary(config)}")
+
+
+def _where_render_looks(config: Any, job_file: str) -> None:
+    """The project and region render and submit would take from the environment (VTRAIN_PROJECT,
+    GOOGLE_CLOUD_REGION, gcloud's configuration) are checked too: what they will refuse, validate
+    refuses first (exit 2), naming where the value came from."""
+    from vtrain.cloud.target import Where
+    from vtrain.errors import BackendError, Problem
+
+    for key, resolve in (("region", Where().region_for), ("project", Where().project_for)):
+        try:
+            resolve(config)
+        except BackendError as err:
+            raise ConfigError([Problem(key, str(err), job_file)]) from None
 
 
 @click.command()

@@ -20,6 +20,8 @@ from vtrain.errors import Problem
 from vtrain.jobfile.yamlpos import PathKey, Positions, format_path
 
 MAX_DURATION_S = MAX_SECONDS
+#: Vertex's integer values are int64 (proto3 JSON writes them as strings).
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 def did_you_mean(word: str, choices: list[str] | tuple[str, ...]) -> str:
@@ -158,6 +160,13 @@ class Scalar(Declared):
     """A number or a text (tuning values); booleans and nulls are refused: Vertex has neither."""
 
     def check(self, value: Any, path: PathKey, ck: Checker) -> Any:
+        if isinstance(value, str) and "\x00" in value:
+            ck.add(path, _NUL)  # a trial passes its value as an argument: a NUL would end the local study
+            return None
+        if isinstance(value, int) and not isinstance(value, bool) and not INT64_MIN <= value <= INT64_MAX:
+            ck.add(path, f"must fit a 64-bit integer (at most {INT64_MAX:,} in size), got one of "
+                         f"{abs(value).bit_length()} bits")
+            return None
         if isinstance(value, str) or (isinstance(value, (int, float)) and not isinstance(value, bool)):
             if isinstance(value, float) and not math.isfinite(value):
                 ck.add(path, f"expected a finite number, got {value}; give a finite one")
@@ -239,6 +248,10 @@ class Number(Declared):
             return None
         if not math.isfinite(value):
             ck.add(path, f"expected a finite number, got {value}; give a bound like 1e6")
+            return None
+        if self.as_written and isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX:
+            ck.add(path, f"must fit a 64-bit integer, as Vertex's integer parameters do, got one of "
+                         f"{abs(value).bit_length()} bits")
             return None
         checks = ((self.minimum, "at least", lambda m: value >= m), (self.maximum, "at most", lambda m: value <= m),
                   (self.below, "below", lambda m: value < m), (self.above, "above", lambda m: value > m))

@@ -5,7 +5,16 @@ from __future__ import annotations
 import re
 
 from vtrain import catalog
-from vtrain.constants import MAX_DISPLAY_NAME, MAX_ENV, MAX_LABELS, MAX_PACKAGE_URIS, STRATEGY_ENV  # noqa: F401
+from vtrain.constants import (  # noqa: F401  # noqa: F401
+    MAX_DISPLAY_NAME,
+    MAX_ENV,
+    MAX_LABELS,
+    MAX_PACKAGE_URIS,
+    PROJECT_PATTERN,
+    REGION_PATTERN,
+    STRATEGY_ENV,
+    VTRAIN_LABELS,
+)
 from vtrain.errors import Problem
 from vtrain.jobfile.model import JobConfig, PoolConfig
 from vtrain.jobfile.yamlpos import PathKey, format_path
@@ -25,7 +34,8 @@ _NETWORK = re.compile(r"^projects/[^/]+/global/networks/[^/]+$")
 _TENSORBOARD = re.compile(r"^projects/[^/]+/locations/[^/]+/tensorboards/[^/]+$")
 _RESERVATION = re.compile(r"^projects/[^/]+/zones/[^/]+/reservations/[^/]+$")
 _KMS_KEY = re.compile(r"^projects/[^/]+/locations/[^/]+/keyRings/[^/]+/cryptoKeys/[^/]+$")
-_REGION = re.compile(r"^[a-z]+-[a-z]+\d+$")
+_REGION = re.compile(REGION_PATTERN)
+_PROJECT = re.compile(PROJECT_PATTERN)
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from vtrain import catalog
+from vtrain.constants import DILOCO_ENV
 from vtrain.jobfile.model import JobConfig
 from vtrain.jobfile.rules.base import (
     _BUCKET,
@@ -14,6 +15,7 @@ from vtrain.jobfile.rules.base import (
     _LABEL_KEY,
     _LABEL_VALUE,
     _NETWORK,
+    _PROJECT,
     _REGION,
     _RESERVATION,
     _SERVICE_ACCOUNT,
@@ -22,6 +24,7 @@ from vtrain.jobfile.rules.base import (
     MAX_ENV,
     MAX_LABELS,
     STRATEGY_ENV,
+    VTRAIN_LABELS,
     Rules,
     pool_path,
     with_suggestion,
@@ -71,8 +74,16 @@ def check_job_fields(r: Rules, config: JobConfig) -> None:
         elif r.target == "vertex":
             r.add((key,), f"'{value}' is a local path; Vertex AI needs gs://BUCKET/PATH "
                           "(local paths work only with `vtrain local`)")
-    if len(config.labels) > MAX_LABELS:
-        r.add(("labels",), f"at most {MAX_LABELS} labels, got {len(config.labels)}")
+    if config.project and not _PROJECT.match(config.project):  # what render and submit would refuse
+        r.add(("project",), f"'{config.project}' is not a project ID (6-30 lower-case letters, digits or "
+                            "hyphens, starting with a letter) or a project number")
+    room = MAX_LABELS - len(VTRAIN_LABELS)
+    if len(config.labels) > room:
+        r.add(("labels",), f"at most {room} labels (Vertex allows {MAX_LABELS}; vtrain adds "
+                           f"{', '.join(VTRAIN_LABELS)}), got {len(config.labels)}")
+    for key in config.labels:
+        if key in VTRAIN_LABELS or key.startswith("vtrain-"):
+            r.add(("labels", key), f"label '{key}' is vtrain's own (vtrain-*); use another key")
     for key, value in config.labels.items():
         if not _LABEL_KEY.match(key) or key != key.lower():
             r.add(("labels", key), f"label key '{key}' must start with a lower-case letter and use only "
@@ -110,8 +121,9 @@ def check_env(r: Rules, config: JobConfig) -> None:
         if not _ENV_NAME.match(key):
             r.add(("trainer", "env", key), _env_name_message(key))
     over: dict[str, int] = {}
+    added = {STRATEGY_ENV: ""} | ({DILOCO_ENV: ""} if config.distribution_strategy == "diloco" else {})
     for pool in config.pools():
-        merged = {**base, **(pool.env or {}), STRATEGY_ENV: ""}
+        merged = {**base, **(pool.env or {}), **added}
         for key in pool.env or {}:
             if not _ENV_NAME.match(key):
                 r.add(pool_path(pool, "env", key), _env_name_message(key))
@@ -120,7 +132,7 @@ def check_env(r: Rules, config: JobConfig) -> None:
     if over:  # one message for one breakage, however many pools share trainer.env
         most = max(over.values())
         r.add(("trainer", "env"), f"{', '.join(over)} would get up to {most} environment variables (vtrain adds "
-                                  f"{STRATEGY_ENV}); Vertex allows at most {MAX_ENV}: remove {most - MAX_ENV}")
+                                  f"{', '.join(added)}); Vertex allows at most {MAX_ENV}: remove {most - MAX_ENV}")
 
 
 def _env_name_message(key: str) -> str:
