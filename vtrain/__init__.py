@@ -21,6 +21,8 @@ _LAZY: dict[str, str] = {
     "JobConfig": "vtrain.jobfile.model",
     "build_job": "vtrain.request.custom_job",
     "build_job_dict": "vtrain.request.custom_job",
+    "build_request": "vtrain.request.build",
+    "Request": "vtrain.request.build",
     "render": "vtrain.request.render",
     "submit": "vtrain.cloud.submit",
     "run_local": "vtrain.local.runner",

@@ -85,6 +85,7 @@ def test_cli_grid_runs_four_trials_two_at_a_time_and_names_the_best(tmp_path: Pa
     assert "2 at a time" in done.stderr
 
 
+@pytest.mark.slow
 def test_json_output_and_max_parallel(tmp_path: Path, cache: Path) -> None:
     done = cli(str(job(tmp_path, GRID)), "--output-dir", str(tmp_path / "o"), "--max-parallel", "1", "-o", "json",
                cache=cache)
