@@ -95,6 +95,12 @@ def _seconds(ctx: click.Context, param: click.Parameter, value: float) -> float:
     help="With --fail-jobs preempted/internal/replica: let the job run this long first (its replicas "
     "then get SIGTERM, as on a preempted VM).",
 )
+@click.option(
+    "--token",
+    metavar="TOKEN|auto",
+    help="Serve only paths under /TOKEN (auto: a random one), against other users of this machine; the "
+    "endpoint printed, http://127.0.0.1:PORT/TOKEN, is what every client then uses.",
+)
 @click.option("--quiet", "-q", is_flag=True, help="Do not print one line per request.")
 def emulator(
     port: int,
@@ -107,6 +113,7 @@ def emulator(
     fail_code: str,
     fail_jobs: str | None,
     fail_after: float | None,
+    token: str | None,
     quiet: bool,
 ) -> None:
     """Serve a local Vertex AI CustomJob and HyperparameterTuningJob API on 127.0.0.1 for the real client.
@@ -114,12 +121,19 @@ def emulator(
     Point a JobServiceClient at it with api_endpoint http://127.0.0.1:PORT, the REST
     transport and anonymous credentials (VertexBackend.from_endpoint does this). Project
     `denied-project` answers 403 PERMISSION_DENIED; creates in `quota-project` answer 429.
+    Requests a web page could make (an Origin header, a non-loopback Host, a non-JSON body) are refused.
     """
     from vtrain.emulator import LOCAL_RUNNER, Emulator, load_runner, print_access_log, sleep_runner
     from vtrain.emulator.jobfaults import parse_job_fault, with_job_faults
     from vtrain.errors import BackendError
 
     job_fault = parse_job_fault(fail_jobs) if fail_jobs else None  # a bad value: exit 2 before listening
+    if token is not None:
+        from vtrain.emulator.guard import TOKEN_ALPHABET, new_token
+
+        token = new_token() if token == "auto" else token
+        if not TOKEN_ALPHABET.match(token):
+            raise click.BadParameter("must be auto or 16 to 128 letters, digits, '_' or '-'", param_hint="--token")
 
     runner = tuning_runner = None
     if run_jobs:  # tuning jobs run through the local tuner, whatever runs CustomJobs
@@ -146,6 +160,7 @@ def emulator(
             run_seconds=run_seconds,
             pending_seconds=pending_seconds,
             access_log=None if quiet else print_access_log,
+            token=token,
         )
     except OSError as err:
         raise BackendError(f"cannot listen on 127.0.0.1:{port}: {err.strerror or err}") from None

@@ -56,7 +56,8 @@ class Emulator:
     long it stays RUNNING (the default sleeps `run_seconds`); `cancel_seconds` is the
     CANCELLING → CANCELLED delay. Projects named in `deny_projects` (default
     ``denied-project``) answer 403 PERMISSION_DENIED; creates in `quota_projects` (default
-    ``quota-project``) answer 429 with a resource-quota error. HyperparameterTuningJobs are
+    ``quota-project``) answer 429 with a resource-quota error. With `token`, every path must start
+    with ``/TOKEN`` (`url` includes it; see :mod:`vtrain.emulator.guard`). HyperparameterTuningJobs are
     served too (:mod:`vtrain.emulator.tuning`), run by `tuning_runner` (default: trials only
     suggested, never measured).
     """
@@ -74,6 +75,7 @@ class Emulator:
         deny_projects: set[str] | None = None,
         quota_projects: set[str] | None = None,
         access_log: Callable[[str], None] | None = None,
+        token: str | None = None,
     ) -> None:
         from vtrain.emulator.server import EmulatorHTTPServer, Faults
         from vtrain.emulator.store import JobStore
@@ -100,6 +102,12 @@ class Emulator:
             access_log,
         )
         self._server.tuning_store = self.tuning_store
+        if token is not None:
+            from vtrain.emulator.guard import TOKEN_ALPHABET
+
+            if not TOKEN_ALPHABET.match(token):
+                raise ValueError("token must be 16 to 128 letters, digits, '_' or '-'")
+        self._server.token = token
         self._thread: threading.Thread | None = None
 
     # ---- lifecycle --------------------------------------------------------------------
@@ -133,7 +141,8 @@ class Emulator:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        """The endpoint for every client: `http://127.0.0.1:PORT`, plus `/TOKEN` when a token is required."""
+        return f"http://127.0.0.1:{self.port}" + (f"/{self._server.token}" if self._server.token else "")
 
     @staticmethod
     def parent(project: str = "test-project", location: str = "us-central1") -> str:

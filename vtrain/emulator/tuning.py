@@ -85,7 +85,7 @@ def parse_tuning_job(raw: bytes) -> Any:
 
 def check_tuning_job(job: Any) -> None:
     """Vertex's create-time rules for the study; the trial spec gets the CustomJob checks."""
-    problems: list[tuple[str, str]] = []
+    problems = [p for p in validation.negative_values(job) if not p[0].startswith("trial_job_spec")]
     study = job.study_spec
     if not study.metrics:
         problems.append(("study_spec.metrics", "At least one metric is required."))
@@ -153,6 +153,9 @@ def route_tuning(handler: Any, path: str, query: dict[str, str], body: bytes, in
     if verb == "get":
         return handler._json(store.get(name), int_enums)
     if verb == "cancel":
+        from vtrain.emulator.wire import empty_body
+
+        empty_body(body, "CancelHyperparameterTuningJobRequest")
         store.cancel(name)
         return {}
     store.delete(name)
@@ -169,15 +172,10 @@ def _authorize(server: Any, project: str, resource: str, verb: str) -> None:
 
 def _list(handler: Any, store: TuningStore, parent: str, query: dict[str, str], int_enums: bool) -> str:
     from vtrain.emulator.filters import compile_filter
+    from vtrain.emulator.wire import page_params
 
+    size, token = page_params(query)
     match = compile_filter(query.get("filter", ""))
-    try:
-        size = int(query.get("pageSize") or 0)
-    except ValueError as err:
-        raise invalid_argument("pageSize must be an integer.") from err
-    token = query.get("pageToken", "")
-    if size < 0 or (token and not token.isdigit()):
-        raise invalid_argument("pageSize must not be negative and pageToken must come from a previous page.")
     jobs, next_token = store.list(parent, match, size, token)
     fields = []
     if jobs:
