@@ -227,7 +227,7 @@ POOL = {
                     ]
                 }
             ),
-            "job_spec.worker_pool_specs[0].machine_spec.accelerator_count",
+            "job_spec.worker_pool_specs[0].machine_spec.accelerator_type",  # as Vertex names it
         ),
         (
             rest_job(jobSpec={"workerPoolSpecs": [{**POOL, "containerSpec": {}}]}),
@@ -293,7 +293,8 @@ def test_invalid_jobs_are_rejected(
     error = answer.json()["error"]
     assert error["status"] == "INVALID_ARGUMENT"
     if field is not None:
-        assert error["message"].startswith(field + ": ")
+        hardware = ".machine_spec.accelerator" in field  # worded as Vertex words it, without the field
+        assert error["message"].startswith("Both `accelerator_type`" if hardware else field + ": ")
         assert error["details"][0]["fieldViolations"][0]["field"] == field
 
 

@@ -22,6 +22,9 @@ from vtrain.emulator.errors import failed_precondition, not_found
 from vtrain.emulator.runner import CANCELLED, FAILED, FINAL_STATES, JobRunner, RunContext, RunResult
 
 TERMINAL = {JobState[s].value for s in FINAL_STATES} | {JobState.JOB_STATE_EXPIRED.value}
+#: The task name of Vertex's own lines (provisioning, restarts, the job's end), as its log entries carry
+#: it; a runner logs them with task "" (issue 21: Vertex says "service", gcloud printed unknown_task).
+SERVICE_TASK = "service"
 DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_SIZE = 1000
 
@@ -166,6 +169,7 @@ class JobStore:
     def _log(self, rec: _Record, message: str, task: str, severity: str,
              labels: dict[str, str] | None = None) -> None:
         when = datetime.now(timezone.utc)
+        task = task or SERVICE_TASK
         job_id = rec.job.name.rsplit("/", 1)[-1]
         with self._lock:
             rec.entries.append(

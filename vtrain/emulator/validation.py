@@ -17,6 +17,7 @@ from google.protobuf import json_format
 from google.protobuf.descriptor import FieldDescriptor as FD
 
 from vtrain.constants import MAX_DISPLAY_NAME, MAX_ENV, MAX_LABELS, MAX_PACKAGE_URIS
+from vtrain.emulator import hardware
 from vtrain.emulator.errors import ApiError, invalid_argument
 from vtrain.emulator.wire import MAX_DEPTH, json_body
 
@@ -26,7 +27,6 @@ JOB_ID_RE = re.compile(r"^[0-9]{1,20}$")
 LABEL_KEY_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 LABEL_VALUE_RE = re.compile(r"^[a-z0-9_-]{0,63}$")
 MAX_POOLS = 4
-BOOT_DISK_TYPES = {"pd-ssd", "pd-standard", "pd-balanced", "hyperdisk-balanced"}
 OUTPUT_ONLY = (
     "name",
     "state",
@@ -100,7 +100,7 @@ def parse_custom_job(raw: bytes) -> Any:
     return parse_strict(raw, CustomJobPb(), "custom_job", OUTPUT_ONLY)
 
 
-def _check_pool(i: int, pool: Any, problems: list[tuple[str, str]]) -> None:
+def _check_pool(i: int, pool: Any, problems: list[tuple[str, str]], machines: list[tuple[str, str]]) -> None:
     where = f"job_spec.worker_pool_specs[{i}]"
     if pool.ByteSize() == 0:
         if i == 0:
@@ -108,22 +108,7 @@ def _check_pool(i: int, pool: Any, problems: list[tuple[str, str]]) -> None:
         return
     if not pool.machine_spec.machine_type:
         problems.append((f"{where}.machine_spec.machine_type", "machine_type is required."))
-    has_type = pool.machine_spec.accelerator_type != 0
-    count = pool.machine_spec.accelerator_count
-    if has_type and count <= 0:
-        problems.append(
-            (
-                f"{where}.machine_spec.accelerator_count",
-                "accelerator_count must be positive when accelerator_type is set.",
-            )
-        )
-    if count and not has_type:
-        problems.append(
-            (
-                f"{where}.machine_spec.accelerator_type",
-                "accelerator_type is required when accelerator_count is set.",
-            )
-        )
+    machines.extend(hardware.check_machine(where, pool.machine_spec, pool.disk_spec))
     if i == 0 and pool.replica_count != 1:
         problems.append(
             (
@@ -157,9 +142,6 @@ def _check_pool(i: int, pool: Any, problems: list[tuple[str, str]]) -> None:
             )
         if len(spec.env) > MAX_ENV:
             problems.append((f"{where}.python_package_spec.env", f"At most {MAX_ENV} env entries."))
-    disk = pool.disk_spec.boot_disk_type
-    if disk and disk not in BOOT_DISK_TYPES:
-        problems.append((f"{where}.disk_spec.boot_disk_type", f"Unsupported boot disk type '{disk}'."))
 
 
 #: Messages whose integer fields may be negative (a tuning parameter's bounds); elsewhere in a job
@@ -199,6 +181,7 @@ def negative_values(message: Any, path: str = "") -> list[tuple[str, str]]:
 def check_custom_job(job: Any) -> None:
     """Every create-time rule; the message names the first problem, details list them all."""
     problems: list[tuple[str, str]] = negative_values(job)
+    machines: list[tuple[str, str]] = []  # hardware Vertex refuses: worded as Vertex words it (hardware.py)
     if not job.display_name:
         problems.append(("display_name", "display_name is required."))
     elif len(job.display_name) > MAX_DISPLAY_NAME:
@@ -215,7 +198,7 @@ def check_custom_job(job: Any) -> None:
         )
     else:
         for i, pool in enumerate(pools):
-            _check_pool(i, pool, problems)
+            _check_pool(i, pool, problems, machines)
     if len(job.labels) > MAX_LABELS:
         problems.append(("labels", f"At most {MAX_LABELS} labels are allowed."))
     for key, value in job.labels.items():
@@ -231,6 +214,8 @@ def check_custom_job(job: Any) -> None:
             problems.append(
                 (f"labels.{key}", "Label values hold at most 63 lowercase letters, digits, '_' or '-'.")
             )
+    if machines:
+        raise invalid_argument(machines[0][1], machines + problems)
     if problems:
         field, message = problems[0]
         raise invalid_argument(f"{field}: {message}", problems)
