@@ -86,7 +86,8 @@ CAUSES: dict[str, Cause] = {
     ),
     "preempted": Cause(RESOURCE_EXHAUSTED, "STOCKOUT: the job's Spot VMs were preempted.", True),
     "internal": Cause(INTERNAL, "Internal error occurred for the current attempt.", True),
-    "replica": Cause(INTERNAL, "The replica workerpool0-0 exited with a non-zero status of 1.", False),
+    "replica": Cause(INVALID_ARGUMENT, "The replica workerpool0-0 exited with a non-zero status of 1. Termination "
+                     "reason: Error.", False),  # code 3, as GoogleCloudPlatform/vertex-ai-samples#1504 quotes it
     "quota": Cause(
         RESOURCE_EXHAUSTED,
         "The following quota metrics exceed quota limits: aiplatform.googleapis.com/custom_model_training_cpus",
