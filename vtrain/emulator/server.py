@@ -52,6 +52,7 @@ from vtrain.emulator.errors import (
 )
 from vtrain.emulator.filters import compile_filter
 from vtrain.emulator.logs import list_logs
+from vtrain.emulator.masks import masked, read_mask
 from vtrain.emulator.store import JobStore, _rfc3339
 from vtrain.emulator.wire import (
     Refused,
@@ -292,13 +293,17 @@ class Handler(BaseHTTPRequestHandler):
         if project in self.server.deny_projects:
             raise permission_denied(f"aiplatform.customJobs.{verb}", resource)
 
-    def _list(self, parent: str, query: dict[str, str], int_enums: bool) -> str:
+    def _list(self, parent: str, query: dict[str, str], int_enums: bool, store: Any = None) -> str:
+        """One page of a list call (CustomJobs, or a TuningStore's jobs): filter, paging and readMask."""
+        store = store or self.server.store
         size, token = page_params(query)
         match = compile_filter(query.get("filter", ""))
-        jobs, next_token = self.server.store.list(parent, match, size, token)
+        mask = read_mask(query, store.descriptor)
+        jobs, next_token = store.list(parent, match, size, token)
         fields = []  # proto3 JSON omits empty fields: no jobs is `{}`, as on the real API
         if jobs:
-            fields.append('"customJobs": [' + ",".join(self._json(j, int_enums) for j in jobs) + "]")
+            items = ",".join(self._json(masked(j, mask), int_enums) for j in jobs)
+            fields.append(f'"{store.collection}": [{items}]')
         if next_token:
             fields.append(f'"nextPageToken": "{next_token}"')
         return "{" + ", ".join(fields) + "}"

@@ -53,6 +53,7 @@ class JobStore:
     #: The REST collection this store serves and the resource's name in messages (TuningStore: its own).
     collection = "customJobs"
     kind = "CustomJob"
+    descriptor = CustomJob.pb().DESCRIPTOR
 
     def __init__(self, runner: JobRunner, pending_seconds: float, cancel_seconds: float) -> None:
         self.runner = runner

@@ -62,6 +62,7 @@ class TuningContext(RunContext):
 class TuningStore(JobStore):
     collection = "hyperparameterTuningJobs"
     kind = "HyperparameterTuningJob"
+    descriptor = TuningPb.DESCRIPTOR
 
     def _wrap(self, pb: Any) -> Any:
         return HyperparameterTuningJob.wrap(pb)
@@ -138,7 +139,7 @@ def route_tuning(handler: Any, path: str, query: dict[str, str], body: bytes, in
             job = parse_tuning_job(body)
             check_tuning_job(job)
             return handler._json(store.create(project, location, job), int_enums)
-        return _list(handler, store, parent, query, int_enums)
+        return handler._list(parent, query, int_enums, store)
     m = _JOB.match(path)
     if not m:
         return None
@@ -168,21 +169,6 @@ def _authorize(server: Any, project: str, resource: str, verb: str) -> None:
 
     if project in server.deny_projects:
         raise permission_denied(f"aiplatform.hyperparameterTuningJobs.{verb}", resource)
-
-
-def _list(handler: Any, store: TuningStore, parent: str, query: dict[str, str], int_enums: bool) -> str:
-    from vtrain.emulator.filters import compile_filter
-    from vtrain.emulator.wire import page_params
-
-    size, token = page_params(query)
-    match = compile_filter(query.get("filter", ""))
-    jobs, next_token = store.list(parent, match, size, token)
-    fields = []
-    if jobs:
-        fields.append('"hyperparameterTuningJobs": [' + ",".join(handler._json(j, int_enums) for j in jobs) + "]")
-    if next_token:
-        fields.append(f'"nextPageToken": "{next_token}"')
-    return "{" + ", ".join(fields) + "}"
 
 
 def pretend_tuning_runner(seconds: float = 2.0) -> Callable[[Any, RunContext], RunResult]:
