@@ -60,6 +60,14 @@ def _seconds(ctx: click.Context, param: click.Parameter, value: float) -> float:
     help="How long each new job stays PENDING.",
 )
 @click.option(
+    "--queued-seconds",
+    default=0.5,
+    show_default=True,
+    type=float,
+    callback=_seconds,
+    help="How long each new job stays QUEUED (as Vertex queues it) before PENDING; 0: created PENDING.",
+)
+@click.option(
     "--fail-next",
     default=0,
     show_default=True,
@@ -108,6 +116,7 @@ def emulator(
     runner_spec: str | None,
     run_seconds: float,
     pending_seconds: float,
+    queued_seconds: float,
     fail_next: int,
     fail_mode: str,
     fail_code: str,
@@ -159,6 +168,7 @@ def emulator(
             tuning_runner=tuning_runner,
             run_seconds=run_seconds,
             pending_seconds=pending_seconds,
+            queued_seconds=queued_seconds,
             access_log=None if quiet else print_access_log,
             token=token,
         )

@@ -52,7 +52,8 @@ __all__ = [
 class Emulator:
     """The emulator server plus its job store; start/stop it or use it as a context manager.
 
-    `pending_seconds` is how long a new job stays JOB_STATE_PENDING; the runner decides how
+    `queued_seconds` is how long a new job stays JOB_STATE_QUEUED first (0, the default here: it is
+    created PENDING), `pending_seconds` how long it then stays JOB_STATE_PENDING; the runner decides how
     long it stays RUNNING (the default sleeps `run_seconds`); `cancel_seconds` is the
     CANCELLING → CANCELLED delay. Projects named in `deny_projects` (default
     ``denied-project``) answer 403 PERMISSION_DENIED; creates in `quota_projects` (default
@@ -71,6 +72,7 @@ class Emulator:
         tuning_runner: JobRunner | None = None,
         run_seconds: float = 2.0,
         pending_seconds: float = 0.5,
+        queued_seconds: float = 0.0,
         cancel_seconds: float = 0.2,
         deny_projects: set[str] | None = None,
         quota_projects: set[str] | None = None,
@@ -84,14 +86,15 @@ class Emulator:
         for what, seconds in (
             ("run_seconds", run_seconds),
             ("pending_seconds", pending_seconds),
+            ("queued_seconds", queued_seconds),
             ("cancel_seconds", cancel_seconds),
         ):
             if not 0 <= seconds <= MAX_SECONDS:  # also refuses nan
                 raise ValueError(f"{what} must be between 0 and {MAX_SECONDS:.0f} s, got {seconds}")
 
-        self.store = JobStore(runner or sleep_runner(run_seconds), pending_seconds, cancel_seconds)
+        self.store = JobStore(runner or sleep_runner(run_seconds), pending_seconds, cancel_seconds, queued_seconds)
         self.tuning_store = TuningStore(tuning_runner or pretend_tuning_runner(run_seconds), pending_seconds,
-                                        cancel_seconds)
+                                        cancel_seconds, queued_seconds)
         self.faults = Faults()
         self._server = EmulatorHTTPServer(
             (host, port),

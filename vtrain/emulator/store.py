@@ -1,8 +1,8 @@
 """Jobs held by the emulator and the thread that moves each one through its states.
 
-PENDING (``pending_seconds``) → RUNNING (while the runner runs) → the runner's final
-state. A cancel moves a live job to CANCELLING at once and to CANCELLED ``cancel_seconds``
-later, with ``error {code: 1, message: "CANCELED"}`` as Vertex reports it. All state is
+QUEUED (``queued_seconds``, skipped when 0) → PENDING (``pending_seconds``) → RUNNING (while the
+runner runs) → the runner's final state. A cancel moves a live job to CANCELLING at once and
+to CANCELLED ``cancel_seconds`` later, with ``error {code: 1, message: "CANCELED"}`` as Vertex reports it. All state is
 guarded by one lock; protos handed out are copies, so callers never see a half-update.
 """
 
@@ -47,6 +47,7 @@ class _Record:
     cancel: threading.Event = field(default_factory=threading.Event)
     entries: list[dict[str, Any]] = field(default_factory=list)
     thread: threading.Thread | None = None
+    trial_times: dict[str, list[Any]] = field(default_factory=dict)  # a tuning job's trials: [start, end]
 
 
 class JobStore:
@@ -55,8 +56,10 @@ class JobStore:
     kind = "CustomJob"
     descriptor = CustomJob.pb().DESCRIPTOR
 
-    def __init__(self, runner: JobRunner, pending_seconds: float, cancel_seconds: float) -> None:
+    def __init__(self, runner: JobRunner, pending_seconds: float, cancel_seconds: float,
+                 queued_seconds: float = 0.0) -> None:
         self.runner = runner
+        self.queued_seconds = queued_seconds
         self.pending_seconds = pending_seconds
         self.cancel_seconds = cancel_seconds
         self._lock = threading.Lock()
@@ -69,7 +72,11 @@ class JobStore:
         with self._lock:
             job_id = self._new_id()
             job.name = f"projects/{project}/locations/{location}/{self.collection}/{job_id}"
-            job.state = JobState.JOB_STATE_PENDING.value
+            # A new job is QUEUED first ("When you create a CustomJob or HyperparameterTuningJob, the job
+            # might remain in JOB_STATE_QUEUED for some time before Vertex AI runs it":
+            # https://cloud.google.com/vertex-ai/docs/training/understanding-training-service).
+            queued = self.queued_seconds > 0
+            job.state = (JobState.JOB_STATE_QUEUED if queued else JobState.JOB_STATE_PENDING).value
             now = _now()
             job.create_time.CopyFrom(now)
             job.update_time.CopyFrom(now)
@@ -216,6 +223,12 @@ class JobStore:
             self._set_state(rec, CANCELLED, "CANCELED", code=1)
 
     def _drive(self, rec: _Record) -> None:
+        if self.queued_seconds > 0:
+            if rec.cancel.wait(self.queued_seconds):
+                self._finish_cancelled(rec)
+                return
+            with self._lock:
+                self._set_state(rec, "JOB_STATE_PENDING")
         if rec.cancel.wait(self.pending_seconds):
             self._finish_cancelled(rec)
             return

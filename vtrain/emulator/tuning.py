@@ -19,6 +19,7 @@ loads :data:`LOCAL_TUNING_RUNNER`, which runs every trial through the local tune
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ from google.protobuf import json_format
 from vtrain.emulator import validation
 from vtrain.emulator.errors import invalid_argument, not_found
 from vtrain.emulator.runner import CANCELLED, SUCCEEDED, RunContext, RunResult
-from vtrain.emulator.store import JobStore, _Record
+from vtrain.emulator.store import TERMINAL, JobStore, _Record
 
 LOCAL_TUNING_RUNNER = "vtrain.emulator.local_studies:tuning_runner"
 TRIAL_LABEL = "ml.googleapis.com/trial_id"
@@ -67,16 +68,50 @@ class TuningStore(JobStore):
     def _wrap(self, pb: Any) -> Any:
         return HyperparameterTuningJob.wrap(pb)
 
+    def _set_state(self, rec: _Record, state: str, error: str | None = None, code: int = 0) -> None:
+        super()._set_state(rec, state, error, code)
+        if rec.job.state in TERMINAL:  # a study that ended leaves no trial running
+            now = rec.job.end_time
+            for trial in rec.job.trials:
+                if trial.state not in _TRIAL_ENDED:
+                    trial.state = TRIAL_INFEASIBLE
+                    trial.infeasible_reason = trial.infeasible_reason or f"The study ended {state}."
+                if not trial.HasField("end_time"):
+                    trial.end_time.CopyFrom(now)
+
     def _context(self, rec: _Record, job_id: str) -> RunContext:
         def trials(items: list[dict[str, Any]]) -> None:
             with self._lock:
                 del rec.job.trials[:]
                 for item in items:
-                    json_format.ParseDict(item, rec.job.trials.add())
+                    trial = rec.job.trials.add()
+                    json_format.ParseDict(item, trial)
+                    _stamp(rec, trial)
 
         return TuningContext(job_id=job_id, cancelled=rec.cancel, stopping=self._closing,
                              _sink=lambda m, t, s: self._log(rec, m, t, s), _trials=trials,
                              _trial_sink=lambda m, t, s, trial: self._log(rec, m, t, s, {TRIAL_LABEL: trial}))
+
+
+_TRIAL_ENDED = {4, 5}  # Trial.State SUCCEEDED (4) and INFEASIBLE (5)
+TRIAL_INFEASIBLE = 5
+
+
+def _stamp(rec: _Record, trial: Any) -> None:
+    """What Vertex fills in on a trial: start and end times and its CustomJob's name ("The CustomJob name
+    linked to the Trial": https://cloud.google.com/vertex-ai/docs/reference/rest/v1/projects.locations.studies.trials)."""
+    from vtrain.emulator.store import _now
+
+    times = rec.trial_times.setdefault(trial.id, [_now(), None])
+    if trial.state in _TRIAL_ENDED and times[1] is None:
+        times[1] = _now()
+    trial.start_time.CopyFrom(times[0])
+    if times[1] is not None:
+        trial.end_time.CopyFrom(times[1])
+    if not trial.custom_job:
+        parent = rec.job.name.split("/hyperparameterTuningJobs/", 1)[0]
+        digest = int(hashlib.sha256(f"{rec.job.name}/{trial.id}".encode()).hexdigest()[:15], 16)
+        trial.custom_job = f"{parent}/customJobs/{10**18 + digest % (9 * 10**18)}"
 
 
 def parse_tuning_job(raw: bytes) -> Any:
