@@ -29,6 +29,7 @@ pytest_plugins = ["vtrain.emulator.testing"]
 
 ROOT = Path(__file__).resolve().parents[2]
 PARENT = "projects/test-project/locations/us-central1"
+NAMED = f"projects/{Emulator.project_number()}/locations/us-central1"  # what answers name: the project number
 
 
 @pytest.fixture(autouse=True)
@@ -123,7 +124,7 @@ def test_create_get_and_lifecycle(gated: Emulator, gate: GatedRunner) -> None:
     client = gated.client()
     sent = make_job(labels={"team": "ml"}, pools=2)
     created = client.create_custom_job(parent=PARENT, custom_job=sent)
-    assert created.name.startswith(PARENT + "/customJobs/")
+    assert created.name.startswith(NAMED + "/customJobs/")
     job_id = created.name.rsplit("/", 1)[1]
     assert job_id.isdigit() and len(job_id) == 19
     assert created.state == v1.JobState.JOB_STATE_PENDING
@@ -160,7 +161,7 @@ def test_output_only_fields_in_the_body_are_ignored(vertex_emulator: Emulator) -
         vertex_emulator, rest_job(name="projects/x/locations/y/customJobs/1", state="JOB_STATE_FAILED")
     )
     assert answer.status_code == 200
-    assert answer.json()["state"] == "JOB_STATE_PENDING" and answer.json()["name"].startswith(PARENT)
+    assert answer.json()["state"] == "JOB_STATE_PENDING" and answer.json()["name"].startswith(NAMED)
 
 
 # ---- rejected requests -----------------------------------------------------------------

@@ -111,7 +111,7 @@ def test_a_token_is_a_path_prefix_every_real_client_carries() -> None:
     with Emulator(runner=sleep_runner(0.1), pending_seconds=0, token=token) as emu:
         assert emu.url.endswith(f"/{token}")
         created = emu.client().create_custom_job(parent=PARENT, custom_job=as_job(job_body()))
-        assert created.name.startswith(f"projects/{PARENT.split('/')[1]}")
+        assert created.name.startswith(f"projects/{Emulator.project_number()}/")
         base = emu.url[: -len(token) - 1]
         for path in (CREATE, f"/wrong-token-xxxxxxxxxxx{CREATE}", f"/{token}x{CREATE}"):
             answer = requests.get(base + path, timeout=10)

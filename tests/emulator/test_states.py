@@ -90,5 +90,6 @@ def test_a_cancelled_study_leaves_no_trial_running_and_trials_carry_times_and_jo
     assert all(t.start_time and t.end_time and t.start_time <= t.end_time for t in trials)
     assert trials[0].start_time == running[0].start_time  # kept from the trial's first appearance
     links = [t.custom_job for t in trials]
-    assert all(link.startswith(f"{PARENT}/customJobs/") and link.rsplit("/", 1)[1].isdigit() for link in links)
+    named = f"projects/{Emulator.project_number()}/locations/us-central1/customJobs/"
+    assert all(link.startswith(named) and link.rsplit("/", 1)[1].isdigit() for link in links)
     assert len(set(links)) == 2

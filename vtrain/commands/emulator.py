@@ -109,6 +109,12 @@ def _seconds(ctx: click.Context, param: click.Parameter, value: float) -> float:
     help="Serve only paths under /TOKEN (auto: a random one), against other users of this machine; the "
     "endpoint printed, http://127.0.0.1:PORT/TOKEN, is what every client then uses.",
 )
+@click.option(
+    "--projects",
+    metavar="ID[,ID...]",
+    help="Only these projects exist; calls naming another answer 403, as Vertex answers them "
+    "(default: every project exists).",
+)
 @click.option("--quiet", "-q", is_flag=True, help="Do not print one line per request.")
 def emulator(
     port: int,
@@ -123,6 +129,7 @@ def emulator(
     fail_jobs: str | None,
     fail_after: float | None,
     token: str | None,
+    projects: str | None,
     quiet: bool,
 ) -> None:
     """Serve a local Vertex AI CustomJob and HyperparameterTuningJob API on 127.0.0.1 for the real client.
@@ -171,6 +178,7 @@ def emulator(
             queued_seconds=queued_seconds,
             access_log=None if quiet else print_access_log,
             token=token,
+            projects=None if projects is None else {p.strip() for p in projects.split(",") if p.strip()},
         )
     except OSError as err:
         raise BackendError(f"cannot listen on 127.0.0.1:{port}: {err.strerror or err}") from None

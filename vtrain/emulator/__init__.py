@@ -57,10 +57,11 @@ class Emulator:
     long it stays RUNNING (the default sleeps `run_seconds`); `cancel_seconds` is the
     CANCELLING → CANCELLED delay. Projects named in `deny_projects` (default
     ``denied-project``) answer 403 PERMISSION_DENIED; creates in `quota_projects` (default
-    ``quota-project``) answer 429 with a resource-quota error. With `token`, every path must start
-    with ``/TOKEN`` (`url` includes it; see :mod:`vtrain.emulator.guard`). HyperparameterTuningJobs are
-    served too (:mod:`vtrain.emulator.tuning`), run by `tuning_runner` (default: trials only
-    suggested, never measured).
+    ``quota-project``) answer 429 with a resource-quota error; with `projects`, only those exist (the
+    others answer 403 too). Names carry the project number (:mod:`vtrain.emulator.projects`). With
+    `token`, every path must start with ``/TOKEN`` (`url` includes it; see :mod:`vtrain.emulator.guard`).
+    HyperparameterTuningJobs are served too (:mod:`vtrain.emulator.tuning`), run by `tuning_runner`
+    (default: trials only suggested, never measured).
     """
 
     def __init__(
@@ -78,6 +79,7 @@ class Emulator:
         quota_projects: set[str] | None = None,
         access_log: Callable[[str], None] | None = None,
         token: str | None = None,
+        projects: set[str] | None = None,
     ) -> None:
         from vtrain.emulator.server import EmulatorHTTPServer, Faults
         from vtrain.emulator.store import JobStore
@@ -111,6 +113,7 @@ class Emulator:
             if not TOKEN_ALPHABET.match(token):
                 raise ValueError("token must be 16 to 128 letters, digits, '_' or '-'")
         self._server.token = token
+        self._server.known_projects = None if projects is None else frozenset(projects)
         self._thread: threading.Thread | None = None
 
     # ---- lifecycle --------------------------------------------------------------------
@@ -150,6 +153,13 @@ class Emulator:
     @staticmethod
     def parent(project: str = "test-project", location: str = "us-central1") -> str:
         return f"projects/{project}/locations/{location}"
+
+    @staticmethod
+    def project_number(project: str = "test-project") -> str:
+        """The number the emulator's resource names carry for `project` (as Vertex names projects)."""
+        from vtrain.emulator.projects import project_number
+
+        return project_number(project)
 
     @property
     def requests(self) -> list[dict[str, Any]]:

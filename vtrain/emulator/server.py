@@ -46,13 +46,13 @@ from vtrain.emulator.errors import (
     ApiError,
     internal,
     not_found,
-    permission_denied,
     quota_exceeded,
     transient,
 )
 from vtrain.emulator.filters import compile_filter
 from vtrain.emulator.logs import list_logs
 from vtrain.emulator.masks import masked, read_mask
+from vtrain.emulator.projects import authorize, project_number
 from vtrain.emulator.store import JobStore, _rfc3339
 from vtrain.emulator.wire import (
     Refused,
@@ -280,7 +280,7 @@ class Handler(BaseHTTPRequestHandler):
                 store.cancel(name)
                 return {}
             store.delete(name)
-            return _delete_operation(project, location, job_id)
+            return _delete_operation(project_number(project), location, job_id)
         if self.server.tuning_store is not None:
             from vtrain.emulator.tuning import route_tuning
 
@@ -290,8 +290,7 @@ class Handler(BaseHTTPRequestHandler):
         raise not_found(f"The requested URL {path} was not found on this server.")
 
     def _authorize(self, project: str, resource: str, verb: str) -> None:
-        if project in self.server.deny_projects:
-            raise permission_denied(f"aiplatform.customJobs.{verb}", resource)
+        authorize(self.server, project, resource, f"aiplatform.customJobs.{verb}")
 
     def _list(self, parent: str, query: dict[str, str], int_enums: bool, store: Any = None) -> str:
         """One page of a list call (CustomJobs, or a TuningStore's jobs): filter, paging and readMask."""
@@ -356,6 +355,7 @@ class EmulatorHTTPServer(ThreadingHTTPServer):
         self.requests: deque[dict[str, Any]] = deque(maxlen=REQUEST_LOG)
         self.tuning_store: Any = None  # vtrain.emulator.tuning.TuningStore, set by Emulator
         self.token: str | None = None  # --token: every path starts with /TOKEN (guard.py)
+        self.known_projects: frozenset[str] | None = None  # --projects: the others do not exist (projects.py)
         self._requests_lock = threading.Lock()
 
     def record(self, method: str, path: str, query: dict[str, str], body: bytes, size: int,

@@ -19,6 +19,7 @@ from google.cloud.aiplatform_v1.types import CustomJob, JobState
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from vtrain.emulator.errors import failed_precondition, not_found
+from vtrain.emulator.projects import canonical, project_number
 from vtrain.emulator.runner import CANCELLED, FAILED, FINAL_STATES, JobRunner, RunContext, RunResult
 
 TERMINAL = {JobState[s].value for s in FINAL_STATES} | {JobState.JOB_STATE_EXPIRED.value}
@@ -71,7 +72,7 @@ class JobStore:
     def create(self, project: str, location: str, job: Any) -> Any:
         with self._lock:
             job_id = self._new_id()
-            job.name = f"projects/{project}/locations/{location}/{self.collection}/{job_id}"
+            job.name = f"projects/{project_number(project)}/locations/{location}/{self.collection}/{job_id}"
             # A new job is QUEUED first ("When you create a CustomJob or HyperparameterTuningJob, the job
             # might remain in JOB_STATE_QUEUED for some time before Vertex AI runs it":
             # https://cloud.google.com/vertex-ai/docs/training/understanding-training-service).
@@ -94,6 +95,7 @@ class JobStore:
         """Newest first; the token is the last sequence number served, so pages stay stable
         while new jobs are created between calls."""
         size = min(page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
+        parent = canonical(parent)
         after = int(page_token) if page_token.isdigit() else None
         with self._lock:
             records = sorted(
@@ -125,7 +127,7 @@ class JobStore:
                 raise failed_precondition(
                     f"{self.kind} {name} is in state {state} and cannot be deleted; cancel it first."
                 )
-            del self._jobs[name]
+            del self._jobs[rec.job.name]
 
     def log_entries(
         self, job_id: str, after: datetime | None, inclusive: bool = False
@@ -157,7 +159,7 @@ class JobStore:
 
     # ---- internals --------------------------------------------------------------------
     def _record(self, name: str) -> _Record:
-        rec = self._jobs.get(name)
+        rec = self._jobs.get(canonical(name))
         if rec is None:
             raise not_found(f"The {self.kind} does not exist: {name}")
         return rec

@@ -195,15 +195,16 @@ def route_tuning(handler: Any, path: str, query: dict[str, str], body: bytes, in
         store.cancel(name)
         return {}
     store.delete(name)
-    return {"name": f"{name}/operations/{job_id}1", "done": True,
+    from vtrain.emulator.projects import canonical
+
+    return {"name": f"{canonical(name)}/operations/{job_id}1", "done": True,
             "response": {"@type": "type.googleapis.com/google.protobuf.Empty"}}
 
 
 def _authorize(server: Any, project: str, resource: str, verb: str) -> None:
-    from vtrain.emulator.errors import permission_denied
+    from vtrain.emulator.projects import authorize
 
-    if project in server.deny_projects:
-        raise permission_denied(f"aiplatform.hyperparameterTuningJobs.{verb}", resource)
+    authorize(server, project, resource, f"aiplatform.hyperparameterTuningJobs.{verb}")
 
 
 def pretend_tuning_runner(seconds: float = 2.0) -> Callable[[Any, RunContext], RunResult]:
