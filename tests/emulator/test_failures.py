@@ -25,6 +25,15 @@ def test_vtrains_classifier_reads_every_ending_as_the_table_says(cause: str) -> 
     assert classify_failure(ending.code, message).retryable is ending.retryable
 
 
+@pytest.mark.parametrize("cause", list(FAILURES))
+def test_vtrains_table_of_vertex_wordings_matches_the_emulators(cause: str) -> None:
+    from vtrain.cloud.failures import CAUSES
+
+    ours, theirs = FAILURES[cause], CAUSES[cause]
+    assert (theirs.code, theirs.retryable) == (ours.code, ours.retryable)
+    assert theirs.message.format(region="r") == ours.message.format(region="r", task="workerpool0-0")
+
+
 @pytest.mark.parametrize("error,code,message", [
     ("chief-0 exited with code 1\nlast lines of chief-0 (full log: /x):\n  | Traceback\n  | ValueError: boom", 3,
      "The replica workerpool0-0 exited with a non-zero status of 1. Termination reason: Error. \nTraceback\n"

@@ -9,8 +9,9 @@ exited non-zero, a quota, a permission, a bad argument or a timeout fails the sa
 retried. `CustomJob.error` carries a google.rpc.Status (code + message): both are read, the
 message first, because code 8 also reports quotas.
 
-:data:`CAUSES` are the errors ``vtrain emulator --fail-jobs`` ends jobs with, worded as Vertex
-words them, so the classifier is tested against what the emulator (and Vertex) really send.
+:data:`CAUSES` are those errors worded as Vertex words them; the emulator keeps its own table
+(``vtrain.emulator.endings``, what ``vtrain emulator --fail-jobs`` ends jobs with), and the tests hold
+the two tables and this classifier against each other.
 """
 
 from __future__ import annotations
