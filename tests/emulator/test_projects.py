@@ -67,3 +67,17 @@ def test_without_a_project_list_every_project_exists() -> None:
         assert list(emu.client().list_custom_jobs(parent=emu.parent("any-project"))) == []
         with pytest.raises(gexc.NotFound):  # the project exists, the job does not
             emu.client().get_custom_job(name=f"{emu.parent('any-project')}/customJobs/123")
+
+
+def test_vtrain_takes_a_returned_name_with_the_project_id_flag(emu: Emulator) -> None:
+    """`vtrain status projects/NUMBER/... --project ID`: the number Vertex returned is no conflict with the ID."""
+    from click.testing import CliRunner
+
+    from vtrain.cli import cli
+
+    created = emu.client().create_custom_job(parent=emu.parent("test-project"), custom_job=JOB)
+    result = CliRunner().invoke(cli, ["status", created.name, "-o", "json", "--api-endpoint", emu.url,
+                                      "--project", "test-project"])
+    assert result.exit_code == 0, result.output
+    other = CliRunner().invoke(cli, ["status", created.name, "--api-endpoint", emu.url, "--project", "123"])
+    assert other.exit_code != 0 and "is in project" in other.output  # two numbers still disagree
