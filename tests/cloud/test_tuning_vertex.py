@@ -28,7 +28,7 @@ from vtrain.request.tuning_job import build_tuning_dict, to_tuning_proto
 
 TUNER = REPO / "tests" / "data" / "trainers" / "tuner"
 PROJECT = "test-project"
-NAME_RE = rf"projects/{PROJECT}/locations/us-central1/hyperparameterTuningJobs/([0-9]+)"
+NAME_RE = rf"projects/{Emulator.project_number(PROJECT)}/locations/us-central1/hyperparameterTuningJobs/([0-9]+)"
 
 
 def tuning_job(tmp_path: Path, *, args: str = "[]", algorithm: str = "grid", extra: str = "") -> Path:

@@ -29,7 +29,7 @@ from vtrain.emulator import Emulator, GatedRunner, sleep_runner
 SUBMIT = importlib.import_module("vtrain.cloud.submit")
 PROJECT = "test-project"
 PARENT = f"projects/{PROJECT}/locations/us-central1"
-NAME_RE = rf"{PARENT}/customJobs/[0-9]+"
+NAME_RE = rf"projects/{Emulator.project_number(PROJECT)}/locations/us-central1/customJobs/[0-9]+"  # by number
 
 
 @pytest.fixture(autouse=True)

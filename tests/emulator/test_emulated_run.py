@@ -31,7 +31,7 @@ from vtrain.emulator.local_jobs import EmulatedRunner
 
 PROBE = REPO / "tests" / "data" / "trainers" / "probe"
 PROJECT = "test-project"
-NAME_RE = rf"projects/{PROJECT}/locations/us-central1/customJobs/([0-9]+)"
+NAME_RE = rf"projects/{Emulator.project_number(PROJECT)}/locations/us-central1/customJobs/([0-9]+)"
 
 
 @pytest.fixture(scope="session")

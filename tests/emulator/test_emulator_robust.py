@@ -67,7 +67,7 @@ BAD_REQUESTS = {
         b"POST " + LIST.encode() + b" HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}",
         400,
     ),
-    "post without a length": (b"POST " + LIST.encode() + b" HTTP/1.1\r\nHost: x\r\n\r\n", 411),
+    "post without a length": (b"POST " + LIST.encode() + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 411),
     "body over the limit": (b"POST " + LIST.encode() + b" HTTP/1.1\r\nContent-Length: 99999999999\r\n\r\n", 413),
     "unknown transfer-encoding": (b"POST /v2/entries:list HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", 400),
     "bad chunk size": (b"POST /v2/entries:list HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400),
@@ -161,7 +161,7 @@ def test_five_hundred_connections_at_once_are_all_served() -> None:
     try:
         for _ in range(500):
             sock = socket.create_connection(("127.0.0.1", emu.port), timeout=5)  # no answer to a SYN: fails
-            sock.sendall(f"GET {LIST} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+            sock.sendall(f"GET {LIST} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode())
             socks.append(sock)
         emu.start()
         codes = []

@@ -9,8 +9,9 @@ exited non-zero, a quota, a permission, a bad argument or a timeout fails the sa
 retried. `CustomJob.error` carries a google.rpc.Status (code + message): both are read, the
 message first, because code 8 also reports quotas.
 
-:data:`CAUSES` are the errors ``vtrain emulator --fail-jobs`` ends jobs with, worded as Vertex
-words them, so the classifier is tested against what the emulator (and Vertex) really send.
+:data:`CAUSES` are those errors worded as Vertex words them; the emulator keeps its own table
+(``vtrain.emulator.endings``, what ``vtrain emulator --fail-jobs`` ends jobs with), and the tests hold
+the two tables and this classifier against each other.
 """
 
 from __future__ import annotations
@@ -86,7 +87,8 @@ CAUSES: dict[str, Cause] = {
     ),
     "preempted": Cause(RESOURCE_EXHAUSTED, "STOCKOUT: the job's Spot VMs were preempted.", True),
     "internal": Cause(INTERNAL, "Internal error occurred for the current attempt.", True),
-    "replica": Cause(INTERNAL, "The replica workerpool0-0 exited with a non-zero status of 1.", False),
+    "replica": Cause(INVALID_ARGUMENT, "The replica workerpool0-0 exited with a non-zero status of 1. Termination "
+                     "reason: Error.", False),  # code 3, as GoogleCloudPlatform/vertex-ai-samples#1504 quotes it
     "quota": Cause(
         RESOURCE_EXHAUSTED,
         "The following quota metrics exceed quota limits: aiplatform.googleapis.com/custom_model_training_cpus",

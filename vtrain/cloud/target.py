@@ -272,6 +272,10 @@ class Where:
         located = job_location(job)
         if located is not None:
             for flag, value, what in ((project, located[0], "project"), (region, located[1], "region")):
+                # Vertex names a job's project by number, whatever the request named (ID or number): a
+                # number against an ID cannot be compared here, and the name's own project is used.
+                if what == "project" and flag and flag.strip().isdigit() != value.isdigit():
+                    continue
                 if flag and flag.strip() != value:
                     raise BackendError(f"job {(job or '').strip()} is in {what} {value}, not {flag} (from --{what})")
             project, region = located

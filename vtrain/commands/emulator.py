@@ -60,6 +60,14 @@ def _seconds(ctx: click.Context, param: click.Parameter, value: float) -> float:
     help="How long each new job stays PENDING.",
 )
 @click.option(
+    "--queued-seconds",
+    default=0.5,
+    show_default=True,
+    type=float,
+    callback=_seconds,
+    help="How long each new job stays QUEUED (as Vertex queues it) before PENDING; 0: created PENDING.",
+)
+@click.option(
     "--fail-next",
     default=0,
     show_default=True,
@@ -95,6 +103,18 @@ def _seconds(ctx: click.Context, param: click.Parameter, value: float) -> float:
     help="With --fail-jobs preempted/internal/replica: let the job run this long first (its replicas "
     "then get SIGTERM, as on a preempted VM).",
 )
+@click.option(
+    "--token",
+    metavar="TOKEN|auto",
+    help="Serve only paths under /TOKEN (auto: a random one), against other users of this machine; the "
+    "endpoint printed, http://127.0.0.1:PORT/TOKEN, is what every client then uses.",
+)
+@click.option(
+    "--projects",
+    metavar="ID[,ID...]",
+    help="Only these projects exist; calls naming another answer 403, as Vertex answers them "
+    "(default: every project exists).",
+)
 @click.option("--quiet", "-q", is_flag=True, help="Do not print one line per request.")
 def emulator(
     port: int,
@@ -102,11 +122,14 @@ def emulator(
     runner_spec: str | None,
     run_seconds: float,
     pending_seconds: float,
+    queued_seconds: float,
     fail_next: int,
     fail_mode: str,
     fail_code: str,
     fail_jobs: str | None,
     fail_after: float | None,
+    token: str | None,
+    projects: str | None,
     quiet: bool,
 ) -> None:
     """Serve a local Vertex AI CustomJob and HyperparameterTuningJob API on 127.0.0.1 for the real client.
@@ -114,12 +137,19 @@ def emulator(
     Point a JobServiceClient at it with api_endpoint http://127.0.0.1:PORT, the REST
     transport and anonymous credentials (VertexBackend.from_endpoint does this). Project
     `denied-project` answers 403 PERMISSION_DENIED; creates in `quota-project` answer 429.
+    Requests a web page could make (an Origin header, a non-loopback Host, a non-JSON body) are refused.
     """
     from vtrain.emulator import LOCAL_RUNNER, Emulator, load_runner, print_access_log, sleep_runner
     from vtrain.emulator.jobfaults import parse_job_fault, with_job_faults
     from vtrain.errors import BackendError
 
     job_fault = parse_job_fault(fail_jobs) if fail_jobs else None  # a bad value: exit 2 before listening
+    if token is not None:
+        from vtrain.emulator.guard import TOKEN_ALPHABET, new_token
+
+        token = new_token() if token == "auto" else token
+        if not TOKEN_ALPHABET.match(token):
+            raise click.BadParameter("must be auto or 16 to 128 letters, digits, '_' or '-'", param_hint="--token")
 
     runner = tuning_runner = None
     if run_jobs:  # tuning jobs run through the local tuner, whatever runs CustomJobs
@@ -145,7 +175,10 @@ def emulator(
             tuning_runner=tuning_runner,
             run_seconds=run_seconds,
             pending_seconds=pending_seconds,
+            queued_seconds=queued_seconds,
             access_log=None if quiet else print_access_log,
+            token=token,
+            projects=None if projects is None else {p.strip() for p in projects.split(",") if p.strip()},
         )
     except OSError as err:
         raise BackendError(f"cannot listen on 127.0.0.1:{port}: {err.strerror or err}") from None

@@ -52,13 +52,16 @@ __all__ = [
 class Emulator:
     """The emulator server plus its job store; start/stop it or use it as a context manager.
 
-    `pending_seconds` is how long a new job stays JOB_STATE_PENDING; the runner decides how
+    `queued_seconds` is how long a new job stays JOB_STATE_QUEUED first (0, the default here: it is
+    created PENDING), `pending_seconds` how long it then stays JOB_STATE_PENDING; the runner decides how
     long it stays RUNNING (the default sleeps `run_seconds`); `cancel_seconds` is the
     CANCELLING → CANCELLED delay. Projects named in `deny_projects` (default
     ``denied-project``) answer 403 PERMISSION_DENIED; creates in `quota_projects` (default
-    ``quota-project``) answer 429 with a resource-quota error. HyperparameterTuningJobs are
-    served too (:mod:`vtrain.emulator.tuning`), run by `tuning_runner` (default: trials only
-    suggested, never measured).
+    ``quota-project``) answer 429 with a resource-quota error; with `projects`, only those exist (the
+    others answer 403 too). Names carry the project number (:mod:`vtrain.emulator.projects`). With
+    `token`, every path must start with ``/TOKEN`` (`url` includes it; see :mod:`vtrain.emulator.guard`).
+    HyperparameterTuningJobs are served too (:mod:`vtrain.emulator.tuning`), run by `tuning_runner`
+    (default: trials only suggested, never measured).
     """
 
     def __init__(
@@ -70,10 +73,13 @@ class Emulator:
         tuning_runner: JobRunner | None = None,
         run_seconds: float = 2.0,
         pending_seconds: float = 0.5,
+        queued_seconds: float = 0.0,
         cancel_seconds: float = 0.2,
         deny_projects: set[str] | None = None,
         quota_projects: set[str] | None = None,
         access_log: Callable[[str], None] | None = None,
+        token: str | None = None,
+        projects: set[str] | None = None,
     ) -> None:
         from vtrain.emulator.server import EmulatorHTTPServer, Faults
         from vtrain.emulator.store import JobStore
@@ -82,14 +88,15 @@ class Emulator:
         for what, seconds in (
             ("run_seconds", run_seconds),
             ("pending_seconds", pending_seconds),
+            ("queued_seconds", queued_seconds),
             ("cancel_seconds", cancel_seconds),
         ):
             if not 0 <= seconds <= MAX_SECONDS:  # also refuses nan
                 raise ValueError(f"{what} must be between 0 and {MAX_SECONDS:.0f} s, got {seconds}")
 
-        self.store = JobStore(runner or sleep_runner(run_seconds), pending_seconds, cancel_seconds)
+        self.store = JobStore(runner or sleep_runner(run_seconds), pending_seconds, cancel_seconds, queued_seconds)
         self.tuning_store = TuningStore(tuning_runner or pretend_tuning_runner(run_seconds), pending_seconds,
-                                        cancel_seconds)
+                                        cancel_seconds, queued_seconds)
         self.faults = Faults()
         self._server = EmulatorHTTPServer(
             (host, port),
@@ -100,6 +107,13 @@ class Emulator:
             access_log,
         )
         self._server.tuning_store = self.tuning_store
+        if token is not None:
+            from vtrain.emulator.guard import TOKEN_ALPHABET
+
+            if not TOKEN_ALPHABET.match(token):
+                raise ValueError("token must be 16 to 128 letters, digits, '_' or '-'")
+        self._server.token = token
+        self._server.known_projects = None if projects is None else frozenset(projects)
         self._thread: threading.Thread | None = None
 
     # ---- lifecycle --------------------------------------------------------------------
@@ -133,11 +147,19 @@ class Emulator:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        """The endpoint for every client: `http://127.0.0.1:PORT`, plus `/TOKEN` when a token is required."""
+        return f"http://127.0.0.1:{self.port}" + (f"/{self._server.token}" if self._server.token else "")
 
     @staticmethod
     def parent(project: str = "test-project", location: str = "us-central1") -> str:
         return f"projects/{project}/locations/{location}"
+
+    @staticmethod
+    def project_number(project: str = "test-project") -> str:
+        """The number the emulator's resource names carry for `project` (as Vertex names projects)."""
+        from vtrain.emulator.projects import project_number
+
+        return project_number(project)
 
     @property
     def requests(self) -> list[dict[str, Any]]:

@@ -1,10 +1,14 @@
-"""The subset of the ListCustomJobs filter language (AIP-160) the emulator understands.
+"""The ListCustomJobs filter language (AIP-160), as far as Vertex documents it for jobs.
 
-Supported, combined with `AND` (and `NOT`/`-` per term), values quoted or bare:
-`state=JOB_STATE_RUNNING`, `state!=...`, `display_name="x"`, `display_name:"prefix*"`,
-`labels.KEY=VALUE`, `labels.KEY:*`, `labels:KEY`, and `create_time|update_time|start_time|
-end_time` compared (=, !=, <, <=, >, >=) with an RFC 3339 timestamp. `OR` and parentheses,
-which the real API accepts, are answered with 400 so a test never silently gets a wrong list.
+ListCustomJobsRequest.filter (https://cloud.google.com/vertex-ai/docs/reference/rest/v1/projects.locations.customJobs/list):
+"display_name supports =, != comparisons, and : wildcard. state supports =, != comparisons.
+create_time supports =, !=, <, <=, >, >= comparisons. create_time must be in RFC 3339 format.
+labels supports general map functions that is: labels.key=value - key:value equality labels.key:*
+- key existence", with examples combining terms by AND, OR and NOT. Terms combine with `AND`,
+`OR` (which binds tighter, as AIP-160 says), `NOT`/`-` and parentheses; values quoted or bare.
+`labels:KEY` (AIP-160's map presence) is taken too. Any other field (update_time, start_time,
+end_time, name...) is a 400, as it is undocumented; a filter longer than MAX_FILTER or nested
+deeper than MAX_NESTING is a 400 too.
 """
 
 from __future__ import annotations
@@ -22,36 +26,14 @@ from vtrain.emulator.errors import invalid_argument
 Predicate = Callable[[Any], bool]
 
 _TERM_RE = re.compile(
-    r"^(?P<neg>NOT\s+|-)?(?P<field>[A-Za-z_][A-Za-z0-9_.\-]*)\s*(?P<op><=|>=|!=|=|<|>|:)\s*"
-    r'(?P<value>"(?:[^"\\]|\\.)*"|[^\s"()]+)$'
+    r"(?P<field>[A-Za-z_][A-Za-z0-9_.\-]*)\s*(?P<op><=|>=|!=|=|<|>|:)\s*"
+    r'(?P<value>"(?:[^"\\]|\\.)*"|[^\s"()]+)'
 )
-_TIME_FIELDS = ("create_time", "update_time", "start_time", "end_time")
+_KEYWORD_RE = re.compile(r"(AND|OR|NOT)(?=[\s(]|$)")
+_TIME_FIELDS = ("create_time",)
+MAX_FILTER = 20000
+MAX_NESTING = 32
 _STATES = {s.name for s in JobState}
-
-
-def _split_and(text: str) -> list[str]:
-    """Split on AND outside quotes; reject OR and parentheses outside quotes."""
-    terms, current, quoted, i = [], [], False, 0
-    while i < len(text):
-        ch = text[i]
-        if ch == '"' and (i == 0 or text[i - 1] != "\\"):
-            quoted = not quoted
-        if not quoted:
-            if ch in "()":
-                raise invalid_argument("Unsupported filter: parentheses are not supported by the emulator.")
-            word = re.match(r"\s+(AND|OR)\s+", text[i:])
-            if word:
-                if word.group(1) == "OR":
-                    raise invalid_argument("Unsupported filter: OR is not supported by the emulator.")
-                terms.append("".join(current).strip())
-                current, i = [], i + word.end()
-                continue
-        current.append(ch)
-        i += 1
-    if quoted:
-        raise invalid_argument(f"Invalid filter: unterminated string in '{text}'.")
-    terms.append("".join(current).strip())
-    return [t for t in terms if t]
 
 
 def _unquote(value: str) -> str:
@@ -78,10 +60,8 @@ def _compare(op: str, left: Any, right: Any) -> bool:
     }[op]
 
 
-def _term(text: str) -> Predicate:
-    m = _TERM_RE.match(text)
-    if not m:
-        raise invalid_argument(f"Invalid filter term '{text}'.")
+def _term(m: re.Match[str]) -> Predicate:
+    text = m.group(0)
     field, op, value = m["field"], m["op"], _unquote(m["value"])
     pred: Predicate
     if field == "state":
@@ -116,13 +96,92 @@ def _term(text: str) -> Predicate:
                 return False
             return _compare(op, getattr(j, field).ToDatetime(tzinfo=timezone.utc), when)
     else:
-        raise invalid_argument(f"Invalid filter: unsupported field or operator in '{text}'.")
-    if m["neg"]:
-        return lambda j, p=pred: not p(j)
+        raise invalid_argument(f"Invalid filter: unsupported field or operator in '{text[:200]}'.")
     return pred
+
+
+class _Parser:
+    """expression := and; and := or (AND or)*; or := unary (OR unary)*; unary := (NOT | -) unary | primary;
+    primary := ( expression ) | term. OR binds tighter than AND (AIP-160)."""
+
+    def __init__(self, text: str) -> None:
+        self.text, self.pos, self.depth = text, 0, 0
+
+    def fail(self, why: str) -> Exception:
+        return invalid_argument(f"Invalid filter at character {self.pos + 1}: {why} in '{self.text[:200]}'.")
+
+    def skip(self) -> None:
+        while self.pos < len(self.text) and self.text[self.pos].isspace():
+            self.pos += 1
+
+    def keyword(self, word: str) -> bool:
+        self.skip()
+        m = _KEYWORD_RE.match(self.text, self.pos)
+        if m and m.group(1) == word:
+            self.pos = m.end()
+            return True
+        return False
+
+    def parse(self) -> Predicate:
+        pred = self.conjunction()
+        self.skip()
+        if self.pos != len(self.text):
+            raise self.fail("unexpected text (terms are joined by AND or OR)")
+        return pred
+
+    def conjunction(self) -> Predicate:
+        preds = [self.disjunction()]
+        while self.keyword("AND"):
+            preds.append(self.disjunction())
+        return preds[0] if len(preds) == 1 else (lambda j: all(p(j) for p in preds))
+
+    def disjunction(self) -> Predicate:
+        preds = [self.unary()]
+        while self.keyword("OR"):
+            preds.append(self.unary())
+        return preds[0] if len(preds) == 1 else (lambda j: any(p(j) for p in preds))
+
+    def unary(self) -> Predicate:
+        negations = 0  # a loop, not recursion: NOT NOT ... cannot exhaust the stack
+        while True:
+            self.skip()
+            if self.keyword("NOT"):
+                negations += 1
+            elif self.text.startswith("-", self.pos):
+                self.pos += 1
+                negations += 1
+            else:
+                break
+        inner = self.primary()
+        return (lambda j: not inner(j)) if negations % 2 else inner
+
+    def primary(self) -> Predicate:
+        self.skip()
+        if self.text.startswith("(", self.pos):
+            self.depth += 1
+            if self.depth > MAX_NESTING:
+                raise self.fail(f"parentheses nested deeper than {MAX_NESTING}")
+            self.pos += 1
+            pred = self.conjunction()
+            self.skip()
+            if not self.text.startswith(")", self.pos):
+                raise self.fail("a '(' is not closed")
+            self.pos += 1
+            self.depth -= 1
+            return pred
+        m = _TERM_RE.match(self.text, self.pos)
+        if not m:
+            if self.text.count('"', self.pos) % 2:
+                raise self.fail("unterminated string")
+            raise self.fail("expected a term such as state=JOB_STATE_RUNNING")
+        self.pos = m.end()
+        return _term(m)
 
 
 def compile_filter(text: str) -> Predicate:
     """Compile once per request; an empty filter matches everything."""
-    preds = [_term(t) for t in _split_and(text.strip())] if text.strip() else []
-    return lambda job: all(p(job) for p in preds)
+    if len(text) > MAX_FILTER:
+        raise invalid_argument(f"Invalid filter: longer than {MAX_FILTER} characters.")
+    if not text.strip():
+        return lambda job: True
+    return _Parser(text).parse()

@@ -14,12 +14,12 @@ exactly these accounts, each with the permissions the caller holds on it.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Mapping
 from typing import Any
 
 from vtrain.emulator.errors import ApiError, invalid_argument, not_found, permission_denied
+from vtrain.emulator.wire import check_fields, json_body
 
 _ACCOUNT = re.compile(r"^/v1/projects/([^/]+)/serviceAccounts/([^/:]+)(:testIamPermissions)?$")
 _EMAIL = re.compile(
@@ -57,10 +57,9 @@ def route(
     if test:
         if command != "POST":
             raise not_found(f"Method {command} not found for {path}.")
-        try:
-            asked = list(json.loads(body or b"{}").get("permissions", []))
-        except (ValueError, AttributeError) as err:
-            raise invalid_argument("Invalid JSON payload received.") from err
+        request = check_fields(json_body(body, "TestIamPermissionsRequest"), {"permissions": "strings"},
+                               "TestIamPermissionsRequest")
+        asked = request.get("permissions", [])
         granted = [p for p in asked if accounts is None or p in accounts[email]]
         return {"permissions": granted} if granted else {}
     if command != "GET":

@@ -3,7 +3,7 @@
     vtrain emulator --run-jobs --fail-jobs stockout          # the first job: FAILED, a stock-out
     vtrain emulator --fail-jobs preempted:2 --fail-after 5s  # the first two: preempted after 5 s
 
-CAUSE is one of :data:`vtrain.cloud.failures.CAUSES` (stockout, preempted, internal: retryable;
+CAUSE is one of :data:`vtrain.emulator.endings.FAILURES` (stockout, preempted, internal: retryable;
 replica, quota: not), N how many jobs (default 1), counted in the order they start running.
 A stock-out or quota failure happens before the job runs (Vertex never got the machines);
 ``preempted``, ``internal`` and ``replica`` let it run `--fail-after` seconds first (default 0):
@@ -18,7 +18,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from vtrain.cloud.failures import CAUSES
+from vtrain.emulator.endings import FAILURES as CAUSES
 from vtrain.emulator.runner import CANCELLED, FAILED, JobRunner, RunContext, RunResult
 from vtrain.errors import UsageError
 
@@ -63,7 +63,7 @@ class FailingRunner:
             return self.inner(job, ctx)
         cause = CAUSES[self.fault.cause]
         region = job.name.split("/locations/", 1)[-1].split("/", 1)[0] if "/locations/" in job.name else "us-central1"
-        message = cause.message.format(region=region)
+        message = cause.message.format(region=region, task="workerpool0-0")
         if self.fault.cause in BEFORE_RUNNING:
             ctx.log(f"the emulator fails this job on purpose (--fail-jobs {self.fault}): {message}", task="")
             return RunResult(FAILED, message, cause.code)

@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from vtrain.emulator.endings import replica_failure
 from vtrain.emulator.runner import CANCELLED, FAILED, SUCCEEDED, RunContext, RunResult
 from vtrain.errors import FaultSpecError, VtrainError
 from vtrain.local.options import RunOptions, run_options
@@ -90,7 +91,9 @@ def follow(handle: Any, ctx: RunContext, notice: Callable[[str], None], *, poll:
         return RunResult(SUCCEEDED)
     if state == CANCELLED:
         return RunResult(CANCELLED)
-    return RunResult(FAILED, handle.error or f"the {noun} ended {state}")
+    error = handle.error or f"the {noun} ended {state}"
+    replica = replica_failure(error) if noun == "job" else None  # worded as Vertex words it (endings.py)
+    return RunResult(FAILED, replica[1], replica[0]) if replica else RunResult(FAILED, error)
 
 
 def task_of(pool: int, index: int) -> str:

@@ -18,10 +18,12 @@ in `quota_projects` get a 429 resource-quota error. `fail_next` injects transien
 "before" the work (5xx, or "reset": the connection dropped), or "after" it, when the job is
 created and the answer is lost (5xx, "reset-after": dropped, "garble": a 200 cut short).
 
-Like a real front end, it answers what it cannot parse instead of dropping the connection:
-400 for a malformed request line, header or Content-Length, 411 for a POST without a length,
-413 for a body over MAX_BODY, 414 for an over-long request line, 500 for its own bugs. The
-request log keeps the last REQUEST_LOG requests only, so memory stays flat under load.
+Like a real front end, it answers what it cannot parse instead of dropping the connection, always
+with a Google-style JSON error (wire.py): 400 for a malformed request line, header, Content-Length
+or JSON body, 411 for a POST without a length, 413 for a body over wire.MAX_BODY, 414 for an
+over-long request line, 404 for a method no route has (PUT, PATCH, ...), 500 for its own bugs.
+Who may call is checked first (guard.py: no browser page, loopback Host only, JSON bodies). The
+request log keeps the last REQUEST_LOG requests, each bounded, so memory stays flat under load.
 """
 
 from __future__ import annotations
@@ -33,36 +35,43 @@ import threading
 import traceback
 from collections import deque
 from collections.abc import Callable
-from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from google.protobuf import json_format
 
-from vtrain.emulator import iam, validation
+from vtrain.emulator import guard, iam, validation
 from vtrain.emulator.errors import (
     ApiError,
     internal,
-    invalid_argument,
     not_found,
-    permission_denied,
     quota_exceeded,
     transient,
 )
 from vtrain.emulator.filters import compile_filter
+from vtrain.emulator.logs import list_logs
+from vtrain.emulator.masks import masked, read_mask
+from vtrain.emulator.projects import authorize, project_number
 from vtrain.emulator.store import JobStore, _rfc3339
+from vtrain.emulator.wire import (
+    Refused,
+    body_length,
+    empty_body,
+    error_body,
+    page_params,
+    read_body,
+    reason_phrase,
+)
 
 _COLLECTION = re.compile(r"^/v1/projects/([^/]+)/locations/([^/]+)/customJobs$")
 _JOB = re.compile(r"^/v1/projects/([^/]+)/locations/([^/]+)/customJobs/([^/:]+)(:cancel)?$")
 _METHOD = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
-_LOG_JOB = re.compile(r'resource\.labels\.job_id\s*=\s*"?([0-9]+)"?')
-_LOG_AFTER = re.compile(r'timestamp\s*(>=?)\s*"([^"]+)"')
 QUOTA_METRIC = "aiplatform.googleapis.com/custom_model_training_cpus"
 #: Requests kept for `Emulator.requests` (oldest dropped first).
 REQUEST_LOG = 1000
-#: Largest request body read; a real CustomJob is a few KiB.
-MAX_BODY = 32 * 1024 * 1024
+#: A body kept whole in the request log at most (larger or refused ones: a summary).
+LOGGED_BODY = 64 * 1024
 #: Connections waiting to be accepted: hundreds of clients may connect at once.
 LISTEN_BACKLOG = 1024
 #: An idle keep-alive connection (or a client that stops mid-request) is closed after this.
@@ -71,15 +80,6 @@ IDLE_SECONDS = 120.0
 BEFORE_MODES = ("before", "reset")
 AFTER_MODES = ("after", "reset-after", "garble")
 FAULT_MODES = BEFORE_MODES + AFTER_MODES
-
-
-class _Refused(Exception):
-    """A request the HTTP layer cannot take (bad length, too big): answered, then closed."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 class Faults:
@@ -142,73 +142,62 @@ class Handler(BaseHTTPRequestHandler):
     def do_DELETE(self) -> None:
         self._handle()
 
+    def __getattr__(self, name: str) -> Any:
+        """Every method (PUT, PATCH, OPTIONS, ...) is routed, so an unknown one gets Google's JSON 404,
+        not the stdlib's HTML 501 page."""
+        if name.startswith("do_") and _METHOD.match(name[3:]):
+            return self._handle
+        raise AttributeError(name)
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """The HTTP layer's own refusals (bad request line, 411, 413, 414, 431) as Google-style JSON."""
+        self.close_connection = True
+        text = message or reason_phrase(code) or "Error"
+        self._send(code, error_body(code, text), close=True)
+
     # ---- plumbing ---------------------------------------------------------------------
-    def _read_body(self) -> bytes:
-        """The body, as a real front end reads it: chunked or by one valid Content-Length."""
-        encoding = (self.headers.get("Transfer-Encoding") or "").strip().lower()
-        lengths = self.headers.get_all("Content-Length") or []
-        if encoding:
-            if encoding != "chunked" or lengths:
-                raise _Refused(400, "Bad Request: unsupported Transfer-Encoding")
-            return self._read_chunked()
-        if not lengths:
-            if self.command == "POST":
-                raise _Refused(411, "Length Required: POST requests require a Content-Length header")
-            return b""
-        values = {v.strip() for v in lengths}
-        if len(values) != 1 or not next(iter(values)).isdigit():
-            raise _Refused(400, f"Bad Request: invalid Content-Length {', '.join(lengths)!r}")
-        length = int(next(iter(values)))
-        if length > MAX_BODY:
-            raise _Refused(413, f"Payload Too Large: at most {MAX_BODY} bytes")
-        body = self.rfile.read(length) if length else b""
-        if len(body) < length:
-            raise ConnectionError("the client closed the connection mid-body")
-        return body
-
-    def _read_chunked(self) -> bytes:
-        parts: list[bytes] = []
-        total = 0
-        while True:
-            line = self.rfile.readline(1024).strip().split(b";", 1)[0]
-            try:
-                size = int(line, 16)
-            except ValueError:
-                raise _Refused(400, "Bad Request: invalid chunk size") from None
-            if size < 0 or total + size > MAX_BODY:
-                raise _Refused(413 if size > 0 else 400, "Payload Too Large or bad chunk size")
-            if size == 0:
-                while self.rfile.readline(1024).strip():  # trailers
-                    pass
-                return b"".join(parts)
-            chunk = self.rfile.read(size)
-            if len(chunk) < size:
-                raise ConnectionError("the client closed the connection mid-body")
-            parts.append(chunk)
-            total += size
-            self.rfile.readline(1024)  # the CRLF after each chunk
-
     def _handle(self) -> None:
-        try:
-            body = self._read_body()
-        except _Refused as refused:
-            self.send_error(refused.code, refused.message)  # closes the connection: the body is unread
-            return
-        except (ConnectionError, TimeoutError):
-            self.close_connection = True
-            return
         url = urlsplit(self.path)
         path = unquote(url.path)
         query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
+        self._entry: list[Any] | None = [self.command, path, query, b"", 0]  # recorded as the answer goes out
+        try:
+            try:  # who sends it, and what, before a byte of the body is read (see guard.py)
+                guard.check_sender(self.headers)
+                path = self._entry[1] = unquote(guard.strip_token(url.path, self.server.token))
+                length = body_length(self.command, self.headers)
+                guard.check_content_type(self.command, self.headers)
+                body = read_body(self.rfile, length)
+            except ApiError as err:
+                self.close_connection = True  # the body is unread
+                self._send(err.http, err.body(), close=True)
+                return
+            except Refused as refused:
+                self.send_error(refused.code, refused.message)
+                return
+            except (ConnectionError, TimeoutError):
+                self.close_connection = True
+                return
+            self._entry[3:] = [body, len(body)]
+            self._answer(path, query, body)
+        finally:
+            self._record(None)
+
+    def _record(self, status: int | None) -> None:
+        entry, self._entry = getattr(self, "_entry", None), None
+        if entry is not None:
+            self.server.record(*entry, status)
+
+    def _answer(self, path: str, query: dict[str, str], body: bytes) -> int | None:
+        """Route the request (with any injected fault); the status answered, None if dropped."""
         int_enums = "enum-encoding=int" in query.get("$alt", "")
-        self.server.record(self.command, path, query, body)
         fault = self.server.faults.take()
         if fault and fault[1] == "reset":
             self._drop()
-            return
+            return None
         if fault and fault[1] == "before":
             self._send(fault[0], _error_body(fault[0]))
-            return
+            return fault[0]
         try:
             status, payload = 200, self._route(path, query, body, int_enums)
         except ApiError as err:
@@ -221,25 +210,31 @@ class Handler(BaseHTTPRequestHandler):
             mode = fault[1]
             if mode == "reset-after":
                 self._drop()
-                return
+                return None
             if mode == "garble":
                 text = payload if isinstance(payload, str) else json.dumps(payload)
                 self._send(200, text[: max(len(text) // 2, 1)])
-                return
+                return 200
             status, payload = fault[0], _error_body(fault[0])
         self._send(status, payload)
+        return status
 
     def _drop(self) -> None:
+        self._record(None)
         self.close_connection = True
         self.connection.shutdown(socket.SHUT_RDWR)
 
-    def _send(self, status: int, payload: Any) -> None:
+    def _send(self, status: int, payload: Any, close: bool = False) -> None:
         data = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
+        self._record(status)
         self.send_response(status)
         self.send_header("Content-Type", "application/json; charset=UTF-8")
         self.send_header("Content-Length", str(len(data)))
+        if close:
+            self.send_header("Connection", "close")
         self.end_headers()
-        self.wfile.write(data)
+        if getattr(self, "command", None) != "HEAD":
+            self.wfile.write(data)
 
     def _json(self, message: Any, int_enums: bool) -> str:
         return json_format.MessageToJson(message, use_integers_for_enums=int_enums, indent=None)
@@ -247,7 +242,7 @@ class Handler(BaseHTTPRequestHandler):
     # ---- routes -----------------------------------------------------------------------
     def _route(self, path: str, query: dict[str, str], body: bytes, int_enums: bool) -> Any:
         if path == "/v2/entries:list" and self.command == "POST":
-            return self._list_logs(body)
+            return list_logs(self.server, body)
         if iam.handles(path):
             return iam.route(self.command, path, body, self.server.service_accounts, self.server.deny_projects)
         m = _COLLECTION.match(path)
@@ -281,10 +276,11 @@ class Handler(BaseHTTPRequestHandler):
             if verb == "get":
                 return self._json(store.get(name), int_enums)
             if verb == "cancel":
+                empty_body(body, "CancelCustomJobRequest")
                 store.cancel(name)
                 return {}
             store.delete(name)
-            return _delete_operation(project, location, job_id)
+            return _delete_operation(project_number(project), location, job_id)
         if self.server.tuning_store is not None:
             from vtrain.emulator.tuning import route_tuning
 
@@ -294,82 +290,22 @@ class Handler(BaseHTTPRequestHandler):
         raise not_found(f"The requested URL {path} was not found on this server.")
 
     def _authorize(self, project: str, resource: str, verb: str) -> None:
-        if project in self.server.deny_projects:
-            raise permission_denied(f"aiplatform.customJobs.{verb}", resource)
+        authorize(self.server, project, resource, f"aiplatform.customJobs.{verb}")
 
-    def _list(self, parent: str, query: dict[str, str], int_enums: bool) -> str:
+    def _list(self, parent: str, query: dict[str, str], int_enums: bool, store: Any = None) -> str:
+        """One page of a list call (CustomJobs, or a TuningStore's jobs): filter, paging and readMask."""
+        store = store or self.server.store
+        size, token = page_params(query)
         match = compile_filter(query.get("filter", ""))
-        try:
-            size = int(query.get("pageSize") or 0)
-        except ValueError as err:
-            raise invalid_argument("pageSize must be an integer.") from err
-        if size < 0:
-            raise invalid_argument("pageSize must not be negative.")
-        token = query.get("pageToken", "")
-        if token and not token.isdigit():
-            raise invalid_argument(f"Invalid page token '{token}'.")
-        jobs, next_token = self.server.store.list(parent, match, size, token)
+        mask = read_mask(query, store.descriptor)
+        jobs, next_token = store.list(parent, match, size, token)
         fields = []  # proto3 JSON omits empty fields: no jobs is `{}`, as on the real API
         if jobs:
-            fields.append('"customJobs": [' + ",".join(self._json(j, int_enums) for j in jobs) + "]")
+            items = ",".join(self._json(masked(j, mask), int_enums) for j in jobs)
+            fields.append(f'"{store.collection}": [{items}]')
         if next_token:
             fields.append(f'"nextPageToken": "{next_token}"')
         return "{" + ", ".join(fields) + "}"
-
-    def _list_logs(self, body: bytes) -> dict[str, Any]:
-        request = _logs_request(body)
-        for resource in request.get("resourceNames", []):
-            project = resource.split("/")[1] if resource.startswith("projects/") else ""
-            if project in self.server.deny_projects:
-                raise permission_denied("logging.logEntries.list", resource, domain="logging.googleapis.com")
-        text = request.get("filter", "")
-        job = _LOG_JOB.search(text)
-        if not job:
-            raise invalid_argument('The emulator filters logs by resource.labels.job_id="ID" only.')
-        after = _LOG_AFTER.search(text)
-        try:
-            when = datetime.fromisoformat(after.group(2).replace("Z", "+00:00")) if after else None
-        except ValueError:
-            raise invalid_argument(f"Invalid timestamp in filter: '{after.group(2) if after else ''}'.") from None
-        if when is not None and when.tzinfo is None:
-            raise invalid_argument(f"Invalid timestamp in filter: '{after.group(2) if after else ''}' has no zone.")
-        inclusive = bool(after) and after.group(1) == ">="
-        entries = self.server.store.log_entries(job.group(1), when, inclusive)
-        if not entries and self.server.tuning_store is not None:  # a HyperparameterTuningJob's trials
-            entries = self.server.tuning_store.log_entries(job.group(1), when, inclusive)
-        return {"entries": [{k: v for k, v in e.items() if not k.startswith("_")} for e in entries]}
-
-
-#: entries:list fields and their JSON types, as ListLogEntriesRequest declares them.
-_LOGS_FIELDS: dict[str, tuple[str, type | tuple[type, ...]]] = {
-    "resourceNames": ("TYPE_STRING (repeated)", list),
-    "filter": ("TYPE_STRING", str),
-    "orderBy": ("TYPE_STRING", str),
-    "pageToken": ("TYPE_STRING", str),
-    "pageSize": ("TYPE_INT32", (int, str)),
-}
-
-
-def _logs_request(body: bytes) -> dict[str, Any]:
-    """The entries:list body, type-checked as the real API's JSON parser checks it."""
-    try:
-        request = json.loads(body or b"{}")
-    except ValueError as err:
-        raise invalid_argument("Invalid JSON payload received.") from err
-    if not isinstance(request, dict):
-        raise invalid_argument("Invalid JSON payload received. Expected an object for ListLogEntriesRequest.")
-    for key, value in request.items():
-        if key not in _LOGS_FIELDS:
-            raise invalid_argument(f'Invalid JSON payload received. Unknown name "{key}": Cannot find field.')
-        kind, expected = _LOGS_FIELDS[key]
-        bad = not isinstance(value, expected) or isinstance(value, bool)
-        if key == "resourceNames" and not bad:
-            bad = not all(isinstance(v, str) for v in value)
-        if key == "pageSize" and not bad:
-            bad = not str(value).lstrip("-").isdigit() or not -(2**31) <= int(value) < 2**31
-        if bad:
-            raise invalid_argument(f"Invalid value at '{key}' ({kind}), {json.dumps(value)[:100]}")
-    return request
 
 
 def _printable(text: str) -> str:
@@ -418,12 +354,20 @@ class EmulatorHTTPServer(ThreadingHTTPServer):
         self.service_accounts: dict[str, frozenset[str]] | None = None  # None: all exist (see iam.py)
         self.requests: deque[dict[str, Any]] = deque(maxlen=REQUEST_LOG)
         self.tuning_store: Any = None  # vtrain.emulator.tuning.TuningStore, set by Emulator
+        self.token: str | None = None  # --token: every path starts with /TOKEN (guard.py)
+        self.known_projects: frozenset[str] | None = None  # --projects: the others do not exist (projects.py)
         self._requests_lock = threading.Lock()
 
-    def record(self, method: str, path: str, query: dict[str, str], body: bytes) -> None:
-        try:
-            parsed = json.loads(body) if body else None
-        except ValueError:
-            parsed = body.decode("utf-8", "replace")
+    def record(self, method: str, path: str, query: dict[str, str], body: bytes, size: int,
+               status: int | None) -> None:
+        """One bounded entry: the parsed body of an accepted request up to LOGGED_BODY bytes, else its size."""
+        parsed: Any = None
+        if body and status is not None and status < 400 and size <= LOGGED_BODY:
+            try:
+                parsed = json.loads(body)
+            except (ValueError, RecursionError):
+                parsed = body[:200].decode("utf-8", "replace")
+        entry = {"method": method, "path": path[:2000], "query": {k[:200]: v[:2000] for k, v in query.items()},
+                 "body": parsed, "bytes": size, "status": status}
         with self._requests_lock:
-            self.requests.append({"method": method, "path": path, "query": query, "body": parsed})
+            self.requests.append(entry)

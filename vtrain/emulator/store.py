@@ -1,8 +1,8 @@
 """Jobs held by the emulator and the thread that moves each one through its states.
 
-PENDING (``pending_seconds``) → RUNNING (while the runner runs) → the runner's final
-state. A cancel moves a live job to CANCELLING at once and to CANCELLED ``cancel_seconds``
-later, with ``error {code: 1, message: "CANCELED"}`` as Vertex reports it. All state is
+QUEUED (``queued_seconds``, skipped when 0) → PENDING (``pending_seconds``) → RUNNING (while the
+runner runs) → the runner's final state. A cancel moves a live job to CANCELLING at once and
+to CANCELLED ``cancel_seconds`` later, with ``error {code: 1, message: "CANCELED"}`` as Vertex reports it. All state is
 guarded by one lock; protos handed out are copies, so callers never see a half-update.
 """
 
@@ -19,9 +19,13 @@ from google.cloud.aiplatform_v1.types import CustomJob, JobState
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from vtrain.emulator.errors import failed_precondition, not_found
+from vtrain.emulator.projects import canonical, project_number
 from vtrain.emulator.runner import CANCELLED, FAILED, FINAL_STATES, JobRunner, RunContext, RunResult
 
 TERMINAL = {JobState[s].value for s in FINAL_STATES} | {JobState.JOB_STATE_EXPIRED.value}
+#: The task name of Vertex's own lines (provisioning, restarts, the job's end), as its log entries carry
+#: it; a runner logs them with task "" (issue 21: Vertex says "service", gcloud printed unknown_task).
+SERVICE_TASK = "service"
 DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_SIZE = 1000
 
@@ -44,15 +48,19 @@ class _Record:
     cancel: threading.Event = field(default_factory=threading.Event)
     entries: list[dict[str, Any]] = field(default_factory=list)
     thread: threading.Thread | None = None
+    trial_times: dict[str, list[Any]] = field(default_factory=dict)  # a tuning job's trials: [start, end]
 
 
 class JobStore:
     #: The REST collection this store serves and the resource's name in messages (TuningStore: its own).
     collection = "customJobs"
     kind = "CustomJob"
+    descriptor = CustomJob.pb().DESCRIPTOR
 
-    def __init__(self, runner: JobRunner, pending_seconds: float, cancel_seconds: float) -> None:
+    def __init__(self, runner: JobRunner, pending_seconds: float, cancel_seconds: float,
+                 queued_seconds: float = 0.0) -> None:
         self.runner = runner
+        self.queued_seconds = queued_seconds
         self.pending_seconds = pending_seconds
         self.cancel_seconds = cancel_seconds
         self._lock = threading.Lock()
@@ -64,8 +72,12 @@ class JobStore:
     def create(self, project: str, location: str, job: Any) -> Any:
         with self._lock:
             job_id = self._new_id()
-            job.name = f"projects/{project}/locations/{location}/{self.collection}/{job_id}"
-            job.state = JobState.JOB_STATE_PENDING.value
+            job.name = f"projects/{project_number(project)}/locations/{location}/{self.collection}/{job_id}"
+            # A new job is QUEUED first ("When you create a CustomJob or HyperparameterTuningJob, the job
+            # might remain in JOB_STATE_QUEUED for some time before Vertex AI runs it":
+            # https://cloud.google.com/vertex-ai/docs/training/understanding-training-service).
+            queued = self.queued_seconds > 0
+            job.state = (JobState.JOB_STATE_QUEUED if queued else JobState.JOB_STATE_PENDING).value
             now = _now()
             job.create_time.CopyFrom(now)
             job.update_time.CopyFrom(now)
@@ -83,6 +95,7 @@ class JobStore:
         """Newest first; the token is the last sequence number served, so pages stay stable
         while new jobs are created between calls."""
         size = min(page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
+        parent = canonical(parent)
         after = int(page_token) if page_token.isdigit() else None
         with self._lock:
             records = sorted(
@@ -114,7 +127,7 @@ class JobStore:
                 raise failed_precondition(
                     f"{self.kind} {name} is in state {state} and cannot be deleted; cancel it first."
                 )
-            del self._jobs[name]
+            del self._jobs[rec.job.name]
 
     def log_entries(
         self, job_id: str, after: datetime | None, inclusive: bool = False
@@ -146,7 +159,7 @@ class JobStore:
 
     # ---- internals --------------------------------------------------------------------
     def _record(self, name: str) -> _Record:
-        rec = self._jobs.get(name)
+        rec = self._jobs.get(canonical(name))
         if rec is None:
             raise not_found(f"The {self.kind} does not exist: {name}")
         return rec
@@ -166,6 +179,7 @@ class JobStore:
     def _log(self, rec: _Record, message: str, task: str, severity: str,
              labels: dict[str, str] | None = None) -> None:
         when = datetime.now(timezone.utc)
+        task = task or SERVICE_TASK
         job_id = rec.job.name.rsplit("/", 1)[-1]
         with self._lock:
             rec.entries.append(
@@ -211,6 +225,12 @@ class JobStore:
             self._set_state(rec, CANCELLED, "CANCELED", code=1)
 
     def _drive(self, rec: _Record) -> None:
+        if self.queued_seconds > 0:
+            if rec.cancel.wait(self.queued_seconds):
+                self._finish_cancelled(rec)
+                return
+            with self._lock:
+                self._set_state(rec, "JOB_STATE_PENDING")
         if rec.cancel.wait(self.pending_seconds):
             self._finish_cancelled(rec)
             return

@@ -19,6 +19,7 @@ loads :data:`LOCAL_TUNING_RUNNER`, which runs every trial through the local tune
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ from google.protobuf import json_format
 from vtrain.emulator import validation
 from vtrain.emulator.errors import invalid_argument, not_found
 from vtrain.emulator.runner import CANCELLED, SUCCEEDED, RunContext, RunResult
-from vtrain.emulator.store import JobStore, _Record
+from vtrain.emulator.store import TERMINAL, JobStore, _Record
 
 LOCAL_TUNING_RUNNER = "vtrain.emulator.local_studies:tuning_runner"
 TRIAL_LABEL = "ml.googleapis.com/trial_id"
@@ -62,20 +63,55 @@ class TuningContext(RunContext):
 class TuningStore(JobStore):
     collection = "hyperparameterTuningJobs"
     kind = "HyperparameterTuningJob"
+    descriptor = TuningPb.DESCRIPTOR
 
     def _wrap(self, pb: Any) -> Any:
         return HyperparameterTuningJob.wrap(pb)
+
+    def _set_state(self, rec: _Record, state: str, error: str | None = None, code: int = 0) -> None:
+        super()._set_state(rec, state, error, code)
+        if rec.job.state in TERMINAL:  # a study that ended leaves no trial running
+            now = rec.job.end_time
+            for trial in rec.job.trials:
+                if trial.state not in _TRIAL_ENDED:
+                    trial.state = TRIAL_INFEASIBLE
+                    trial.infeasible_reason = trial.infeasible_reason or f"The study ended {state}."
+                if not trial.HasField("end_time"):
+                    trial.end_time.CopyFrom(now)
 
     def _context(self, rec: _Record, job_id: str) -> RunContext:
         def trials(items: list[dict[str, Any]]) -> None:
             with self._lock:
                 del rec.job.trials[:]
                 for item in items:
-                    json_format.ParseDict(item, rec.job.trials.add())
+                    trial = rec.job.trials.add()
+                    json_format.ParseDict(item, trial)
+                    _stamp(rec, trial)
 
         return TuningContext(job_id=job_id, cancelled=rec.cancel, stopping=self._closing,
                              _sink=lambda m, t, s: self._log(rec, m, t, s), _trials=trials,
                              _trial_sink=lambda m, t, s, trial: self._log(rec, m, t, s, {TRIAL_LABEL: trial}))
+
+
+_TRIAL_ENDED = {4, 5}  # Trial.State SUCCEEDED (4) and INFEASIBLE (5)
+TRIAL_INFEASIBLE = 5
+
+
+def _stamp(rec: _Record, trial: Any) -> None:
+    """What Vertex fills in on a trial: start and end times and its CustomJob's name ("The CustomJob name
+    linked to the Trial": https://cloud.google.com/vertex-ai/docs/reference/rest/v1/projects.locations.studies.trials)."""
+    from vtrain.emulator.store import _now
+
+    times = rec.trial_times.setdefault(trial.id, [_now(), None])
+    if trial.state in _TRIAL_ENDED and times[1] is None:
+        times[1] = _now()
+    trial.start_time.CopyFrom(times[0])
+    if times[1] is not None:
+        trial.end_time.CopyFrom(times[1])
+    if not trial.custom_job:
+        parent = rec.job.name.split("/hyperparameterTuningJobs/", 1)[0]
+        digest = int(hashlib.sha256(f"{rec.job.name}/{trial.id}".encode()).hexdigest()[:15], 16)
+        trial.custom_job = f"{parent}/customJobs/{10**18 + digest % (9 * 10**18)}"
 
 
 def parse_tuning_job(raw: bytes) -> Any:
@@ -85,7 +121,7 @@ def parse_tuning_job(raw: bytes) -> Any:
 
 def check_tuning_job(job: Any) -> None:
     """Vertex's create-time rules for the study; the trial spec gets the CustomJob checks."""
-    problems: list[tuple[str, str]] = []
+    problems = [p for p in validation.negative_values(job) if not p[0].startswith("trial_job_spec")]
     study = job.study_spec
     if not study.metrics:
         problems.append(("study_spec.metrics", "At least one metric is required."))
@@ -138,7 +174,7 @@ def route_tuning(handler: Any, path: str, query: dict[str, str], body: bytes, in
             job = parse_tuning_job(body)
             check_tuning_job(job)
             return handler._json(store.create(project, location, job), int_enums)
-        return _list(handler, store, parent, query, int_enums)
+        return handler._list(parent, query, int_enums, store)
     m = _JOB.match(path)
     if not m:
         return None
@@ -153,38 +189,22 @@ def route_tuning(handler: Any, path: str, query: dict[str, str], body: bytes, in
     if verb == "get":
         return handler._json(store.get(name), int_enums)
     if verb == "cancel":
+        from vtrain.emulator.wire import empty_body
+
+        empty_body(body, "CancelHyperparameterTuningJobRequest")
         store.cancel(name)
         return {}
     store.delete(name)
-    return {"name": f"{name}/operations/{job_id}1", "done": True,
+    from vtrain.emulator.projects import canonical
+
+    return {"name": f"{canonical(name)}/operations/{job_id}1", "done": True,
             "response": {"@type": "type.googleapis.com/google.protobuf.Empty"}}
 
 
 def _authorize(server: Any, project: str, resource: str, verb: str) -> None:
-    from vtrain.emulator.errors import permission_denied
+    from vtrain.emulator.projects import authorize
 
-    if project in server.deny_projects:
-        raise permission_denied(f"aiplatform.hyperparameterTuningJobs.{verb}", resource)
-
-
-def _list(handler: Any, store: TuningStore, parent: str, query: dict[str, str], int_enums: bool) -> str:
-    from vtrain.emulator.filters import compile_filter
-
-    match = compile_filter(query.get("filter", ""))
-    try:
-        size = int(query.get("pageSize") or 0)
-    except ValueError as err:
-        raise invalid_argument("pageSize must be an integer.") from err
-    token = query.get("pageToken", "")
-    if size < 0 or (token and not token.isdigit()):
-        raise invalid_argument("pageSize must not be negative and pageToken must come from a previous page.")
-    jobs, next_token = store.list(parent, match, size, token)
-    fields = []
-    if jobs:
-        fields.append('"hyperparameterTuningJobs": [' + ",".join(handler._json(j, int_enums) for j in jobs) + "]")
-    if next_token:
-        fields.append(f'"nextPageToken": "{next_token}"')
-    return "{" + ", ".join(fields) + "}"
+    authorize(server, project, resource, f"aiplatform.hyperparameterTuningJobs.{verb}")
 
 
 def pretend_tuning_runner(seconds: float = 2.0) -> Callable[[Any, RunContext], RunResult]:

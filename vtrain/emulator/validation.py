@@ -14,9 +14,12 @@ from typing import Any
 
 from google.cloud.aiplatform_v1.types import CustomJob
 from google.protobuf import json_format
+from google.protobuf.descriptor import FieldDescriptor as FD
 
 from vtrain.constants import MAX_DISPLAY_NAME, MAX_ENV, MAX_LABELS, MAX_PACKAGE_URIS
+from vtrain.emulator import hardware
 from vtrain.emulator.errors import ApiError, invalid_argument
+from vtrain.emulator.wire import MAX_DEPTH, json_body
 
 PROJECT_RE = re.compile(r"^(?:[a-z][a-z0-9-]{4,28}[a-z0-9]|[0-9]{1,20})$")
 LOCATION_RE = re.compile(r"^[a-z]+(?:-[a-z]+)+[0-9]+$")
@@ -24,7 +27,6 @@ JOB_ID_RE = re.compile(r"^[0-9]{1,20}$")
 LABEL_KEY_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 LABEL_VALUE_RE = re.compile(r"^[a-z0-9_-]{0,63}$")
 MAX_POOLS = 4
-BOOT_DISK_TYPES = {"pd-ssd", "pd-standard", "pd-balanced", "hyperdisk-balanced"}
 OUTPUT_ONLY = (
     "name",
     "state",
@@ -73,11 +75,10 @@ def _field_path(path: str, resource: str) -> str:
 def parse_strict(raw: bytes, job: Any, resource: str, output_only: tuple[str, ...]) -> Any:
     """Strict JSON → the proto `job`; what the real endpoint cannot parse is a 400 here too, an unknown
     field named by its path under `resource`. Output-only fields are ignored on input, as AIP-203 says."""
+    doc = json_body(raw, type(job).DESCRIPTOR.name)
     try:
-        json_format.Parse(raw.decode("utf-8") or "{}", job)
-    except UnicodeDecodeError as err:
-        raise invalid_argument("Invalid JSON payload received. The body is not UTF-8.") from err
-    except json_format.ParseError as err:
+        json_format.ParseDict(doc, job, max_recursion_depth=MAX_DEPTH)
+    except (json_format.ParseError, RecursionError, OverflowError, ValueError, TypeError) as err:
         text = str(err)
         unknown = _UNKNOWN_RE.search(text)
         if unknown:
@@ -87,7 +88,8 @@ def parse_strict(raw: bytes, job: Any, resource: str, output_only: tuple[str, ..
                 f"Invalid JSON payload received. Unknown name \"{field}\" at '{path}': Cannot find field.",
                 [(path, f'Invalid JSON payload received. Unknown name "{field}"')],
             ) from err
-        raise invalid_argument(f"Invalid JSON payload received. {text.splitlines()[0]}") from err
+        first = (text.splitlines() or [type(err).__name__])[0]
+        raise invalid_argument(f"Invalid JSON payload received. {first[:300]}") from err
     for field in output_only:
         job.ClearField(field)
     return job
@@ -98,7 +100,7 @@ def parse_custom_job(raw: bytes) -> Any:
     return parse_strict(raw, CustomJobPb(), "custom_job", OUTPUT_ONLY)
 
 
-def _check_pool(i: int, pool: Any, problems: list[tuple[str, str]]) -> None:
+def _check_pool(i: int, pool: Any, problems: list[tuple[str, str]], machines: list[tuple[str, str]]) -> None:
     where = f"job_spec.worker_pool_specs[{i}]"
     if pool.ByteSize() == 0:
         if i == 0:
@@ -106,22 +108,7 @@ def _check_pool(i: int, pool: Any, problems: list[tuple[str, str]]) -> None:
         return
     if not pool.machine_spec.machine_type:
         problems.append((f"{where}.machine_spec.machine_type", "machine_type is required."))
-    has_type = pool.machine_spec.accelerator_type != 0
-    count = pool.machine_spec.accelerator_count
-    if has_type and count <= 0:
-        problems.append(
-            (
-                f"{where}.machine_spec.accelerator_count",
-                "accelerator_count must be positive when accelerator_type is set.",
-            )
-        )
-    if count and not has_type:
-        problems.append(
-            (
-                f"{where}.machine_spec.accelerator_type",
-                "accelerator_type is required when accelerator_count is set.",
-            )
-        )
+    machines.extend(hardware.check_machine(where, pool.machine_spec, pool.disk_spec))
     if i == 0 and pool.replica_count != 1:
         problems.append(
             (
@@ -155,14 +142,46 @@ def _check_pool(i: int, pool: Any, problems: list[tuple[str, str]]) -> None:
             )
         if len(spec.env) > MAX_ENV:
             problems.append((f"{where}.python_package_spec.env", f"At most {MAX_ENV} env entries."))
-    disk = pool.disk_spec.boot_disk_type
-    if disk and disk not in BOOT_DISK_TYPES:
-        problems.append((f"{where}.disk_spec.boot_disk_type", f"Unsupported boot disk type '{disk}'."))
+
+
+#: Messages whose integer fields may be negative (a tuning parameter's bounds); elsewhere in a job
+#: request every integer is a count, a size or an index, and no duration is negative.
+SIGNED_MESSAGES = frozenset({"IntegerValueSpec"})
+_INT_TYPES = frozenset({FD.TYPE_INT32, FD.TYPE_INT64, FD.TYPE_SINT32, FD.TYPE_SINT64, FD.TYPE_SFIXED32,
+                        FD.TYPE_SFIXED64})
+
+
+def negative_values(message: Any, path: str = "") -> list[tuple[str, str]]:
+    """Every negative integer or Duration anywhere in `message` (a proto, walked once), as problems.
+
+    The proto types allow them; Vertex refuses them (a negative scheduling.timeout, replica or
+    accelerator count, disk size...). One walk covers every field, present and future."""
+    problems: list[tuple[str, str]] = []
+    for fd, value in message.ListFields():
+        where = f"{path}.{fd.name}" if path else fd.name
+        repeated = fd.is_repeated
+        if fd.message_type is not None:
+            if fd.message_type.GetOptions().map_entry:
+                continue
+            if fd.message_type.full_name == "google.protobuf.Duration":
+                for item in value if repeated else [value]:
+                    if item.seconds < 0 or item.nanos < 0:
+                        problems.append((where, f"{where} must not be negative, got {item.ToJsonString()}."))
+                continue
+            items = list(enumerate(value)) if repeated else [(None, value)]
+            for i, item in items:
+                problems.extend(negative_values(item, where if i is None else f"{where}[{i}]"))
+        elif fd.type in _INT_TYPES and message.DESCRIPTOR.name not in SIGNED_MESSAGES:
+            for item in value if repeated else [value]:
+                if item < 0:
+                    problems.append((where, f"{where} must not be negative, got {item}."))
+    return problems
 
 
 def check_custom_job(job: Any) -> None:
     """Every create-time rule; the message names the first problem, details list them all."""
-    problems: list[tuple[str, str]] = []
+    problems: list[tuple[str, str]] = negative_values(job)
+    machines: list[tuple[str, str]] = []  # hardware Vertex refuses: worded as Vertex words it (hardware.py)
     if not job.display_name:
         problems.append(("display_name", "display_name is required."))
     elif len(job.display_name) > MAX_DISPLAY_NAME:
@@ -179,7 +198,7 @@ def check_custom_job(job: Any) -> None:
         )
     else:
         for i, pool in enumerate(pools):
-            _check_pool(i, pool, problems)
+            _check_pool(i, pool, problems, machines)
     if len(job.labels) > MAX_LABELS:
         problems.append(("labels", f"At most {MAX_LABELS} labels are allowed."))
     for key, value in job.labels.items():
@@ -195,6 +214,8 @@ def check_custom_job(job: Any) -> None:
             problems.append(
                 (f"labels.{key}", "Label values hold at most 63 lowercase letters, digits, '_' or '-'.")
             )
+    if machines:
+        raise invalid_argument(machines[0][1], machines + problems)
     if problems:
         field, message = problems[0]
         raise invalid_argument(f"{field}: {message}", problems)

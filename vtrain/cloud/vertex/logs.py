@@ -20,6 +20,8 @@ POOL_PREFIXES = ("chief", "worker", "ps", "evaluator")
 _PREFIX_POOL = {"chief": 0, "worker": 1, "ps": 2, "reducer": 2, "evaluator": 3}
 #: The prefix of Vertex's own log lines (provisioning, job state), which carry no task name.
 SERVICE_PREFIX = "vertex"
+#: The task name Vertex gives its own lines.
+SERVICE_TASK = "service"
 
 
 def replica_label(task: str, reducers: bool = False) -> str:
@@ -28,7 +30,7 @@ def replica_label(task: str, reducers: bool = False) -> str:
     Server), workerpool3-N → evaluator-N. Anything else is kept as it is."""
     m = _TASK_RE.match(task)
     if not m:
-        return task or SERVICE_PREFIX
+        return SERVICE_PREFIX if task in ("", SERVICE_TASK) else task
     pool = int(m.group(1))
     role = "reducer" if pool == 2 and reducers else POOL_PREFIXES[pool]
     return f"{role}-{m.group(2)}"
