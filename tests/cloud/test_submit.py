@@ -159,10 +159,10 @@ def test_reserved_and_too_many_labels(tmp_path: Path) -> None:
     job = write_job(tmp_path, job_text().replace("{team: ml}", "{team: ml, vtrain-config-hash: x}"))
     with pytest.raises(ConfigError) as err:
         plan_submit(job, where=Where(project=PROJECT, env={}, gcloud=no_gcloud))
-    assert str(err.value).endswith("labels.vtrain-config-hash: label 'vtrain-config-hash' is vtrain's own "
-                                   "(vtrain-*); use another key")
+    assert str(err.value).endswith("labels.vtrain-config-hash: label 'vtrain-config-hash' is set by vtrain "
+                                   "itself; use another key")
     assert str(err.value).startswith(f"{job}:4:")
-    with pytest.raises(ConfigError, match="is vtrain's own"):  # validate refuses it first (issue 20, class 6)
+    with pytest.raises(ConfigError, match="is set by vtrain itself"):  # validate refuses it first (class 6)
         vtrain.load_config(job)
     many = "{" + ", ".join(f"k{i}: v" for i in range(62)) + "}"
     with pytest.raises(ConfigError, match="at most 59 labels"):

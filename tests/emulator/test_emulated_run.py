@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -136,6 +137,18 @@ def test_a_raising_trainer_fails_the_job_with_its_traceback(tmp_path: Path, emu:
     assert "error         chief-0 exited 1 after 5 restarts\n" in out
     assert "  | Traceback (most recent call last):\n" in out
     assert "  | RuntimeError: probe chief-0 was told to raise\n" in out
+    # Cloud Logging's severity, as Vertex writes it: the replica's stderr (the traceback) at ERROR, its
+    # stdout at INFO (issue 21, item 5).
+    numeric = job_id.rsplit("/", 1)[-1]
+    ask = urllib.request.Request(f"{emu.url}/v2/entries:list", method="POST",
+                                 headers={"Content-Type": "application/json"},
+                                 data=json.dumps({"filter": f'resource.labels.job_id="{numeric}"',
+                                                  "pageSize": 1000}).encode())
+    with urllib.request.urlopen(ask, timeout=30) as answer:
+        entries = json.loads(answer.read()).get("entries", [])
+    severity = {e.get("textPayload", e.get("jsonPayload", {}).get("message", "")): e.get("severity") for e in entries}
+    assert severity.get("RuntimeError: probe chief-0 was told to raise") == "ERROR", severity
+    assert any(text.startswith("probe chief-0 starting") and s == "INFO" for text, s in severity.items()), severity
 
 
 def test_a_container_job_fails_with_the_local_runners_docker_message(tmp_path: Path, emu: Emulator) -> None:

@@ -86,3 +86,8 @@ def test_what_validate_accepts_renders(tmp_path: Path) -> None:
     assert _run("render", str(ok))[0] == 0
     tuned = _job(tmp_path, tail=TUNING.format(param=f"n: {{type: integer, min: 1, max: {2**63 - 1}}}"))
     assert _run("validate", str(tuned))[0] == 0
+
+
+def test_the_fault_label_stays_the_users(tmp_path: Path) -> None:
+    """vtrain-fault asks the emulator for a fault: only the labels vtrain itself sets are reserved."""
+    assert _run("validate", str(_job(tmp_path, top="labels: {vtrain-fault: worker-0_kill_1s}")))[0] == 0

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pytest
 
@@ -19,7 +20,7 @@ from vtrain.constants import JOB_ATTEMPT_ENV, RESTART_COUNT_ENV, STATUS_FILE_ENV
 from vtrain.local.env import Replica
 from vtrain.local.faults import FaultScheduler, parse_fault
 from vtrain.local.policy import RESTART, policy_for_job
-from vtrain.local.restarts import JobSide, Proc, RestartSupervisor
+from vtrain.local.restarts import JobSide, Proc, RestartSupervisor, SharedLog
 from vtrain.runtime.status import Status, write_status
 
 
@@ -27,7 +28,7 @@ class FakePopen:
     started: list[FakePopen] = []
 
     def __init__(self, argv: list[str], **kw: Any) -> None:
-        self.argv, self.env, self.pid = argv, kw["env"], 1000 + len(FakePopen.started)
+        self.argv, self.env, self.kwargs, self.pid = argv, kw["env"], kw, 1000 + len(FakePopen.started)
         FakePopen.started.append(self)
 
 
@@ -46,9 +47,11 @@ class Side:
         self.events: list[str] = []
         self.signals: list[tuple[str, int]] = []
         self.stopped: list[list[str]] = []
+        self.drained: list[tuple[str, str]] = []
 
-    def drain(self, p: Proc, log: IO[bytes]) -> None:
-        log.close()
+    def drain(self, p: Proc, log: SharedLog, stream: str) -> None:
+        self.drained.append((p.label, stream))
+        log.done()
 
     def stop(self, procs: list[Proc]) -> None:
         self.stopped.append([p.label for p in procs])
@@ -82,6 +85,10 @@ def test_each_start_gets_the_policy_env_and_a_fresh_status_file(tmp_path: Path) 
     assert (env[RESTART_COUNT_ENV], env[JOB_ATTEMPT_ENV]) == ("0", "1")
     assert env[STATUS_FILE_ENV] == str(tmp_path / "status" / "worker-0.json")
     assert all(p.popen is not None and p.cwd.is_dir() for p in procs)
+    for p in procs:  # stdout and stderr are drained apart (Vertex logs stderr at ERROR)
+        p.reader.join(timeout=5)  # type: ignore[union-attr]
+    assert sorted(side.drained) == sorted((p.label, s) for p in procs for s in ("stdout", "stderr"))
+    assert all(FakePopen.started[i].kwargs["stderr"] is subprocess.PIPE for i in range(2))
 
 
 def test_a_step_fault_fires_then_the_exit_restarts_the_replica(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -158,12 +158,17 @@ class EmulatedRunner:
             why = f"baseOutputDirectory {base} is not on this machine" if base else "the job has no baseOutputDirectory"
             notice(f"{why}: outputs go to {output_dir}")
 
-        def forward(replica: Replica, text: str) -> None:
-            ctx.log(text, task=task_of(replica.pool, replica.index))
+        def forward(replica: Replica, text: str, stream: str) -> None:
+            ctx.log(text, task=task_of(replica.pool, replica.index), severity=severity_of(stream))
 
         options = self.options.replace(output_dir=output_dir, faults=faults)
         return run_job(body, trainer_env=trainer_env, options=options, job_id=ctx.job_id, notice=notice,
                        on_line=forward)
+
+
+def severity_of(stream: str) -> str:
+    """Cloud Logging's severity for a replica's line, as Vertex writes it: stderr is ERROR, stdout INFO."""
+    return "ERROR" if stream == "stderr" else "INFO"
 
 
 def default_output_root() -> Path:

@@ -62,7 +62,7 @@ def _run(self: TuningRunner, job: Any, ctx: RunContext) -> RunResult:
     from google.cloud.aiplatform_v1 import HyperparameterTuningJob
     from google.protobuf import json_format
 
-    from vtrain.emulator.local_jobs import default_output_root, follow, install_packages, task_of
+    from vtrain.emulator.local_jobs import default_output_root, follow, install_packages, severity_of, task_of
     from vtrain.local.runner import local_output_dir
     from vtrain.local.studies import LocalTuningJob, machine_parallelism
 
@@ -77,11 +77,12 @@ def _run(self: TuningRunner, job: Any, ctx: RunContext) -> RunResult:
         if setter is not None:
             setter(trial_dicts(study))
 
-    def forward(trial: str, replica: Any, text: str) -> None:
+    def forward(trial: str, replica: Any, text: str, stream: str) -> None:
+        task, severity = task_of(replica.pool, replica.index), severity_of(stream)
         if hasattr(ctx, "set_trials"):
-            ctx.log(text, task=task_of(replica.pool, replica.index), trial=trial)  # type: ignore[call-arg]
+            ctx.log(text, task=task, severity=severity, trial=trial)  # type: ignore[call-arg]
         else:
-            ctx.log(f"[trial-{trial}] {text}", task=task_of(replica.pool, replica.index))
+            ctx.log(f"[trial-{trial}] {text}", task=task, severity=severity)
 
     try:
         trainer_env = install_packages(spec, self.options.cache_dir, notice)

@@ -30,7 +30,7 @@ from vtrain.local.faults import FaultScheduler
 from vtrain.local.options import RunOptions
 from vtrain.local.policy import CHIEF_SUCCEEDED, FAIL, RESTART, RETRY_JOB, RestartPolicy, policy_for_job
 from vtrain.local.ports import listening
-from vtrain.local.restarts import TAIL_LINES, JobSide, Proc, RestartSupervisor
+from vtrain.local.restarts import TAIL_LINES, JobSide, Proc, RestartSupervisor, SharedLog
 
 if TYPE_CHECKING:
     from vtrain.handle import LogHook, StateHook
@@ -55,7 +55,7 @@ class LocalJob(JobHandle):
 
     def __init__(self, name: str, display_name: str, plan: Plan, procs: list[Proc], output_dir: Path,
                  run_dir: Path, temporary: bool, options: RunOptions, out: IO[str] | None,
-                 notice: Callable[[str], None], on_line: Callable[[Replica, str], None] | None = None,
+                 notice: Callable[[str], None], on_line: Callable[[Replica, str, str], None] | None = None,
                  release: Callable[[], None] = lambda: None, policy: RestartPolicy | None = None,
                  scheduler: FaultScheduler | None = None) -> None:
         super().__init__(name)
@@ -239,25 +239,30 @@ class LocalJob(JobHandle):
             self._job_log.write(f"[vtrain] {text}\n")
             self._job_log.flush()
 
-    def _read(self, p: Proc, log: IO[bytes]) -> None:
-        assert p.popen is not None and p.popen.stdout is not None
-        with log:
-            for raw in p.popen.stdout:
-                log.write(raw)
-                log.flush()
-                text = raw.decode(errors="replace").rstrip("\r\n")
-                p.tail.append(text)
-                line = f"[{p.label}] {text}"
-                with self._lock:
-                    self._job_log.write(line + "\n")
-                    self._job_log.flush()
-                    if self._out is not None:
-                        with contextlib.suppress(OSError, ValueError):
-                            self._out.write(line + "\n")
-                            self._out.flush()
-                if self._on_line is not None:
-                    with contextlib.suppress(Exception):  # a broken sink must not stop the draining
-                        self._on_line(p.replica, text)
+    def _read(self, p: Proc, log: SharedLog, stream: str = "stdout") -> None:
+        pipe = p.popen.stderr if stream == "stderr" and p.popen is not None else getattr(p.popen, "stdout", None)
+        assert pipe is not None
+        try:
+            self._copy(p, pipe, log, stream)
+        finally:
+            log.done()
+
+    def _copy(self, p: Proc, pipe: IO[bytes], log: SharedLog, stream: str) -> None:
+        for raw in pipe:
+            log.write(raw)
+            text = raw.decode(errors="replace").rstrip("\r\n")
+            p.tail.append(text)
+            line = f"[{p.label}] {text}"
+            with self._lock:
+                self._job_log.write(line + "\n")
+                self._job_log.flush()
+                if self._out is not None:
+                    with contextlib.suppress(OSError, ValueError):
+                        self._out.write(line + "\n")
+                        self._out.flush()
+            if self._on_line is not None:
+                with contextlib.suppress(Exception):  # a broken sink must not stop the draining
+                    self._on_line(p.replica, text, stream)
 
     def _exited(self, p: Proc) -> bool:
         """Reap a replica that exited, after killing whatever is left of its process group."""

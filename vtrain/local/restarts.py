@@ -42,6 +42,40 @@ from vtrain.runtime.status import read_status
 TAIL_LINES = 15
 
 
+class SharedLog:
+    """A replica's log file, written by its stdout and its stderr reader alike (whole lines, under a
+    lock); closed when the last of them is done."""
+
+    def __init__(self, file: IO[bytes], writers: int) -> None:
+        self._file, self._writers, self._lock = file, writers, threading.Lock()
+
+    def write(self, data: bytes) -> None:
+        with self._lock:
+            self._file.write(data)
+            self._file.flush()
+
+    def done(self) -> None:
+        with self._lock:
+            self._writers -= 1
+            if self._writers == 0:
+                self._file.close()
+
+
+class Readers:
+    """The threads draining one process's stdout and stderr, joined as one."""
+
+    def __init__(self, threads: list[threading.Thread]) -> None:
+        self.threads = threads
+
+    def join(self, timeout: float | None = None) -> None:
+        end = None if timeout is None else time.monotonic() + timeout
+        for thread in self.threads:
+            thread.join(None if end is None else max(0.0, end - time.monotonic()))
+
+    def is_alive(self) -> bool:
+        return any(t.is_alive() for t in self.threads)
+
+
 @dataclass
 class Proc:
     """One replica across its restarts: what it runs, and its current process."""
@@ -53,7 +87,7 @@ class Proc:
     log_path: Path
     container: str | None = None
     popen: subprocess.Popen[bytes] | None = None
-    reader: threading.Thread | None = None
+    reader: Readers | None = None  # its stdout and stderr readers
     tail: deque[str] = field(default_factory=lambda: deque(maxlen=TAIL_LINES))
     returncode: int | None = None
     listening: bool = False
@@ -68,7 +102,8 @@ class Proc:
 class JobSide:
     """What the restart supervisor needs from the job it serves, and nothing more."""
 
-    drain: Callable[[Proc, IO[bytes]], None]  # copy a started process's output to `log` (run in a thread)
+    # copy one stream ("stdout" or "stderr") of a started process to `log` (run in a thread per stream)
+    drain: Callable[[Proc, SharedLog, str], None]
     stop: Callable[[list[Proc]], None]  # stop these on purpose: SIGTERM, the grace, SIGKILL, reaped
     signal: Callable[[Proc, int], None]  # send a signal to a replica's process group (and its container)
     event: Callable[[str], None]  # a launcher line of the job's story: a notice, and in job.log
@@ -122,13 +157,17 @@ class RestartSupervisor:
         self.steps.pop(p.label, None)
         p.cwd.mkdir(parents=True, exist_ok=True)
         env = {**p.env, **self.policy.env(p.label), STATUS_FILE_ENV: str(status)}
+        # stdout and stderr stay apart (Vertex logs a replica's stderr at ERROR), into one log file.
         p.popen = self._popen(
             p.argv, cwd=p.cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=self._preexec,
+            stderr=subprocess.PIPE, start_new_session=True, preexec_fn=self._preexec,
         )  # fmt: skip
-        log = open(p.log_path, "ab" if again else "wb")  # noqa: SIM115 - closed by the drain
-        p.reader = threading.Thread(target=self._job.drain, args=(p, log), daemon=True, name=f"log-{p.label}")
-        p.reader.start()
+        log = SharedLog(open(p.log_path, "ab" if again else "wb"), writers=2)  # noqa: SIM115 - closed by done()
+        threads = [threading.Thread(target=self._job.drain, args=(p, log, stream), daemon=True,
+                                    name=f"log-{p.label}-{stream}") for stream in ("stdout", "stderr")]
+        for thread in threads:
+            thread.start()
+        p.reader = Readers(threads)
         self.scheduler.on_start(p.label, self.since_start())
 
     def _end_leftovers(self, p: Proc) -> None:

@@ -231,7 +231,7 @@ def run_job(
     job_id: str | None = None,
     out: IO[str] | None = None,
     notice: Callable[[str], None] = lambda text: None,
-    on_line: Callable[[Replica, str], None] | None = None,
+    on_line: Callable[[Replica, str, str], None] | None = None,
     **keywords: Any,
 ) -> LocalJob:
     """Start a CustomJob REST body here (what `submit` sends, or what the emulator stored).
@@ -239,7 +239,8 @@ def run_job(
     Python package pools run in `trainer_env` (their packages already installed: see
     :func:`vtrain.local.envcache.prepare_env`), container pools under docker. `name` is the
     display name (default: the body's), `job_id` becomes CLOUD_ML_JOB_ID (default: a new
-    ``local-…`` ID); `on_line(replica, text)` gets every line a replica prints. `options` (or
+    ``local-…`` ID); `on_line(replica, text, stream)` gets every line a replica prints (stream: "stdout" or
+    "stderr"). `options` (or
     the same as keywords) as in :func:`run_local` (`cache_dir` and `allow_credentials` do not
     apply: the environment is prepared); `notice` gets the launcher's notices.
 

@@ -133,7 +133,7 @@ class LocalTuningJob(JobHandle):
                  name: str | None = None, job_id: str | None = None, max_parallel: int | None = None,
                  seed: int = 0, out: IO[str] | None = None,
                  notice: Callable[[str], None] = lambda text: None,
-                 on_line: Callable[[str, Any, str], None] | None = None,
+                 on_line: Callable[[str, Any, str, str], None] | None = None,
                  on_change: Callable[[LocalTuningJob], None] | None = None, poll: float = 0.2,
                  options: RunOptions | None = None) -> None:
         self.job_id = job_id or f"local-tuning-{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(2).hex()}"
@@ -309,12 +309,12 @@ class LocalTuningJob(JobHandle):
             self.trials.append(trial)
         trial.started = time.monotonic()
 
-        def forward(replica: Any, text: str) -> None:
+        def forward(replica: Any, text: str, stream: str) -> None:
             if self._out is not None:
                 self._out.write(f"[trial-{trial_id} {replica.label}] {text}\n")
                 self._out.flush()
             if self._on_line is not None:
-                self._on_line(trial_id, replica, text)
+                self._on_line(trial_id, replica, text, stream)
 
         try:
             options = self._options.replace(output_dir=trial.output_dir, keep=False)

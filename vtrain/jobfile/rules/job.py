@@ -81,9 +81,9 @@ def check_job_fields(r: Rules, config: JobConfig) -> None:
     if len(config.labels) > room:
         r.add(("labels",), f"at most {room} labels (Vertex allows {MAX_LABELS}; vtrain adds "
                            f"{', '.join(VTRAIN_LABELS)}), got {len(config.labels)}")
-    for key in config.labels:
-        if key in VTRAIN_LABELS or key.startswith("vtrain-"):
-            r.add(("labels", key), f"label '{key}' is vtrain's own (vtrain-*); use another key")
+    for key in config.labels:  # (vtrain-fault is the user's: it asks the emulator for a fault)
+        if key in VTRAIN_LABELS:
+            r.add(("labels", key), f"label '{key}' is set by vtrain itself; use another key")
     for key, value in config.labels.items():
         if not _LABEL_KEY.match(key) or key != key.lower():
             r.add(("labels", key), f"label key '{key}' must start with a lower-case letter and use only "
