@@ -79,6 +79,12 @@ class LazyGroup(click.Group):
                 shown = arg.replace("\x00", "\\0")
                 raise click.UsageError(f"argument '{shown}' contains a NUL byte (\\0); no path, name or "
                                        "value can hold one", ctx)
+            try:
+                arg.encode("utf-8")
+            except UnicodeEncodeError:  # bytes that are not UTF-8 reach argv as lone surrogates
+                shown = arg.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+                raise click.UsageError(f"argument '{shown}' is not valid UTF-8 text; a request, a path or a log line "
+                                       "sent to Google must be", ctx) from None
         return super().parse_args(ctx, args)
 
     def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None,

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vtrain.errors import PlotError
+from vtrain.errors import EstimateError, PlotError
 from vtrain.estimate import Estimate, estimate, recommended_reducers
 
 if TYPE_CHECKING:
@@ -108,9 +109,23 @@ def _memory_axes(ax: Any, report: Report) -> None:
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
 
 
+#: What --plot writes, by the file's suffix (none: PNG); the path is written as given, nothing appended.
+FORMATS = ("png", "svg", "pdf")
+
+
+def plot_format(path: str) -> str:
+    """The format for `path`, or PlotError for a suffix no plot is written as (x.txt)."""
+    suffix = Path(path).suffix.lower().lstrip(".")
+    if not suffix:
+        return "png"
+    if suffix not in FORMATS:
+        raise EstimateError(f"--plot {path}: a plot is written as PNG, SVG or PDF; name the file .png, .svg or .pdf")
+    return suffix
+
+
 def _save(fig: Any, plt: Any, path: str) -> None:
     try:
-        fig.savefig(path, dpi=120, bbox_inches="tight")
+        fig.savefig(path, format=plot_format(path), dpi=120, bbox_inches="tight")
     except OSError as err:
         raise PlotError(f"cannot write the plot to {path}: {err.strerror or err}") from None
     finally:

@@ -57,9 +57,11 @@ def load_prices(path: str) -> Prices:
         for name, price in table.items():
             if price is None:
                 continue  # left blank in the example: not a price
-            if isinstance(price, bool) or not isinstance(price, int | float) or not 0 <= price < float("inf"):
-                raise EstimateError(f"price file {path}: {section}.{shown(str(name))} must be a number ≥ 0, got "
-                                    f"{shown(repr(price))}")
+            too_big = isinstance(price, int) and price.bit_length() > 1000  # float() would overflow
+            finite = not too_big and isinstance(price, int | float) and 0 <= price < float("inf")
+            if isinstance(price, bool) or not finite:
+                got = f"one of {price.bit_length()} bits" if too_big else shown(repr(price))
+                raise EstimateError(f"price file {path}: {section}.{shown(str(name))} must be a number ≥ 0, got {got}")
             key = (normalize_accelerator(str(name)) or str(name)) if section == "accelerators" else str(name)
             if key in written:  # `a100` and NVIDIA_TESLA_A100 are one accelerator: which price is meant?
                 raise EstimateError(f"price file {path}: {section}.{shown(str(name))} and "

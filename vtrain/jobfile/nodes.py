@@ -152,6 +152,9 @@ class Int(Declared):
         if self.maximum is not None and value > self.maximum:
             ck.add(path, f"must be at most {self.maximum}, got {value}")
             return None
+        if not INT64_MIN <= value <= INT64_MAX:  # every whole number reaches Vertex (or a replica) as int64
+            ck.add(path, f"must fit a 64-bit integer, got one of {abs(value).bit_length()} bits")
+            return None
         return value
 
 
@@ -246,12 +249,15 @@ class Number(Declared):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             ck.add(path, f"expected a number, got {_type_name(value)}")
             return None
-        if not math.isfinite(value):
-            ck.add(path, f"expected a finite number, got {value}; give a bound like 1e6")
-            return None
         if self.as_written and isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX:
             ck.add(path, f"must fit a 64-bit integer, as Vertex's integer parameters do, got one of "
                          f"{abs(value).bit_length()} bits")
+            return None
+        if isinstance(value, int) and abs(value).bit_length() > 1000:  # math.isfinite would overflow
+            ck.add(path, f"expected a finite number, got one of {abs(value).bit_length()} bits; give a bound like 1e6")
+            return None
+        if not math.isfinite(value):
+            ck.add(path, f"expected a finite number, got {value}; give a bound like 1e6")
             return None
         checks = ((self.minimum, "at least", lambda m: value >= m), (self.maximum, "at most", lambda m: value <= m),
                   (self.below, "below", lambda m: value < m), (self.above, "above", lambda m: value > m))

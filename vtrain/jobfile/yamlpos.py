@@ -185,7 +185,10 @@ def load_yaml(text: str, file: str, *, what: str = "a job file") -> tuple[Any, P
         return None, Positions(default=Position(file)), [
             Problem("", f"the file is {len(text):,} characters long; {what} needs far fewer than "
                         f"{MAX_BYTES:,}", file=file)]
-    loader = _BoundedLoader(text)
+    try:
+        loader = _BoundedLoader(text)  # the reader refuses control characters and lone surrogates here
+    except yaml.YAMLError as err:
+        return None, Positions(default=Position(file)), [_yaml_error_problem(err, file)]
     try:
         node = loader.get_single_node()
         if node is None:

@@ -250,7 +250,14 @@ def read_marker(venv: Path) -> dict[str, object] | None:
         data = json.loads((venv / READY).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return data if isinstance(data, dict) and data.get("format") == ENV_FORMAT else None
+    if not isinstance(data, dict) or data.get("format") != ENV_FORMAT:
+        return None
+    # The one check of its shape: whoever reads a marker (runs, `cache info`) gets lists of text.
+    for key in ("sdists", "files", "notices"):
+        items = data.get(key, [])
+        if not isinstance(items, list) or not all(isinstance(i, str) and "\x00" not in i for i in items):
+            return None
+    return data
 
 
 def _write_marker(venv: Path, data: dict[str, object]) -> None:
