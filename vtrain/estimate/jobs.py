@@ -27,6 +27,7 @@ class JobCluster:
     reducer_machine: str
     reducer_gbps: float
     job_reducers: int | None  # None: the job has no reduction_server pool
+    reducer_machine_given: bool = False  # --reducer-machine named it (not the job's pool)
     syncer_machine: str | None = None  # a DiLoCo job's pool 0
     syncer_gbps: float | None = None
 
@@ -61,6 +62,7 @@ def job_cluster(config: JobConfig, reducer_machine: str | None = None) -> JobClu
         reducer_machine=machine,
         reducer_gbps=gbps(machine, "reducer machine type"),
         job_reducers=job_reducers if job_reducers else None,
+        reducer_machine_given=reducer_machine is not None,
         syncer_machine=syncer.machine_type if syncer is not None else None,
         syncer_gbps=gbps(syncer.machine_type, "cluster.chief.machine_type") if syncer is not None else None,
     )

@@ -118,7 +118,10 @@ def parse_bytes(text: str) -> float:
     """`6GB`, `512MiB`, `2.5e9`, `800k` -> bytes (decimal units; KiB/MiB/GiB/TiB binary)."""
     match = _SIZE_RE.match(str(text))
     if not match:
-        raise EstimateError(f"cannot read {text!r} as a size (examples: 6GB, 512MiB, 2.5e9)")
+        raise EstimateError(f"cannot read {str(text)[:80]!r} as a size (examples: 6GB, 512MiB, 2.5e9)")
+    if re.fullmatch(r"[KMGT]i?b", match["unit"]):  # 6Gb is gigabits, not the bytes a size is in
+        raise EstimateError(f"{text!r}: {match['unit']} is bits; a size is in bytes: write "
+                            f"{match['num']}{match['unit'][:-1]}B")
     unit = match["unit"].lower().removesuffix("b")
     value = float(match["num"]) * _SIZE_UNITS[unit]
     if not math.isfinite(value) or value > 1e18:

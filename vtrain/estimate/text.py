@@ -71,6 +71,8 @@ def _exchange_text(report: Report) -> str:
     origin = "from the job" if cluster.job_reducers else "assumed: the job has none"
     if cluster.job_reducers and rs.reducers != cluster.job_reducers:
         origin = f"--reducers; the job has {cluster.job_reducers}"
+    if cluster.reducer_machine_given:  # the count may be the job's, the machine is the flag's
+        origin += "; machine from --reducer-machine"
     gpus = f", {est.gpus_per_worker} GPUs each ({est.ring_ranks} ring ranks)" if est.gpus_per_worker else ""
     compute = (
         f"{_secs(est.step_compute_s)} per step"
@@ -165,7 +167,10 @@ def _low_text(low: list[LowComm], nic: float, target: float) -> str:
     lines = [f"  low-communication training: per-worker bandwidth to keep compute ≥ {pct} busy"]
     for row in low:
         every = "every step" if row.inner_steps == 1 else f"every {row.inner_steps} steps"
-        need = f"needs {row.needed_gbps:.3g} Gbps" if row.needed_gbps is not None else "needs --step-compute"
+        if row.needed_gbps is not None:
+            need = f"needs {row.needed_gbps:.3g} Gbps"
+        else:  # a given 0 s of compute hides nothing behind any bandwidth; None: not given
+            need = "never (0 s compute)" if row.utilisation == 0.0 else "needs --step-compute"
         lines.append(
             f"    {row.name:<20} S {every:<17} {need:<20} "
             f"(at {nic:g} Gbps: a step must compute ≥ {_secs(row.min_step_compute_s)})"
