@@ -110,6 +110,7 @@ def test_concurrent_runs_keep_their_own_files_and_never_share_a_model_dir(tmp_pa
     assert f"logs in {shared / 'vtrain-local' / b_id}" in done.stderr
 
 
+@pytest.mark.slow
 def test_a_sdk_run_refuses_a_held_output_dir_and_frees_it_when_done(tmp_path: Path, cache: Path) -> None:
     from vtrain.errors import BackendError
 

@@ -170,6 +170,7 @@ def test_a_packaging_mistake_fails_locally(tmp_path: Path, cache: Path) -> None:
 # --------------------------------------------------------------------------- behaving like a job
 
 
+@pytest.mark.slow
 def test_a_raising_trainer_fails_the_job_with_its_traceback(tmp_path: Path, cache: Path) -> None:
     """Fail-fast (--restart-policy never): the first failed replica ends the job, with its traceback."""
     started = time.monotonic()

@@ -120,6 +120,7 @@ def test_failed_trials_count_against_the_budget(tmp_path: Path, cache: Path) -> 
     assert study.exit_code == 10
 
 
+@pytest.mark.slow
 def test_a_trial_that_reports_nothing_is_infeasible(tmp_path: Path, cache: Path) -> None:
     path = job(tmp_path, GRID.replace("max_trials: 4", "max_trials: 2"), "[--no-report]")
     done = cli(str(path), "--output-dir", str(tmp_path / "out"), cache=cache)
