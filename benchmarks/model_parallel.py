@@ -19,12 +19,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from vtrain.local.ports import free_ports
 
 REPO = Path(__file__).resolve().parents[1]
 TEMPLATE = REPO / "trainer_templates" / "model-parallel"
@@ -86,16 +87,6 @@ def child(mesh_text: str, args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def _ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
-
-
 def run_mesh(mesh_text: str, args: argparse.Namespace) -> dict[str, Any]:
     base = {k: v for k, v in os.environ.items() if not k.startswith(("TF_CONFIG", "CLUSTER_SPEC", "DTENSOR_"))}
     base.update(PYTHONPATH=os.pathsep.join([str(REPO), str(TEMPLATE)]), TF_CPP_MIN_LOG_LEVEL="2")
@@ -104,7 +95,7 @@ def run_mesh(mesh_text: str, args: argparse.Namespace) -> dict[str, Any]:
             f"--warmup={args.warmup}"]  # fmt: skip
     envs = [base]
     if args.processes > 1:
-        addrs = [f"127.0.0.1:{p}" for p in _ports(args.processes)]
+        addrs = [f"127.0.0.1:{p}" for p in free_ports(args.processes)]
         cluster = {"chief": addrs[:1], "worker": addrs[1:]}
         tasks = [("chief", 0)] + [("worker", i) for i in range(args.processes - 1)]
         envs = [{**base, "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": t, "index": i}})}

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from vtrain.errors import RuntimeMismatch
+from vtrain.local.ports import free_ports
 from vtrain.runtime.decision import Decision, choose_strategy
 from vtrain.runtime.dtensor_env import (
     Clients,
@@ -207,16 +207,6 @@ STEPS = ["--epochs=2", "--steps-per-epoch=4", "--checkpoint-every=4"]  # N = 8 s
 HIDDEN = 64
 
 
-def _free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
-
-
 def _env(out: Path, **extra: str) -> dict[str, str]:
     keep = {k: v for k, v in os.environ.items()
             if not k.startswith(("VTRAIN_", "AIP_", "TF_CONFIG", "CLUSTER_SPEC", "DTENSOR_"))}  # fmt: skip
@@ -229,7 +219,7 @@ def run_template(out: Path, args: list[str], clients_: int, timeout: float = 120
     """Run the template as `clients_` processes (chief + workers on 127.0.0.1); their logs."""
     out.mkdir(parents=True, exist_ok=True)
     cluster = {"chief": [], "worker": []}
-    for i, port in enumerate(_free_ports(clients_) if clients_ > 1 else []):
+    for i, port in enumerate(free_ports(clients_) if clients_ > 1 else []):
         cluster["chief" if i == 0 else "worker"].append(f"127.0.0.1:{port}")
     tasks = [("chief", 0)] + [("worker", i) for i in range(clients_ - 1)]
     procs = []

@@ -104,7 +104,8 @@ def _where_render_looks(config: Any, job_file: str) -> None:
     from vtrain.cloud.target import Where
     from vtrain.errors import BackendError, Problem
 
-    for key, resolve in (("region", Where().region_for), ("project", Where().project_for)):
+    where = Where()
+    for key, resolve in (("region", where.region_for), ("project", where.project_for)):
         try:
             resolve(config)
         except BackendError as err:

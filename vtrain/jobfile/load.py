@@ -74,9 +74,8 @@ def apply_overrides(data: Any, overrides: Iterable[str], positions: Positions) -
                 continue
             node[parts[-1]] = value
             path = tuple(parts)
-            for table in (positions.texts,):  # what the job file wrote there is replaced
-                for old_path in [p for p in table if p[: len(path)] == path]:
-                    del table[old_path]
+            for old_path in [p for p in positions.texts if p[: len(path)] == path]:
+                del positions.texts[old_path]  # what the job file wrote there is replaced
             positions.texts.update({(*path, *sub): text for sub, text in texts.items()})
             positions.values[path] = where
             positions.keys[path] = where

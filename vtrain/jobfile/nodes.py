@@ -59,6 +59,14 @@ class Checker:
 _NUL = "contains a NUL byte (\\0), which no path, argument or environment value can hold; remove it"
 
 
+def _fits_int64(value: int, path: PathKey, ck: Checker) -> bool:
+    """Whole numbers reach Vertex (or a replica) as int64: False, and said, for one that does not fit."""
+    if INT64_MIN <= value <= INT64_MAX:
+        return True
+    ck.add(path, f"must fit a 64-bit integer (at most {INT64_MAX:,}), got one of {abs(value).bit_length()} bits")
+    return False
+
+
 def _type_name(value: Any) -> str:
     if value is None:
         return "nothing (null)"
@@ -152,8 +160,7 @@ class Int(Declared):
         if self.maximum is not None and value > self.maximum:
             ck.add(path, f"must be at most {self.maximum}, got {value}")
             return None
-        if not INT64_MIN <= value <= INT64_MAX:  # every whole number reaches Vertex (or a replica) as int64
-            ck.add(path, f"must fit a 64-bit integer, got one of {abs(value).bit_length()} bits")
+        if not _fits_int64(value, path, ck):
             return None
         return value
 
@@ -166,9 +173,7 @@ class Scalar(Declared):
         if isinstance(value, str) and "\x00" in value:
             ck.add(path, _NUL)  # a trial passes its value as an argument: a NUL would end the local study
             return None
-        if isinstance(value, int) and not isinstance(value, bool) and not INT64_MIN <= value <= INT64_MAX:
-            ck.add(path, f"must fit a 64-bit integer (at most {INT64_MAX:,} in size), got one of "
-                         f"{abs(value).bit_length()} bits")
+        if isinstance(value, int) and not isinstance(value, bool) and not _fits_int64(value, path, ck):
             return None
         if isinstance(value, str) or (isinstance(value, (int, float)) and not isinstance(value, bool)):
             if isinstance(value, float) and not math.isfinite(value):
@@ -249,9 +254,7 @@ class Number(Declared):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             ck.add(path, f"expected a number, got {_type_name(value)}")
             return None
-        if self.as_written and isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX:
-            ck.add(path, f"must fit a 64-bit integer, as Vertex's integer parameters do, got one of "
-                         f"{abs(value).bit_length()} bits")
+        if self.as_written and isinstance(value, int) and not _fits_int64(value, path, ck):
             return None
         if isinstance(value, int) and abs(value).bit_length() > 1000:  # math.isfinite would overflow
             ck.add(path, f"expected a finite number, got one of {abs(value).bit_length()} bits; give a bound like 1e6")

@@ -240,10 +240,9 @@ class LocalJob(JobHandle):
             self._job_log.flush()
 
     def _read(self, p: Proc, log: SharedLog, stream: str = "stdout") -> None:
-        pipe = p.popen.stderr if stream == "stderr" and p.popen is not None else getattr(p.popen, "stdout", None)
-        assert pipe is not None
+        assert p.popen is not None
         try:
-            self._copy(p, pipe, log, stream)
+            self._copy(p, p.popen.stderr if stream == "stderr" else p.popen.stdout, log, stream)  # type: ignore[arg-type]
         finally:
             log.done()
 

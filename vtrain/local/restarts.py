@@ -72,9 +72,6 @@ class Readers:
         for thread in self.threads:
             thread.join(None if end is None else max(0.0, end - time.monotonic()))
 
-    def is_alive(self) -> bool:
-        return any(t.is_alive() for t in self.threads)
-
 
 @dataclass
 class Proc:

@@ -48,20 +48,6 @@ class Request:
     body: dict[str, Any]
     config: JobConfig
 
-    @property
-    def is_tuning(self) -> bool:
-        return self.kind == TUNING_JOB
-
-    def proto(self) -> Any:
-        """The real aiplatform_v1 message (strict parse; imports the Google library)."""
-        if self.is_tuning:
-            from vtrain.request.tuning_job import to_tuning_proto
-
-            return to_tuning_proto(self.body)
-        from vtrain.request.custom_job import to_proto
-
-        return to_proto(self.body)
-
 
 def build_request(
     config: JobConfig, package_uris: Sequence[str] | None = None, *, region: str | None = None
