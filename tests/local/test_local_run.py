@@ -181,6 +181,8 @@ def test_a_raising_trainer_fails_the_job_with_its_traceback(tmp_path: Path, cach
     assert error.startswith("worker-1 exited 1\nlast lines of worker-1")
     assert "RuntimeError: probe worker-1 was told to raise" in error.splitlines()[-1]
     assert "Traceback (most recent call last)" in error
+    # The reason a trial reports (infeasibleReason) is its last stderr line, not whichever pipe was read last.
+    assert job.error_reason == "RuntimeError: probe worker-1 was told to raise"
     assert_clean(job)
 
 

@@ -35,7 +35,9 @@ def trial_dicts(study: Any) -> list[dict[str, Any]]:
                                     for s, v in t.reports]
         if t.error and t.state == "INFEASIBLE":
             lines = t.error.splitlines()  # "chief-0 exited with code 1", then the replica's last lines
-            last = lines[-1].strip().lstrip("|").strip() if len(lines) > 2 else ""
+            # its last stderr line, else the last line of either pipe (their relative order is a race)
+            last = getattr(t.job, "error_reason", "") or (
+                lines[-1].strip().lstrip("|").strip() if len(lines) > 2 else "")
             item["infeasibleReason"] = (lines[0] + (f": {last}" if last else ""))[:500]
         out.append(item)
     return out

@@ -81,6 +81,7 @@ class LocalJob(JobHandle):
         self.started_at = 0.0
         self.ended_at = 0.0
         self.result: dict[str, Any] = {}
+        self.error_reason = ""  # the failed replica's last stderr line (a trial's infeasibleReason)
         self.restarts = RestartSupervisor(
             procs, job_id=name, run_dir=run_dir, policy=policy or policy_for_job(plan.job, [p.label for p in procs]),
             scheduler=scheduler or FaultScheduler(()),
@@ -251,6 +252,8 @@ class LocalJob(JobHandle):
             log.write(raw)
             text = raw.decode(errors="replace").rstrip("\r\n")
             p.tail.append(text)
+            if stream == "stderr" and text.strip():
+                p.last_stderr = text.strip()
             line = f"[{p.label}] {text}"
             with self._lock:
                 self._job_log.write(line + "\n")
@@ -349,6 +352,7 @@ class LocalJob(JobHandle):
         with contextlib.suppress(OSError), open(p.log_path, "rb") as f:  # every line read so far
             f.seek(max(0, f.seek(0, os.SEEK_END) - 65536))
             tail = f.read().decode(errors="replace").splitlines()
+        self.error_reason = p.last_stderr
         lines = [headline or f"{p.label} {describe_exit(p.returncode)}",
                  f"last lines of {p.label} (full log: {p.log_path}):"]
         lines += [f"  | {line}" for line in tail[-TAIL_LINES:]]

@@ -86,6 +86,7 @@ class Proc:
     popen: subprocess.Popen[bytes] | None = None
     reader: Readers | None = None  # its stdout and stderr readers
     tail: deque[str] = field(default_factory=lambda: deque(maxlen=TAIL_LINES))
+    last_stderr: str = ""  # its last non-blank stderr line: the error, whatever order the two pipes were read in
     returncode: int | None = None
     listening: bool = False
     stopped: bool = False  # we stopped it: its exit code is not the job's concern
@@ -151,6 +152,7 @@ class RestartSupervisor:
             self._end_leftovers(p)
         p.returncode, p.stopped, p.listening = None, False, False
         p.tail.clear()
+        p.last_stderr = ""
         self.steps.pop(p.label, None)
         p.cwd.mkdir(parents=True, exist_ok=True)
         env = {**p.env, **self.policy.env(p.label), STATUS_FILE_ENV: str(status)}
