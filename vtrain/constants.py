@@ -26,6 +26,8 @@ DILOCO_COMPRESSIONS = ("none", "bf16", "int8", "int4")
 DTENSOR = "dtensor"
 #: The DTensor mesh a replica builds (`dtensor.mesh` of the job file, as `batch=2,model=4`).
 DTENSOR_MESH_ENV = "VTRAIN_DTENSOR_MESH"
+#: Logical CPU devices a DTensor replica makes (`vtrain local` sets it: mesh size / replicas).
+LOCAL_DEVICES_ENV = "VTRAIN_LOCAL_DEVICES"
 SCHEDULING_STRATEGIES = ("standard", "spot", "flex_start")
 
 #: Labels: https://cloud.google.com/resource-manager/docs/labels-overview (≤ 64 labels, ≤ 63 chars).
