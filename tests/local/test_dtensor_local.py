@@ -96,8 +96,8 @@ ARGS = "--epochs=4, --steps-per-epoch=2, --checkpoint-every=2, --hidden=32"  # 8
 
 def run(tmp_path: Path, fault: str | None = None, extra: str = "") -> tuple[Any, str, list[dict[str, Any]]]:
     out = io.StringIO()
-    job = run_local(job_file(tmp_path, "{batch: 2, model: 2}", 1, ARGS, extra, evaluator=""), output_dir=tmp_path / "out",
-                    cache_dir=tmp_path.parent / "cache", out=out,
+    path = job_file(tmp_path, "{batch: 2, model: 2}", 1, ARGS, extra, evaluator="")
+    job = run_local(path, output_dir=tmp_path / "out", cache_dir=tmp_path.parent / "cache", out=out,
                     faults=[parse_fault(fault)] if fault else ())  # fmt: skip
     assert job.wait(600) == SUCCEEDED, out.getvalue()[-4000:]
     base = tmp_path / "out"
