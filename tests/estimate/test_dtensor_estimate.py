@@ -103,7 +103,7 @@ def test_a_dtensor_job_gets_its_own_mesh_in_numbers(tmp_path: Path) -> None:
     assert any("trains with DTensor" in note for note in data["notes"])
     out = CliRunner().invoke(cli, ["estimate", str(tmp_path / "job.yaml"), "--params", "1B"]).output
     assert "dtensor mesh {batch: 2, model: 4}: 2 replica(s) x 4 device(s)" in out
-    assert "state 4.00 GB (/ 4) = 4.00 GB of 40.00 GB: fits" in out
+    assert "state 16.00 GB / 4 = 4.00 GB of 40.00 GB: fits" in out
 
 
 def test_a_cpu_dtensor_job_shares_host_ram_between_logical_devices(tmp_path: Path) -> None:

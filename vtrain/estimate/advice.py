@@ -124,14 +124,17 @@ def _model_parallel(fit: Fit, state: float, cluster_devices: int, est: Estimate)
     block = None
     if plan is not None:
         mesh = ", ".join(f"{name} {size}" for name, size in plan.mesh)
-        where = "within each replica" if plan.model_within_replica else "across replicas (over the network)"
+        where = "within each replica" if plan.model_within_replica else "across replicas, over the network"
         reasons.append(
             f"with DTensor, mesh {mesh} over {plan.replicas} replica(s) x {plan.devices_per_replica} device(s): "
-            f"{_gb(plan.bytes_per_device)} per device ({_gb(plan.state_bytes_per_device)} state / {plan.model}"
+            f"{_gb(plan.bytes_per_device)} per device ({_gb(state)} state / {plan.model}"
             + (f" + {_gb(plan.activation_bytes_per_device)} activations" if plan.activation_bytes_per_device else "")
             + f"); per step each device moves {_gb(plan.model_bytes_per_step)} over `model` ({where}) and "
             f"{_gb(plan.batch_bytes_per_step)} over `batch`, {_network(plan.network_seconds_per_step)}"
         )
+        if not plan.model_within_replica:
+            reasons.append(f"`model` ({plan.model}) spans {plan.model // plan.devices_per_replica} machines of "
+                           f"{plan.devices_per_replica} device(s): machines with more GPUs keep it on NVLink")
         numbers.update(dtensor_bytes_per_device=plan.bytes_per_device,
                        dtensor_network_seconds_per_step=plan.network_seconds_per_step)
         block = plan.block()

@@ -218,7 +218,7 @@ def _mesh_text(report: Report) -> str:
     if plan is None:
         return ""
     mesh = ", ".join(f"{name}: {size}" for name, size in plan.mesh)
-    held = f"state {_bytes(plan.state_bytes_per_device)} (/ {plan.model})"
+    held = f"state {_bytes(plan.state_bytes_per_device * plan.model)} / {plan.model}"
     if plan.activation_bytes_per_device is not None:
         held += f" + activations {_bytes(plan.activation_bytes_per_device)}"
     room = "" if plan.device_bytes is None else f" of {_bytes(plan.device_bytes)}"
