@@ -112,3 +112,14 @@ def test_a_cpu_dtensor_job_shares_host_ram_between_logical_devices(tmp_path: Pat
     mesh = estimate(tmp_path, text, "--params", "100M")["dtensor"]
     assert mesh["devices_per_replica"] == 2 and mesh["device_bytes"] == pytest.approx(15 * GB / 2)
     assert mesh["state_bytes_per_device"] == pytest.approx(1.6 * GB / 2)
+
+
+def test_render_hints_no_reduction_server_for_a_dtensor_job() -> None:
+    from vtrain.estimate import estimate_hint
+    from vtrain.jobfile.load import load_config
+
+    config = load_config(Path(__file__).resolve().parents[2] / "configs" / "model-parallel.yaml")
+    assert estimate_hint(config) is None  # validate refuses reducers with dtensor: no hint towards them
+    plain = load_config(Path(__file__).resolve().parents[2] / "configs" / "model-parallel.yaml",
+                        overrides=["distribution_strategy=multi_worker_mirrored", "dtensor=null"])
+    assert estimate_hint(plain) is not None and "Reduction Server" in estimate_hint(plain)
