@@ -58,7 +58,8 @@ _STRATEGY = {
     "model-parallel": "distribution_strategy: dtensor  # model parallel: the mesh shards the model over the replicas\n"
     "dtensor:\n"
     "  mesh: {batch: 2, model: 2}    # sizes multiply to replicas (2) x devices per replica: mesh size /\n"
-    "                                # replicas logical CPUs on CPU machines, accelerator_count on GPUs",
+    "                                # replicas logical CPUs on CPU machines, accelerator_count on GPUs\n"
+    "scheduling: {restart_job_on_worker_restart: true}  # one replica lost: all resume from the sharded checkpoint",
 }
 
 
