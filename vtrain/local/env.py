@@ -14,7 +14,9 @@ Vertex's contract, reproduced here:
     ``checkpoints/``, ``logs/``; ``CLOUD_ML_JOB_ID``; the pool's own ``env``.
 Two pools cannot run here and are handled on purpose: the Reduction Server pool (a
 Google-only NCCL service) is left out of the cluster, so training uses plain all-reduce;
-container pools run under ``docker`` (argv built by :func:`docker_argv`).
+container pools run under ``docker`` (argv built by :func:`docker_argv`). A DTensor job's chief
+and workers are also told how many logical CPU devices their part of the mesh needs
+(:func:`dtensor_devices`), as a GPU replica on Vertex brings its GPUs.
 """
 
 from __future__ import annotations
