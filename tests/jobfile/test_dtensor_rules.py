@@ -3,6 +3,8 @@ and a mesh that fits in every refusal (issue 22)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from vtrain.errors import ConfigError, Problem
@@ -137,3 +139,16 @@ def test_a_model_dimension_across_machines_warns() -> None:
 )
 def test_the_nearest_mesh(mesh: tuple, devices: int, expected: tuple) -> None:
     assert nearest_mesh(mesh, devices, per_replica=4) == expected
+
+
+def test_validate_exits_2_with_the_position_and_a_mesh_that_fits(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from vtrain.cli import cli
+
+    path = tmp_path / "job.yaml"
+    path.write_text(HEAD + "dtensor:\n  mesh: {batch: 3, model: 4}\n" + GPU, encoding="utf-8")
+    result = CliRunner().invoke(cli, ["validate", str(path)])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert f"{path}:6:9: dtensor.mesh: mesh {{batch: 3, model: 4}} covers 12 device(s)" in result.output
+    assert "e.g. mesh: {batch: 2, model: 4}" in result.output
