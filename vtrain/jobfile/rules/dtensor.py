@@ -20,7 +20,7 @@ from vtrain.jobfile.rules.base import Rules, pool_path
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 #: Beyond these the search for the nearest factorisation stops and the plain batch x model split is offered.
-_MAX_SEARCH_DEVICES = 1 << 16
+_MAX_SEARCH_DEVICES = 1 << 13
 _MAX_SEARCH_DIMS = 4
 Mesh = tuple[tuple[str, int], ...]
 
@@ -30,15 +30,16 @@ def format_block(mesh: Mesh) -> str:
     return "{" + ", ".join(f"{name}: {size}" for name, size in mesh) + "}"
 
 
+def _divisors(n: int) -> list[int]:
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted({*small, *(n // d for d in small)})
+
+
 def _factorisations(n: int, parts: int) -> list[tuple[int, ...]]:
     """Every ordered way to write n as a product of `parts` positive integers."""
     if parts == 1:
         return [(n,)]
-    out = []
-    for d in range(1, n + 1):
-        if n % d == 0:
-            out += [(d, *rest) for rest in _factorisations(n // d, parts - 1)]
-    return out
+    return [(d, *rest) for d in _divisors(n) for rest in _factorisations(n // d, parts - 1)]
 
 
 def nearest_mesh(mesh: Mesh, devices: int, per_replica: int = 1) -> Mesh:
