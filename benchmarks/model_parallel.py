@@ -12,6 +12,11 @@ two all-reduces of an activation [B/batch, F] over `model` (the block's output p
 the gradient of its input backward) and one all-reduce over `batch` of every weight's local piece
 (the gradient average). On CPUs the "network" is memory: the steps/s say what the split costs in
 compute and copies here, not what NCCL or ICI would do.
+
+Beside them, what `vtrain estimate` predicts for the same mesh (vtrain.estimate.dtensor.mesh_plan):
+the weights / model per device, and its per-step bytes (the gradient all-reduce over `batch` plus an
+FSDP-style gather/reduce-scatter of the weights over `model`; the template's Megatron split moves
+activations instead, so the two columns differ by design where `model` > 1).
 """
 
 from __future__ import annotations
@@ -129,11 +134,19 @@ def main() -> None:
     params = 2 * args.features * args.hidden + args.hidden + 2 * args.features + 1
     print(f"MLP block F={args.features} H={args.hidden} ({params} parameters, {4 * params} bytes), global batch "
           f"{args.global_batch}, 4 logical CPUs in {args.processes} process(es), {os.cpu_count()} cores")
-    print(f"{'mesh':<18}{'steps/s':>9}{'weight bytes/device':>21}{'exchanged bytes/device/step':>29}")
+    from vtrain.estimate.dtensor import mesh_plan
+    from vtrain.runtime.dtensor_env import parse_mesh
+
+    print(f"{'mesh':<18}{'steps/s':>9}{'weight bytes/device':>21}{'exchanged bytes/device/step':>29}"
+          f"{'estimate: weights':>19}{'estimate: exchanged':>21}")  # fmt: skip
     for mesh_text in MESHES:
         r = run_mesh(mesh_text, args)
+        plan = mesh_plan(parse_mesh(mesh_text), replicas=args.processes, devices_per_replica=4 // args.processes,
+                         state_bytes=4 * params, activations=None, grad_bytes=4 * params, device_bytes=None,
+                         nic_gbps=0)  # fmt: skip
+        predicted = plan.batch_bytes_per_step + plan.model_bytes_per_step
         print(f"{mesh_text:<18}{r['steps_per_s']:>9.1f}{r['device_weight_bytes']:>21,}"
-              f"{r['exchanged_bytes_per_device']:>29,}")  # fmt: skip
+              f"{r['exchanged_bytes_per_device']:>29,}{plan.state_bytes_per_device:>19,.0f}{predicted:>21,.0f}")
 
 
 if __name__ == "__main__":

@@ -13,7 +13,8 @@ from dataclasses import asdict, dataclass
 DEFAULT_REGION = "us-central1"
 
 #: `distribution_strategy` values; the job file passes the choice to replicas in STRATEGY_ENV.
-STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker_mirrored", "parameter_server", "tpu", "diloco")
+STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker_mirrored", "parameter_server", "tpu", "diloco",
+              "dtensor")
 STRATEGY_ENV = "VTRAIN_DISTRIBUTION_STRATEGY"
 #: DiLoCo: pool 0 runs this module (the syncer); every pool gets the `diloco:` settings as JSON in DILOCO_ENV.
 DILOCO = "diloco"
@@ -21,6 +22,12 @@ DILOCO_SYNCER_MODULE = "vtrain.diloco"
 DILOCO_ENV = "VTRAIN_DILOCO"
 DILOCO_TOKEN_ENV = "VTRAIN_DILOCO_TOKEN"
 DILOCO_COMPRESSIONS = ("none", "bf16", "int8", "int4")
+#: DTensor (model parallel): every training replica gets the job file's `dtensor.mesh` as `batch=2,model=4`.
+DTENSOR = "dtensor"
+#: The DTensor mesh a replica builds (`dtensor.mesh` of the job file, as `batch=2,model=4`).
+DTENSOR_MESH_ENV = "VTRAIN_DTENSOR_MESH"
+#: Logical CPU devices a DTensor replica makes (`vtrain local` sets it: mesh size / replicas).
+LOCAL_DEVICES_ENV = "VTRAIN_LOCAL_DEVICES"
 SCHEDULING_STRATEGIES = ("standard", "spot", "flex_start")
 
 #: Labels: https://cloud.google.com/resource-manager/docs/labels-overview (≤ 64 labels, ≤ 63 chars).

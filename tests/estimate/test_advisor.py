@@ -305,7 +305,8 @@ def test_json_schema(jobs: Path) -> None:
     assert data["schema_version"] == 2
     for key in ("job", "params", "grad_dtype", "optimizer", "precision", "regions", "cluster", "ring",
                 "reduction_server", "at_recommended", "speedup", "recommended_reducers", "low_communication",
-                "costs", "verdict", "memory", "precision_advice", "diloco", "recommendation", "notes"):  # fmt: skip
+                "costs", "verdict", "memory", "precision_advice", "diloco", "dtensor", "recommendation",
+                "notes"):  # fmt: skip
         assert key in data, key
     need = data["memory"]["need"]
     assert set(need) >= {"weights", "half_copies", "gradients", "optimizer_slots", "activations", "state", "total"}
@@ -314,7 +315,8 @@ def test_json_schema(jobs: Path) -> None:
                  "sharded_devices", "sharded_machines"}  # fmt: skip
     assert set(data["memory"]["pools"][0]) == pool_keys
     assert data["memory"]["pools"][0]["role"] == "chief+workers"
-    assert set(data["recommendation"]) == {"kind", "summary", "reasons", "numbers", "options"}
+    assert set(data["recommendation"]) == {"kind", "summary", "reasons", "numbers", "options", "job_file"}
+    assert data["dtensor"] is None and data["recommendation"]["job_file"] is None  # not a DTensor job or advice
     assert [row["inner_steps"] for row in data["diloco"]] == [10, 100, 500]
 
 

@@ -1,6 +1,7 @@
 """What the guard tests of issue 19 share: every leaf key of the job file's schema, its node, and a
 minimal job file in which that key has an effect (the context a key needs: `diloco.*` only acts under
-`distribution_strategy: diloco`, an accelerator count only with an accelerator, ...). The tests set each
+`distribution_strategy: diloco`, `dtensor.*` under dtensor, an accelerator count only with an
+accelerator, ...). The tests set each
 key from what its node declares (examples, choices, default), so a key added to the schema is covered
 without touching them."""
 
@@ -28,6 +29,7 @@ _TUNING = {"metric": {"name": "accuracy", "goal": "maximize"},
 #: (key-path prefix, what the job file needs besides for a key under it to act). `*` is any one part.
 CONTEXT: tuple[tuple[str, dict[str, Any]], ...] = (
     ("diloco", {"distribution_strategy": "diloco", "cluster.workers.replicas": 2}),
+    ("dtensor", {"distribution_strategy": "dtensor", "cluster.workers.replicas": 1}),
     ("tuning", {"tuning": _TUNING}),
     ("cluster.reduction_server", {"cluster.reduction_server.replicas": 1}),  # `auto` is sized by validate
     ("staging_bucket", {"trainer.package": "trainer"}),  # the bucket names where a built package goes

@@ -112,6 +112,16 @@ def test_a_trial_gets_its_values_appended_to_every_pool_but_the_reducers() -> No
     assert trial["displayName"].endswith("trial 7")
 
 
+def test_a_dtensor_trial_gets_the_mesh_in_every_pool() -> None:
+    config = load_config(REPO / "configs" / "model-parallel.yaml", overrides=[
+        "tuning={metric: {name: loss, goal: minimize}, parameters: {learning-rate: {type: double, min: 0.01, "
+        "max: 0.1}}, max_trials: 2}"])
+    trial = trial_custom_job(build_tuning_dict(config), "3", ["--learning-rate=0.05"])
+    for pool in trial["jobSpec"]["workerPoolSpecs"]:
+        env = {e["name"]: e["value"] for e in pool["pythonPackageSpec"]["env"]}
+        assert env["VTRAIN_DISTRIBUTION_STRATEGY"] == "dtensor" and env["VTRAIN_DTENSOR_MESH"] == "batch=2,model=4"
+
+
 def test_grid_bigger_than_max_trials_warns_with_the_count(tmp_path: Path) -> None:
     path = write_job(tmp_path, """
         name: t

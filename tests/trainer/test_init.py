@@ -15,6 +15,7 @@ from click.testing import CliRunner
 
 from vtrain.cli import cli
 from vtrain.commands.trainer import TEMPLATES, job_name, template_files
+from vtrain.jobfile.model import DtensorConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -45,7 +46,8 @@ def test_init_copies_template_and_writes_job_file(tmp_path: Path, template: str)
     assert job["trainer"]["module"] == "trainer.task"
     assert (target / job["trainer"]["package"] / "pyproject.toml").is_file()
     assert job["staging_bucket"].startswith("gs://") and job["base_output_dir"].startswith("gs://")
-    assert job["distribution_strategy"] == "auto"
+    assert job["distribution_strategy"] == ("dtensor" if template == "model-parallel" else "auto")
+    assert job.get("dtensor") == ({"mesh": {"batch": 2, "model": 2}} if template == "model-parallel" else None)
     assert job["cluster"] == {"chief": {"machine_type": "n1-standard-4"}, "workers": {"replicas": 1}}
 
 
@@ -143,12 +145,16 @@ def test_written_job_file_loads_and_validates(tmp_path: Path, template: str) -> 
     target = tmp_path / "proj"
     assert CliRunner().invoke(cli, ["init", str(target), "-t", template]).exit_code == 0
     config = vtrain.load_config(target / "vtrain.yaml")
-    assert config.name == "proj" and config.distribution_strategy == "auto"
+    dtensor = template == "model-parallel"  # its job file shards the model: 2 replicas x 2 logical CPUs
+    assert config.name == "proj" and config.distribution_strategy == ("dtensor" if dtensor else "auto")
+    assert config.dtensor == (DtensorConfig((("batch", 2), ("model", 2))) if dtensor else None)
     assert config.trainer.package == target.resolve() and config.trainer.module == "trainer.task"
     assert config.training_replicas() == 2 and not config.warnings
     result = CliRunner().invoke(cli, ["validate", str(target / "vtrain.yaml")])
     assert result.exit_code == 0, result.output
-    assert result.output == f"{target / 'vtrain.yaml'}: valid: chief 1 × n1-standard-4; workers 1 × n1-standard-4\n"
+    mesh = "; dtensor mesh batch 2 x model 2 = 4 devices" if dtensor else ""
+    assert result.output == (f"{target / 'vtrain.yaml'}: valid: chief 1 × n1-standard-4; workers 1 × "
+                             f"n1-standard-4{mesh}\n")
 
 
 def test_the_next_command_is_pasteable_for_a_directory_with_a_space(tmp_path: Path) -> None:

@@ -39,7 +39,7 @@ trainer:
   module: trainer.task
   image: tf-cpu.2-17            # prebuilt tf-cpu|tf-gpu|tf-tpu . 2-NN{image_note}
   args: [--epochs=3, --steps-per-epoch=50]
-distribution_strategy: auto     # vtrain.runtime picks it per replica from the environment
+{strategy}
 cluster:
   chief: {{machine_type: n1-standard-4}}
   workers: {{replicas: 1}}        # machine keys left out are inherited from chief
@@ -49,6 +49,17 @@ _IMAGE_NOTE = {
     "keras": "; keep tf-keras in pyproject.toml at ~=2.NN.0",
     "custom-loop": "",
     "model-parallel": "",
+}
+
+
+_STRATEGY = {
+    "keras": "distribution_strategy: auto     # vtrain.runtime picks it per replica from the environment",
+    "custom-loop": "distribution_strategy: auto     # vtrain.runtime picks it per replica from the environment",
+    "model-parallel": "distribution_strategy: dtensor  # model parallel: the mesh shards the model over the replicas\n"
+    "dtensor:\n"
+    "  mesh: {batch: 2, model: 2}    # sizes multiply to replicas (2) x devices per replica: mesh size /\n"
+    "                                # replicas logical CPUs on CPU machines, accelerator_count on GPUs\n"
+    "scheduling: {restart_job_on_worker_restart: true}  # one replica lost: all resume from the sharded checkpoint",
 }
 
 
@@ -143,7 +154,7 @@ def scaffold(
     from vtrain.jobfile.json_schema import MODELINE, SCHEMA_FILE, job_schema
 
     job = JOB_FILE.format(name=_yaml_text(name), path=_slug(name), bucket=bucket, image_note=_IMAGE_NOTE[template],
-                          modeline=MODELINE)
+                          strategy=_STRATEGY[template], modeline=MODELINE)
     _check_validates(job, directory, template)
     contents[Path("vtrain.yaml")] = job.encode()
     # The modeline's target: editors complete and check the job file with it, offline.

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from vtrain.estimate.diloco import DilocoTraffic
+from vtrain.estimate.dtensor import MeshPlan, mesh_plan, suggest_mesh
 from vtrain.estimate.memory import Fit, human_bytes
 from vtrain.estimate.model import TARGET_UTILISATION, Estimate
 
@@ -48,6 +49,7 @@ class Recommendation:
     reasons: list[str]
     numbers: dict[str, float | int | str | None] = field(default_factory=dict)
     options: list[str] = field(default_factory=list)  # how to do it in TensorFlow / the job file
+    job_file: str | None = None  # job-file lines to paste (model parallel: the dtensor block)
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -65,7 +67,25 @@ def _overlapped(compute: float, comm: float) -> float:
     return compute / max(compute, comm) if max(compute, comm) > 0 else 1.0
 
 
-def _model_parallel(fit: Fit, state: float, cluster_devices: int) -> Recommendation:
+def _network(seconds: float) -> str:
+    return "no network" if seconds == 0 else f"{seconds * 1e3:.1f} ms of network" if seconds < 1 else (
+        f"{seconds:.2f} s of network")
+
+
+def _dtensor_plan(fit: Fit, state: float, est: Estimate) -> MeshPlan | None:
+    """The mesh that holds the sharded state on this job's machines (None: on TPUs, or nothing fits)."""
+    if fit.sharded_devices is None or fit.device.kind == "tpu":
+        return None
+    per = max(1, fit.device.per_replica)
+    replicas = max(1, est.workers)
+    mesh, new = suggest_mesh(fit.sharded_devices, replicas, per)
+    return mesh_plan(mesh, replicas=new, devices_per_replica=per, state_bytes=state,
+                     activations=fit.need_bytes - state or None, grad_bytes=est.gradient_bytes,
+                     device_bytes=fit.device.memory_bytes, nic_gbps=est.worker_gbps, alpha_s=est.alpha_s,
+                     replicas_changed=new != replicas)  # fmt: skip
+
+
+def _model_parallel(fit: Fit, state: float, cluster_devices: int, est: Estimate) -> Recommendation:
     dev = fit.device
     memory = dev.memory_bytes or 0.0
     reasons = [
@@ -100,7 +120,29 @@ def _model_parallel(fit: Fit, state: float, cluster_devices: int) -> Recommendat
         "mixed precision does not shrink the state (it adds 16-bit copies); "
         "sgd or adafactor instead of adam saves 8 B per parameter"
     )
-    return Recommendation("model_parallel", summary, reasons, numbers, list(SHARDING_OPTIONS))
+    plan = _dtensor_plan(fit, state, est)
+    block = None
+    if plan is not None:
+        mesh = ", ".join(f"{name} {size}" for name, size in plan.mesh)
+        where = "within each replica" if plan.model_within_replica else "across replicas, over the network"
+        reasons.append(
+            f"with DTensor, mesh {mesh} over {plan.replicas} replica(s) x {plan.devices_per_replica} device(s): "
+            f"{_gb(plan.bytes_per_device)} per device ({_gb(state)} state / {plan.model}"
+            + (f" + {_gb(plan.activation_bytes_per_device)} activations" if plan.activation_bytes_per_device else "")
+            + f"); per step each device moves {_gb(plan.model_bytes_per_step)} over `model` ({where}) and "
+            f"{_gb(plan.batch_bytes_per_step)} over `batch`, {_network(plan.network_seconds_per_step)}"
+        )
+        if not plan.model_within_replica:
+            reasons.append(f"`model` ({plan.model}) spans {plan.model // plan.devices_per_replica} machines of "
+                           f"{plan.devices_per_replica} device(s): machines with more GPUs keep it on NVLink")
+        numbers.update(dtensor_bytes_per_device=plan.bytes_per_device,
+                       dtensor_network_seconds_per_step=plan.network_seconds_per_step)
+        block = plan.block()
+    options = list(SHARDING_OPTIONS)
+    if block is not None:
+        options[0] = "distribution_strategy: dtensor (vtrain's DTensor runtime and the model-parallel template): " \
+                     "paste the block below"
+    return Recommendation("model_parallel", summary, reasons, numbers, options, block)
 
 
 def _diloco(rows: list[DilocoTraffic], compute: float | None, why: str) -> Recommendation:
@@ -146,7 +188,7 @@ def recommend(
     devices = n * max(1, devices_per_replica)
     short = [f for f in fits if f.verdict == "does not fit"]
     if short:
-        return _model_parallel(short[0], state_bytes, devices)
+        return _model_parallel(short[0], state_bytes, devices, est)
     tight = [f"fits with only {f.headroom:.0%} headroom on {f.device.name}: measure before trusting it"
              for f in fits if f.verdict == "tight" and f.headroom is not None]  # fmt: skip
     if regions > 1:

@@ -14,6 +14,7 @@ from vtrain.errors import EstimateError
 from vtrain.estimate.advice import Recommendation, recommend
 from vtrain.estimate.costs import Costs, LowComm, costs, low_communication
 from vtrain.estimate.diloco import DilocoTraffic, diloco_traffic
+from vtrain.estimate.dtensor import MeshPlan, mesh_plan
 from vtrain.estimate.jobs import JobCluster, exchanging_pools, job_cluster
 from vtrain.estimate.memory import Fit, MemoryNeed, memory_need, pool_fits
 from vtrain.estimate.model import (
@@ -69,6 +70,7 @@ class Report:
     recommendation: Recommendation
     notes: list[str] = field(default_factory=list)
     config_diloco: tuple[int, str] | None = None  # a DiLoCo job's own (inner_steps, compression)
+    mesh: MeshPlan | None = None  # a DTensor job's own mesh: memory and traffic per device
 
     def to_dict(self) -> dict[str, object]:
         from vtrain.estimate.text import verdict_line
@@ -95,6 +97,7 @@ class Report:
             "diloco": [row.to_dict() for row in self.diloco],
             "diloco_job": None if self.config_diloco is None else dict(
                 zip(("inner_steps", "compression"), self.config_diloco, strict=True)),
+            "dtensor": None if self.mesh is None else self.mesh.to_dict(),
             "recommendation": self.recommendation.to_dict(),
             "notes": self.notes,
         }
@@ -112,6 +115,9 @@ def _notes(config: JobConfig, cluster: JobCluster, params: int) -> list[str]:
                    f"parallel over its {cluster.workers} learners; pool 0 ({cluster.syncer_machine}) is the "
                    f"syncer, holding about {held / 1e9:.2f} GB (fp32 parameters, outer momentum, residual) plus "
                    f"up to max_staleness = {config.diloco.max_staleness} rounds of updates")
+    if config.dtensor is not None and config.distribution_strategy == "dtensor":
+        out.append("this job trains with DTensor: the ring and Reduction Server columns show what data parallel "
+                   "over its replicas would exchange; its own mesh's numbers are under `dtensor`")
     if config.parameter_servers is not None and config.parameter_servers.replicas != 0:
         out.append("this job uses parameter servers, not all-reduce: the numbers show what switching would give")
     if cluster.workers > 1 and cluster.gpus_per_worker == 0:
@@ -176,4 +182,22 @@ def advise(config: JobConfig, inputs: Inputs, job: str = "") -> Report:
     )
     return Report(job, config.name, inputs, cluster, est, low, money, need, fits, advice, traffic, rec,
                   _notes(config, cluster, inputs.params),
-                  (config.diloco.inner_steps, config.diloco.compression) if config.diloco is not None else None)
+                  (config.diloco.inner_steps, config.diloco.compression) if config.diloco is not None else None,
+                  _job_mesh(config, est, need, fits))
+
+
+def _job_mesh(config: JobConfig, est: Estimate, need: MemoryNeed, fits: list[Fit]) -> MeshPlan | None:
+    """A DTensor job's own mesh on its machines. A CPU replica's logical devices share its host RAM:
+    each one is given its share of it."""
+    if config.dtensor is None or config.distribution_strategy != "dtensor" or not fits or not config.dtensor.mesh:
+        return None
+    replicas = max(1, est.workers)
+    device = fits[0].device
+    if device.kind == "cpu":
+        per = max(1, config.dtensor.size // replicas)
+        memory = device.memory_bytes / per if device.memory_bytes is not None else None
+    else:
+        per, memory = max(1, device.per_replica), device.memory_bytes
+    return mesh_plan(config.dtensor.mesh, replicas=replicas, devices_per_replica=per, state_bytes=need.state,
+                     activations=need.activations, grad_bytes=est.gradient_bytes, device_bytes=memory,
+                     nic_gbps=est.worker_gbps, alpha_s=est.alpha_s)

@@ -212,6 +212,27 @@ def _memory_text(report: Report) -> str:
     return "\n".join(lines)
 
 
+def _mesh_text(report: Report) -> str:
+    """This DTensor job's own mesh: what a device holds, and what it sends per step."""
+    plan = report.mesh
+    if plan is None:
+        return ""
+    mesh = ", ".join(f"{name}: {size}" for name, size in plan.mesh)
+    held = f"state {_bytes(plan.state_bytes_per_device * plan.model)} / {plan.model}"
+    if plan.activation_bytes_per_device is not None:
+        held += f" + activations {_bytes(plan.activation_bytes_per_device)}"
+    room = "" if plan.device_bytes is None else f" of {_bytes(plan.device_bytes)}"
+    verdict = {True: "fits", False: "does not fit", None: "memory not in the catalog"}[plan.fits]
+    where = "within each replica" if plan.model_within_replica else "across replicas"
+    return "\n".join([
+        f"  dtensor mesh {{{mesh}}}: {plan.replicas} replica(s) x {plan.devices_per_replica} device(s)",
+        f"    per device   {held} = {_bytes(plan.bytes_per_device)}{room}: {verdict}",
+        f"    per step     {_bytes(plan.model_bytes_per_step)} over the sharding dimensions ({where}) + "
+        f"{_bytes(plan.batch_bytes_per_step)} gradient all-reduce over batch; "
+        f"network {_secs(plan.network_seconds_per_step)}",
+    ])
+
+
 def _precision_text(report: Report) -> str:
     lines = []
     for p in report.precision:
@@ -236,6 +257,9 @@ def _recommendation_text(report: Report) -> str:
     lines = [f"recommendation: {rec.summary}"]
     lines += [f"  - {reason}" for reason in rec.reasons]
     lines += [f"  use: {option}" for option in rec.options]
+    if rec.job_file:
+        lines.append("  in the job file (`vtrain init DIR --template model-parallel` has a trainer for it):")
+        lines += [f"    {line}" for line in rec.job_file.splitlines()]
     return "\n".join(lines)
 
 
@@ -245,6 +269,7 @@ def format_report(report: Report) -> str:
         _exchange_text(report),
         "",
         _memory_text(report),
+        *([_mesh_text(report)] if report.mesh is not None else []),
         _precision_text(report),
         "",
         _recommendation_text(report),

@@ -8,6 +8,7 @@ machine; parameter servers a CPU machine). It imports nothing that uses it: load
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -111,6 +112,18 @@ class DilocoConfig(DilocoKnobs):
 
 
 @dataclass(frozen=True)
+class DtensorConfig:
+    """`dtensor:` (with `distribution_strategy: dtensor`): the mesh as written, outermost dimension first."""
+
+    mesh: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def size(self) -> int:
+        """Devices the mesh covers: the product of its sizes."""
+        return math.prod(n for _, n in self.mesh)
+
+
+@dataclass(frozen=True)
 class JobConfig:
     """A checked job file. Build the Vertex request from it with :func:`vtrain.build_job`."""
 
@@ -137,6 +150,7 @@ class JobConfig:
     evaluator: PoolConfig | None = None
     second_learners: PoolConfig | None = None  # pool 2 of a DiLoCo job: a second learner group
     diloco: DilocoConfig | None = None
+    dtensor: DtensorConfig | None = None
     scheduling: SchedulingConfig = field(default_factory=SchedulingConfig)
     reservation: ReservationConfig | None = None
     tuning: TuningConfig | None = None  # a HyperparameterTuningJob whose trials run this job
@@ -265,9 +279,12 @@ def build_config(data: Mapping[str, Any], *, source: Path | None, positions: Pos
         diloco = _plain(DilocoConfig, diloco_raw)
     # The second learner group inherits from the first (cluster.workers), like workers from the chief.
     second = _pool("second_learners", second_raw, pools.get("workers") or chief) if second_raw is not None else None
+    mesh = (data.get("dtensor") or {}).get("mesh")
+    dtensor = DtensorConfig(tuple(mesh.items())) if isinstance(mesh, Mapping) else None
     return _plain(
         JobConfig,
         data,
+        dtensor=dtensor,
         trainer=trainer,
         chief=chief,
         staging_bucket=_resolve_local_dir(data.get("staging_bucket"), base),
@@ -293,6 +310,7 @@ __all__ = [
     "BootDisk",
     "ContainerConfig",
     "DilocoConfig",
+    "DtensorConfig",
     "JobConfig",
     "PoolConfig",
     "ReservationConfig",

@@ -48,6 +48,7 @@ from vtrain.jobfile.nodes import (  # noqa: F401 - the node types, also reachabl
 from vtrain.jobfile.schema_blocks import (  # noqa: F401 - the blocks' words, also reachable from here
     BOOT_DISK_TYPES,
     DILOCO_SCHEMA,
+    DTENSOR_SCHEMA,
     POOL_DOC,
     TUNING_ALGORITHMS,
     TUNING_EARLY_STOPPING,
@@ -141,7 +142,8 @@ JOB_SCHEMA = Obj(
         "distribution_strategy": Str(STRATEGIES, default="auto",
                                      doc="TensorFlow strategy the replicas use, given to them as "
                                      f"{STRATEGY_ENV}; auto picks it from each replica's environment (TPU, TF_CONFIG "
-                                     "workers, local GPUs)."),
+                                     "workers, local GPUs); dtensor shards the model over the `dtensor:` block's "
+                                     "mesh."),
         "cluster": Obj(
             {
                 "chief": pool("Pool 0: exactly one replica; its outcome is the job's. " + POOL_DOC),
@@ -193,6 +195,7 @@ JOB_SCHEMA = Obj(
             doc="Compute Engine reservation to consume.",
         ),
         "diloco": DILOCO_SCHEMA,
+        "dtensor": DTENSOR_SCHEMA,
         "tuning": TUNING_SCHEMA,
     },
     required=("name", "trainer", "cluster"),

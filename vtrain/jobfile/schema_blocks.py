@@ -1,4 +1,4 @@
-"""The job file's self-contained blocks (`diloco:`, `tuning:`) and the worker pool's keys, declared
+"""The job file's self-contained blocks (`diloco:`, `dtensor:`, `tuning:`) and the worker pool's keys, declared
 apart from :mod:`vtrain.jobfile.schema` so each module stays small. Each key carries its doc, default
 and examples (:class:`vtrain.jobfile.nodes.Declared`); the `diloco:` defaults are read from
 :data:`vtrain.constants.DILOCO_DEFAULTS`, the one place they are written.
@@ -97,6 +97,23 @@ DILOCO_SCHEMA = Obj(
     },
     doc="distribution_strategy: diloco: learners train alone and exchange parameter changes with a CPU syncer every "
     "inner_steps steps (see the README's \"Training with DiLoCo\"). The knobs reach every replica as VTRAIN_DILOCO.",
+)
+
+DTENSOR_SCHEMA = Obj(
+    {
+        "mesh": MapOf(
+            Int(minimum=1),
+            examples=({"batch": 2, "model": 2}, {"batch": 1, "model": 8}),
+            doc="The device mesh: dimension name -> size, outermost first (as written). Its sizes multiply to "
+            "the training replicas (chief + workers) x devices per replica (accelerator_count on GPUs; on CPU "
+            "machines each replica gets mesh size / replicas logical devices). Layouts name the dimensions, "
+            "e.g. `batch` (data parallel) and `model` (tensor parallel; keep it within a replica on GPUs).",
+        ),
+    },
+    required=("mesh",),
+    doc="distribution_strategy: dtensor: model parallelism with tf.experimental.dtensor, the model's weights "
+    "sharded over a mesh of every replica's devices (see the README's \"Training a model that does not fit one "
+    "device\"). The mesh reaches every replica as VTRAIN_DTENSOR_MESH; runtime.dtensor_mesh() builds it.",
 )
 
 TUNING_SCHEMA = Obj(

@@ -14,7 +14,9 @@ Vertex's contract, reproduced here:
     ``checkpoints/``, ``logs/``; ``CLOUD_ML_JOB_ID``; the pool's own ``env``.
 Two pools cannot run here and are handled on purpose: the Reduction Server pool (a
 Google-only NCCL service) is left out of the cluster, so training uses plain all-reduce;
-container pools run under ``docker`` (argv built by :func:`docker_argv`).
+container pools run under ``docker`` (argv built by :func:`docker_argv`). A DTensor job's chief
+and workers are also told how many logical CPU devices their part of the mesh needs
+(:func:`dtensor_devices`), as a GPU replica on Vertex brings its GPUs.
 """
 
 from __future__ import annotations
@@ -25,7 +27,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from vtrain.constants import AIP_OUTPUT_DIRS, DILOCO_SYNCER_MODULE
+from vtrain.constants import (
+    AIP_OUTPUT_DIRS,
+    DILOCO_SYNCER_MODULE,
+    DTENSOR,
+    DTENSOR_MESH_ENV,
+    LOCAL_DEVICES_ENV,
+    STRATEGY_ENV,
+)
 from vtrain.errors import UsageError
 
 #: TensorFlow task type of each Vertex pool index.
@@ -88,6 +97,36 @@ def listens(p: Plan, replica: Replica) -> bool:
     return replica.in_cluster and (replica.pool == 0 or not is_diloco(p))
 
 
+def dtensor_mesh_text(p: Plan) -> str | None:
+    """A DTensor job's mesh (``batch=2,model=2``), as the job file sent it to the chief; None otherwise."""
+    first = p.pools[0] if p.pools else {}
+    env = pool_env(first)
+    if env.get(STRATEGY_ENV) != DTENSOR or not env.get(DTENSOR_MESH_ENV, "").strip():
+        return None
+    return env[DTENSOR_MESH_ENV]
+
+
+def dtensor_devices(p: Plan) -> int | None:
+    """Logical devices each DTensor client (chief and workers) needs here: mesh size / clients; None when
+    the job is no DTensor job. On Vertex a GPU replica brings its GPUs; here replicas run on CPUs unless
+    GPUs are assigned, so each one is told (VTRAIN_LOCAL_DEVICES) how many CPU devices to make."""
+    text = dtensor_mesh_text(p)
+    if text is None:
+        return None
+    from vtrain.errors import RuntimeMismatch
+    from vtrain.runtime.dtensor_env import mesh_size, parse_mesh
+
+    try:
+        size = mesh_size(parse_mesh(text))
+    except RuntimeMismatch as err:
+        raise UsageError(f"this job's DTensor mesh cannot run: {err}") from None
+    clients = sum(1 for r in p.replicas if r.pool in (0, 1))
+    if not clients or size % clients:
+        raise UsageError(f"the DTensor mesh {text} ({size} devices) cannot be split over the {clients} chief/worker "
+                         f"replica(s) this run starts; choose --max-replicas so that it divides {size}")
+    return size // clients
+
+
 def is_reduction_server(pool: Mapping[str, Any]) -> bool:
     image = str((pool.get("containerSpec") or {}).get("imageUri", ""))
     return "/reductionserver" in image
@@ -143,7 +182,14 @@ def plan(job: Mapping[str, Any], max_replicas: int | None = None) -> Plan:
                 pools[i]["replicaCount"] = str(n)
         counts = new
     replicas = tuple(Replica(p, i) for p in range(4) for i in range(counts[p]))
-    return Plan(job=body, replicas=replicas, notices=tuple(notices))
+    the_plan = Plan(job=body, replicas=replicas, notices=tuple(notices))
+    devices = dtensor_devices(the_plan)
+    if devices is not None:
+        clients = sum(1 for r in replicas if r.pool in (0, 1))
+        notices.append(f"dtensor: mesh {dtensor_mesh_text(the_plan)} over {clients} replica(s): each makes {devices} "
+                       f"logical CPU device(s) ({LOCAL_DEVICES_ENV}={devices}) unless it is given GPUs")
+        the_plan = Plan(job=body, replicas=replicas, notices=tuple(notices))
+    return the_plan
 
 
 # --------------------------------------------------------------------------- what Vertex sets
@@ -328,6 +374,7 @@ __all__ = [
     "Replica",
     "assign_gpus",
     "cluster_spec",
+    "dtensor_devices",
     "compose_env",
     "docker_argv",
     "image_tf_notice",

@@ -102,11 +102,14 @@ def build_procs(plan: Plan, *, python: str | None, venv: str | None, output_dir:
                 job_id: str, host_env: Mapping[str, str], gpus: Mapping[Replica, str]) -> list[Proc]:
     """argv, environment, working dir and log (in this run's folder) of every replica; ports chosen here."""
     ports = dict(zip(plan.replicas, free_ports(len(plan.replicas)), strict=True))
+    devices = localenv.dtensor_devices(plan)
     procs = []
     for r in plan.replicas:
         pool = plan.pool_spec(r)
         vertex = localenv.vertex_env(plan, r, ports, str(output_dir), job_id)
         job_env = localenv.pool_env(pool)
+        if devices is not None and r.pool in (0, 1):  # the job's own VTRAIN_LOCAL_DEVICES wins
+            job_env.setdefault(localenv.LOCAL_DEVICES_ENV, str(devices))
         container = None
         if "containerSpec" in pool:
             container = f"vtrain-{job_id}-{r.label}"

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from vtrain import catalog
-from vtrain.constants import DILOCO_ENV, DILOCO_SYNCER_MODULE, STRATEGY_ENV
+from vtrain.constants import DILOCO_ENV, DILOCO_SYNCER_MODULE, DTENSOR, DTENSOR_MESH_ENV, STRATEGY_ENV
 from vtrain.jobfile.model import JobConfig, PoolConfig
 
 if TYPE_CHECKING:
@@ -104,6 +104,10 @@ def _pool_spec(config: JobConfig, pool: PoolConfig, package_uris: Sequence[str])
         env[DILOCO_ENV] = json.dumps(config.diloco.settings(), sort_keys=True, separators=(",", ":"))
         syncer = pool.role == "chief"  # pool 0 runs vtrain's syncer, with the trainer's packages and env
         args = [] if syncer else args
+    if config.dtensor is not None and config.distribution_strategy == DTENSOR:
+        from vtrain.runtime.dtensor_env import format_mesh  # the text runtime.dtensor_mesh() parses
+
+        env[DTENSOR_MESH_ENV] = format_mesh(config.dtensor.mesh)
     if trainer.container is not None:
         container: dict[str, Any] = {"imageUri": trainer.container.image_uri}
         if syncer:

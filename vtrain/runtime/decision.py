@@ -15,16 +15,17 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from vtrain.constants import DTENSOR as DTENSOR_STRATEGY
 from vtrain.constants import STRATEGIES
 from vtrain.errors import RuntimeMismatch
 
 log = logging.getLogger("vtrain.runtime")
 
 DEFAULT_COLLECTIVE_TIMEOUT = 300.0
-#: Strategies a replica understands beyond the job file's: dtensor builds no tf.distribute strategy
-#: (:func:`vtrain.runtime.dtensor_mesh` makes the mesh); the job file accepts it once issue 22 lands there.
-DTENSOR = "dtensor"
-RUNTIME_STRATEGIES = (*STRATEGIES, DTENSOR)
+#: The strategies a replica understands: the job file's. dtensor builds no tf.distribute strategy
+#: (:func:`vtrain.runtime.dtensor_mesh` makes the mesh).
+DTENSOR = DTENSOR_STRATEGY
+RUNTIME_STRATEGIES = STRATEGIES
 
 
 @dataclass(frozen=True)

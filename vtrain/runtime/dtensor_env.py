@@ -17,13 +17,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from vtrain.constants import DTENSOR_MESH_ENV
+from vtrain.constants import LOCAL_DEVICES_ENV as LOCAL_DEVICES
 from vtrain.errors import RuntimeMismatch
 from vtrain.runtime.decision import _tf_config
 
 #: The mesh, e.g. ``batch=2,model=4``; set by the launcher from the job file's `dtensor.mesh`.
-MESH_ENV = "VTRAIN_DTENSOR_MESH"
+MESH_ENV = DTENSOR_MESH_ENV
 #: Logical CPU devices per process (tests and `vtrain local` on CPUs); default: mesh size / clients.
-LOCAL_DEVICES_ENV = "VTRAIN_LOCAL_DEVICES"
+LOCAL_DEVICES_ENV = LOCAL_DEVICES
 #: What DTensor's runtime reads (tensorflow/dtensor/python/config.py).
 CLIENT_ID_ENV = "DTENSOR_CLIENT_ID"
 NUM_CLIENTS_ENV = "DTENSOR_NUM_CLIENTS"

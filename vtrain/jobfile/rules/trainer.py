@@ -175,6 +175,8 @@ def check_strategy(r: Rules, config: JobConfig) -> None:
     elif strategy == "parameter_server" and not has_ps:
         r.add(path, "strategy parameter_server needs cluster.parameter_servers; add them or use "
                     "multi_worker_mirrored")
+    elif strategy == "dtensor":
+        return  # its cluster is checked with its mesh: vtrain.jobfile.rules.dtensor
     elif has_ps and strategy != "parameter_server":
         r.add(path, f"the cluster has parameter servers, so the strategy must be parameter_server (or auto), "
                     f"not {strategy}")

@@ -1,0 +1,133 @@
+"""`vtrain local` for a DTensor job (issue 22): each chief/worker replica is told how many logical CPU
+devices its part of the mesh needs (VTRAIN_LOCAL_DEVICES); the slow part runs the model-parallel template
+as 2 replicas x 2 CPUs through `vtrain local`, fault-free and with a replica killed mid-run."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers import write_job
+from vtrain.errors import UsageError
+from vtrain.handle import SUCCEEDED
+from vtrain.jobfile.load import load_config
+from vtrain.local import env as localenv
+from vtrain.local.faults import parse_fault
+from vtrain.local.runner import build_procs, run_local
+from vtrain.request.custom_job import build_job_dict
+
+REPO = Path(__file__).resolve().parents[2]
+TEMPLATE = REPO / "trainer_templates" / "model-parallel"
+
+
+def job_file(tmp_path: Path, mesh: str, workers: int, args: str = "--epochs=1", extra: str = "",
+             evaluator: str = "evaluator: {}") -> Path:
+    return write_job(tmp_path, f"""
+        name: mp
+        trainer:
+          package: {TEMPLATE}
+          module: trainer.task
+          args: [{args}]
+        distribution_strategy: dtensor
+        dtensor: {{mesh: {mesh}}}
+        cluster:
+          chief: {{machine_type: n1-standard-4}}
+          workers: {{replicas: {workers}}}
+          {evaluator}
+        {extra}
+    """)
+
+
+def job_dict(tmp_path: Path, mesh: str, workers: int, extra: str = "") -> dict[str, Any]:
+    config = load_config(job_file(tmp_path, mesh, workers, extra=extra), target="local")
+    return build_job_dict(config, package_uris=["file:///p/t.tar.gz"])
+
+
+def test_each_replica_is_told_its_share_of_the_mesh(tmp_path: Path) -> None:
+    plan = localenv.plan(job_dict(tmp_path, "{batch: 2, model: 2}", 1))
+    assert localenv.dtensor_devices(plan) == 2
+    assert plan.notices[-1] == ("dtensor: mesh batch=2,model=2 over 2 replica(s): each makes 2 logical CPU "
+                                "device(s) (VTRAIN_LOCAL_DEVICES=2) unless it is given GPUs")
+    procs = build_procs(plan, python="python3", venv=None, output_dir=tmp_path / "out", run_dir=tmp_path / "run",
+                        job_id="1", host_env={"VTRAIN_LOCAL_DEVICES": "7"}, gpus={})  # fmt: skip
+    by_label = {p.replica.label: p.env for p in procs}
+    assert by_label["chief-0"]["VTRAIN_LOCAL_DEVICES"] == by_label["worker-0"]["VTRAIN_LOCAL_DEVICES"] == "2"
+    assert by_label["chief-0"]["VTRAIN_DTENSOR_MESH"] == "batch=2,model=2"
+    assert by_label["evaluator-0"].get("VTRAIN_LOCAL_DEVICES") == "7"  # not a client: the host's value
+
+
+def test_the_jobs_own_local_devices_win(tmp_path: Path) -> None:
+    job = job_dict(tmp_path, "{batch: 2, model: 2}", 1)
+    for pool in filter(None, job["jobSpec"]["workerPoolSpecs"]):
+        pool["pythonPackageSpec"]["env"].append({"name": "VTRAIN_LOCAL_DEVICES", "value": "4"})
+    plan = localenv.plan(job)
+    procs = build_procs(plan, python="python3", venv=None, output_dir=tmp_path / "out", run_dir=tmp_path / "run",
+                        job_id="1", host_env={}, gpus={})  # fmt: skip
+    assert {p.env["VTRAIN_LOCAL_DEVICES"] for p in procs} == {"4"}
+
+
+def test_a_shrunk_cluster_keeps_the_mesh_or_is_refused(tmp_path: Path) -> None:
+    job = job_dict(tmp_path, "{batch: 4, model: 2}", 3)  # 4 clients x 2
+    shrunk = localenv.plan(job, max_replicas=3)  # chief + 1 worker + evaluator: 2 clients x 4
+    assert localenv.dtensor_devices(shrunk) == 4
+    with pytest.raises(UsageError, match=r"mesh batch=4,model=2 \(8 devices\) cannot be split over the 3 "
+                                         r"chief/worker replica\(s\) this run starts; choose --max-replicas"):
+        localenv.plan(job, max_replicas=4)
+
+
+def test_other_jobs_get_no_local_devices(tmp_path: Path) -> None:
+    path = write_job(tmp_path, f"""
+        name: plain
+        trainer: {{package: {TEMPLATE}, module: trainer.task}}
+        cluster: {{chief: {{machine_type: n1-standard-4}}}}
+    """)
+    plan = localenv.plan(build_job_dict(load_config(path, target="local"), package_uris=["file:///p/t.tar.gz"]))
+    assert localenv.dtensor_devices(plan) is None and not plan.notices
+
+
+# --------------------------------------------------------------------------- real runs (slow)
+
+ARGS = "--epochs=4, --steps-per-epoch=2, --checkpoint-every=2, --hidden=32"  # 8 steps, a report every 2
+
+
+def run(tmp_path: Path, fault: str | None = None, extra: str = "") -> tuple[Any, str, list[dict[str, Any]]]:
+    out = io.StringIO()
+    path = job_file(tmp_path, "{batch: 2, model: 2}", 1, ARGS, extra, evaluator="")
+    job = run_local(path, output_dir=tmp_path / "out", cache_dir=tmp_path.parent / "cache", out=out,
+                    faults=[parse_fault(fault)] if fault else ())  # fmt: skip
+    assert job.wait(600) == SUCCEEDED, out.getvalue()[-4000:]
+    base = tmp_path / "out"
+    records = [json.loads(p.read_text()) for p in (base / "model" / "weights.json",
+                                                   base / "workertemp" / "worker-0" / "weights.json")]
+    return job, out.getvalue(), records
+
+
+@pytest.fixture(scope="module")
+def fault_free(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    return run(tmp_path_factory.mktemp("dtensor"))[2]
+
+
+@pytest.mark.slow
+def test_a_dtensor_job_runs_through_vtrain_local(fault_free: list[dict[str, Any]]) -> None:
+    chief, worker = fault_free
+    assert (chief["client"], worker["client"], chief["mesh"]) == (0, 1, "batch=2,model=2")
+    assert chief["sha256"] == worker["sha256"] and len(chief["losses"]) == 8
+    for record in (chief, worker):  # 2 logical CPUs each, each holding half of the block's kernels
+        assert record["shard_shapes"]["w1"] == [[8, 16]] * 2 and len(record["device_bytes"]) == 2
+
+
+@pytest.mark.slow
+def test_a_killed_replica_restarts_the_job_from_the_sharded_checkpoint(
+    tmp_path: Path, fault_free: list[dict[str, Any]]
+) -> None:
+    job, out, (chief, worker) = run(tmp_path, "worker-0:kill@step:4",
+                                    extra="scheduling: {restart_job_on_worker_restart: true}")
+    assert job.result["restarts"]["restarts"] == {"chief-0": 1, "worker-0": 1}  # the whole job, as Vertex
+    assert chief["resumed_from"] == worker["resumed_from"] and chief["resumed_from"] in (2, 4)  # ≤ 1 interval
+    assert chief["sha256"] == worker["sha256"] == fault_free[0]["sha256"]  # the same model as fault-free
+    assert chief["losses"][-1] == pytest.approx(fault_free[0]["losses"][-1], rel=1e-6)
+    assert "resumed from step" in out
