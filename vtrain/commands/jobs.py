@@ -70,6 +70,7 @@ def _fields(job: Any) -> list[tuple[str, str]]:
     if data.labels:
         rows.append(("labels", ", ".join(f"{k}={v}" for k, v in sorted(data.labels.items()))))
     rows.append(("console", job.console_url))
+    rows.extend(job.links())
     return rows
 
 
