@@ -30,6 +30,7 @@ from google.protobuf import json_format
 from vtrain.emulator.errors import ApiError, invalid_argument, not_found
 from vtrain.emulator.projects import authorize, project_number
 from vtrain.emulator.store import _rfc3339
+from vtrain.emulator.validation import check_parent
 from vtrain.emulator.wire import json_body, page_params
 
 _BOARDS = re.compile(r"^/v1/projects/([^/]+)/locations/([^/]+)/tensorboards(?:/([^/:]+))?(?:/operations/([^/:]+))?$")
@@ -70,6 +71,9 @@ class MetadataResources:
 
 def route(server: Any, command: str, path: str, query: dict[str, str], body: bytes) -> dict[str, Any]:
     res: MetadataResources = server.metadata
+    m = _BOARDS.match(path) or _STORES.match(path) or _CONTEXTS.match(path)
+    if m is not None:
+        check_parent(m.group(1), m.group(2))
     m = _BOARDS.match(path)
     if m:
         return _tensorboards(server, res, command, m.groups(), query, body)

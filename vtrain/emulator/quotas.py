@@ -89,6 +89,22 @@ def _info(project: str, metric: str, limits: dict[str | None, int]) -> dict[str,
     }
 
 
+_SPEC = re.compile(r"^(?P<metric>[a-z0-9_./-]+?)(?:@(?P<region>[a-z]+-[a-z]+[0-9]+))?=(?P<value>-?[0-9]{1,12})$")
+
+
+def parse_quota(spec: str) -> tuple[str, str | None, int]:
+    """`nvidia_t4_gpus@us-central1=4` → (the full metric, region or None, limit); ValueError if malformed."""
+    m = _SPEC.match(spec.strip())
+    if m is None:
+        raise ValueError(f"'{spec}' is not METRIC[@REGION]=N (e.g. nvidia_t4_gpus@us-central1=4 or cpus=16)")
+    name = m["metric"]
+    if "/" not in name:
+        name = quota.metric(name.removeprefix("custom_model_training_"))
+    if int(m["value"]) < -1:
+        raise ValueError(f"'{spec}': a limit is a count, or -1 for unlimited")
+    return name, m["region"], int(m["value"])
+
+
 def route(server: Any, command: str, path: str, query: dict[str, str]) -> dict[str, Any]:
     m = _PATH.match(path)
     if m is None or command != "GET":
@@ -112,4 +128,4 @@ def route(server: Any, command: str, path: str, query: dict[str, str]) -> dict[s
     return answer
 
 
-__all__ = ["DEFAULT_LIMIT", "Quotas", "handles", "quota_id", "route"]
+__all__ = ["DEFAULT_LIMIT", "Quotas", "handles", "parse_quota", "quota_id", "route"]
