@@ -249,8 +249,7 @@ def test_spot_jobs_count_against_the_preemptible_quota() -> None:
                          "acceleratorCount": 2}, "replicaCount": "1"},
         {}, {"machineSpec": {"machineType": "n1-highcpu-16"}, "replicaCount": "2"}]}}  # fmt: skip
     assert [(n.metric, n.amount) for n in quota.needs(body)] == [
-        (quota.metric("preemptible_nvidia_a100_gpus"), 2),
-        (quota.metric("preemptible_a2_cpus"), 24),
+        (quota.metric("preemptible_nvidia_a100_gpus"), 2),  # an A2 machine counts its GPUs only
         (quota.metric("preemptible_cpus"), 32),
     ]
     tuning = {"parallelTrialCount": 3, "trialJobSpec": {"workerPoolSpecs": [
@@ -264,3 +263,14 @@ def test_the_region_entry_wins_over_the_default() -> None:
     assert quota.region_limit(info, "us-central1") == 8
     assert quota.region_limit(info, "europe-west4") == 2
     assert quota.region_limit({"dimensionsInfos": []}, "us-central1") is None
+
+
+def test_a_quota_the_api_does_not_name_is_a_warning_not_a_failure() -> None:
+    needed = quota.needs({"jobSpec": {"workerPoolSpecs": [
+        {"machineSpec": {"machineType": "n1-standard-4", "acceleratorType": "NVIDIA_TESLA_T4",
+                         "acceleratorCount": 1}, "replicaCount": "1"}]}})  # fmt: skip
+    status, line = quota.verdict(needed, {T4: None, CPUS: 24}, {CPUS: 4}, 1, "us-central1", PROJECT)
+    assert (status, line) == ("warn", "the Cloud Quotas API names no quota custom_model_training_nvidia_t4_gpus (1 "
+                              "NVIDIA_TESLA_T4 accelerators), so it is not checked; fits: 4 of 24 "
+                              "custom_model_training_cpus (4 in use)")  # fmt: skip
+    assert quota.verdict(needed, {T4: -1, CPUS: 24}, {}, 0, "us-central1", PROJECT)[0] == "ok"

@@ -15,8 +15,10 @@ what the request asks for, per quota metric, and compares it with:
 
 Metrics (``aiplatform.googleapis.com/custom_model_training_*``): accelerators by type
 (``nvidia_t4_gpus``, ``nvidia_a100_80gb_gpus``, ...), vCPUs of N1/E2 machines as ``cpus`` and of other
-families as ``FAMILY_cpus`` (``c2_cpus``); Spot and Flex-start jobs use the ``preemptible_`` ones.
-TPU machines count their chips only. A hyperparameter tuning job needs its trial spec times its
+general-purpose families as ``FAMILY_cpus`` (``c2_cpus``); Spot and Flex-start jobs use the
+``preemptible_`` ones. Accelerator-optimized machines (A2, A3, G2, ...) and TPU machines count their
+accelerators only (vtrain's catalog has no vCPU count for them, and a false refusal costs more than
+a missed one: Vertex still refuses at create). A hyperparameter tuning job needs its trial spec times its
 parallel trials. A job on a persistent resource is not checked (its machines are held already).
 """
 
@@ -185,7 +187,7 @@ def verdict(needed: list[Need], limits: Mapping[str, int | None], used: Mapping[
         limit = limits.get(need.metric)
         short = need.metric.removeprefix(f"{SERVICE}/")
         if limit is None:
-            unknown.append(f"{short} (no such quota in {region}: Vertex may not offer {need.what} there)")
+            unknown.append(f"{short} ({need.amount} {need.what})")
             continue
         busy = used.get(need.metric, 0)
         if limit < 0:
@@ -203,5 +205,6 @@ def verdict(needed: list[Need], limits: Mapping[str, int | None], used: Mapping[
     if over:
         return "FAIL", "; ".join(over)
     if unknown:
-        return "warn", f"no quota found for {', '.join(unknown)}" + (f"; fits: {', '.join(fits)}" if fits else "")
+        fit = f"; fits: {', '.join(fits)}" if fits else ""
+        return "warn", f"the Cloud Quotas API names no quota {', '.join(unknown)}, so it is not checked{fit}"
     return "ok", f"fits in {region}: " + ", ".join(fits) if fits else f"nothing counted against quota in {region}"

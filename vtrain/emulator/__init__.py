@@ -61,7 +61,10 @@ class Emulator:
     others answer 403 too). Names carry the project number (:mod:`vtrain.emulator.projects`). With
     `token`, every path must start with ``/TOKEN`` (`url` includes it; see :mod:`vtrain.emulator.guard`).
     HyperparameterTuningJobs are served too (:mod:`vtrain.emulator.tuning`), run by `tuning_runner`
-    (default: trials only suggested, never measured).
+    (default: trials only suggested, never measured), and so are the TensorBoard instances and
+    Experiments jobs link to (:mod:`vtrain.emulator.metadata`) and the Cloud Quotas limits preflight
+    reads (:mod:`vtrain.emulator.quotas`, changed with `set_quota`); `deny_permissions` refuses chosen
+    IAM permissions everywhere.
     """
 
     def __init__(
