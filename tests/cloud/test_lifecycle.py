@@ -274,3 +274,25 @@ def test_a_quota_the_api_does_not_name_is_a_warning_not_a_failure() -> None:
                               "NVIDIA_TESLA_T4 accelerators), so it is not checked; fits: 4 of 24 "
                               "custom_model_training_cpus (4 in use)")  # fmt: skip
     assert quota.verdict(needed, {T4: -1, CPUS: 24}, {}, 0, "us-central1", PROJECT)[0] == "ok"
+
+
+def test_linked_names_replace_the_spelling_in_either_kind_of_body() -> None:
+    from vtrain.cloud.vertex.resources import Linked
+
+    board = "projects/1/locations/us-central1/tensorboards/7"
+    linked = Linked(board, "projects/1/locations/us-central1/metadataStores/default/contexts/churn")
+    custom = {"displayName": "x", "jobSpec": {"tensorboard": "create", "workerPoolSpecs": []}}
+    assert linked.apply(custom)["jobSpec"] == {"tensorboard": board, "workerPoolSpecs": [],
+                                               "experiment": linked.experiment}  # fmt: skip
+    assert custom["jobSpec"]["tensorboard"] == "create"  # the caller's body is not changed
+    tuning = {"displayName": "x", "trialJobSpec": {"tensorboard": "team"}, "parallelTrialCount": 2}
+    assert linked.apply(tuning)["trialJobSpec"]["tensorboard"] == board
+    assert Linked().apply(custom) is custom
+
+
+def test_a_tensorboard_value_with_a_slash_must_be_a_full_name(tmp_path: Path) -> None:
+    job = write_job(tmp_path, job_text(extra=LINKED + "tensorboard: tensorboards/123\n"))
+    code, out, err = run("validate", str(job))
+    assert code == 2
+    assert ("tensorboard: a full tensorboard name looks like projects/P/locations/L/tensorboards/ID; or give a "
+            "display name (no '/'), or `create`") in err  # fmt: skip
