@@ -71,6 +71,11 @@ def test_create_makes_the_tensorboard_and_experiment_once_and_the_job_links_them
     assert f"tensorboard 'vtrain' found: {board}" in err and f"experiment 'churn' found: {experiment}" in err
     assert len(creates(emu, "/tensorboards")) == 1 and len(creates(emu, "/contexts")) == 1
     assert {j.job_spec.tensorboard for j in emu.jobs()} == {board}
+    code, out, err = run("diff", str(job), "--last")  # the job's resource names are the file's spelling
+    assert code == 0, out + err
+    code, out, err = run("diff", str(job), "--last", "--set", "experiment=other")
+    other = f"projects/{PROJECT}/locations/us-central1/metadataStores/default/contexts/other"
+    assert code == 1 and f'~ jobSpec.experiment: "{experiment}" -> "{other}"' in out  # submit would make it
 
 
 @pytest.mark.slow

@@ -227,3 +227,18 @@ def link_resources(backend: VertexBackend, tensorboard: str | None, experiment: 
         made.append(ensure_experiment(backend, experiment, board))
         context = made[-1].name
     return Linked(board, context, tuple(made))
+
+
+def find_linked(backend: VertexBackend, tensorboard: str | None, experiment: str | None) -> Linked:
+    """What `link_resources` would link to, found only (nothing is made): for `vtrain diff` against a
+    submitted job, which carries resource names where the job file may have a display name. What is
+    not found stays as the file spells it (submit would make it, so it is a change)."""
+    board = tensorboard
+    display = tensorboard_display_name(tensorboard) if tensorboard else None
+    if display is not None:
+        board = find_tensorboard(backend, display) or tensorboard
+    context = None
+    if experiment:
+        context = find_experiment(backend, experiment) or experiment_resource(backend.project, backend.region,
+                                                                              experiment)
+    return Linked(board, context)
