@@ -99,7 +99,6 @@ def test_an_existing_instance_is_found_by_its_display_name(tmp_path: Path, emu: 
     assert len(emu.tensorboards()) == 2 and emu.jobs()[0].job_spec.tensorboard == made.name
 
 
-@pytest.mark.slow
 def test_no_permission_to_create_the_tensorboard_is_refused_before_anything_is_uploaded(
     tmp_path: Path, emu: Emulator, gcs: Any
 ) -> None:
@@ -114,7 +113,6 @@ def test_no_permission_to_create_the_tensorboard_is_refused_before_anything_is_u
     assert emu.tensorboards() == [] and emu.jobs() == [] and gcs.object_names("stage-bkt") == []
 
 
-@pytest.mark.slow
 def test_no_permission_to_list_tensorboards_fails_preflight(tmp_path: Path, emu: Emulator, gcs: Any) -> None:
     gcs.create_bucket("stage-bkt", location="US-CENTRAL1")
     emu.deny_permissions("aiplatform.tensorboards.list", "aiplatform.contexts.get")
@@ -128,7 +126,6 @@ def test_no_permission_to_list_tensorboards_fails_preflight(tmp_path: Path, emu:
     assert out.splitlines()[-1] == f"2 of {len(found)} checks failed"
 
 
-@pytest.mark.slow
 def test_a_full_tensorboard_name_that_does_not_exist_fails_preflight(tmp_path: Path, emu: Emulator, gcs: Any) -> None:
     gcs.create_bucket("stage-bkt", location="US-CENTRAL1")
     name = f"projects/{PROJECT}/locations/us-central1/tensorboards/42"
@@ -188,7 +185,6 @@ def test_status_prints_the_tensorboard_experiment_and_web_access_links(tmp_path:
 
 
 # ---- quota --------------------------------------------------------------------------------------
-@pytest.mark.slow
 def test_quota_too_low_is_refused_before_staging_with_the_numbers(tmp_path: Path, emu: Emulator, gcs: Any) -> None:
     gcs.create_bucket("stage-bkt", location="US-CENTRAL1")
     emu.set_quota(T4, 4, region="us-central1")
@@ -207,7 +203,6 @@ def test_quota_too_low_is_refused_before_staging_with_the_numbers(tmp_path: Path
     assert gcs.object_names("stage-bkt") == [] and creates(emu) == [] and emu.jobs() == []
 
 
-@pytest.mark.slow
 def test_quota_held_by_running_jobs_is_counted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gcs: Any) -> None:
     from tests.emulator.test_emulator import make_job
     from vtrain.emulator import sleep_runner
