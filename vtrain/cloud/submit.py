@@ -189,25 +189,12 @@ def dry_run(plan: SubmitPlan, *, allow_credentials: bool = False, show_secrets: 
         "packages": packages,
         "addedAtSubmit": {"labels": [SUBMIT_LABEL]},
     }
-    resolved = resolved_at_submit(plan)
+    from vtrain.cloud.vertex.resources import filled_at_submit
+
+    resolved = filled_at_submit(plan.config, plan.target.region, "trialJobSpec" if plan.is_tuning else "jobSpec")
     if resolved:
         report["resolvedAtSubmit"] = resolved
     return report
-
-
-def resolved_at_submit(plan: SubmitPlan) -> dict[str, str]:
-    """The request fields submit fills in from resources it finds or makes (vtrain.cloud.vertex.resources)."""
-    from vtrain.cloud.vertex.resources import tensorboard_display_name
-
-    config, region = plan.config, plan.target.region
-    spec = "trialJobSpec" if plan.is_tuning else "jobSpec"
-    out = {}
-    display = tensorboard_display_name(config.tensorboard) if config.tensorboard else None
-    if display is not None:
-        out[f"{spec}.tensorboard"] = f"the TensorBoard named '{display}' in {region} (created if missing)"
-    if config.experiment:
-        out[f"{spec}.experiment"] = f"the experiment '{config.experiment}' in {region} (created if missing)"
-    return out
 
 
 # ---- submitting -------------------------------------------------------------------------------

@@ -75,27 +75,10 @@ class VertexJob(JobHandle):
     def console_url(self) -> str:
         return CONSOLE_URL.format(region=self._backend.region, id=self.job_id, project=self._backend.project)
 
-    def links(self) -> list[tuple[str, str]]:
-        """Where to look at the running job besides the console: its TensorBoard, its Experiment, and the
-        interactive shells / dashboard Vertex serves (webAccessUris) with enable_web_access or
-        enable_dashboard_access."""
-        from vtrain.cloud.vertex.resources import experiment_link, tensorboard_links
-
-        try:
-            spec = self.proto.job_spec
-        except AttributeError:  # a HyperparameterTuningJob: its trials' spec
-            spec = self.proto.trial_job_spec
-        project = self._backend.project
-        rows = list(tensorboard_links(spec.tensorboard, self.job_id, project).items()) if spec.tensorboard else []
-        experiment = experiment_link(spec.experiment, project) if spec.experiment else None
-        if experiment:
-            rows.append(("experiment", experiment))
-        kind = "shell" if spec.enable_web_access else "dashboard"
-        uris = getattr(self.proto, "web_access_uris", {})
-        rows.extend((f"{kind} {node}", uri) for node, uri in sorted(uris.items()))
-        if (spec.enable_web_access or spec.enable_dashboard_access) and not uris and not self.done:
-            rows.append((kind, "once the replicas run (webAccessUris)"))
-        return rows
+    @property
+    def project(self) -> str:
+        """The project as the caller named it (the job's name carries its number)."""
+        return self._backend.project
 
     def refresh(self) -> str:
         self._update(self._backend._get_proto(self._name))

@@ -183,6 +183,28 @@ def tensorboard_links(tensorboard: str, job_id: str, project: str) -> dict[str, 
     }
 
 
+def job_links(job: Any) -> list[tuple[str, str]]:
+    """Where to look at a job (a VertexJob) besides the console: its TensorBoard, its Experiment, and
+    the interactive shells / dashboard Vertex serves (webAccessUris) with enable_web_access or
+    enable_dashboard_access."""
+    proto = job.proto
+    try:
+        spec = proto.job_spec
+    except AttributeError:  # a HyperparameterTuningJob: its trials' spec
+        spec = proto.trial_job_spec
+    project = job.project
+    rows = list(tensorboard_links(spec.tensorboard, job.job_id, project).items()) if spec.tensorboard else []
+    experiment = experiment_link(spec.experiment, project) if spec.experiment else None
+    if experiment:
+        rows.append(("experiment", experiment))
+    kind = "shell" if spec.enable_web_access else "dashboard"
+    uris = getattr(proto, "web_access_uris", {})
+    rows.extend((f"{kind} {node}", uri) for node, uri in sorted(uris.items()))
+    if (spec.enable_web_access or spec.enable_dashboard_access) and not uris and not job.done:
+        rows.append((kind, "once the replicas run (webAccessUris)"))
+    return rows
+
+
 def experiment_link(experiment: str, project: str) -> str | None:
     m = re.match(r"^projects/[^/]+/locations/([^/]+)/metadataStores/[^/]+/contexts/([^/]+)$", experiment)
     if m is None:
@@ -227,6 +249,17 @@ def link_resources(backend: VertexBackend, tensorboard: str | None, experiment: 
         made.append(ensure_experiment(backend, experiment, board))
         context = made[-1].name
     return Linked(board, context, tuple(made))
+
+
+def filled_at_submit(config: Any, region: str, spec: str = "jobSpec") -> dict[str, str]:
+    """The request fields submit fills in from what it finds or makes (for `submit --dry-run`)."""
+    out = {}
+    display = tensorboard_display_name(config.tensorboard) if config.tensorboard else None
+    if display is not None:
+        out[f"{spec}.tensorboard"] = f"the TensorBoard named '{display}' in {region} (created if missing)"
+    if config.experiment:
+        out[f"{spec}.experiment"] = f"the experiment '{config.experiment}' in {region} (created if missing)"
+    return out
 
 
 def find_linked(backend: VertexBackend, tensorboard: str | None, experiment: str | None) -> Linked:
