@@ -76,7 +76,7 @@ def test_missing_bucket_service_account_and_output_bucket_all_named(tmp_path: Pa
         "trainer --project test-project`",
         "error: preflight: output dir: gs://out-bkt/run: the bucket does not exist; create it in the job's region: "
         "`gcloud storage buckets create gs://out-bkt --location=us-central1`",
-        "error: preflight: 3 of 5 checks failed; nothing was uploaded or created",
+        "error: preflight: 3 of 6 checks failed; nothing was uploaded or created",
     ]
     assert creates(emu) == []
 
@@ -98,7 +98,7 @@ def test_service_account_act_as(tmp_path: Path, emu: Emulator, gcs: Any, account
     code, out, err = run("doctor", str(job))
     assert code == (0 if status == "ok" else 1), out + err
     checks = {line.split(":")[0][6:]: line for line in out.splitlines() if line[:4] in ("ok  ", "warn", "FAIL", "skip")}
-    assert list(checks) == ["credentials", "vertex ai", "staging bucket", "service account", "output dir"]
+    assert list(checks) == ["credentials", "vertex ai", "staging bucket", "service account", "output dir", "quota"]
     assert checks["service account"].startswith(status) and fragment in checks["service account"]
     assert checks["credentials"] == f"ok    credentials: none needed: {emu.url} is an emulator"
     assert checks["staging bucket"] == (
@@ -147,7 +147,7 @@ def test_dry_run_preflight_prints_the_checks_and_the_plan(tmp_path: Path, emu: E
     job = write_job(tmp_path, job_text())
     code, out, err = run("submit", str(job), "--dry-run", "--preflight")
     assert code == 0, err
-    assert [line.split()[0] for line in lines(err)] == ["ok"] * 4 + ["skip"]
+    assert [line.split()[0] for line in lines(err)] == ["ok"] * 4 + ["skip", "ok"]
     assert out.startswith("Dry run: nothing is uploaded")
     code, out, _ = run("submit", str(job), "--dry-run", "--preflight", "-o", "json", "--set", "region=europe-west4")
     assert code == 1 and json.loads(out)["preflight"]["ok"] is False

@@ -282,7 +282,12 @@ def diff_job(
     else:
         handle = backend.get(job or "")
     before = json_format.MessageToDict(handle.proto._pb)
-    return DiffResult(f"job {handle.name}", after, compare(before, plan.body, show_secrets=show_secrets))
+    body = plan.body
+    if plan.config.tensorboard or plan.config.experiment:  # the job carries resource names: look them up
+        from vtrain.cloud.vertex.resources import find_linked
+
+        body = find_linked(backend, plan.config.tensorboard, plan.config.experiment).apply(body)
+    return DiffResult(f"job {handle.name}", after, compare(before, body, show_secrets=show_secrets))
 
 
 def render_body(job_file: str | Path, overrides: Iterable[str], where: Any) -> dict[str, Any]:

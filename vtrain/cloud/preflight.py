@@ -14,7 +14,12 @@ the fix:
   testIamPermissions over REST with google-auth: the IAM admin client speaks only gRPC, which
   the emulator does not);
 - base output directory: its bucket exists and you may write to it (the job's service account
-  writes there too: that grant is not visible to you).
+  writes there too: that grant is not visible to you);
+- quota: what the job's machines need (vCPUs, accelerators, per Vertex quota metric) against the
+  region's limits (Cloud Quotas API) less what this project's live jobs hold; refused with the
+  numbers when it cannot fit, a warning when the limits cannot be read (:mod:`vtrain.cloud.quota`);
+- tensorboard and experiment (when the job names them): found, or to be created at submit (you may
+  list them; the job's service account is who uploads the logs).
 
 Every call goes through the official clients (google-cloud-storage, aiplatform's
 JobServiceClient, google-auth's AuthorizedSession), so the emulators answer them in tests.
@@ -243,6 +248,96 @@ def _message(response: Any) -> str:
         return response.reason or "no message"
 
 
+# ---- quota --------------------------------------------------------------------------------------
+def _quota(body: dict[str, Any], target: Target, credentials: Any, backend: VertexBackend) -> Check:
+    from google.auth.transport.requests import AuthorizedSession
+
+    from vtrain.cloud import quota
+
+    spec = body.get("jobSpec") or body.get("trialJobSpec") or {}
+    if spec.get("persistentResourceId"):
+        return Check("quota", SKIP, f"the job runs on the persistent resource {spec['persistentResourceId']}, whose "
+                                    "machines are held already")  # fmt: skip
+    needed = quota.needs(body)
+    if not needed:
+        return Check("quota", PASS, "the job counts against no training quota")
+    page = quota.QUOTA_PAGE.format(project=target.project, metric=needed[0].metric)
+    endpoint = target.api_endpoint if target.local else quota.CLOUD_QUOTAS
+    try:
+        limits = quota.read_limits(AuthorizedSession(credentials), endpoint, target.project, target.region,
+                                   [n.metric for n in needed])  # fmt: skip
+    except quota.Unreadable as err:
+        wanted = ", ".join(f"{n.amount} {n.metric.removeprefix(quota.SERVICE + '/')}" for n in needed)
+        return Check("quota", WARN, f"cannot read the limits: {err}; the job needs {wanted} in {target.region}, "
+                                    f"which Vertex refuses at create if over quota (see {page})")  # fmt: skip
+    try:
+        live = [job.proto for state in quota.LIVE_STATES for job in backend.list(state=state, limit=None)]
+    except BackendError:  # said by the `vertex ai` check; count nothing in use
+        live = []
+    from google.protobuf import json_format
+
+    used, jobs = quota.in_use(json_format.MessageToDict(p._pb) for p in live)
+    status, detail = quota.verdict(needed, limits, used, jobs, target.region, target.project)
+    return Check("quota", {"ok": PASS, "warn": WARN}.get(status, FAIL), detail)
+
+
+# ---- TensorBoard and Experiment -----------------------------------------------------------------
+def _tensorboard(config: JobConfig, backend: VertexBackend) -> Check:
+    from vtrain.cloud.vertex.resources import find_tensorboard, tensorboard_display_name
+
+    value = str(config.tensorboard)
+    uploader = f"Vertex uploads AIP_TENSORBOARD_LOG_DIR as {config.service_account} (it needs roles/aiplatform.user)"
+    if not config.service_account:
+        return Check("tensorboard", FAIL, "Vertex uploads TensorBoard logs as the job's service account: set "
+                                          "service_account")  # fmt: skip
+    display = tensorboard_display_name(value)
+    try:
+        if display is None:
+            return _tensorboard_by_name(value, backend, uploader)
+        found = find_tensorboard(backend, display)
+    except BackendError as err:
+        return Check("tensorboard", FAIL, str(err))
+    if found:
+        return Check("tensorboard", PASS, f"'{display}' is {found}; {uploader}")
+    return Check("tensorboard", PASS, f"no instance named '{display}' in {backend.region}: submit creates it "
+                                      f"(aiplatform.tensorboards.create); {uploader}")  # fmt: skip
+
+
+def _tensorboard_by_name(name: str, backend: VertexBackend, uploader: str) -> Check:
+    from google.api_core.exceptions import NotFound
+
+    from vtrain.cloud.vertex.resources import _client
+
+    client = _client(backend, "TensorboardServiceClient")
+
+    def get() -> bool:
+        try:
+            client.get_tensorboard(name=name, timeout=backend.timeout)
+        except NotFound:
+            return False
+        return True
+
+    exists = backend._call(get, action=f"read the TensorBoard {name}", resource=name,
+                           permission="aiplatform.tensorboards.get")  # fmt: skip
+    if not exists:
+        return Check("tensorboard", FAIL, f"{name} does not exist; give a display name (or `create`) to have "
+                                          "submit make one")  # fmt: skip
+    return Check("tensorboard", PASS, f"{name} exists; {uploader}")
+
+
+def _experiment(config: JobConfig, backend: VertexBackend) -> Check:
+    from vtrain.cloud.vertex.resources import find_experiment
+
+    try:
+        found = find_experiment(backend, str(config.experiment))
+    except BackendError as err:
+        return Check("experiment", FAIL, str(err))
+    if found:
+        return Check("experiment", PASS, f"'{config.experiment}' is {found}")
+    return Check("experiment", PASS, f"no experiment '{config.experiment}' in {backend.region}: submit creates it "
+                                     "(aiplatform.contexts.create)")  # fmt: skip
+
+
 # ---- the whole run ------------------------------------------------------------------------------
 def run_preflight(
     target: Target,
@@ -250,14 +345,16 @@ def run_preflight(
     *,
     backend: VertexBackend | None = None,
     storage_client: Any = None,
+    body: dict[str, Any] | None = None,
 ) -> Report:
-    """Every check, in order; later checks that need what an earlier one lacked are skipped."""
+    """Every check, in order; later checks that need what an earlier one lacked are skipped. `body`: the
+    request the job makes (what the quota check counts); None builds it from `config`."""
     from vtrain.cloud.vertex.retry import RetryPolicy
 
     credentials, first = _credentials(target, backend)
     checks = [first]
     if credentials is None:
-        names = ["vertex ai"] + (["staging bucket", "service account", "output dir"] if config else [])
+        names = ["vertex ai"] + (["staging bucket", "service account", "output dir", "quota"] if config else [])
         return Report((*checks, *(Check(n, SKIP, "needs credentials") for n in names)))
     try:
         if backend is None:
@@ -286,4 +383,13 @@ def run_preflight(
     checks.append(_staging(config, target.region, client))
     checks.append(_service_account(config, target, credentials))
     checks.append(_output(config, target.region, client))
+    if body is None:
+        from vtrain.request.build import build_request
+
+        body = build_request(config, region=target.region).body
+    checks.append(_quota(body, target, credentials, backend))
+    if config.tensorboard:
+        checks.append(_tensorboard(config, backend))
+    if config.experiment:
+        checks.append(_experiment(config, backend))
     return Report(tuple(checks))

@@ -50,6 +50,7 @@ from vtrain.request.build import CUSTOM_JOB, TUNING_JOB, Kind, build_request
 
 if TYPE_CHECKING:
     from vtrain.cloud.preflight import Report
+    from vtrain.cloud.vertex.resources import Resolved
     from vtrain.cloud.vertex.retry import RetryPolicy
     from vtrain.trainer.staging import StagedObject
 
@@ -182,12 +183,18 @@ def dry_run(plan: SubmitPlan, *, allow_credentials: bool = False, show_secrets: 
                     "trainer change while building? Run again"
                 )
             packages[0]["size"] = sdist.stat().st_size
-    return {
+    report = {
         "request": plan.request(show_secrets=show_secrets),
         "configHash": plan.config_hash,
         "packages": packages,
         "addedAtSubmit": {"labels": [SUBMIT_LABEL]},
     }
+    from vtrain.cloud.vertex.resources import filled_at_submit
+
+    resolved = filled_at_submit(plan.config, plan.target.region, "trialJobSpec" if plan.is_tuning else "jobSpec")
+    if resolved:
+        report["resolvedAtSubmit"] = resolved
+    return report
 
 
 # ---- submitting -------------------------------------------------------------------------------
@@ -199,6 +206,7 @@ class SubmitResult:
     skipped: bool = False  # if_changed found a live job with the same config hash: that is `job`
     recovered: bool = False  # an earlier submit of this job lost its create's answer; `job` is what it made
     preflight: Report | None = None  # its warnings are worth showing; a failure raised before this
+    linked: tuple[Resolved, ...] = ()  # the TensorBoard / Experiment found or made for the job
 
 
 def recover_lost_create(backend: VertexBackend, plan: SubmitPlan) -> VertexJob | None:
@@ -276,7 +284,8 @@ def submit_job(
     if preflight:
         from vtrain.cloud.preflight import run_preflight
 
-        report = run_preflight(plan.target, plan.config, backend=backend, storage_client=storage_client)
+        report = run_preflight(plan.target, plan.config, backend=backend, storage_client=storage_client,
+                               body=plan.body)
         report.raise_for_failures()
     earlier = recover_lost_create(backend, plan)
     if earlier is not None:
@@ -285,6 +294,11 @@ def submit_job(
         live = find_live(backend, plan.config_hash, tuning=plan.is_tuning)
         if live is not None:
             return SubmitResult(live, plan, skipped=True, preflight=report)
+    linked = None
+    if plan.config.tensorboard or plan.config.experiment:  # found or made before anything is uploaded
+        from vtrain.cloud.vertex.resources import link_resources
+
+        linked = link_resources(backend, plan.config.tensorboard, plan.config.experiment)
     staged: tuple[StagedObject, ...] = ()
     trainer = plan.config.trainer
     if trainer.package is not None:
@@ -305,12 +319,16 @@ def submit_job(
             plan = _plan(plan.config, plan.target, uris)
     if labels:
         plan = replace(plan, body={**plan.body, "labels": {**plan.body["labels"], **labels}})
+    made: tuple[Resolved, ...] = ()
+    if linked is not None:
+        plan, made = replace(plan, body=linked.apply(plan.body)), linked.resolved
     if plan.is_tuning:
         from vtrain.cloud.vertex.tuning import create_tuning
         from vtrain.request.tuning_job import to_tuning_proto
 
-        return SubmitResult(create_tuning(backend, to_tuning_proto(plan.body)), plan, staged, preflight=report)
-    return SubmitResult(_create(backend, plan), plan, staged, preflight=report)
+        job = create_tuning(backend, to_tuning_proto(plan.body))
+        return SubmitResult(job, plan, staged, preflight=report, linked=made)
+    return SubmitResult(_create(backend, plan), plan, staged, preflight=report, linked=made)
 
 
 def submit(

@@ -115,6 +115,14 @@ def _seconds(ctx: click.Context, param: click.Parameter, value: float) -> float:
     help="Only these projects exist; calls naming another answer 403, as Vertex answers them "
     "(default: every project exists).",
 )
+@click.option(
+    "--quota",
+    "quota_specs",
+    multiple=True,
+    metavar="METRIC[@REGION]=N",
+    help="A Cloud Quotas limit preflight reads, e.g. nvidia_t4_gpus@us-central1=4 or cpus=16 (short for "
+    "aiplatform.googleapis.com/custom_model_training_...; every training metric is 1000 otherwise). Repeatable.",
+)
 @click.option("--quiet", "-q", is_flag=True, help="Do not print one line per request.")
 def emulator(
     port: int,
@@ -130,6 +138,7 @@ def emulator(
     fail_after: float | None,
     token: str | None,
     projects: str | None,
+    quota_specs: tuple[str, ...],
     quiet: bool,
 ) -> None:
     """Serve a local Vertex AI CustomJob and HyperparameterTuningJob API on 127.0.0.1 for the real client.
@@ -144,6 +153,12 @@ def emulator(
     from vtrain.errors import BackendError
 
     job_fault = parse_job_fault(fail_jobs) if fail_jobs else None  # a bad value: exit 2 before listening
+    from vtrain.emulator.quotas import parse_quota
+
+    try:
+        limits = [parse_quota(spec) for spec in quota_specs]
+    except ValueError as err:
+        raise click.BadParameter(str(err), param_hint="--quota") from None
     if token is not None:
         from vtrain.emulator.guard import TOKEN_ALPHABET, new_token
 
@@ -184,6 +199,8 @@ def emulator(
         raise BackendError(f"cannot listen on 127.0.0.1:{port}: {err.strerror or err}") from None
     if fail_next:
         emu.fail_next(fail_next, code=int(fail_code), mode=fail_mode)
+    for metric, region, value in limits:
+        emu.set_quota(metric, value, region)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

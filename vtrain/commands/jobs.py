@@ -70,6 +70,9 @@ def _fields(job: Any) -> list[tuple[str, str]]:
     if data.labels:
         rows.append(("labels", ", ".join(f"{k}={v}" for k, v in sorted(data.labels.items()))))
     rows.append(("console", job.console_url))
+    from vtrain.cloud.vertex.resources import job_links
+
+    rows.extend(job_links(job))
     return rows
 
 

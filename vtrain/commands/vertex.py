@@ -147,6 +147,8 @@ def _echo_dry_run(report: dict[str, Any]) -> None:
             click.echo(f"  {p['role']:<8} {p['source']:<{width}}  ->  {p['uri']}{built}")
     labels = ", ".join(report["addedAtSubmit"]["labels"])
     click.echo(f"config hash {report['configHash']}; added when submitting: label {labels}")
+    for field, what in report.get("resolvedAtSubmit", {}).items():
+        click.echo(f"set when submitting: {field} = {what}")
 
 
 def _echo_checks(report: Any) -> None:
@@ -282,7 +284,7 @@ def submit(
         if preflight and not placeholder:
             from vtrain.cloud.preflight import run_preflight
 
-            checks = run_preflight(plan.target, plan.config)
+            checks = run_preflight(plan.target, plan.config, body=plan.body)
             if output == "text":
                 _echo_checks(checks)
         report = plan_dry_run(plan, allow_credentials=allow_credentials, show_secrets=show_secrets)
@@ -308,6 +310,9 @@ def submit(
     for warning in result.preflight.warnings if result.preflight else ():
         click.echo(f"preflight: {warning}", err=True)
     job, target = result.job, result.plan.target
+    for made in result.linked:  # found or made before staging
+        kind = "tensorboard" if "/tensorboards/" in made.name else "experiment"
+        click.echo(f"{kind} '{made.display_name}' {'created' if made.created else 'found'}: {made.name}", err=True)
     for role, obj in zip(("trainer", "runtime"), result.staged, strict=False):
         click.echo(f"{role:<8} {'uploaded' if obj.uploaded else 'already staged':<15} {obj.uri}", err=True)
     if output == "text":

@@ -61,7 +61,10 @@ class Emulator:
     others answer 403 too). Names carry the project number (:mod:`vtrain.emulator.projects`). With
     `token`, every path must start with ``/TOKEN`` (`url` includes it; see :mod:`vtrain.emulator.guard`).
     HyperparameterTuningJobs are served too (:mod:`vtrain.emulator.tuning`), run by `tuning_runner`
-    (default: trials only suggested, never measured).
+    (default: trials only suggested, never measured), and so are the TensorBoard instances and
+    Experiments jobs link to (:mod:`vtrain.emulator.metadata`) and the Cloud Quotas limits preflight
+    reads (:mod:`vtrain.emulator.quotas`, changed with `set_quota`); `deny_permissions` refuses chosen
+    IAM permissions everywhere.
     """
 
     def __init__(
@@ -205,6 +208,25 @@ class Emulator:
         self._server.service_accounts = (
             None if accounts is None else {email: frozenset(perms) for email, perms in accounts.items()}
         )
+
+    def deny_permissions(self, *permissions: str) -> None:
+        """Refuse these IAM permissions on every project with IAM's 403 (e.g.
+        ``"aiplatform.tensorboards.create"``, ``"cloudquotas.quotas.get"``); none: allow them again."""
+        self._server.denied_permissions = frozenset(permissions)
+
+    def set_quota(self, metric: str, value: int | None, region: str | None = None) -> None:
+        """The Cloud Quotas limit of `metric` (``aiplatform.googleapis.com/custom_model_training_cpus``)
+        in `region` (None: its default for every region); `value` None: the API has no such quota.
+        Every training metric starts at :data:`vtrain.emulator.quotas.DEFAULT_LIMIT`."""
+        self._server.quotas.set(metric, value, region)
+
+    def tensorboards(self) -> list[dict[str, Any]]:
+        """The TensorBoard instances made here (REST dicts), oldest first."""
+        return [b for _, b in sorted(self._server.metadata.tensorboards.items())]
+
+    def contexts(self) -> list[dict[str, Any]]:
+        """The metadata contexts (Experiments) made here (REST dicts)."""
+        return [c for _, c in sorted(self._server.metadata.contexts.items())]
 
     def client(self) -> Any:
         """A real `JobServiceClient` pointed here: REST transport, anonymous credentials."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from vtrain.emulator.errors import permission_denied
+from vtrain.emulator.errors import DOMAIN, permission_denied
 
 
 def project_number(project: str) -> str:
@@ -37,10 +37,12 @@ def exists(project: str, known: frozenset[str] | None) -> bool:
     return known is None or project in known or project in {project_number(p) for p in known}
 
 
-def authorize(server: Any, project: str, resource: str, permission: str) -> None:
-    """IAM's 403 for a project the caller may not use (`deny_projects`) or that does not exist."""
-    if project in server.deny_projects or not exists(project, server.known_projects):
-        raise permission_denied(permission, resource)
+def authorize(server: Any, project: str, resource: str, permission: str, domain: str = DOMAIN) -> None:
+    """IAM's 403 for a project the caller may not use (`deny_projects`) or that does not exist, and for
+    a permission the caller lacks everywhere (`Emulator.deny_permissions`)."""
+    if (project in server.deny_projects or not exists(project, server.known_projects)
+            or permission in server.denied_permissions):  # fmt: skip
+        raise permission_denied(permission, resource, domain=domain)
 
 
 __all__ = ["authorize", "canonical", "exists", "project_number"]

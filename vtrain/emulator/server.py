@@ -10,6 +10,9 @@ Routes (as `JobServiceClient(transport="rest")` calls them):
     POST   /v2/entries:list                                   Cloud Logging, the runner's log
     GET    /v1/projects/-/serviceAccounts/EMAIL               IAM (see iam.py), for preflight
     POST   /v1/projects/-/serviceAccounts/EMAIL:testIamPermissions
+    ...    /v1/projects/P/locations/L/tensorboards[/ID]           TensorBoards (see metadata.py)
+    ...    /v1/projects/P/locations/L/metadataStores[/S/contexts] Experiments (see metadata.py)
+    GET    /v1/projects/P/locations/global/services/S/quotaInfos  Cloud Quotas (see quotas.py), for preflight
 
 The client asks for `$alt=json;enum-encoding=int`; the answer then carries enums as
 numbers, otherwise (curl) as names; 64-bit integers are strings either way, as in proto3
@@ -41,7 +44,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from google.protobuf import json_format
 
-from vtrain.emulator import guard, iam, validation
+from vtrain.emulator import guard, iam, metadata, quotas, validation
 from vtrain.emulator.errors import (
     ApiError,
     internal,
@@ -245,6 +248,10 @@ class Handler(BaseHTTPRequestHandler):
             return list_logs(self.server, body)
         if iam.handles(path):
             return iam.route(self.command, path, body, self.server.service_accounts, self.server.deny_projects)
+        if metadata.handles(path):
+            return metadata.route(self.server, self.command, path, query, body)
+        if quotas.handles(path):
+            return quotas.route(self.server, self.command, path, query)
         m = _COLLECTION.match(path)
         if m:
             project, location = m.groups()
@@ -356,6 +363,9 @@ class EmulatorHTTPServer(ThreadingHTTPServer):
         self.tuning_store: Any = None  # vtrain.emulator.tuning.TuningStore, set by Emulator
         self.token: str | None = None  # --token: every path starts with /TOKEN (guard.py)
         self.known_projects: frozenset[str] | None = None  # --projects: the others do not exist (projects.py)
+        self.denied_permissions: frozenset[str] = frozenset()  # refused on every project (projects.py)
+        self.metadata = metadata.MetadataResources()  # TensorBoards, metadata stores, contexts
+        self.quotas = quotas.Quotas()  # Cloud Quotas' limits
         self._requests_lock = threading.Lock()
 
     def record(self, method: str, path: str, query: dict[str, str], body: bytes, size: int,

@@ -8,6 +8,7 @@ guarded by one lock; protos handed out are copies, so callers never see a half-u
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import secrets
 import threading
@@ -204,6 +205,7 @@ class JobStore:
         rec.job.update_time.CopyFrom(now)
         if state == "JOB_STATE_RUNNING":
             rec.job.start_time.CopyFrom(now)
+            _web_access(rec.job)
         elif rec.job.state in TERMINAL:
             rec.job.end_time.CopyFrom(now)
             if error is not None:
@@ -212,6 +214,7 @@ class JobStore:
 
     def _wrap(self, pb: Any) -> Any:
         return CustomJob.wrap(pb)
+
 
     def _context(self, rec: _Record, job_id: str) -> RunContext:
         """What the runner gets (a TuningStore's runner also publishes trials through it)."""
@@ -254,3 +257,20 @@ class JobStore:
                     self._set_state(rec, result.state)
                 return
         self._finish_cancelled(rec)
+
+
+def _web_access(job: Any) -> None:
+    """webAccessUris, as Vertex sets them once the replicas run: with enable_web_access one interactive
+    shell per replica (workerpoolN-I), with only enable_dashboard_access the chief's dashboard."""
+    spec = getattr(job, "job_spec", None)
+    if spec is None or not (spec.enable_web_access or spec.enable_dashboard_access):
+        return
+    region = job.name.split("/")[3]
+    nodes = [(i, r) for i, pool in enumerate(spec.worker_pool_specs) for r in range(pool.replica_count)]
+    if not spec.enable_web_access:
+        nodes = nodes[:1]
+    for pool, replica in nodes:
+        token = hashlib.sha256(f"{job.name}/{pool}/{replica}".encode()).hexdigest()[:16]
+        job.web_access_uris[f"workerpool{pool}-{replica}"] = (
+            f"https://{token}-dot-{region}.aiplatform-training.googleusercontent.com/"
+        )

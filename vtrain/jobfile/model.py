@@ -139,6 +139,7 @@ class JobConfig:
     reserved_ip_ranges: tuple[str, ...] = ()
     labels: Mapping[str, str] = field(default_factory=dict)
     tensorboard: str | None = None
+    experiment: str | None = None
     enable_web_access: bool = False
     enable_dashboard_access: bool = False
     persistent_resource_id: str | None = None

@@ -97,9 +97,17 @@ JOB_SCHEMA = Obj(
         "labels": MapOf(Str(), examples=({"team": "ml"},),
                         doc=f"Labels on the job (at most {MAX_LABELS}; keys and values lowercase, at most 63 "
                         "characters). vtrain adds vtrain-version and vtrain-config-hash."),
-        "tensorboard": Str(examples=("projects/my-project/locations/us-central1/tensorboards/123",),
-                           doc="A Vertex AI TensorBoard instance (projects/P/locations/R/tensorboards/ID) to upload "
-                           "the logs to; needs service_account."),
+        "tensorboard": Str(examples=("create", "team-board",
+                                     "projects/my-project/locations/us-central1/tensorboards/123"),
+                           doc="The Vertex AI TensorBoard instance Vertex uploads AIP_TENSORBOARD_LOG_DIR to: a full "
+                           "name (projects/P/locations/R/tensorboards/ID), a display name (found in the job's "
+                           "region at submit, created if missing), or `create` (the instance named `vtrain`). "
+                           "Needs service_account and base_output_dir."),
+        "experiment": Str(examples=("churn-model",),
+                          vtrain_only="submit sets jobSpec.experiment once the experiment exists (its resource name "
+                          "carries the project, which a render does not know)",
+                          doc="The Vertex AI Experiment the job belongs to (lowercase letters, digits and '-', at most "
+                          "128): created in the job's region at submit if missing, and set as jobSpec.experiment."),
         "enable_web_access": Bool(default=False, doc="Interactive shell access to the replicas while the job runs."),
         "enable_dashboard_access": Bool(default=False,
                                         doc="Access to a dashboard served by the replicas while the job runs."),

@@ -75,6 +75,11 @@ class VertexJob(JobHandle):
     def console_url(self) -> str:
         return CONSOLE_URL.format(region=self._backend.region, id=self.job_id, project=self._backend.project)
 
+    @property
+    def project(self) -> str:
+        """The project as the caller named it (the job's name carries its number)."""
+        return self._backend.project
+
     def refresh(self) -> str:
         self._update(self._backend._get_proto(self._name))
         return self._state

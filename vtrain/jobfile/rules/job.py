@@ -10,6 +10,7 @@ from vtrain.jobfile.model import JobConfig
 from vtrain.jobfile.rules.base import (
     _BUCKET,
     _ENV_NAME,
+    _EXPERIMENT,
     _GCS_URI,
     _KMS_KEY,
     _LABEL_KEY,
@@ -102,12 +103,24 @@ def check_job_fields(r: Rules, config: JobConfig) -> None:
     if config.kms_key and not _KMS_KEY.match(config.kms_key):
         r.add(("kms_key",), "kms_key must look like projects/P/locations/L/keyRings/R/cryptoKeys/K")
     if config.tensorboard:
-        if not _TENSORBOARD.match(config.tensorboard):
-            r.add(("tensorboard",), "tensorboard must look like projects/P/locations/L/tensorboards/ID")
+        if "/" in config.tensorboard and not _TENSORBOARD.match(config.tensorboard):
+            r.add(("tensorboard",), "a full tensorboard name looks like projects/P/locations/L/tensorboards/ID; "
+                                    "or give a display name (no '/'), or `create`")  # fmt: skip
+        elif len(config.tensorboard) > MAX_DISPLAY_NAME:
+            r.add(("tensorboard",), f"a TensorBoard display name has at most {MAX_DISPLAY_NAME} characters, got "
+                                    f"{len(config.tensorboard)}")  # fmt: skip
         if not config.service_account:
             r.add(("tensorboard",), "Vertex requires service_account when tensorboard is set")
         if not config.base_output_dir:
             r.add(("tensorboard",), "Vertex requires base_output_dir when tensorboard is set (logs go there)")
+    _experiment(config, r)
+
+
+def _experiment(config: JobConfig, r: Rules) -> None:
+    if config.experiment is not None and not _EXPERIMENT.match(config.experiment):
+        fixed = re.sub(r"[^a-z0-9-]", "-", config.experiment.lower()).strip("-")[:128] or "my-experiment"
+        r.add(("experiment",), f"an experiment name is lowercase letters, digits and '-' (at most 128, not starting "
+                               f"with '-'), as Vertex requires; got '{config.experiment}', try '{fixed}'")
 
 
 def _label_fix(text: str) -> str:
