@@ -145,7 +145,8 @@ class Watch:
     def _table(self, progress: dict[str, Any]) -> Any:
         from rich.table import Table
 
-        table = Table(title=f"{progress['state']}  {clock(progress['seconds'])}", title_justify="left",
+        state = str(progress["state"]).removeprefix("JOB_STATE_")
+        table = Table(title=f"{progress.get('name', '')}  {state}  {clock(progress['seconds'])}", title_justify="left",
                       box=None, pad_edge=False, header_style="bold")  # fmt: skip
         for name, justify in (("replica", "left"), ("state", "left"), ("step", "right"), ("steps/s", "right"),
                               ("restarts", "right")):  # fmt: skip

@@ -170,7 +170,7 @@ class LocalJob(JobHandle):
         (:meth:`~vtrain.local.restarts.RestartSupervisor.rows`). Safe to call from any thread."""
         started = self.started_at
         end = self.ended_at or time.monotonic()
-        return {"state": self._state, "seconds": round(end - started, 1) if started else 0.0,
+        return {"name": self.display_name, "state": self._state, "seconds": round(end - started, 1) if started else 0.0,
                 "replicas": self.restarts.rows() if started else []}  # fmt: skip
 
     def replica_log(self, label: str) -> Path:
@@ -344,6 +344,8 @@ class LocalJob(JobHandle):
                                     "(TF's initial cluster check has no timeout)")
             if chief_done_at is None:
                 self.restarts.tick()  # step reports in, faults out
+            else:
+                self.restarts.observe()  # the workers' last steps, for the live view and the timeline
             self._wake.wait(0.1)
             self._wake.clear()
 

@@ -19,7 +19,7 @@ from typing import Any
 
 _NATIVE = re.compile(
     r"^(?:"
-    r"[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [^\s\]]+:\d+\] "  # absl / glog (TF >= 2.16)
+    r"[IWEF]\d{4} \d\d:\d\d:\d+\.\d+\s+\d+ [^\s\]]+:\d+\] "  # absl / glog (TF >= 2.16)
     r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{6}: [IWEF] [^\s\]]+:\d+\] "  # TF's own (TF < 2.16)
     r"|WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR$"
     r"|To enable the following instructions: .* rebuild TensorFlow with the appropriate compiler flags\.$"

@@ -36,7 +36,7 @@ from vtrain import proctree
 from vtrain.constants import STATUS_FILE_ENV
 from vtrain.local.env import Replica
 from vtrain.local.faults import FaultScheduler
-from vtrain.local.policy import Decision, Exit, RestartPolicy
+from vtrain.local.policy import Decision, Exit, RestartPolicy, exit_text
 from vtrain.runtime.status import read_status
 
 TAIL_LINES = 15
@@ -213,6 +213,13 @@ class RestartSupervisor:
             self._job.event(action.line)
             self._job.signal(target, getattr(signal, action.signal))  # not a stop: its exit is the policy's
 
+    def observe(self) -> None:
+        """Read the steps only (after the chief succeeded no fault fires, but the view still follows the workers)."""
+        at = self.since_start()
+        for p in self.procs:
+            if p.popen is not None and p.returncode is None:
+                self._read_steps(p, at)
+
     def _read_steps(self, p: Proc, at: float) -> None:
         """The step `p`'s current process reported last, to the policy (it measures recovery)."""
         status = read_status(self.status_path(p))
@@ -294,7 +301,7 @@ def _state(p: Proc, stepping: bool) -> str:
         return "running" if stepping else "starting"
     if p.stopped:
         return "stopped"
-    return "done" if p.returncode == 0 else f"exited {p.returncode}"
+    return "done" if p.returncode == 0 else f"exited {exit_text(p.returncode)}"
 
 
 __all__ = ["TAIL_LINES", "JobSide", "Proc", "RestartSupervisor"]
