@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import html as htmlmod
 import json
-from collections.abc import Mapping
+import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +89,34 @@ def timeline(result: Mapping[str, Any]) -> Timeline:
         if mark.replica not in line.lanes:
             line.lanes.append(mark.replica)
     return line
+
+
+_LOG_LINE = re.compile(r"^(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z?) \[(?P<label>[\w-]+)\] ")
+
+
+def result_from_logs(name: str, display_name: str, state: str, lines: Iterable[str]) -> dict[str, Any]:
+    """A Vertex job's result in result.json's shape, from its Cloud Logging lines (`vtrain logs --timestamps`).
+
+    Cloud Logging has no process records and no step reports, so each replica gets one bar, from its
+    first line to its last; Vertex's own lines (`[vertex]`) are no lane.
+    """
+    seen: dict[str, list[float]] = {}
+    for line in lines:
+        found = _LOG_LINE.match(line)
+        if not found or found["label"] == "vertex":
+            continue
+        at = datetime.fromisoformat(found["ts"].rstrip("Z")[:26]).replace(tzinfo=timezone.utc).timestamp()
+        first_last = seen.setdefault(found["label"], [at, at])
+        first_last[0], first_last[1] = min(first_last[0], at), max(first_last[1], at)
+    start = min((v[0] for v in seen.values()), default=0.0)
+    end = max((v[1] for v in seen.values()), default=0.0)
+    return {
+        "name": name, "display_name": display_name, "state": state, "seconds": round(end - start, 3),
+        "replicas": dict.fromkeys(seen),
+        "processes": [{"replica": label, "restart": 0, "start": round(a - start, 3), "end": round(b - start, 3),
+                       "exit": None} for label, (a, b) in seen.items()],
+        "restarts": {}, "faults": [], "steps": {},
+    }  # fmt: skip
 
 
 def _resumed_at(points: list[tuple[float, int]], rec: Mapping[str, Any]) -> float:
@@ -208,26 +238,30 @@ def png(line: Timeline, path: Path) -> list[str]:
     return drawn
 
 
-def draw_run(run_dir: Path, result: Mapping[str, Any] | None = None) -> list[Path]:
-    """Write timeline.html (always) and timeline.png (with matplotlib) into `run_dir`; the files written."""
+def draw_run(run_dir: Path, result: Mapping[str, Any] | None = None, into: Path | None = None) -> list[Path]:
+    """Write timeline.html (always) and timeline.png (with matplotlib) into `into` (default: `run_dir`, whose
+    result.json is read when `result` is None); the files written."""
     if result is None:
         try:
             result = json.loads((run_dir / "result.json").read_text(encoding="utf-8"))
         except (OSError, ValueError) as err:
             raise BackendError(f"{run_dir} has no readable result.json ({err}): is it a local run's folder?") from None
+        if not isinstance(result, dict):
+            raise BackendError(f"{run_dir / 'result.json'} is not a run's result (a JSON object)")
     line = timeline(result)
+    into = run_dir if into is None else into
     written = []
     try:
-        (run_dir / "timeline.html").write_text(html(line), encoding="utf-8")
-        written.append(run_dir / "timeline.html")
+        (into / "timeline.html").write_text(html(line), encoding="utf-8")
+        written.append(into / "timeline.html")
     except OSError:
         pass
     try:
-        png(line, run_dir / "timeline.png")
-        written.append(run_dir / "timeline.png")
+        png(line, into / "timeline.png")
+        written.append(into / "timeline.png")
     except (BackendError, OSError):
         pass
     return written
 
 
-__all__ = ["Mark", "Timeline", "draw_run", "html", "png", "timeline"]
+__all__ = ["Mark", "Timeline", "draw_run", "html", "png", "result_from_logs", "timeline"]
