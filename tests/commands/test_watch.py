@@ -8,6 +8,7 @@ timeline.png/html are checked against its result.json.
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import shutil
@@ -21,6 +22,8 @@ from pathlib import Path
 import pytest
 
 from tests.local.test_local_run import TWO_WORKERS, cli_env, job_file
+from vtrain.commands._watch import Watch, live_possible
+from vtrain.local.env import Replica
 from vtrain.local.timeline import png, timeline
 
 STEPS = ["--steps=all", "--count=40", "--step-seconds=0.1", "--native-log=all"]
@@ -169,3 +172,53 @@ def test_follow_streams_one_replica_whole_and_checks_its_name(tmp_path: Path, ca
                          env=cli_env(cache), capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and bad.stderr == ("error: --follow worker-7: this job has no replica worker-7; it has "
                                                   "chief-0, worker-0, worker-1\n"), bad.stderr
+
+
+CHIEF, WORKER = Replica(0, 0), Replica(1, 1)
+CPP = "I0000 00:00:1796165869.336992   13361 port.cc:153] oneDNN custom operations are on."
+
+
+def lines_of(view: Watch, logs: io.StringIO) -> list[str]:
+    for replica, text in ((CHIEF, "Epoch 1/2"), (CHIEF, CPP), (WORKER, "loss 0.1"), (WORKER, CPP)):
+        view.on_line(replica, text, "stderr")
+    return logs.getvalue().splitlines()
+
+
+def test_plain_shows_python_lines_and_counts_the_cpp_ones() -> None:
+    logs, err = io.StringIO(), io.StringIO()
+    view = Watch(live=False, logs=logs, err=err)
+    assert lines_of(view, logs) == ["[chief-0] Epoch 1/2", "[worker-1] loss 0.1"]
+    assert (view.hidden, view.native) == (2, 2)
+    view.notices.write("[vtrain] one\n[vtrain] tw")
+    view.notices.write("o\n")
+    assert err.getvalue() == "[vtrain] one\n[vtrain] two\n"
+
+
+def test_follow_and_verbose_stream_everything_of_theirs() -> None:
+    logs = io.StringIO()
+    view = Watch(live=False, logs=logs, follow=["worker-1"], err=io.StringIO())
+    assert lines_of(view, logs) == ["[chief-0] Epoch 1/2", "[worker-1] loss 0.1", f"[worker-1] {CPP}"]
+    logs = io.StringIO()
+    view = Watch(live=False, logs=logs, verbose=True, err=io.StringIO())
+    assert len(lines_of(view, logs)) == 4 and view.hidden == 0
+
+
+def test_live_keeps_replica_lines_out_of_the_terminal_unless_followed() -> None:
+    logs, err = io.StringIO(), io.StringIO()
+    view = Watch(live=True, logs=logs, follow=["chief-0"], err=err)
+    lines_of(view, logs)
+    assert logs.getvalue() == "" and (view.hidden, view.native) == (2, 1)
+    assert err.getvalue().splitlines() == ["[chief-0] Epoch 1/2", f"[chief-0] {CPP}"]  # above the table, on stderr
+
+
+class Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize(("env", "tty", "live"), [
+    ({"TERM": "xterm"}, True, True), ({"TERM": "xterm"}, False, False), ({"TERM": "dumb"}, True, False),
+    ({"TERM": "xterm", "CI": "true"}, True, False), ({}, True, True),
+])  # fmt: skip
+def test_live_only_on_a_terminal_a_person_watches(env: dict[str, str], tty: bool, live: bool) -> None:
+    assert live_possible(Tty() if tty else io.StringIO(), env) is live
