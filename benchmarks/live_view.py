@@ -3,7 +3,7 @@
     python benchmarks/live_view.py [--job configs/quickstart.yaml] [--probe-seconds 20]
 
 Runs a job in this process with the live view drawing to a pseudo-terminal (rich sees a TTY and
-redraws twice a second, as on a person's screen) and reports the CPU the view's thread used
+redraws once a second, as on a person's screen) and reports the CPU the view's thread used
 (time.thread_time inside it: reading the job's progress, building and rendering the table) against
 the CPU of the whole run (this process and every replica, getrusage SELF + CHILDREN). Two jobs:
 the probe trainer (chief + 2 workers reporting a step every 50 ms, almost no CPU of their own: the

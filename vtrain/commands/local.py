@@ -155,11 +155,15 @@ def tell_where(job: Any, view: Any, labels: list[str]) -> None:
 
     if not job.run_dir.is_dir():  # a temporary output dir, removed on success
         return
-    drawn = draw_run(job.run_dir, job.result)
+    try:
+        drawn = draw_run(job.run_dir, job.result)
+    except Exception as err:  # noqa: BLE001 - a picture that fails must not change the run's outcome
+        drawn = []
+        click.echo(f"[vtrain] could not draw the timeline: {err}", err=True)
     hidden = ""
     if view.hidden:
         native = f", {view.native} of them TensorFlow C++ logging" if view.native else ""
         hidden = f"; {view.hidden} line(s) not shown here{native} (--verbose streams them)"
     logs = ", ".join(f"{label}.log" for label in labels)
-    pictures = ", ".join(p.name for p in drawn)
-    click.echo(f"[vtrain] full logs in {job.run_dir}: {logs}, job.log{hidden}; timeline: {pictures}", err=True)
+    pictures = f"; timeline: {', '.join(p.name for p in drawn)}" if drawn else ""
+    click.echo(f"[vtrain] full logs in {job.run_dir}: {logs}, job.log{hidden}{pictures}", err=True)
