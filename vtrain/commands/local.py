@@ -86,6 +86,9 @@ def local(job_file: str, output_dir: str | None, max_replicas: int | None, timeo
         if faults:
             raise UsageError("--fault applies to a single job: a job file with `tuning:` runs a study of many "
                              "trials (remove --fault, or the tuning block with --set tuning=null)")
+        if follow or verbose:
+            raise UsageError(f"{'--follow' if follow else '--verbose'} applies to a single job: a study's trials "
+                             "print their lines with --stream-logs (they are always in each trial's log files)")
         run_study(config, output_dir=output_dir, max_parallel=max_parallel, seed=seed, max_replicas=max_replicas,
                   timeout=timeout, startup_timeout=startup_timeout or 120.0, allow_credentials=allow_credentials,
                   output=output, stream_logs=stream_logs, restart_policy=restart_policy)
