@@ -126,7 +126,7 @@ class Watch:
 
     def _run(self, job: Any, stop: threading.Event) -> None:
         said: dict[str, Any] | None = None
-        last = 0.0
+        last = time.monotonic()  # the first plain line after one interval: the start is said already
         shown: tuple[Any, ...] | None = None  # what the table shows now: redrawn only when that changes
         while not stop.wait(REFRESH_S if self.live else min(REFRESH_S, self._every)):
             begin = time.thread_time()
