@@ -38,6 +38,7 @@ COMMANDS: dict[str, str] = {
     "schema": "vtrain.commands.schema:schema",
     "diff": "vtrain.commands.diff:diff",
     "doctor": "vtrain.commands.doctor:doctor",
+    "timeline": "vtrain.commands.timeline:timeline",
 }
 
 #: Commands that build, install or upload: SIGTERM cleans up as Ctrl-C does (temporary files

@@ -427,3 +427,18 @@ def test_dry_run_with_no_project_plans_for_a_stand_in_and_says_so(tmp_path: Path
     assert result.exit_code == 0, result.output
     assert f"/projects/{PLACEHOLDER_PROJECT}/locations/" in json.loads(result.stdout)["request"]["url"]
     assert "no project set" in result.stderr and "preflight skipped" in result.stderr
+
+
+@pytest.mark.slow
+def test_timeline_of_a_vertex_job_from_its_logs(tmp_path: Path, emu: Emulator, bucket: Any, monkeypatch: Any) -> None:
+    ok = submit_json(write_job(tmp_path, job_text("ok-job")), "--wait", "--poll", "0.02")
+    job_id = ok["name"].rsplit("/", 1)[1]
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run("timeline", job_id)
+    assert code == 0, err
+    assert out.splitlines() == [f"timeline-{job_id}/timeline.html", f"timeline-{job_id}/timeline.png"]
+    page = (tmp_path / f"timeline-{job_id}" / "timeline.html").read_text()
+    assert re.findall(r'<text x="8" y="[^"]+">([^<]+)</text>', page) == ["chief-0", "worker-0"]  # a lane each
+    assert "ok-job" in page and "JOB_STATE_SUCCEEDED" in page
+    code, _, err = run("timeline", "123456789")
+    assert code != 0 and "Traceback" not in err and err.startswith("error: "), err

@@ -267,6 +267,11 @@ def test_cli_a_fault_for_a_tuning_study_is_a_usage_error(tmp_path: Path, cache: 
     assert done.returncode == 2, done.stderr
     assert done.stderr == ("error: --fault applies to a single job: a job file with `tuning:` runs a study of many "
                            "trials (remove --fault, or the tuning block with --set tuning=null)\n")
+    done = subprocess.run([sys.executable, "-m", "vtrain", "local", str(path), "--follow", "chief-0"],
+                          env=cli_env(cache), capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stderr) == (2, "error: --follow applies to a single job: a study's trials print "
+                                              "their lines with --stream-logs (they are always in each trial's log "
+                                              "files)\n")
 
 
 # --------------------------------------------------------------------------- real TensorFlow

@@ -214,7 +214,7 @@ def test_steps_measure_recovery() -> None:
     p.on_step("worker-1", 21, at=9.0)  # resumed from the checkpoint at step 20
     p.on_step("worker-1", 22, at=9.1)
     assert p.summary()["recoveries"] == [
-        {"replica": "worker-1", "seconds": 5.5, "resumed_at_step": 21, "steps_redone": 10}
+        {"replica": "worker-1", "at": 9.0, "seconds": 5.5, "resumed_at_step": 21, "steps_redone": 10}
     ]
     assert p.lines() == [
         "restarts: worker-1 1 (attempt 1 of the job)",

@@ -19,7 +19,7 @@ from vtrain import proctree
 from vtrain.constants import JOB_ATTEMPT_ENV, RESTART_COUNT_ENV, STATUS_FILE_ENV
 from vtrain.local.env import Replica
 from vtrain.local.faults import FaultScheduler, parse_fault
-from vtrain.local.policy import RESTART, policy_for_job
+from vtrain.local.policy import RESTART, Decision, policy_for_job
 from vtrain.local.restarts import JobSide, Proc, RestartSupervisor, SharedLog
 from vtrain.runtime.status import Status, write_status
 
@@ -136,3 +136,36 @@ def test_a_cancel_during_a_restart_starts_nothing(tmp_path: Path) -> None:
     before = len(FakePopen.started)
     assert not sup.relaunch(decision, lambda: True)
     assert len(FakePopen.started) == before
+
+
+def test_the_story_of_a_restart_for_the_view_and_the_timeline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(proctree, "sweep", lambda *a, **k: [])
+    sup, side, clock, procs = supervisor(tmp_path)
+    sup.start(clock.now)
+    worker = procs[1]
+    assert [r["state"] for r in sup.rows()] == ["starting", "starting"]
+    for step, at in ((1, 1.0), (2, 1.5), (3, 2.0)):
+        clock.now = 100 + at
+        write_status(sup.status_path(worker), Status(step, restarts=0, first=1))
+        sup.tick()
+    row = sup.rows()[1]
+    assert (row["state"], row["step"], row["rate"], row["restarts"]) == ("running", 3, 2.0, 0)  # 2 steps in 1 s
+    clock.now = 103.0
+    worker.returncode = -9
+    sup.decide(worker)
+    assert sup.rows()[1]["state"] == "exited 137 (SIGKILL)" and sup.rows()[1]["rate"] is None
+    clock.now = 103.5
+    assert sup.relaunch(Decision(RESTART, ("worker-0",)), lambda: False)
+    clock.now = 104.0
+    write_status(sup.status_path(worker), Status(2, restarts=1, first=2))
+    sup.tick()
+    row = sup.rows()[1]
+    assert (row["state"], row["step"], row["rate"], row["restarts"]) == ("running", 2, None, 1)  # one point: no rate
+    procs[0].returncode = 0
+    result = sup.result()
+    assert result["steps"] == {"chief-0": [], "worker-0": [[1.0, 1], [1.5, 2], [2.0, 3], [4.0, 2]]}
+    assert result["processes"] == [
+        {"replica": "chief-0", "restart": 0, "attempt": 1, "start": 0.0, "end": 4.0, "exit": 0},
+        {"replica": "worker-0", "restart": 0, "attempt": 1, "start": 0.0, "end": 3.0, "exit": -9},
+        {"replica": "worker-0", "restart": 1, "attempt": 1, "start": 3.5, "end": None, "exit": None},
+    ]

@@ -30,6 +30,13 @@ from vtrain.commands._options import UserPath, duration_callback, output_option,
               "(default: tuning.parallel_trials; never more than this machine's CPU cores fit).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Tuning: seed of random search and of the "
               "TPE approximation of `default`; the same seed gives the same trials.")
+@click.option("--plain", is_flag=True, help="Plain lines instead of the live view on a terminal (as when not a "
+              "terminal or in CI): the replicas' Python lines prefixed [chief-0] and a progress line now and then.")
+@click.option("--follow", "follow", multiple=True, metavar="REPLICA", help="Stream every line of this replica "
+              "(e.g. chief-0; repeatable), TensorFlow's C++ logging too. They are always in the run folder.")
+@click.option("--verbose", "-v", is_flag=True, help="Stream every line of every replica, as --follow for all.")
+@click.option("--progress-every", callback=duration_callback, default="30s", show_default=True, metavar="DURATION",
+              help="Plain output: at most one progress line this often, when something changed.")
 @click.option("--stream-logs", is_flag=True, help="Tuning: also print every replica's lines, prefixed "
               "[trial-N chief-0] (they are always in each trial's log files).")
 @restart_policy_option
@@ -40,13 +47,18 @@ from vtrain.commands._options import UserPath, duration_callback, output_option,
 @output_option("text", "json")
 def local(job_file: str, output_dir: str | None, max_replicas: int | None, timeout: float | None,
           startup_timeout: float, keep: bool, allow_credentials: bool, max_parallel: int | None, seed: int,
+          plain: bool, follow: tuple[str, ...], verbose: bool, progress_every: float | None,
           stream_logs: bool, restart_policy: str, faults: tuple[Any, ...], preempt_grace: float | None,
           overrides: tuple[str, ...], output: str) -> None:
     """Run JOB.yaml on this machine: the CustomJob `submit` would send, one process per replica.
 
     Each replica gets the environment Vertex AI gives it (CLUSTER_SPEC, TF_CONFIG on
     127.0.0.1 ports, AIP_* dirs, CLOUD_ML_JOB_ID) and runs the packaged trainer from an
-    isolated environment. Logs stream prefixed [chief-0], [worker-1]. A failed replica is
+    isolated environment. On a terminal a live view shows each replica's state, step, steps/s and
+    restarts (the replicas' output is in the run folder; --follow chief-0 or --verbose streams it);
+    elsewhere, or with --plain, their Python lines stream prefixed [chief-0], [worker-1] (TensorFlow's
+    C++ logging stays in the files). Each run draws its timeline.html (and timeline.png with
+    matplotlib) in the run folder; `vtrain timeline` draws it again. A failed replica is
     restarted in place as Vertex AI restarts it (--restart-policy never: the job fails fast);
     the job succeeds when the chief does. --fault injects kills, preemptions and freezes.
     Exit code: 0 SUCCEEDED, 10 FAILED, 11 CANCELLED (Ctrl-C or SIGTERM, also while the
@@ -74,19 +86,28 @@ def local(job_file: str, output_dir: str | None, max_replicas: int | None, timeo
         if faults:
             raise UsageError("--fault applies to a single job: a job file with `tuning:` runs a study of many "
                              "trials (remove --fault, or the tuning block with --set tuning=null)")
+        if follow or verbose:
+            raise UsageError(f"{'--follow' if follow else '--verbose'} applies to a single job: a study's trials "
+                             "print their lines with --stream-logs (they are always in each trial's log files)")
         run_study(config, output_dir=output_dir, max_parallel=max_parallel, seed=seed, max_replicas=max_replicas,
                   timeout=timeout, startup_timeout=startup_timeout or 120.0, allow_credentials=allow_credentials,
                   output=output, stream_logs=stream_logs, restart_policy=restart_policy)
         return
+    from vtrain.commands._watch import Watch, live_possible
+
     logs = sys.stderr if output == "json" else sys.stdout
+    view = Watch(live=not plain and live_possible(sys.stderr), logs=logs, follow=follow, verbose=verbose,
+                 progress_every=30.0 if progress_every is None else progress_every)  # fmt: skip
     job = None
     try:
         options = RunOptions(output_dir=output_dir, max_replicas=max_replicas, timeout=timeout,
                              startup_timeout=startup_timeout or 120.0, keep=keep, allow_credentials=allow_credentials,
                              restart_policy=restart_policy, faults=faults,
                              preempt_grace=30.0 if preempt_grace is None else preempt_grace)
-        job = run_local(config, options=options, out=logs, notices=sys.stderr)
-        state = job.wait()
+        if follow:
+            check_follow(config, follow, max_replicas)
+        job = run_local(config, options=options, out=None, notices=view.notices, on_line=view.on_line)
+        state = view.watch(job, job.wait)
     except KeyboardInterrupt as err:
         if job is None:  # packaging or installing: nothing ran yet, and nothing half-built is kept
             raise JobFailed(f"job {config.name} ended {CANCELLED} before its replicas started", state=CANCELLED,
@@ -102,6 +123,7 @@ def local(job_file: str, output_dir: str | None, max_replicas: int | None, timeo
             job.cancel(force=True)
             state = job.wait()
     result = job.result
+    tell_where(job, view, [q for q in result["replicas"]])
     if output == "json":
         click.echo(json.dumps(result, indent=2))
     if state == SUCCEEDED:
@@ -113,3 +135,38 @@ def local(job_file: str, output_dir: str | None, max_replicas: int | None, timeo
     detail = f": {job.error}" if job.error and job.error != "cancelled" else ""
     raise JobFailed(f"job {job.display_name} ({job.name}) ended {state} after {result['seconds']:.1f} s{detail}\n"
                     f"logs: {job.run_dir}", state=state, exit_code=job.exit_code)
+
+
+def check_follow(config: Any, follow: tuple[str, ...], max_replicas: int | None) -> None:
+    """--follow names replicas of this job (as --max-replicas shapes it), before anything is built."""
+    from vtrain.errors import UsageError
+    from vtrain.local.env import plan
+    from vtrain.request.custom_job import build_job_dict
+
+    try:
+        labels = [r.label for r in plan(build_job_dict(config, []), max_replicas).replicas]
+    except ValueError:
+        return  # a job the plan refuses is reported by run_local
+    for label in follow:
+        if label not in labels:
+            raise UsageError(f"--follow {label}: this job has no replica {label}; it has {', '.join(labels)}")
+
+
+def tell_where(job: Any, view: Any, labels: list[str]) -> None:
+    """Draw the run's timeline and say where its full logs are (the lines the view did not show)."""
+    from vtrain.local.timeline import draw_run
+
+    if not job.run_dir.is_dir():  # a temporary output dir, removed on success
+        return
+    try:
+        drawn = draw_run(job.run_dir, job.result)
+    except Exception as err:  # noqa: BLE001 - a picture that fails must not change the run's outcome
+        drawn = []
+        click.echo(f"[vtrain] could not draw the timeline: {err}", err=True)
+    hidden = ""
+    if view.hidden:
+        native = f", {view.native} of them TensorFlow C++ logging" if view.native else ""
+        hidden = f"; {view.hidden} line(s) not shown here{native} (--verbose streams them)"
+    logs = ", ".join(f"{label}.log" for label in labels)
+    pictures = f"; timeline: {', '.join(p.name for p in drawn)}" if drawn else ""
+    click.echo(f"[vtrain] full logs in {job.run_dir}: {logs}, job.log{hidden}{pictures}", err=True)

@@ -165,6 +165,14 @@ class LocalJob(JobHandle):
                         yield line
                     return
 
+    def progress(self) -> dict[str, Any]:
+        """What the live view shows now: the job's state, seconds since its replicas started, a row per replica
+        (:meth:`~vtrain.local.restarts.RestartSupervisor.rows`). Safe to call from any thread."""
+        started = self.started_at
+        end = self.ended_at or time.monotonic()
+        return {"name": self.display_name, "state": self._state, "seconds": round(end - started, 1) if started else 0.0,
+                "replicas": self.restarts.rows() if started else []}  # fmt: skip
+
     def replica_log(self, label: str) -> Path:
         return self.run_dir / f"{label}.log"
 
@@ -336,6 +344,8 @@ class LocalJob(JobHandle):
                                     "(TF's initial cluster check has no timeout)")
             if chief_done_at is None:
                 self.restarts.tick()  # step reports in, faults out
+            else:
+                self.restarts.observe()  # the workers' last steps, for the live view and the timeline
             self._wake.wait(0.1)
             self._wake.clear()
 

@@ -257,6 +257,7 @@ class RestartPolicy:
             self.recoveries.append(
                 {
                     "replica": label,
+                    "at": round(at, 3),  # when it reported that step: the recovery's end
                     "seconds": round(at - state.failed_at, 3),
                     "resumed_at_step": step,
                     "steps_redone": redone,

@@ -36,10 +36,11 @@ from vtrain import proctree
 from vtrain.constants import STATUS_FILE_ENV
 from vtrain.local.env import Replica
 from vtrain.local.faults import FaultScheduler
-from vtrain.local.policy import Decision, Exit, RestartPolicy
+from vtrain.local.policy import Decision, Exit, RestartPolicy, exit_text
 from vtrain.runtime.status import read_status
 
 TAIL_LINES = 15
+MAX_STEP_POINTS = 2000  # per replica in the result: a timeline is ~1000 px wide; long runs are thinned
 
 
 class SharedLog:
@@ -119,6 +120,11 @@ class RestartSupervisor:
         self.policy = policy
         self.scheduler = scheduler
         self.steps: dict[str, int] = {}  # the step each replica's current process reported last
+        # The run's story for the live view and the timeline: (seconds, step) per replica, and one
+        # record per process started (replica, restart, start, end, exit code).
+        self.history: dict[str, list[tuple[float, int]]] = {p.label: [] for p in procs}
+        self.processes: list[dict[str, Any]] = []
+        self._current: dict[str, dict[str, Any]] = {}
         self.started_at = 0.0
         self._job = job
         self._popen = popen
@@ -150,6 +156,7 @@ class RestartSupervisor:
                 subprocess.run(["docker", "rm", "-f", p.container], stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL, timeout=30, check=False)  # fmt: skip
             self._end_leftovers(p)
+        self._close(p)
         p.returncode, p.stopped, p.listening = None, False, False
         p.tail.clear()
         p.last_stderr = ""
@@ -167,7 +174,18 @@ class RestartSupervisor:
         for thread in threads:
             thread.start()
         p.reader = Readers(threads)
+        record = {"replica": p.label, "restart": self.policy.restarts(p.label), "attempt": self.policy.attempt,
+                  "start": round(self.since_start(), 3), "end": None, "exit": None}  # fmt: skip
+        self.processes.append(record)
+        self._current[p.label] = record
         self.scheduler.on_start(p.label, self.since_start())
+
+    def _close(self, p: Proc) -> None:
+        """End the record of `p`'s current process (reaped by whoever: an exit, a stop, the job's end)."""
+        record = self._current.pop(p.label, None)
+        if record is not None:
+            record["end"] = round(self.since_start(), 3)
+            record["exit"] = p.returncode
 
     def _end_leftovers(self, p: Proc) -> None:
         """What the previous process of `p` left outside its process group (daemons) goes with it, as
@@ -195,6 +213,13 @@ class RestartSupervisor:
             self._job.event(action.line)
             self._job.signal(target, getattr(signal, action.signal))  # not a stop: its exit is the policy's
 
+    def observe(self) -> None:
+        """Read the steps only (after the chief succeeded no fault fires, but the view still follows the workers)."""
+        at = self.since_start()
+        for p in self.procs:
+            if p.popen is not None and p.returncode is None:
+                self._read_steps(p, at)
+
     def _read_steps(self, p: Proc, at: float) -> None:
         """The step `p`'s current process reported last, to the policy (it measures recovery)."""
         status = read_status(self.status_path(p))
@@ -205,12 +230,17 @@ class RestartSupervisor:
         if self.steps.get(p.label) != status.step:
             self.steps[p.label] = status.step
             self.policy.on_step(p.label, status.step, at)
+            points = self.history.setdefault(p.label, [])
+            points.append((round(at, 3), status.step))
+            if len(points) > MAX_STEP_POINTS:  # every other point: the shape stays, the size is bounded
+                del points[1:-1:2]
 
     def decide(self, p: Proc) -> Decision:
         """What the exit of `p` (just reaped) means for the job, from the policy; its line printed."""
         assert p.returncode is not None
         self.scheduler.on_exit(p.label)
         self._read_steps(p, self.since_start())  # the steps it did since the last tick count as done
+        self._close(p)
         if p.returncode != 0 and not p.stopped and p.reader is not None:
             p.reader.join(timeout=2)  # its last lines tell a permanent error from a transient one
         decision = self.policy.on_exit(Exit(p.label, p.returncode, at=self.since_start(), tail=tuple(p.tail),
@@ -232,11 +262,46 @@ class RestartSupervisor:
 
     def result(self) -> dict[str, Any]:
         """The restart part of the job's result: the policy's summary and the faults injected."""
-        return {"restarts": self.policy.summary(), "faults": list(self.scheduler.fired)}
+        for p in self.procs:
+            if p.returncode is not None:
+                self._close(p)
+        return {"restarts": self.policy.summary(), "faults": list(self.scheduler.fired),
+                "steps": {label: [list(x) for x in points] for label, points in self.history.items()},
+                "processes": [dict(r) for r in self.processes]}  # fmt: skip
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One row per replica for the live view: its state, last step, steps/s over the last ~10 s, restarts.
+
+        Read without the job's lock: every value is a whole object swapped by one thread (the
+        supervisor's), so a row may be one tick old but never torn.
+        """
+        now = self.since_start()
+        out = []
+        totals = self.policy.summary()["restarts"]
+        for p in self.procs:
+            since = max(now - 10.0, (self._current.get(p.label) or {}).get("start", 0.0))
+            recent = [pt for pt in list(self.history.get(p.label) or ()) if pt[0] >= since]  # this process's
+            rate = None
+            live = p.returncode is None and len(recent) >= 2
+            if live and recent[-1][0] > recent[0][0] and recent[-1][1] >= recent[0][1]:
+                rate = (recent[-1][1] - recent[0][1]) / (recent[-1][0] - recent[0][0])
+            out.append({"replica": p.label, "state": _state(p, p.label in self.steps), "step": self.steps.get(p.label),
+                        "rate": rate, "restarts": totals.get(p.label, 0)})  # fmt: skip
+        return out
 
     def lines(self) -> list[str]:
         """The restarts in words, for the end of the run."""
         return self.policy.lines()
+
+
+def _state(p: Proc, stepping: bool) -> str:
+    if p.popen is None:
+        return "pending"
+    if p.returncode is None:
+        return "running" if stepping else "starting"
+    if p.stopped:
+        return "stopped"
+    return "done" if p.returncode == 0 else f"exited {exit_text(p.returncode)}"
 
 
 __all__ = ["TAIL_LINES", "JobSide", "Proc", "RestartSupervisor"]

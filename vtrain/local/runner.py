@@ -163,6 +163,7 @@ def run_local(
     options: RunOptions | None = None,
     out: IO[str] | None = None,
     notices: IO[str] | None = None,
+    on_line: Callable[[Replica, str, str], None] | None = None,
     **keywords: Any,
 ) -> LocalJob:
     """Start a job on this machine and return its handle (RUNNING); `wait()` for the end.
@@ -170,7 +171,8 @@ def run_local(
     `config` is a JobConfig or a job-file path (loaded for the local target); `options` how the
     run behaves (:class:`~vtrain.local.options.RunOptions`; the keywords of earlier versions,
     ``timeout=600, keep=False, ...``, are its fields and still accepted). Replica logs go to
-    `out` prefixed `[chief-0]` (None: only to files), launcher notices to `notices`.
+    `out` prefixed `[chief-0]` (None: only to files), launcher notices to `notices`; `on_line` as in
+    :func:`run_job`.
     Outputs go to `output_dir`, else the job's base_output_dir when it is local, else a new
     temporary directory, which is removed when the job succeeds unless `keep`; this run's logs
     and result go to its own folder, ``OUTPUT/vtrain-local/JOB_ID`` (see
@@ -205,7 +207,8 @@ def run_local(
             check_replicas(opts.faults, labels)
     trainer_env, package_uris = prepare_trainer(config, opts.cache_dir, opts.allow_credentials, notice)
     job = build_request(config, package_uris).body
-    return run_job(job, trainer_env=trainer_env, options=opts, name=config.name, out=out, notice=notice)
+    return run_job(job, trainer_env=trainer_env, options=opts, name=config.name, out=out, notice=notice,
+                   on_line=on_line)
 
 
 def env_notices(trainer_env: TrainerEnv, notice: Callable[[str], None]) -> None:

@@ -70,6 +70,7 @@ def main() -> None:
     p.add_argument("--step-seconds", type=float, default=0.1)
     p.add_argument("--ignore-term", default="", help="replicas that ignore SIGTERM")
     p.add_argument("--daemonize", default="", help="replicas that leave a daemon behind (double fork + setsid)")
+    p.add_argument("--native-log", default="", help="replicas that write TensorFlow-style C++ (absl) log lines")
     p.add_argument("--write", default="", help="replicas that write their job id into AIP_MODEL_DIR/<label>")
     args = p.parse_args()
     me = label()
@@ -77,6 +78,12 @@ def main() -> None:
     if args.ignore_term and picked(args.ignore_term, me):
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     print(f"probe {me} starting, pid {os.getpid()}", flush=True)
+    if args.native_log and picked(args.native_log, me):  # what TensorFlow's C++ runtime prints at import
+        print("WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n"
+              f"I0000 00:00:{time.time():.6f}   {os.getpid()} cpu_feature_guard.cc:227] This TensorFlow binary is "
+              "optimized to use available CPU instructions in performance-critical operations.\n"
+              "To enable the following instructions: AVX2 FMA, in other operations, rebuild TensorFlow with the "
+              "appropriate compiler flags.", file=sys.stderr, flush=True)
     if args.dump:
         import trainer
 
