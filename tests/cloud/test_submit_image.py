@@ -138,3 +138,13 @@ def test_the_cli_submits_and_says_what_each_image_sent(setup: Path, emu: Emulato
     dry = CliRunner().invoke(cli, ["submit", str(setup), "--dry-run", "-o", "json"])
     assert dry.exit_code == 0, dry.output
     assert json.loads(dry.stdout)["images"] == [body["jobSpec"]["workerPoolSpecs"][0]["containerSpec"]["imageUri"]]
+
+
+def test_package_builds_and_pushes_the_image_and_again_sends_nothing(setup: Path, registry: Registry) -> None:  # noqa: F811
+    first = CliRunner().invoke(cli, ["package", str(setup), "-o", "json"])
+    assert first.exit_code == 0, first.output
+    [image] = json.loads(first.stdout)
+    assert image["sent"] > 0 and image["image"].startswith(f"{registry.host}/team/trainer:")
+    again = CliRunner().invoke(cli, ["package", str(setup)])
+    assert again.exit_code == 0, again.output
+    assert again.stdout == f"image    {image['image']}  (sent 0 B; present: base requirements trainer runtime config)\n"

@@ -31,6 +31,7 @@ def _problems(path: Path) -> list[Problem]:
     return info.value.problems
 
 
+@pytest.mark.slow
 def test_a_build_job_needs_no_staging_bucket_and_runs_the_image_in_every_pool(tmp_path: Path) -> None:
     config = load_config(_job(tmp_path))
     body = build_request(config).body
@@ -128,3 +129,23 @@ def test_a_python_version_the_prebuilt_base_does_not_have_warns(tmp_path: Path) 
     config = load_config(_job(tmp_path, f"    repository: {REPO}\n    python_version: '3.12'\n"))
     [warning] = [w for w in config.warnings if w.path == "trainer.build.python_version"]
     assert "says Python 3.10, not 3.12" in warning.message
+
+
+@pytest.mark.slow
+def test_a_diloco_syncer_runs_vtrains_syncer_from_the_image_and_reducers_keep_googles(tmp_path: Path) -> None:
+    from vtrain.constants import DILOCO_SYNCER_MODULE
+
+    config = load_config(_job(tmp_path, extra="distribution_strategy: diloco\n"))
+    pools = build_request(config).body["jobSpec"]["workerPoolSpecs"]
+    assert_equals_real_proto(build_request(config).body)
+    assert pools[0]["containerSpec"]["command"] == ["python3", "-m", DILOCO_SYNCER_MODULE]
+    assert pools[1]["containerSpec"]["command"] == ["python3", "-m", "trainer.task"]
+    gpu = ("  workers: {replicas: 2, machine_type: n1-standard-8, accelerator: t4, accelerator_count: 1}\n"
+           "  reduction_server: {replicas: 1}\n")
+    path = _job(tmp_path)
+    path.write_text(path.read_text().replace(path.read_text().split("cluster:\n", 1)[1],
+                                             "  chief: {machine_type: n1-standard-8, accelerator: t4, "
+                                             "accelerator_count: 1}\n" + gpu))
+    pools = build_request(load_config(path)).body["jobSpec"]["workerPoolSpecs"]
+    assert "/reductionserver" in pools[2]["containerSpec"]["imageUri"]
+    assert pools[0]["containerSpec"]["imageUri"] == pools[1]["containerSpec"]["imageUri"]
