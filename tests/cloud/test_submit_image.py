@@ -14,7 +14,10 @@ from click.testing import CliRunner
 
 from tests.helpers import write_job
 from tests.trainer.image_helpers import (
+    PASSWORD,
+    USER,
     Registry,
+    auth_registry,  # noqa: F401 (a fixture)
     make_sdist,
     make_trainer,
     make_wheel,
@@ -114,6 +117,28 @@ def test_a_push_that_cannot_happen_creates_no_job(setup: Path, emu: Emulator, re
         submit_job(setup, where=_where(emu))
     assert "\n" not in str(info.value) and registry.host in str(info.value)
     assert not [r for r in emu.requests if r["method"] == "POST"] and emu.jobs() == []
+
+
+def test_an_unauthorised_registry_is_one_line_exit_1_and_no_job(tmp_path: Path, emu: Emulator,
+                                                                auth_registry: Registry) -> None:  # noqa: F811
+    push_base(auth_registry.client(credentials=lambda host: (USER, PASSWORD)), "base/python",
+              [("usr/bin/python3", b"#!/bin/sh\n", True)], tmp_path)
+    make_trainer(tmp_path / "t")
+    job = write_job(tmp_path, f"""
+        name: built
+        trainer:
+          package: t
+          module: trainer.task
+          image: {auth_registry.host}/base/python:base
+          build: {{repository: {auth_registry.host}/team/trainer}}
+        cluster:
+          chief: {{machine_type: n1-standard-4}}
+        """)
+    done = CliRunner().invoke(cli, ["submit", str(job), "--project", PROJECT, "--api-endpoint", emu.url])
+    assert done.exit_code == 1
+    [line] = done.stderr.splitlines()
+    assert line.startswith(f"error: registry {auth_registry.host} refused access (401 unauthorized)")
+    assert emu.jobs() == []
 
 
 def test_a_missing_base_or_an_sdist_only_requirement_is_one_line_and_no_job(setup: Path, emu: Emulator,
