@@ -160,6 +160,10 @@ def test_the_cli_submits_and_says_what_each_image_sent(setup: Path, emu: Emulato
     assert len(lines) == 1 and "mounted: base, uploaded: requirements trainer runtime config" in lines[0]
     body = json.loads(done.stdout)
     assert body["jobSpec"]["workerPoolSpecs"][0]["containerSpec"]["imageUri"] in lines[0]
+    text = CliRunner().invoke(cli, args[:-2])  # text: each layer's fate as it happens, on stderr
+    assert text.exit_code == 0, text.output
+    assert [line.split()[:2] for line in text.stderr.splitlines() if line.startswith("  ")][:5] == [
+        [role, "present"] for role in ("base", "requirements", "trainer", "runtime", "config")]
     dry = CliRunner().invoke(cli, ["submit", str(setup), "--dry-run", "-o", "json"])
     assert dry.exit_code == 0, dry.output
     assert json.loads(dry.stdout)["images"] == [body["jobSpec"]["workerPoolSpecs"][0]["containerSpec"]["imageUri"]]
@@ -173,3 +177,5 @@ def test_package_builds_and_pushes_the_image_and_again_sends_nothing(setup: Path
     again = CliRunner().invoke(cli, ["package", str(setup)])
     assert again.exit_code == 0, again.output
     assert again.stdout == f"image    {image['image']}  (sent 0 B; present: base requirements trainer runtime config)\n"
+    assert [line.split()[:2] for line in again.stderr.splitlines()] == [  # progress, layer by layer
+        [role, "present"] for role in ("base", "requirements", "trainer", "runtime", "config")]

@@ -31,9 +31,11 @@ def body_images(body: Mapping[str, Any]) -> set[str]:
 
 
 def push_images(config: JobConfig, planned: set[str], *, allow_credentials: bool = False,
-                credentials: Any = None, on_image: Callable[[Pushed], None] | None = None) -> tuple[Pushed, ...]:
+                credentials: Any = None, on_image: Callable[[Pushed], None] | None = None,
+                on_blob: Callable[[dict[str, object]], None] | None = None) -> tuple[Pushed, ...]:
     """Build and push the job's images (`config` with the target region applied); each must be one of
-    `planned`. `credentials`: a registry Credentials for every registry (tests), else the default."""
+    `planned`. `credentials`: a registry Credentials for every registry (tests), else the default;
+    `on_blob` hears of each layer as it is sent (or found there), `on_image` of each image pushed."""
     from vtrain.request.image import image_specs
     from vtrain.trainer.image.auth import default_credentials
     from vtrain.trainer.image.build import build_and_push
@@ -44,7 +46,7 @@ def push_images(config: JobConfig, planned: set[str], *, allow_credentials: bool
     pushed: list[Pushed] = []
     for spec in image_specs(config).values():
         result = build_and_push(spec, Path(package), credentials=creds, base_credentials=creds,
-                                allow_credentials=allow_credentials)
+                                allow_credentials=allow_credentials, on_blob=on_blob)
         name = result.image.split("@", 1)[0]
         if name not in planned:
             raise PackagingError(f"built {name}, but the request names {', '.join(sorted(planned))}: did the trainer "
@@ -58,6 +60,11 @@ def push_images(config: JobConfig, planned: set[str], *, allow_credentials: bool
 def describe(pushed: Sequence[Pushed]) -> list[dict[str, Any]]:
     """What `submit -o json` and `package -o json` say of each image: name, digest, bytes sent, each blob."""
     return [{"image": p.image, "digest": p.digest, "sent": p.sent, "blobs": p.blobs} for p in pushed]
+
+
+def blob_line(blob: Mapping[str, object]) -> str:
+    """Progress, one layer at a time: `  trainer   uploaded   4,574 B  sha256:ace2059363d7`."""
+    return f"  {blob['role']:<12} {blob['action']:<9} {int(blob['size']):>14,} B  {str(blob['digest'])[:19]}"  # type: ignore[call-overload]
 
 
 def summary(p: Pushed) -> str:

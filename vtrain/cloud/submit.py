@@ -303,7 +303,17 @@ def submit_job(
     if trainer.build is not None:  # pushed (manifest last) before the create: a failed push creates no job
         from vtrain.cloud.images import body_images, push_images
 
-        images = push_images(plan.config, body_images(plan.body), allow_credentials=allow_credentials)
+        on_blob = None
+        if progress:
+            import sys
+
+            from vtrain.cloud.images import blob_line
+
+            def on_blob(blob: Mapping[str, object]) -> None:
+                print(blob_line(blob), file=sys.stderr, flush=True)
+
+        images = push_images(plan.config, body_images(plan.body), allow_credentials=allow_credentials,
+                             on_blob=on_blob)
     elif trainer.package is not None:
         from vtrain.trainer.packaging import build_and_stage
 

@@ -46,11 +46,13 @@ def package(job_file: str, allow_credentials: bool, target: str, output: str, ov
     config = load_config(job_file, overrides, target=target)
     trainer = config.trainer
     if trainer.build is not None:  # the image: built on its base and pushed, as `submit` does before the create
-        from vtrain.cloud.images import body_images, describe, push_images, summary
+        from vtrain.cloud.images import blob_line, body_images, describe, push_images, summary
         from vtrain.request.build import build_request
 
+        text = output == "text"
         pushed = push_images(config, body_images(build_request(config).body), allow_credentials=allow_credentials,
-                             on_image=None if output == "json" else lambda p: click.echo(summary(p)))
+                             on_image=(lambda p: click.echo(summary(p))) if text else None,
+                             on_blob=(lambda b: click.echo(blob_line(b), err=True)) if text else None)
         if output == "json":
             echo_json(describe(pushed))
         return
