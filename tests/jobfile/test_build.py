@@ -149,3 +149,23 @@ def test_a_diloco_syncer_runs_vtrains_syncer_from_the_image_and_reducers_keep_go
     pools = build_request(load_config(path)).body["jobSpec"]["workerPoolSpecs"]
     assert "/reductionserver" in pools[2]["containerSpec"]["imageUri"]
     assert pools[0]["containerSpec"]["imageUri"] == pools[1]["containerSpec"]["imageUri"]
+
+
+@pytest.mark.slow
+def test_the_cli_renders_and_validates_a_build_job_offline(tmp_path: Path) -> None:
+    import json
+
+    import yaml
+    from click.testing import CliRunner
+
+    from vtrain.cli import cli
+
+    path = _job(tmp_path, "    repository: europe-west4-docker.pkg.dev/p/r/demo\n")
+    done = CliRunner().invoke(cli, ["render", str(path), "-o", "gcloud"])
+    assert done.exit_code == 0, done.output
+    spec = yaml.safe_load(done.stdout)
+    assert spec["workerPoolSpecs"][0]["containerSpec"]["imageUri"].startswith("europe-west4-docker.pkg.dev/p/r/demo:")
+    checked = CliRunner().invoke(cli, ["validate", str(path), "-o", "json"])
+    assert checked.exit_code == 0, checked.output
+    [warning] = [p for p in json.loads(checked.stdout) if p["path"] == "trainer.build.repository"]
+    assert warning["severity"] == "warning" and warning["line"] == 7
