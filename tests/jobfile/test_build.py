@@ -169,3 +169,17 @@ def test_the_cli_renders_and_validates_a_build_job_offline(tmp_path: Path) -> No
     assert checked.exit_code == 0, checked.output
     [warning] = [p for p in json.loads(checked.stdout) if p["path"] == "trainer.build.repository"]
     assert warning["severity"] == "warning" and warning["line"] == 7
+
+
+@pytest.mark.slow
+def test_a_tuning_study_of_a_build_job_runs_the_image_in_every_trial(tmp_path: Path) -> None:
+    from vtrain.request.tuning_job import to_tuning_proto
+
+    extra = ("tuning:\n  metric: {name: loss, goal: minimize}\n  parameters: {lr: {type: double, min: 0.001, "
+             "max: 0.1}}\n  max_trials: 2\n")
+    path = _job(tmp_path)
+    path.write_text(path.read_text() + extra)
+    body = build_request(load_config(path)).body
+    to_tuning_proto(body)  # strict: the real HyperparameterTuningJob
+    pools = body["trialJobSpec"]["workerPoolSpecs"]
+    assert all(p["containerSpec"]["imageUri"].startswith(f"{REPO}:") for p in pools)

@@ -28,6 +28,9 @@ import os, sys
 import tinyreq
 from vtrain import runtime
 print("ran", tinyreq.VALUE, runtime.__file__, sys.argv[1:], os.environ["VTRAIN_DISTRIBUTION_STRATEGY"])
+print("cwd", os.path.isfile("trainer/task.py"), os.path.dirname(os.path.abspath(__file__)) == os.path.join(
+    os.getcwd(), "trainer"))  # the image's WorkingDir is the trainer's directory: relative paths read as there
+open("written-by-the-replica", "w").close()
 """
 pytestmark = pytest.mark.slow
 
@@ -64,7 +67,9 @@ def test_local_runs_the_entry_point_on_the_images_own_layers(tmp_path: Path) -> 
     images = tmp_path / "cache" / "images"
     [root] = [p for p in images.iterdir() if not p.name.startswith(".")]
     runtime = root / "opt/vtrain/runtime/vtrain/runtime/__init__.py"
-    assert lines == [f"[{who}] ran 1.0 {runtime} ['--epochs=1'] auto" for who in ("chief-0", "worker-0")]
+    assert lines == sorted(line for who in ("chief-0", "worker-0")
+                           for line in (f"[{who}] cwd True True", f"[{who}] ran 1.0 {runtime} ['--epochs=1'] auto"))
+    assert not list(root.rglob("written-by-the-replica"))  # the cached tree is not the replicas' to write
     # the same files as the image's trainer layer: what the sdist would select, nothing more
     assert sorted(p.relative_to(root / "opt/vtrain/trainer").as_posix() for p in (root / "opt/vtrain/trainer").rglob(
         "*") if p.is_file()) == ["pyproject.toml", "trainer/__init__.py", "trainer/task.py"]

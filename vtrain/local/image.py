@@ -3,7 +3,8 @@
 An image vtrain builds (:mod:`vtrain.trainer.image`) adds only plain directories to its base, each on
 ``PYTHONPATH``: the trainer, vtrain's runtime and the requirements. So a replica runs what the image
 runs (its entry point from the containerSpec, the image's ``PYTHONPATH`` and working directory
-layout) with this machine's interpreter standing in for the base's Python and its TensorFlow:
+layout; each replica works in its own copy of the trainer's directory, the image's WorkingDir) with
+this machine's interpreter standing in for the base's Python and its TensorFlow:
 
 - `vtrain local` (:func:`build_local`) writes the same layers `submit` pushes (the trainer and runtime
   layers byte for byte; the requirements installed by the same pip call, for this machine's Python
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vtrain.errors import BackendError, PackagingError
+from vtrain.trainer.image.layers import TRAINER_DIR
 
 if TYPE_CHECKING:
     from vtrain.jobfile.model import JobConfig
@@ -46,9 +48,28 @@ class LocalImage:
     root: Path
     pythonpath: tuple[str, ...]
 
-    def env(self) -> dict[str, str]:
-        """What the image's config adds to a replica's environment (the pool's env may still override it)."""
-        return {"PYTHONPATH": os.pathsep.join(self.pythonpath)}
+    @property
+    def trainer_dir(self) -> Path:
+        return self.root / TRAINER_DIR
+
+    def env(self, workdir: Path | None = None) -> dict[str, str]:
+        """What the image's config adds to a replica's environment (the pool's env may still override it).
+        With `workdir`, the trainer's directory is that replica's own copy there (see :meth:`working_copy`)."""
+        paths = list(self.pythonpath)
+        if workdir is not None:
+            inside = str(self.trainer_dir)
+            paths = [str(workdir) + p[len(inside):] if p == inside or p.startswith(inside + "/") else p
+                     for p in paths]
+        return {"PYTHONPATH": os.pathsep.join(paths)}
+
+    def working_copy(self, workdir: Path) -> None:
+        """The trainer's files copied into a replica's working directory: the image's WorkingDir is the
+        trainer's directory, so relative paths read as they do on Vertex, and what a replica writes there
+        stays in its own run (each container has its own file system), not in the cached tree."""
+        try:
+            shutil.copytree(self.trainer_dir, workdir, dirs_exist_ok=True)
+        except OSError as err:
+            raise BackendError(f"cannot copy the image's trainer into {workdir}: {err}") from None
 
     def argv(self, pool: Mapping[str, Any], python: str) -> list[str]:
         """The containerSpec's command and args, this machine's `python` in place of the image's."""

@@ -119,10 +119,12 @@ def build_procs(plan: Plan, *, python: str | None, venv: str | None, output_dir:
             tmp = run_dir / "tmp" / r.label
             tmp.mkdir(parents=True, exist_ok=True)
             scratch = {name: str(tmp) for name in ("TMPDIR", "TMP", "TEMP")}
+        workdir = run_dir / "work" / r.label
         if image is not None:  # the image's PYTHONPATH first, the pool's env over it, as in the container
             argv = image.argv(pool, sys.executable)
-            env = localenv.compose_env({**host_env, **scratch}, vertex=vertex, job={**image.env(), **job_env},
-                                       gpus=gpus.get(r, ""))
+            image.working_copy(workdir)
+            env = localenv.compose_env({**host_env, **scratch}, vertex=vertex,
+                                       job={**image.env(workdir), **job_env}, gpus=gpus.get(r, ""))
         elif "containerSpec" in pool:
             container = f"vtrain-{job_id}-{r.label}"
             names = [*job_env, *vertex, "PYTHONUNBUFFERED", *RESTART_ENV]
@@ -133,7 +135,7 @@ def build_procs(plan: Plan, *, python: str | None, venv: str | None, output_dir:
             argv = localenv.python_argv(python, pool)
             env = localenv.compose_env({**host_env, **scratch}, vertex=vertex, job=job_env, venv=venv,
                                        gpus=gpus.get(r, ""))
-        procs.append(Proc(r, argv, env, run_dir / "work" / r.label, run_dir / f"{r.label}.log", container))
+        procs.append(Proc(r, argv, env, workdir, run_dir / f"{r.label}.log", container))
     return procs
 
 
