@@ -10,6 +10,7 @@ for Google's registries, none for a registry on this machine (plain HTTP, as Doc
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -65,6 +66,11 @@ def describe(pushed: Sequence[Pushed]) -> list[dict[str, Any]]:
 def blob_line(blob: Mapping[str, object]) -> str:
     """Progress, one layer at a time: `  trainer   uploaded   4,574 B  sha256:ace2059363d7`."""
     return f"  {blob['role']:<12} {blob['action']:<9} {int(blob['size']):>14,} B  {str(blob['digest'])[:19]}"  # type: ignore[call-overload]
+
+
+def stderr_progress(blob: Mapping[str, object]) -> None:
+    """`submit`'s progress: each layer's line on stderr as it is done (stdout stays the job, for -o json)."""
+    print(blob_line(blob), file=sys.stderr, flush=True)
 
 
 def summary(p: Pushed) -> str:

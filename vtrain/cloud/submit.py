@@ -301,19 +301,10 @@ def submit_job(
     images: tuple[Pushed, ...] = ()
     trainer = plan.config.trainer
     if trainer.build is not None:  # pushed (manifest last) before the create: a failed push creates no job
-        from vtrain.cloud.images import body_images, push_images
-
-        on_blob = None
-        if progress:
-            import sys
-
-            from vtrain.cloud.images import blob_line
-
-            def on_blob(blob: Mapping[str, object]) -> None:
-                print(blob_line(blob), file=sys.stderr, flush=True)
+        from vtrain.cloud.images import body_images, push_images, stderr_progress
 
         images = push_images(plan.config, body_images(plan.body), allow_credentials=allow_credentials,
-                             on_blob=on_blob)
+                             on_blob=stderr_progress if progress else None)
     elif trainer.package is not None:
         from vtrain.trainer.packaging import build_and_stage
 
