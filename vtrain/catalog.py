@@ -386,6 +386,25 @@ def default_tf_version(family: str) -> str:
     return DEFAULT_TF_VERSION if DEFAULT_TF_VERSION in versions else max(versions, key=tf_version_tuple)
 
 
+def executor_image_uri(image: str | None, hardware: str, region: str) -> str:
+    """The image a python-package pool on `hardware` (cpu, gpu, tpu) runs: `trainer.image` as an alias
+    (`tf.` picks the family by hardware) → the regional prebuilt URI; left out, each family's default."""
+    if image is None:  # no TPU image has DEFAULT_TF_VERSION: each family gets its own default
+        return prebuilt_image_uri(hardware, default_tf_version(hardware), region)
+    alias = IMAGE_ALIAS_RE.match(image)
+    if alias is None:
+        return image
+    return prebuilt_image_uri(alias["family"] or hardware, alias["version"], region)
+
+
+def prebuilt_python(uri: str) -> str | None:
+    """MAJOR.MINOR of a prebuilt image's Python, from its name (tf-gpu.2-17.py310 → 3.10); None otherwise."""
+    if PREBUILT_URI_RE.match(uri) is None:
+        return None
+    found = re.search(r"\.(?:py|cp)3(\d+):", uri)
+    return f"3.{found.group(1)}" if found else None
+
+
 def reduction_server_image(region: str) -> str:
     return REDUCTION_SERVER_IMAGE.format(multi=multi_region(region))
 

@@ -182,3 +182,23 @@ def test_against_submitted_jobs_and_the_last_one(tmp_path: Path) -> None:
     assert code == 1 and "env[name=API_KEY]" in out and '"s"' not in out
     code, _, err = run("diff", str(job), "999")
     assert code == 2 and err.startswith("error: cannot get job")
+
+
+def test_a_built_images_change_shows_as_its_tag_changing(tmp_path: Path) -> None:
+    """issue 23: with trainer.build, the trainer's code is in the image; its tag is the content hash."""
+    trainer = tmp_path / "trainer-src"
+    shutil.copytree(BASIC, trainer)
+    job = write_job(tmp_path, job_text(trainer=trainer, extra="").replace(
+        "  image: tf-cpu.2-17\n", "  image: tf-cpu.2-17\n  build: {repository: us-central1-docker.pkg.dev/p/r/t}\n"))
+    saved = render_to(tmp_path, job)
+    assert run("diff", str(job), "--against", str(saved))[0] == 0
+    task = trainer / "trainer" / "task.py"
+    task.write_text(task.read_text() + "\n# a change\n")
+    code, out, _ = run("diff", str(job), "--against", str(saved))
+    assert code == 1
+    changed = [line for line in out.splitlines() if line.startswith("~ ")]
+    assert [line.split(":", 1)[0] for line in changed] == [
+        f"~ jobSpec.workerPoolSpecs[{i}].containerSpec.imageUri" for i in (0, 1)]
+    assert all(line.endswith("(image content changed: its tag hashes the trainer, runtime and requirements)")
+               for line in changed)
+    assert all("us-central1-docker.pkg.dev/p/r/t:" in line for line in changed)

@@ -33,6 +33,8 @@ CONTEXT: tuple[tuple[str, dict[str, Any]], ...] = (
     ("tuning", {"tuning": _TUNING}),
     ("cluster.reduction_server", {"cluster.reduction_server.replicas": 1}),  # `auto` is sized by validate
     ("staging_bucket", {"trainer.package": "trainer"}),  # the bucket names where a built package goes
+    ("trainer.build", {"trainer.package": "trainer", "trainer.package_uris": [], "trainer.module": "guard.task",
+                       "trainer.build.repository": "us-central1-docker.pkg.dev/p/r/guard"}),  # its tag hashes the rest
     ("trainer.container.command", {"trainer.container.image_uri": "us-docker.pkg.dev/p/r/guard:1"}),
     ("cluster.*.accelerator_count", {"cluster.*.accelerator": "NVIDIA_TESLA_T4"}),
     ("diloco.second_learner_pool.accelerator_count", {"diloco.second_learner_pool.accelerator": "NVIDIA_TESLA_T4"}),

@@ -26,10 +26,11 @@ from vtrain.trainer import packaging
 CONFIGS = sorted((REPO / "configs").glob("*.yaml"))
 GOLDEN = REPO / "tests" / "golden"
 _HASH = re.compile(r"-[0-9a-f]{12,64}\.tar\.gz")
+_IMAGE_TAG = re.compile(r'(-docker\.pkg\.dev/[^":]+):[0-9a-f]{12,64}"')  # an image vtrain builds: tag = content hash
 
 
 def _normalized(text: str) -> str:
-    return _HASH.sub("-<hash>.tar.gz", text)
+    return _IMAGE_TAG.sub(r'\1:<hash>"', _HASH.sub("-<hash>.tar.gz", text))
 
 
 def test_there_is_an_example_per_scenario() -> None:
@@ -56,7 +57,23 @@ def test_example_matches_golden_and_real_proto(path: Path) -> None:
     CustomJobSpec.from_json(json.dumps(spec))
 
 
-PACKAGED = [c for c in CONFIGS if "package:" in c.read_text(encoding="utf-8")]
+PACKAGED = [c for c in CONFIGS if "package:" in c.read_text(encoding="utf-8")
+            and "build:" not in c.read_text(encoding="utf-8")]
+BUILT = [c for c in CONFIGS if "build:" in c.read_text(encoding="utf-8")]
+
+
+@pytest.mark.parametrize("path", BUILT, ids=[c.stem for c in BUILT])
+def test_built_images_are_tagged_with_the_hash_of_their_inputs(path: Path) -> None:
+    """The tag the golden file hides is the one the image library plans from the same files."""
+    from vtrain.request.image import image_specs
+    from vtrain.trainer.image.build import planned_image
+
+    config = load_config(path)
+    assert config.trainer.package is not None
+    planned = {planned_image(spec, config.trainer.package) for spec in image_specs(config).values()}
+    pools = build_job_dict(config)["jobSpec"]["workerPoolSpecs"]
+    assert {p["containerSpec"]["imageUri"] for p in pools if p} == planned
+    assert all(uri.rsplit(":", 1)[1] != "<hash>" for uri in planned)
 
 
 @pytest.mark.parametrize("path", PACKAGED, ids=[c.stem for c in PACKAGED])

@@ -5,7 +5,8 @@ The earlier request is a saved render (`vtrain render -o json|yaml|gcloud`, or `
 -o json`), a submitted job (by ID or resource name), or the newest job submitted from the same
 file (same display name, labelled by vtrain). Paths read like ``jobSpec.workerPoolSpecs[1].replicaCount``;
 list entries that carry a `name` (env variables) are matched by it: ``env[name=LR]``. A trainer
-whose code changed shows as its package URI changing: the file name carries the content hash.
+whose code changed shows as its package URI changing: the file name carries the content hash (or,
+with `trainer.build`, as its image's tag changing: the tag is the hash of what goes into the image).
 
 Fields the server adds (name, state, times, error) and the labels that differ on every submission
 (vtrain-submit-id, vtrain-config-hash, itself a hash of the rest) are not compared. Changes are
@@ -32,6 +33,8 @@ OUTPUT_ONLY = ("name", "state", "createTime", "startTime", "endTime", "updateTim
 VOLATILE_LABELS = ("vtrain-submit-id", "vtrain-config-hash")
 VERSION_LABEL = "vtrain-version"
 _HASHED_PACKAGE = re.compile(r"^(?P<stem>.*?)(?P<hash>[0-9a-f]{8,64})(?P<ext>\.tar\.gz|\.zip|\.whl)$")
+#: An image `trainer.build` makes: REPOSITORY:TAG, the tag a hash of what goes into it.
+_HASHED_IMAGE = re.compile(r"^(?P<repository>[^@\s]+/[^@:\s]+):(?P<tag>[0-9a-f]{12,64})$")
 
 
 @dataclass(frozen=True)
@@ -143,6 +146,9 @@ def _note(old: Any, new: Any) -> str:
         a, b = _HASHED_PACKAGE.match(old), _HASHED_PACKAGE.match(new)
         if a and b and a["stem"] == b["stem"] and a["ext"] == b["ext"]:
             return "package content changed"
+        c, d = _HASHED_IMAGE.match(old), _HASHED_IMAGE.match(new)
+        if c and d and c["repository"] == d["repository"]:
+            return "image content changed: its tag hashes the trainer, runtime and requirements"
     return ""
 
 

@@ -185,6 +185,8 @@ def _staging(config: JobConfig, region: str, client: Callable[[], Any]) -> Check
 
     if config.trainer.package is None:
         return Check("staging bucket", SKIP, "nothing to stage: the trainer is package_uris or a container")
+    if config.trainer.build is not None:
+        return Check("staging bucket", SKIP, "nothing to stage: the trainer goes in the image trainer.build pushes")
     try:
         target = staging.parse_staging(config.staging_bucket)
         if target.kind == "local":

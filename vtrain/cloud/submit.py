@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from vtrain.cloud.preflight import Report
     from vtrain.cloud.vertex.resources import Resolved
     from vtrain.cloud.vertex.retry import RetryPolicy
+    from vtrain.trainer.image.build import Pushed
     from vtrain.trainer.staging import StagedObject
 
 VERSION_LABEL = "vtrain-version"
@@ -121,7 +122,7 @@ def version_label(version: str = __version__) -> str:
 
 def _packages(config: JobConfig, uris: list[str]) -> tuple[PackagePlan, ...]:
     trainer = config.trainer
-    if trainer.container is not None:
+    if trainer.container is not None or trainer.build is not None:
         return ()
     if trainer.package is None:
         return tuple(PackagePlan("prebuilt", "", uri) for uri in uris)
@@ -169,7 +170,16 @@ def dry_run(plan: SubmitPlan, *, allow_credentials: bool = False, show_secrets: 
 
     packages: list[dict[str, Any]] = [asdict(p) for p in plan.packages]
     trainer = plan.config.trainer
-    if trainer.package is not None:
+    extra: dict[str, Any] = {}
+    if trainer.build is not None and trainer.package is not None:  # the image's files, checked as the build does
+        from vtrain.cloud.images import body_images
+        from vtrain.trainer.image.layers import scan_trainer
+
+        scan = scan_trainer(trainer.package, allow_credentials=allow_credentials)
+        if trainer.module:
+            packaging.check_module(scan, trainer.module)
+        extra["images"] = sorted(body_images(plan.body))
+    elif trainer.package is not None:
         scan = packaging.scan_package(trainer.package)
         if trainer.module:
             packaging.check_module(scan, trainer.module)  # layout and syntax: what submit checks
@@ -187,6 +197,7 @@ def dry_run(plan: SubmitPlan, *, allow_credentials: bool = False, show_secrets: 
         "request": plan.request(show_secrets=show_secrets),
         "configHash": plan.config_hash,
         "packages": packages,
+        **extra,
         "addedAtSubmit": {"labels": [SUBMIT_LABEL]},
     }
     from vtrain.cloud.vertex.resources import filled_at_submit
@@ -207,6 +218,7 @@ class SubmitResult:
     recovered: bool = False  # an earlier submit of this job lost its create's answer; `job` is what it made
     preflight: Report | None = None  # its warnings are worth showing; a failure raised before this
     linked: tuple[Resolved, ...] = ()  # the TensorBoard / Experiment found or made for the job
+    images: tuple[Pushed, ...] = ()  # trainer.build: each image pushed before the create
 
 
 def recover_lost_create(backend: VertexBackend, plan: SubmitPlan) -> VertexJob | None:
@@ -300,8 +312,14 @@ def submit_job(
 
         linked = link_resources(backend, plan.config.tensorboard, plan.config.experiment)
     staged: tuple[StagedObject, ...] = ()
+    images: tuple[Pushed, ...] = ()
     trainer = plan.config.trainer
-    if trainer.package is not None:
+    if trainer.build is not None:  # pushed (manifest last) before the create: a failed push creates no job
+        from vtrain.cloud.images import body_images, push_images, stderr_progress
+
+        images = push_images(plan.config, body_images(plan.body), allow_credentials=allow_credentials,
+                             on_blob=stderr_progress if progress else None)
+    elif trainer.package is not None:
         from vtrain.trainer.packaging import build_and_stage
 
         staged = tuple(
@@ -327,8 +345,8 @@ def submit_job(
         from vtrain.request.tuning_job import to_tuning_proto
 
         job = create_tuning(backend, to_tuning_proto(plan.body))
-        return SubmitResult(job, plan, staged, preflight=report, linked=made)
-    return SubmitResult(_create(backend, plan), plan, staged, preflight=report, linked=made)
+        return SubmitResult(job, plan, staged, preflight=report, linked=made, images=images)
+    return SubmitResult(_create(backend, plan), plan, staged, preflight=report, linked=made, images=images)
 
 
 def submit(

@@ -32,7 +32,8 @@ def _size(n: int) -> str:
 @output_option("text", "json")
 @set_option
 def package(job_file: str, allow_credentials: bool, target: str, output: str, overrides: tuple[str, ...]) -> None:
-    """Build the trainer package and stage it (with vtrain's runtime) under staging_bucket.
+    """Build the trainer package and stage it (with vtrain's runtime) under staging_bucket; with
+    trainer.build, build the trainer's image and push it to trainer.build.repository.
 
     Nothing is sent unless every check passes: the package, its entry module, no credential
     files, and a writable staging location. Packages are named by a hash of their sources,
@@ -44,6 +45,17 @@ def package(job_file: str, allow_credentials: bool, target: str, output: str, ov
 
     config = load_config(job_file, overrides, target=target)
     trainer = config.trainer
+    if trainer.build is not None:  # the image: built on its base and pushed, as `submit` does before the create
+        from vtrain.cloud.images import blob_line, body_images, describe, push_images, summary
+        from vtrain.request.build import build_request
+
+        text = output == "text"
+        pushed = push_images(config, body_images(build_request(config).body), allow_credentials=allow_credentials,
+                             on_image=(lambda p: click.echo(summary(p))) if text else None,
+                             on_blob=(lambda b: click.echo(blob_line(b), err=True)) if text else None)
+        if output == "json":
+            echo_json(describe(pushed))
+        return
     if trainer.package is None:
         if output == "json":
             echo_json([])

@@ -145,6 +145,8 @@ def _echo_dry_run(report: dict[str, Any]) -> None:
         for p in report["packages"]:
             built = f"  (built, {_size(p['size'])})" if "size" in p else ""
             click.echo(f"  {p['role']:<8} {p['source']:<{width}}  ->  {p['uri']}{built}")
+    for image in report.get("images", []):
+        click.echo(f"image: {image} (built and pushed by submit; layers the registry has are not sent)")
     labels = ", ".join(report["addedAtSubmit"]["labels"])
     click.echo(f"config hash {report['configHash']}; added when submitting: label {labels}")
     for field, what in report.get("resolvedAtSubmit", {}).items():
@@ -315,6 +317,11 @@ def submit(
         click.echo(f"{kind} '{made.display_name}' {'created' if made.created else 'found'}: {made.name}", err=True)
     for role, obj in zip(("trainer", "runtime"), result.staged, strict=False):
         click.echo(f"{role:<8} {'uploaded' if obj.uploaded else 'already staged':<15} {obj.uri}", err=True)
+    if result.images:
+        from vtrain.cloud.images import summary
+
+        for pushed in result.images:
+            click.echo(summary(pushed), err=True)
     if output == "text":
         if result.recovered:
             headline = (

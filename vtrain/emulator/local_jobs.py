@@ -68,6 +68,20 @@ def install_packages(job: Mapping[str, Any], cache_dir: str | os.PathLike[str] |
     return trainer_env
 
 
+def pull_images(job: Mapping[str, Any], cache_dir: str | os.PathLike[str] | None,
+                notice: Callable[[str], None]) -> dict[str, Any]:
+    """The job's images that vtrain built and pushed to a registry on this machine, their own layers
+    downloaded and unpacked (never the base's): the replicas run what was pushed, with no docker."""
+    from vtrain.local import envcache
+    from vtrain.local.image import pull_images as pull
+
+    cache = Path(cache_dir) if cache_dir is not None else envcache.default_cache_dir()
+    images = pull(job, cache)
+    for uri, image in images.items():
+        notice(f"image {uri}: vtrain's layers unpacked in {image.root}")
+    return images
+
+
 def follow(handle: Any, ctx: RunContext, notice: Callable[[str], None], *, poll: float, parts: str, noun: str,
            on_end: Callable[[], None] | None = None) -> RunResult:
     """Wait for a local job or study to end, stopping it when the emulator cancels; its RunResult.
@@ -148,6 +162,7 @@ class EmulatedRunner:
 
         faults = specs_from_labels(dict(body.get("labels") or {}))  # before anything is installed
         trainer_env = install_packages(body, self.options.cache_dir, notice)
+        images = pull_images(body, self.options.cache_dir, notice)
         if ctx.cancelled.is_set():
             return None
         output_dir = local_output_dir(body)
@@ -163,7 +178,7 @@ class EmulatedRunner:
 
         options = self.options.replace(output_dir=output_dir, faults=faults)
         return run_job(body, trainer_env=trainer_env, options=options, job_id=ctx.job_id, notice=notice,
-                       on_line=forward)
+                       on_line=forward, images=images)
 
 
 def severity_of(stream: str) -> str:

@@ -64,7 +64,14 @@ def _run(self: TuningRunner, job: Any, ctx: RunContext) -> RunResult:
     from google.cloud.aiplatform_v1 import HyperparameterTuningJob
     from google.protobuf import json_format
 
-    from vtrain.emulator.local_jobs import default_output_root, follow, install_packages, severity_of, task_of
+    from vtrain.emulator.local_jobs import (
+        default_output_root,
+        follow,
+        install_packages,
+        pull_images,
+        severity_of,
+        task_of,
+    )
     from vtrain.local.runner import local_output_dir
     from vtrain.local.studies import LocalTuningJob, machine_parallelism
 
@@ -88,6 +95,7 @@ def _run(self: TuningRunner, job: Any, ctx: RunContext) -> RunResult:
 
     try:
         trainer_env = install_packages(spec, self.options.cache_dir, notice)
+        images = pull_images(spec, self.options.cache_dir, notice)  # a trainer.build study's image
         if ctx.cancelled.is_set():
             return RunResult(CANCELLED)
         root = Path(self.output_root) if self.output_root is not None else default_output_root()
@@ -95,7 +103,7 @@ def _run(self: TuningRunner, job: Any, ctx: RunContext) -> RunResult:
         parallel = min(int(body.get("parallelTrialCount") or 1), machine_parallelism(body, self.options.max_replicas))
         study = LocalTuningJob(body, trainer_env=trainer_env, output_dir=Path(output_dir), job_id=ctx.job_id,
                                max_parallel=parallel, notice=notice, on_line=forward, on_change=publish,
-                               options=self.options.replace(output_dir=output_dir)).start()
+                               options=self.options.replace(output_dir=output_dir), images=images).start()
     except VtrainError as err:
         notice(f"the tuning job cannot run here: {err}")
         return RunResult(FAILED, str(err))

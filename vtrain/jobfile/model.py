@@ -74,10 +74,22 @@ class ContainerConfig:
 
 
 @dataclass(frozen=True)
+class BuildConfig:
+    """`trainer.build`: an image of the trainer on a base, pushed to `repository`. Requirement files
+    (entries ending in .txt) are absolute paths here; their lines are read where the image is planned."""
+
+    repository: str
+    requirements: tuple[str, ...] = ()
+    python_version: str | None = None
+    dependencies: bool = True
+
+
+@dataclass(frozen=True)
 class TrainerConfig:
     package: Path | None = None
     package_uris: tuple[str, ...] = ()
     container: ContainerConfig | None = None
+    build: BuildConfig | None = None
     module: str | None = None
     image: str | None = None
     args: tuple[str, ...] = ()
@@ -253,6 +265,16 @@ def _resolve_package(raw: str | None, base: Path) -> Path | None:
     return path if path.is_absolute() else absolute(base / path)
 
 
+def is_requirements_file(entry: str) -> bool:
+    """A `trainer.build.requirements` entry that names a file (as pip's -r) rather than a requirement."""
+    return entry.strip().lower().endswith(".txt")
+
+
+def _requirements(raw: list[str] | None, base: Path) -> tuple[str, ...]:
+    """Requirement files relative to the job file made absolute; specifiers as written."""
+    return tuple(str(_resolve_package(e.strip(), base)) if is_requirements_file(e) else e for e in raw or ())
+
+
 def _resolve_local_dir(raw: str | None, base: Path) -> str | None:
     """A relative local staging/output path starts at the job file's directory, as trainer.package does."""
     if not isinstance(raw, str) or not raw.strip() or "://" in raw or raw.startswith(("gs:", "gs/")):
@@ -266,8 +288,11 @@ def build_config(data: Mapping[str, Any], *, source: Path | None, positions: Pos
     base = source.parent if source is not None else Path.cwd()
     trainer_raw = data["trainer"]
     container = trainer_raw.get("container")
+    build = trainer_raw.get("build")
     trainer = _plain(TrainerConfig, trainer_raw, package=_resolve_package(trainer_raw.get("package"), base),
-                     container=_plain(ContainerConfig, container) if container else None)
+                     container=_plain(ContainerConfig, container) if container else None,
+                     build=_plain(BuildConfig, build, requirements=_requirements(build.get("requirements"), base))
+                     if build else None)
     cluster = data["cluster"]
     chief = _pool("chief", cluster["chief"], None)
     pools = {role: _pool(role, cluster[role], chief) for role in ROLES[1:] if role in cluster}
@@ -309,6 +334,7 @@ def build_config(data: Mapping[str, Any], *, source: Path | None, positions: Pos
 
 __all__ = [
     "BootDisk",
+    "BuildConfig",
     "ContainerConfig",
     "DilocoConfig",
     "DtensorConfig",

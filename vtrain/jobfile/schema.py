@@ -133,10 +133,33 @@ JOB_SCHEMA = Obj(
                     required=("image_uri",),
                     doc="Run your own container image instead of a Python package.",
                 ),
+                "build": Obj(
+                    {
+                        "repository": Str(examples=("us-central1-docker.pkg.dev/my-project/train/trainer",),
+                                          doc="Where the image is pushed: HOST/PATH with no tag, e.g. "
+                                          "REGION-docker.pkg.dev/PROJECT/REPO/NAME (Artifact Registry, in the "
+                                          "job's region); vtrain tags it with the hash of what goes into it."),
+                        "requirements": ListOf(Str(), single_ok=True, examples=(["tf-keras==2.17.0"],),
+                                               doc="What pip installs into the image, as wheels for the base's "
+                                               "Python and platform: requirement specifiers, or requirements "
+                                               "files (an entry ending in .txt, relative to this file)."),
+                        "python_version": Str(examples=("3.11",),
+                                              doc="The base image's Python (MAJOR.MINOR), for a base whose config "
+                                              "says none (prebuilt images: read from their name)."),
+                        "dependencies": Bool(default=True,
+                                             doc="Install the requirements' own dependencies too (false: exactly "
+                                             "the list, pip --no-deps, so the base's numpy is not shadowed)."),
+                    },
+                    required=("repository",),
+                    doc="Build a container image from `package` on `image` (the base) and push it, with no Docker "
+                    "daemon: the pools run it (containerSpec) instead of a staged package (see the README's "
+                    "\"Custom containers without Docker\").",
+                ),
                 "module": Str(examples=("trainer.task",),
                               doc="Python module to run with `python -m`, e.g. trainer.task."),
                 "image": Str(examples=_IMAGE_EXAMPLES,
-                             doc="Prebuilt TensorFlow image: tf.2-NN (vtrain picks tf-cpu/tf-gpu/tf-tpu per pool), "
+                             doc="Prebuilt TensorFlow image (with `build`: the base image, a prebuilt one or any "
+                             "image reference): tf.2-NN (vtrain picks tf-cpu/tf-gpu/tf-tpu per pool), "
                              "tf-cpu.2-NN, tf-gpu.2-NN, tf-tpu.2-NN, or a full prebuilt image URI; left out: "
                              f"tf.{catalog.DEFAULT_TF_VERSION} (TPU pools: tf-tpu.{catalog.default_tf_version('tpu')}, "
                              "the newest TPU image)."),

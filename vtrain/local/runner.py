@@ -31,6 +31,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping
@@ -52,6 +53,7 @@ from vtrain.local.restarts import Proc
 if TYPE_CHECKING:
     from vtrain.jobfile.model import JobConfig
     from vtrain.local.envcache import TrainerEnv
+    from vtrain.local.image import LocalImage
 
 
 def _docker_ready() -> None:
@@ -99,8 +101,10 @@ RESTART_ENV = (RESTART_COUNT_ENV, JOB_ATTEMPT_ENV, STATUS_FILE_ENV)  # set at ea
 
 
 def build_procs(plan: Plan, *, python: str | None, venv: str | None, output_dir: Path, run_dir: Path,
-                job_id: str, host_env: Mapping[str, str], gpus: Mapping[Replica, str]) -> list[Proc]:
-    """argv, environment, working dir and log (in this run's folder) of every replica; ports chosen here."""
+                job_id: str, host_env: Mapping[str, str], gpus: Mapping[Replica, str],
+                images: Mapping[str, LocalImage] | None = None) -> list[Proc]:
+    """argv, environment, working dir and log (in this run's folder) of every replica; ports chosen here.
+    A container pool whose image is in `images` (vtrain built it) runs from its unpacked layers, not docker."""
     ports = dict(zip(plan.replicas, free_ports(len(plan.replicas)), strict=True))
     devices = localenv.dtensor_devices(plan)
     procs = []
@@ -111,7 +115,20 @@ def build_procs(plan: Plan, *, python: str | None, venv: str | None, output_dir:
         if devices is not None and r.pool in (0, 1):  # the job's own VTRAIN_LOCAL_DEVICES wins
             job_env.setdefault(localenv.LOCAL_DEVICES_ENV, str(devices))
         container = None
-        if "containerSpec" in pool:
+        image = (images or {}).get(str((pool.get("containerSpec") or {}).get("imageUri", "")))
+        if image is not None or "containerSpec" not in pool:
+            # Each replica's own TMPDIR in the run folder (TensorFlow's autograph files, a killed replica's
+            # leftovers stay there, not in the user's /tmp); the job's env may still set its own.
+            tmp = run_dir / "tmp" / r.label
+            tmp.mkdir(parents=True, exist_ok=True)
+            scratch = {name: str(tmp) for name in ("TMPDIR", "TMP", "TEMP")}
+        workdir = run_dir / "work" / r.label
+        if image is not None:  # the image's PYTHONPATH first, the pool's env over it, as in the container
+            argv = image.argv(pool, sys.executable)
+            image.working_copy(workdir)
+            env = localenv.compose_env({**host_env, **scratch}, vertex=vertex,
+                                       job={**image.env(workdir), **job_env}, gpus=gpus.get(r, ""))
+        elif "containerSpec" in pool:
             container = f"vtrain-{job_id}-{r.label}"
             names = [*job_env, *vertex, "PYTHONUNBUFFERED", *RESTART_ENV]
             argv = localenv.docker_argv(pool, container, names, [str(output_dir)], gpus.get(r, ""))
@@ -119,15 +136,33 @@ def build_procs(plan: Plan, *, python: str | None, venv: str | None, output_dir:
         else:
             assert python is not None
             argv = localenv.python_argv(python, pool)
-            # Each replica's own TMPDIR in the run folder (TensorFlow's autograph files, a killed replica's
-            # leftovers stay there, not in the user's /tmp); the job's env may still set its own.
-            tmp = run_dir / "tmp" / r.label
-            tmp.mkdir(parents=True, exist_ok=True)
-            scratch = {name: str(tmp) for name in ("TMPDIR", "TMP", "TEMP")}
             env = localenv.compose_env({**host_env, **scratch}, vertex=vertex, job=job_env, venv=venv,
                                        gpus=gpus.get(r, ""))
-        procs.append(Proc(r, argv, env, run_dir / "work" / r.label, run_dir / f"{r.label}.log", container))
+        procs.append(Proc(r, argv, env, workdir, run_dir / f"{r.label}.log", container))
     return procs
+
+
+def _cache(cache_dir: str | os.PathLike[str] | None) -> Path:
+    from vtrain.local import envcache as localpkg
+
+    cache = Path(cache_dir) if cache_dir is not None else localpkg.default_cache_dir()
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise BackendError(f"cannot create the environment cache {cache}: {err.strerror or err}; set "
+                           "VTRAIN_CACHE_DIR to a writable directory") from None
+    return cache
+
+
+def prepare_images(config: JobConfig, cache_dir: str | os.PathLike[str] | None, allow_credentials: bool,
+                   notice: Callable[[str], None]) -> dict[str, LocalImage]:
+    """A `trainer.build` job's images, their layers built and unpacked here (:mod:`vtrain.local.image`);
+    empty for any other trainer. Nothing is pushed, and no registry is asked."""
+    if config.trainer.build is None:
+        return {}
+    from vtrain.local.image import build_local
+
+    return build_local(config, _cache(cache_dir), allow_credentials=allow_credentials, notice=notice)
 
 
 def prepare_trainer(
@@ -140,16 +175,11 @@ def prepare_trainer(
     the packageUris to put in the request: None (the staged or prebuilt ones `submit` would send), or,
     for a local package with no staging location, the cache's file:// URIs. Shared by a single run
     and a tuning study, so both run exactly what `submit` would send."""
+    cache = _cache(cache_dir)
+    if config.trainer.container is not None or config.trainer.build is not None:
+        return None, None
     from vtrain.local import envcache as localpkg
 
-    cache = Path(cache_dir) if cache_dir is not None else localpkg.default_cache_dir()
-    try:
-        cache.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise BackendError(f"cannot create the environment cache {cache}: {err.strerror or err}; set "
-                           "VTRAIN_CACHE_DIR to a writable directory") from None
-    if config.trainer.container is not None:
-        return None, None
     sdists, package_uris = _packages(config, cache, allow_credentials)
     trainer_env = localpkg.prepare_env(sdists, cache)
     env_notices(trainer_env, notice)
@@ -206,9 +236,10 @@ def run_local(
             labels = [r.label for r in localenv.plan(build_job_dict(config, []), opts.max_replicas).replicas]
             check_replicas(opts.faults, labels)
     trainer_env, package_uris = prepare_trainer(config, opts.cache_dir, opts.allow_credentials, notice)
+    images = prepare_images(config, opts.cache_dir, opts.allow_credentials, notice)
     job = build_request(config, package_uris).body
     return run_job(job, trainer_env=trainer_env, options=opts, name=config.name, out=out, notice=notice,
-                   on_line=on_line)
+                   on_line=on_line, images=images)
 
 
 def env_notices(trainer_env: TrainerEnv, notice: Callable[[str], None]) -> None:
@@ -238,6 +269,7 @@ def run_job(
     out: IO[str] | None = None,
     notice: Callable[[str], None] = lambda text: None,
     on_line: Callable[[Replica, str, str], None] | None = None,
+    images: Mapping[str, LocalImage] | None = None,
     **keywords: Any,
 ) -> LocalJob:
     """Start a CustomJob REST body here (what `submit` sends, or what the emulator stored).
@@ -267,7 +299,8 @@ def run_job(
     policy = policy_for_job(the_plan.job, labels, opts.restart_policy)
     scheduler = FaultScheduler(faults, opts.preempt_grace)
     specs = [the_plan.pool_spec(r) for r in the_plan.replicas]
-    if any("containerSpec" in s for s in specs):
+    built = images or {}
+    if any("containerSpec" in s and s["containerSpec"].get("imageUri") not in built for s in specs):
         _docker_ready()
     if trainer_env is None and any("pythonPackageSpec" in s for s in specs):
         raise BackendError("this job runs Python packages, but no environment with them was prepared")
@@ -310,7 +343,7 @@ def run_job(
             raise BackendError(f"cannot write the output directory {out_path}: {err.strerror or err}") from None
         procs = build_procs(the_plan, python=trainer_env.python if trainer_env else None,
                             venv=str(trainer_env.venv) if trainer_env else None, output_dir=out_path,
-                            run_dir=run_dir, job_id=job_id, host_env=host_env, gpus=gpus)
+                            run_dir=run_dir, job_id=job_id, host_env=host_env, gpus=gpus, images=built)
         job_opts = opts.replace(output_dir=out_path, timeout=opts.timeout if opts.timeout is not None
                                 else _job_timeout(job))  # fmt: skip
         handle = LocalJob(job_id, name, the_plan, procs, out_path, run_dir, temporary, job_opts, out, notice,

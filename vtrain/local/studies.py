@@ -135,7 +135,7 @@ class LocalTuningJob(JobHandle):
                  notice: Callable[[str], None] = lambda text: None,
                  on_line: Callable[[str, Any, str, str], None] | None = None,
                  on_change: Callable[[LocalTuningJob], None] | None = None, poll: float = 0.2,
-                 options: RunOptions | None = None) -> None:
+                 options: RunOptions | None = None, images: Mapping[str, Any] | None = None) -> None:
         self.job_id = job_id or f"local-tuning-{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(2).hex()}"
         super().__init__(self.job_id)
         self.body = copy.deepcopy(dict(body))
@@ -148,6 +148,7 @@ class LocalTuningJob(JobHandle):
         self.seed = seed
         self.trials: list[Trial] = []
         self._trainer_env = trainer_env
+        self._images = dict(images or {})  # a trainer.build job's images, unpacked (vtrain.local.image)
         self._out = out
         self._notice = notice
         self._on_line = on_line
@@ -319,7 +320,8 @@ class LocalTuningJob(JobHandle):
         try:
             options = self._options.replace(output_dir=trial.output_dir, keep=False)
             trial.job = run_job(body, trainer_env=self._trainer_env, options=options, name=body["displayName"],
-                                job_id=f"{self.job_id}-trial-{trial_id}", out=None, on_line=forward)
+                                job_id=f"{self.job_id}-trial-{trial_id}", out=None, on_line=forward,
+                                images=self._images)
         except BackendError as err:
             trial.state, trial.error, trial.ended = INFEASIBLE, str(err), time.monotonic()
             self._changed(trial, f"trial {trial_id} could not start: {err}")

@@ -46,7 +46,7 @@ def run_local_tuning(
     """
     from vtrain.jobfile.load import load_config
     from vtrain.jobfile.model import JobConfig
-    from vtrain.local.runner import local_output_dir, prepare_trainer
+    from vtrain.local.runner import local_output_dir, prepare_images, prepare_trainer
     from vtrain.request.build import TUNING_JOB, build_request, kind_of, trial_job_spec
 
     if not isinstance(config, JobConfig):
@@ -63,6 +63,7 @@ def run_local_tuning(
     if opts.faults:
         raise UsageError("faults apply to a single job: a job file with `tuning:` runs a study of many trials")
     trainer_env, package_uris = prepare_trainer(config, opts.cache_dir, opts.allow_credentials, notice)
+    images = prepare_images(config, opts.cache_dir, opts.allow_credentials, notice)
     body = build_request(config, package_uris).body
     bound = machine_parallelism(body, opts.max_replicas)
     wanted = config.tuning.parallel_trials if max_parallel is None else max_parallel
@@ -76,7 +77,7 @@ def run_local_tuning(
     # Each trial is a CustomJob: its replicas are restarted as Vertex restarts them (or fail fast: "never").
     study = LocalTuningJob(body, trainer_env=trainer_env, output_dir=Path(where).expanduser().absolute(),
                            name=config.name, max_parallel=wanted, seed=seed, out=out, notice=notice,
-                           options=opts, on_change=on_change)
+                           options=opts, on_change=on_change, images=images)
     return study.start()
 
 

@@ -43,20 +43,14 @@ PLAIN_FIELDS: tuple[tuple[str, str], ...] = (
 
 def executor_image(config: JobConfig, pool: PoolConfig) -> str:
     """The prebuilt executor image for a pool: alias → regional URI, `tf.` picks by hardware."""
-    if config.trainer.image is None:  # no TPU image has DEFAULT_TF_VERSION: each family gets its own default
-        family = pool.hardware
-        return catalog.prebuilt_image_uri(family, catalog.default_tf_version(family), config.region)
-    image = config.trainer.image
-    alias = catalog.IMAGE_ALIAS_RE.match(image)
-    if alias is None:
-        return image
-    family = alias["family"] or pool.hardware
-    return catalog.prebuilt_image_uri(family, alias["version"], config.region)
+    return catalog.executor_image_uri(config.trainer.image, pool.hardware, config.region)
 
 
 def trainer_package_uris(config: JobConfig) -> list[str]:
     """Where the trainer's packages are (or will be, once `submit` stages them)."""
     trainer = config.trainer
+    if trainer.build is not None:
+        return []  # the trainer is in the image
     if trainer.package is None:
         return list(trainer.package_uris)
     from vtrain.trainer import packaging
@@ -86,7 +80,8 @@ def _machine_spec(config: JobConfig, pool: PoolConfig) -> dict[str, Any]:
     return spec
 
 
-def _pool_spec(config: JobConfig, pool: PoolConfig, package_uris: Sequence[str]) -> dict[str, Any]:
+def _pool_spec(config: JobConfig, pool: PoolConfig, package_uris: Sequence[str],
+               images: Mapping[str, str]) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "machineSpec": _machine_spec(config, pool),
         "replicaCount": str(int(pool.replicas)),
@@ -108,7 +103,17 @@ def _pool_spec(config: JobConfig, pool: PoolConfig, package_uris: Sequence[str])
         from vtrain.runtime.dtensor_env import format_mesh  # the text runtime.dtensor_mesh() parses
 
         env[DTENSOR_MESH_ENV] = format_mesh(config.dtensor.mesh)
-    if trainer.container is not None:
+    if trainer.build is not None:  # the image vtrain builds on this pool's base; its entry point, said in full
+        from vtrain.request.image import IMAGE_PYTHON
+
+        module = DILOCO_SYNCER_MODULE if syncer else trainer.module
+        built: dict[str, Any] = {"imageUri": images[executor_image(config, pool)],
+                                 "command": [IMAGE_PYTHON, "-m", str(module)]}
+        if args:
+            built["args"] = args
+        built["env"] = _env_list(env)
+        spec["containerSpec"] = built
+    elif trainer.container is not None:
         container: dict[str, Any] = {"imageUri": trainer.container.image_uri}
         if syncer:
             container["command"] = ["python3", "-m", DILOCO_SYNCER_MODULE]
@@ -149,9 +154,14 @@ def _scheduling(config: JobConfig) -> dict[str, Any] | None:
 def worker_pool_specs(config: JobConfig, package_uris: Sequence[str] | None = None) -> list[dict[str, Any]]:
     """Pools in Vertex order; an empty middle pool is `{}`, trailing empty pools are dropped."""
     uris = trainer_package_uris(config) if package_uris is None else list(package_uris)
+    images: dict[str, str] = {}
+    if config.trainer.build is not None:  # REPOSITORY:TAG, the tag a hash of the files: planned, not pushed
+        from vtrain.request.image import planned_images
+
+        images = planned_images(config)
     slots: list[dict[str, Any]] = [{}, {}, {}, {}]
     for pool in config.pools():
-        slots[pool.index] = _pool_spec(config, pool, uris)
+        slots[pool.index] = _pool_spec(config, pool, uris, images)
     while slots and not slots[-1]:
         slots.pop()
     return slots

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from vtrain import catalog
@@ -28,6 +29,10 @@ def check_trainer(r: Rules, config: JobConfig) -> None:
         what = "none" if not sources else " and ".join(sources)
         r.add(("trainer",), f"the trainer needs exactly one of package, package_uris or container (found {what})")
         return
+    if t.build is not None and (t.container is not None or t.package is None):
+        other = "container" if t.container is not None else "package_uris"
+        r.add(("trainer", "build"), f"trainer.build builds an image from trainer.package; it cannot go with "
+                                    f"trainer.{other} (a prebuilt image, or packages already built): drop one")
     if t.container is not None:
         for key in ("module", "image"):
             if getattr(t, key) is not None:
@@ -45,10 +50,12 @@ def check_trainer(r: Rules, config: JobConfig) -> None:
         r.add(("trainer", "package_uris"), f"at most {MAX_PACKAGE_URIS} package URIs, got {len(t.package_uris)}")
     if t.package is not None:
         check_package_dir(r, t.package, t.module)
-        if config.staging_bucket is None and r.target == "vertex":
+        if config.staging_bucket is None and r.target == "vertex" and t.build is None:
             r.add(("trainer", "package"), "a local trainer package is staged before submitting: set "
                                           "staging_bucket: gs://BUCKET/staging")
     check_image(r, config)
+    if t.build is not None and t.package is not None:
+        check_build(r, config)
 
 
 def check_package_dir(r: Rules, package: Path, module: str | None) -> None:
@@ -123,14 +130,16 @@ def check_image(r: Rules, config: JobConfig) -> None:
     alias = catalog.IMAGE_ALIAS_RE.match(image)
     uri = catalog.PREBUILT_URI_RE.match(image)
     if alias is None and uri is None:
-        if "/" not in image:
+        if config.trainer.build is not None:  # any image may be the base of one vtrain builds
+            check_reference(r, ("trainer", "image"), image, "base image")
+        elif "/" not in image:
             v, tpu = catalog.DEFAULT_TF_VERSION, catalog.default_tf_version("tpu")
             r.add(("trainer", "image"), f"'{image}' is neither a prebuilt image alias nor an image URI; use "
                                         f"tf-cpu.{v}, tf-gpu.{v}, tf-tpu.{tpu}, or tf.{v} to pick per pool")
         else:
             r.add(("trainer", "image"), "python-package trainers run on a Vertex prebuilt image "
                                         "(…-docker.pkg.dev/vertex-ai/training/tf-…); for your own image use "
-                                        "trainer.container", "warning")
+                                        "trainer.container, or trainer.build to build one on this base", "warning")
         return
     match = alias or uri
     assert match is not None
@@ -192,3 +201,69 @@ def check_strategy(r: Rules, config: JobConfig) -> None:
         r.warn(path, f"one_device uses 1 of the chief's {config.chief.gpus} GPUs; use mirrored")
 
 
+
+
+# --------------------------------------------------------------------------- trainer.build
+
+
+def check_reference(r: Rules, path: tuple[str, ...], text: str, what: str) -> None:
+    from vtrain.trainer.image.reference import parse_reference
+
+    try:
+        parse_reference(text, what=what)
+    except PackagingError as err:
+        r.add(path, str(err))
+
+
+def check_build(r: Rules, config: JobConfig) -> None:
+    """The repository's form and region, and the requirements (files read here, as the build reads them)."""
+    from vtrain.jobfile.model import is_requirements_file
+    from vtrain.trainer.image.reference import parse_repository
+    from vtrain.trainer.image.requirements import read_requirements
+
+    build = config.trainer.build
+    assert build is not None
+    path = ("trainer", "build")
+    try:
+        target = parse_repository(build.repository)
+    except PackagingError as err:
+        r.add((*path, "repository"), f"{err}; e.g. {config.region}-docker.pkg.dev/PROJECT/REPO/NAME")
+    else:
+        check_registry_region(r, (*path, "repository"), target.registry, config.region)
+    if build.python_version is not None and not re.fullmatch(r"3\.[0-9]+", build.python_version.strip()):
+        r.add((*path, "python_version"), f"'{build.python_version}' is not a Python version MAJOR.MINOR such as 3.10")
+    elif build.python_version is not None:
+        named = {catalog.prebuilt_python(catalog.executor_image_uri(config.trainer.image, pool.hardware, config.region))
+                 for pool in config.pools() if pool.role != "reduction_server"}
+        named.discard(None)
+        if named and build.python_version.strip() not in named:
+            r.warn((*path, "python_version"), f"the base image's name says Python {', '.join(sorted(named))}, not "
+                                              f"{build.python_version}: wheels built for another Python may not "
+                                              "import; leave python_version out for a prebuilt base")
+    for i, entry in enumerate(build.requirements):
+        try:
+            read_requirements([entry], [is_requirements_file(entry)])
+        except PackagingError as err:
+            at = (*path, "requirements", i) if (*path, "requirements", i) in config.positions.values else \
+                (*path, "requirements")
+            r.add(at, str(err))
+
+
+#: REGION-docker.pkg.dev (Artifact Registry), or a multi-region us/europe/asia; gcr.io's hosts are multi-regions.
+_ARTIFACT_REGISTRY = re.compile(r"^(?P<location>[a-z0-9-]+)-docker\.pkg\.dev$")
+_GCR = {"gcr.io": "us", "us.gcr.io": "us", "eu.gcr.io": "europe", "asia.gcr.io": "asia"}
+
+
+def check_registry_region(r: Rules, path: tuple[str, ...], registry: str, region: str) -> None:
+    """A warning when every replica would pull the image from another region (slow starts, egress charges)."""
+    found = _ARTIFACT_REGISTRY.match(registry)
+    location = found["location"] if found else _GCR.get(registry)
+    if location is None:
+        return
+    if location in ("us", "europe", "asia"):
+        if catalog.multi_region(region) == location:
+            return
+    elif location == region:
+        return
+    r.warn(path, f"the image is pushed to {registry} ({location}); the job runs in {region}: every replica pulls "
+                 f"it across regions (slower starts, egress charges); use {region}-docker.pkg.dev/…")

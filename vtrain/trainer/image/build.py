@@ -159,8 +159,10 @@ def build_image(spec: ImageSpec, package_dir: Path, out_dir: Path, base_client: 
                       manifest=canonical(manifest), media_type=str(manifest["mediaType"]), python_version=version)
 
 
-def push_image(built: BuiltImage, client: RegistryClient, base_client: RegistryClient) -> Pushed:
-    """Send what the target lacks; the manifest last. `client` speaks to the target's registry."""
+def push_image(built: BuiltImage, client: RegistryClient, base_client: RegistryClient, *,
+               on_blob: Callable[[dict[str, object]], None] | None = None) -> Pushed:
+    """Send what the target lacks; the manifest last. `client` speaks to the target's registry;
+    `on_blob` hears of each blob (role, digest, size, action) once it is there: progress, layer by layer."""
     repo, base = built.target.repository, built.base
     same_registry = base.ref.registry == built.target.registry
     start = client.sent
@@ -175,10 +177,16 @@ def push_image(built: BuiltImage, client: RegistryClient, base_client: RegistryC
             client.upload(repo, digest, size, _stream(base_client, base.ref.repository, digest))
             action = "copied"
         blobs.append({"role": "base", "digest": digest, "size": size, "action": action})
+        if on_blob is not None:
+            on_blob(blobs[-1])
     for layer in built.layers:
         blobs.append(_send(client, repo, layer.role, layer.digest, layer.size, partial(Path.open, layer.path, "rb")))
+        if on_blob is not None:
+            on_blob(blobs[-1])
     config = built.config
     blobs.append(_send(client, repo, "config", built.config_digest, len(config), partial(io.BytesIO, config)))
+    if on_blob is not None:
+        on_blob(blobs[-1])
     digest = client.put_manifest(repo, str(built.target.tag), built.media_type, built.manifest)
     return Pushed(image=f"{built.target}@{digest}", digest=digest, sent=client.sent - start, blobs=blobs)
 
@@ -197,7 +205,8 @@ def _stream(base_client: RegistryClient, repository: str, digest: str) -> Callab
 
 def build_and_push(spec: ImageSpec, package_dir: Path, *, credentials: Credentials | None = default_credentials,
                    base_credentials: Credentials | None = default_credentials, allow_credentials: bool = False,
-                   cache: Path | None = None, chunk_size: int | None = None) -> Pushed:
+                   cache: Path | None = None, chunk_size: int | None = None,
+                   on_blob: Callable[[dict[str, object]], None] | None = None) -> Pushed:
     """The whole step: build the image on its base and push it. Nothing is sent before every layer is built.
     Credentials default to Google's for Google registries and none elsewhere (None: anonymous)."""
     target = parse_repository(spec.repository)
@@ -208,4 +217,4 @@ def build_and_push(spec: ImageSpec, package_dir: Path, *, credentials: Credentia
     with tempfile.TemporaryDirectory(prefix="vtrain-image-") as tmp:
         built = build_image(spec, package_dir, Path(tmp), base_client, allow_credentials=allow_credentials,
                             cache=cache)
-        return push_image(built, client, base_client)
+        return push_image(built, client, base_client, on_blob=on_blob)

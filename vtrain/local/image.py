@@ -1,0 +1,216 @@
+"""Running a vtrain-built image here without docker: its own layers, unpacked, on this machine's Python.
+
+An image vtrain builds (:mod:`vtrain.trainer.image`) adds only plain directories to its base, each on
+``PYTHONPATH``: the trainer, vtrain's runtime and the requirements. So a replica runs what the image
+runs (its entry point from the containerSpec, the image's ``PYTHONPATH`` and working directory
+layout; each replica works in its own copy of the trainer's directory, the image's WorkingDir) with
+this machine's interpreter standing in for the base's Python and its TensorFlow:
+
+- `vtrain local` (:func:`build_local`) writes the same layers `submit` pushes (the trainer and runtime
+  layers byte for byte; the requirements installed by the same pip call, for this machine's Python
+  when it is not the base's), and unpacks them;
+- the emulator's ``--run-jobs`` (:func:`pull_local`) reads the pushed image from a registry on
+  127.0.0.1 and unpacks vtrain's layers from it (the base's are never downloaded), so it runs
+  exactly what was pushed.
+
+Unpacked trees are cached by the layers' digests (``CACHE/images/KEY``), so a second run unpacks nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import sys
+import tarfile
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from vtrain.errors import BackendError, PackagingError
+from vtrain.trainer.image.layers import TRAINER_DIR
+
+if TYPE_CHECKING:
+    from vtrain.jobfile.model import JobConfig
+    from vtrain.trainer.image.layers import Layer
+
+_DONE = ".vtrain-unpacked"
+
+
+@dataclass(frozen=True)
+class LocalImage:
+    """An image's vtrain layers unpacked under `root`; `pythonpath` as the image sets it, made local."""
+
+    uri: str
+    root: Path
+    pythonpath: tuple[str, ...]
+
+    @property
+    def trainer_dir(self) -> Path:
+        return self.root / TRAINER_DIR
+
+    def env(self, workdir: Path | None = None) -> dict[str, str]:
+        """What the image's config adds to a replica's environment (the pool's env may still override it).
+        With `workdir`, the trainer's directory is that replica's own copy there (see :meth:`working_copy`)."""
+        paths = list(self.pythonpath)
+        if workdir is not None:
+            inside = str(self.trainer_dir)
+            paths = [str(workdir) + p[len(inside):] if p == inside or p.startswith(inside + "/") else p
+                     for p in paths]
+        return {"PYTHONPATH": os.pathsep.join(paths)}
+
+    def working_copy(self, workdir: Path) -> None:
+        """The trainer's files copied into a replica's working directory: the image's WorkingDir is the
+        trainer's directory, so relative paths read as they do on Vertex, and what a replica writes there
+        stays in its own run (each container has its own file system), not in the cached tree."""
+        try:
+            shutil.copytree(self.trainer_dir, workdir, dirs_exist_ok=True)
+        except OSError as err:
+            raise BackendError(f"cannot copy the image's trainer into {workdir}: {err}") from None
+
+    def argv(self, pool: Mapping[str, Any], python: str) -> list[str]:
+        """The containerSpec's command and args, this machine's `python` in place of the image's."""
+        spec = pool["containerSpec"]
+        command = list(spec.get("command", []))
+        if len(command) < 2 or command[1] != "-m":
+            raise BackendError(f"image {self.uri}: vtrain runs its images here as `python -m MODULE`; the pool's "
+                               f"command is {command!r}")
+        return [python, *command[1:], *spec.get("args", [])]
+
+
+def host_python() -> str:
+    """MAJOR.MINOR of the interpreter replicas run with here."""
+    return f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+def _unpack(layers: Sequence[Path], cache: Path, key: str) -> Path:
+    """The layers extracted in order into CACHE/images/KEY (once; a half-done tree is redone)."""
+    root = cache / "images" / key
+    if (root / _DONE).is_file():
+        return root
+    root.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root.parent))
+    try:
+        for path in layers:
+            with tarfile.open(path, "r:gz") as tar:
+                tar.extractall(tmp, filter="data")  # no absolute paths, links out or devices
+        (tmp / _DONE).write_text("")
+        try:
+            os.replace(tmp, root)
+        except OSError:  # another run unpacked it meanwhile
+            if not (root / _DONE).is_file():
+                raise
+    except (OSError, tarfile.TarError) as err:
+        raise BackendError(f"cannot unpack the image's layers into {root}: {err}") from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return root
+
+
+def _local(uri: str, root: Path, image_path: Sequence[str]) -> LocalImage:
+    return LocalImage(uri, root, tuple(str(root / p.lstrip("/")) for p in image_path))
+
+
+def _key(layers: Sequence[Layer | str]) -> str:
+    digests = [layer if isinstance(layer, str) else layer.digest for layer in layers]
+    return hashlib.sha256(" ".join(digests).encode()).hexdigest()[:16]
+
+
+def build_local(config: JobConfig, cache: Path, *, allow_credentials: bool = False,
+                notice: Callable[[str], None] = lambda text: None) -> dict[str, LocalImage]:
+    """imageUri → the image's layers built here and unpacked, for each image the job's pools name."""
+    from vtrain.request.image import image_specs, planned_images
+    from vtrain.trainer.image.config import python_path
+    from vtrain.trainer.image.layers import runtime_layer, scan_trainer, src_layout, trainer_layer
+    from vtrain.trainer.image.wheels import requirements_layer
+    from vtrain.trainer.packaging import check_module
+
+    package = config.trainer.package
+    assert package is not None and config.trainer.module
+    scan = scan_trainer(package, allow_credentials=allow_credentials)
+    check_module(scan, config.trainer.module)
+    planned = planned_images(config)
+    out: dict[str, LocalImage] = {}
+    here = host_python()
+    with tempfile.TemporaryDirectory(prefix="vtrain-image-") as tmp:
+        for base, spec in image_specs(config).items():
+            if spec.python_version and spec.python_version != here and spec.requirements:
+                notice(f"the image's Python is {spec.python_version}, this machine's {here}: its requirements are "
+                       f"installed here for {here}")
+            layers = [trainer_layer(scan, Path(tmp)), runtime_layer(Path(tmp))]
+            deps = requirements_layer(spec.requirements, here, platforms=spec.platforms, index_args=spec.index_args,
+                                      cache=cache / "image-layers", dependencies=spec.dependencies)
+            if deps is not None:
+                layers.insert(0, deps)
+            root = _unpack([layer.path for layer in layers], cache, _key(layers))
+            out[planned[base]] = _local(planned[base], root, python_path(src_layout(scan)))
+            notice(f"image {planned[base]}: its layers unpacked in {root}")
+    return out
+
+
+def pull_local(uri: str, cache: Path, *, credentials: Any = None) -> LocalImage | None:
+    """The vtrain layers of a pushed image, downloaded (never the base's) and unpacked; None when the
+    image is not one vtrain built. A registry that refuses or is unreachable is a one-line BackendError."""
+    from vtrain.trainer.image.build import read_base
+    from vtrain.trainer.image.reference import parse_reference
+    from vtrain.trainer.image.registry import RegistryClient
+
+    try:
+        ref = parse_reference(uri)
+        client = RegistryClient(ref.registry, credentials)
+        image = read_base(client, ref)  # the manifest for linux/amd64 and the config
+        history = [h for h in image.config.get("history", []) if not h.get("empty_layer")]
+        ours = [h for h in history if str(h.get("created_by", "")).startswith("vtrain: ")]
+        if not ours:
+            return None
+        descriptors = image.manifest.get("layers", [])[-len(ours):]
+        digests = [str(d["digest"]) for d in descriptors]
+        blobs = cache / "image-blobs"
+        blobs.mkdir(parents=True, exist_ok=True)
+        paths = [_fetch(client, ref.repository, digest, blobs) for digest in digests]
+    except PackagingError as err:
+        raise BackendError(f"cannot run image {uri} here: {err}") from None
+    env = dict(item.partition("=")[::2] for item in (image.config.get("config") or {}).get("Env") or [])
+    image_path = [p for p in env.get("PYTHONPATH", "").split(":") if p.startswith("/opt/vtrain/")]
+    return _local(uri, _unpack(paths, cache, _key(digests)), image_path)
+
+
+def _fetch(client: Any, repository: str, digest: str, into: Path) -> Path:
+    path = into / digest.replace(":", "-")
+    if path.is_file():
+        return path
+    hashed = hashlib.sha256()
+    tmp = path.with_suffix(".part")
+    with contextlib.closing(client.open_blob(repository, digest)) as stream, open(tmp, "wb") as out:
+        for chunk in iter(lambda: stream.read(1 << 20, decode_content=False), b""):  # the blob's bytes as stored
+            hashed.update(chunk)
+            out.write(chunk)
+    if f"sha256:{hashed.hexdigest()}" != digest:
+        tmp.unlink(missing_ok=True)
+        raise PackagingError(f"layer {digest[:19]} of {repository} is not what its digest says")
+    os.replace(tmp, path)
+    return path
+
+
+def pull_images(job: Mapping[str, Any], cache: Path) -> dict[str, LocalImage]:
+    """For the emulator: each container pool's image on a registry on this machine that vtrain built."""
+    from vtrain.trainer.image.reference import is_loopback, parse_reference
+
+    out: dict[str, LocalImage] = {}
+    for pool in job["jobSpec"].get("workerPoolSpecs", []):
+        uri = str((pool.get("containerSpec") or {}).get("imageUri", ""))
+        if not uri or uri in out:
+            continue
+        try:
+            loopback = is_loopback(parse_reference(uri).registry)
+        except PackagingError:
+            continue
+        if loopback:
+            found = pull_local(uri, cache)
+            if found is not None:
+                out[uri] = found
+    return out
+
