@@ -283,7 +283,7 @@ def _from_run(config: Any, inputs: Any, job_file: str, from_run: str | None, str
     if typed["batch_per_replica"]:
         given["activations"] = inputs.activations
     path = Path(from_run) if from_run is not None else fromrun.last_run(config.base_output_dir)
-    expected = shape_hash(build_request(config).body.get("jobSpec"))
+    expected = shape_hash(_job_spec(config, build_request))
     run = fromrun.load_run(path, expected, strict)
     advice = rehearsal.advise_from_run(config, run, given, inputs, job_file, utilisation)
     if plot is not None:
@@ -304,6 +304,16 @@ def _from_run(config: Any, inputs: Any, job_file: str, from_run: str | None, str
             click.echo(line)
     if plot is not None:
         click.echo(f"plot: {plot}")
+
+
+def _job_spec(config: Any, build_request: Any) -> Any:
+    """The CustomJobSpec a run of this job got; package URIs do not enter the hash, so stand-ins do here."""
+    from vtrain.errors import VtrainError
+
+    try:
+        return build_request(config).body.get("jobSpec")
+    except VtrainError:  # no staging location: a local package would be staged at `vtrain local`
+        return build_request(config, ["-", "-"]).body.get("jobSpec")
 
 
 def _study(config: Any, est: Any, money: Any) -> dict[str, Any] | None:
