@@ -107,6 +107,7 @@ def test_every_input_is_measured_and_says_so(job: Path) -> None:
     assert sources["activations"]["value"] == 68 * 64  # per example × the per-replica batch (192 / 3)
     assert sources["step_compute_s"]["value"] == pytest.approx(0.0609)  # a CPU job rehearsed on a CPU
     assert data["from_run"]["run"] == str(folder) and data["from_run"]["job_id"] == "local-1"
+    assert {v["run"] for v in sources.values()} == {str(folder)}
     assert data["from_run"]["warnings"] == []
     check = data["from_run"]["memory_check"]
     assert check["measured_state_bytes"] == check["model_state_bytes"] == 3 * 644  # weights + gradients + slots

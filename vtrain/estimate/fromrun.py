@@ -20,10 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vtrain.constants import LOCAL_RUNS_DIR
+from vtrain.constants import LOCAL_RUNS_DIR, MIN_TIMED_STEPS, PROFILE_FOLDER, PROFILE_VERSION
 from vtrain.errors import EstimateError
 from vtrain.estimate.memory import Device
-from vtrain.runtime.profile_record import MIN_TIMED_STEPS, PROFILE_FOLDER, PROFILE_VERSION
 
 DEFAULT_UTILISATION = 0.4
 UTILISATION_RANGE = (0.3, 0.6)

@@ -51,7 +51,8 @@ class RunAdvice:
                 "job_id": self.run.job_id,
                 "state": self.run.state,
                 "replicas": sorted(self.run.profiles),
-                "inputs": {name: s.to_dict() for name, s in self.sources.items()},
+                "inputs": {name: {**s.to_dict(), "run": str(self.run.path) if s.source == "measured" else None}
+                           for name, s in self.sources.items()},
                 "warnings": self.lines,
                 "utilisation_range": self.span,
                 "verdict_changes_in_range": self.verdict_changes,

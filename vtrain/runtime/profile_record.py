@@ -33,16 +33,12 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from vtrain.constants import LOCAL_RUNS_DIR
+from vtrain.constants import LOCAL_RUNS_DIR, MIN_TIMED_STEPS, PROFILE_FOLDER, PROFILE_VERSION
 
-PROFILE_VERSION = 1
 PROFILE_DIR_ENV = "VTRAIN_PROFILE_DIR"
-PROFILE_FOLDER = "profile"
 VERTEX_PROFILE_DIR = "vtrain-profile"
 #: Steps timed before the median counts: tracing, the first collectives and the input's warm-up.
 MIN_WARMUP = 2
-#: Fewer steps than this after warm-up, and the step time is not reported as measured.
-MIN_TIMED_STEPS = 5
 _OFF = ("0", "off", "false", "no")
 _POOL_KEYS = ("machineSpec", "replicaCount")
 _SPEC_KEYS = ("pythonPackageSpec", "containerSpec")
