@@ -144,7 +144,7 @@ def test_a_gpu_target_derives_step_compute_from_flops_and_shows_the_range(job: P
     assert step["value"] == pytest.approx(41134 / (156e12 * 0.4))  # A100's TF32 peak at the default 40%
     assert "FLOPs per step" in step["detail"]
     assert data["from_run"]["inputs"]["utilisation"] == {"value": 0.4, "source": "assumed",
-                                                         "detail": "of the target's peak FLOPs"}
+                                                         "detail": "of the target's peak FLOPs", "run": None}
     span = data["from_run"]["utilisation_range"]
     assert [row["utilisation"] for row in span] == [0.3, 0.6]
     assert span[0]["step_compute_s"] == pytest.approx(2 * span[1]["step_compute_s"])
