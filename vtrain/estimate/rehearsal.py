@@ -61,6 +61,13 @@ class RunAdvice:
         }
 
 
+def _seconds(value: float) -> str:
+    for unit, size in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if value >= size:
+            return f"{value / size:.3g} {unit}"
+    return f"{value * 1e9:.3g} ns"
+
+
 def _value(name: str, value: Any) -> str:
     if value is None:
         return "not known"
@@ -69,7 +76,7 @@ def _value(name: str, value: Any) -> str:
     if name == "activations":
         return human_bytes(value)
     if name == "step_compute_s":
-        return f"{value * 1e3:.3g} ms"
+        return _seconds(value)
     if name == "utilisation":
         return f"{value:.0%}"
     return str(value)
@@ -131,7 +138,7 @@ def format_from_run(advice: RunAdvice) -> str:
         lines.append(f"  measured peak memory {human_bytes(mem['peak_bytes'])} ({mem['peak_kind']}){base}; training "
                      f"state {state} measured vs {model} by the advisor's model")
     for row in advice.span:
-        lines.append(f"  at {row['utilisation']:.0%} utilisation: step compute {row['step_compute_s'] * 1e3:.3g} ms → "
+        lines.append(f"  at {row['utilisation']:.0%} utilisation: step compute {_seconds(row['step_compute_s'])} → "
                      f"{row['recommendation']}")
     if advice.verdict_changes is not None:
         lo, hi = UTILISATION_RANGE
