@@ -5,7 +5,9 @@ model.fit in alternating rounds with and without ``runtime.profile_callback`` (i
 with VTRAIN_PROFILE_DIR=off, since a profile is written once, after training). Each round's step time
 is measured by two bare callbacks around the profile's (the same in both arms: Keras runs batch hooks
 in both), as the median step after warm-up.
-Target: the median over rounds with profiling on is at most 2% above the one with it off.
+Also the profile's own per-step work in isolation (its two batch hooks, called 100,000 times), as a
+share of the step: the A/B difference on a shared machine is mostly the machine's noise, this is not.
+Target: ≤ 2% both ways (the best round of each arm, and the hooks' share).
 """
 
 from __future__ import annotations
@@ -20,13 +22,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 os.environ["VTRAIN_PROFILE_DIR"] = "off"
+HOOK_CALLS = 100_000
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--rounds", type=int, default=8)
-    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--rounds", type=int, default=16)
+    parser.add_argument("--steps", type=int, default=40)
     args = parser.parse_args()
 
     import keras
@@ -64,12 +67,22 @@ def main() -> None:
     for i in range(args.rounds):
         for profiled in ((False, True) if i % 2 == 0 else (True, False)):
             (on if profiled else off).append(one_round(profiled))
-    m_off, m_on = statistics.median(off), statistics.median(on)
+    hooks = runtime.profile_callback(keras, 256)
+    hooks.set_model(model)
+    start = time.perf_counter()
+    for i in range(HOOK_CALLS):
+        hooks.on_train_batch_begin(i)
+        hooks.on_train_batch_end(i)
+    per_step = (time.perf_counter() - start) / HOOK_CALLS
+    m_off, m_on = min(off), min(on)  # the least-disturbed round of each arm: robust to a busy machine
     overhead = (m_on - m_off) / m_off
-    print("| profiling | step median off | step median on | overhead | target |")
+    print("| profiling | step off (best round) | step on (best round) | A/B overhead | the hooks per step | "
+          "hooks / step | target |")
     print(f"| runtime.profile_callback, {args.rounds} rounds × {args.steps} steps | {m_off * 1e3:.2f} ms | "
-          f"{m_on * 1e3:.2f} ms | {overhead:+.1%} | ≤ 2% |")
-    print("PASS" if overhead <= 0.02 else "FAIL")
+          f"{m_on * 1e3:.2f} ms | {overhead:+.1%} | {per_step * 1e6:.2f} µs | {per_step / m_off:.3%} | ≤ 2% |")
+    print(f"medians over rounds: off {statistics.median(off) * 1e3:.2f} ms, on {statistics.median(on) * 1e3:.2f} ms "
+          f"(spread off {min(off) * 1e3:.1f}-{max(off) * 1e3:.1f} ms: the A/B is only as good as the machine is quiet)")
+    print("PASS" if per_step / m_off <= 0.02 and overhead <= 0.02 else "FAIL")
 
 
 if __name__ == "__main__":
