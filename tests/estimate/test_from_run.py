@@ -205,6 +205,21 @@ def test_an_older_profile_is_left_out(job: Path) -> None:
     assert result.exit_code == 2 and "no readable profile" in result.output
 
 
+def test_a_trainer_that_attached_no_model_needs_params(job: Path) -> None:
+    bare = {k: v for k, v in profile().items() if k in ("replica", "job_id", "complete", "strategy", "device",
+                                                          "replicas_in_sync", "memory", "steps")}
+    folder = job.parent / "out" / "vtrain-local" / "local-1"
+    write_profile(str(folder / "profile"), "chief-0", {**bare, "note": "no model attached"})
+    (folder / "result.json").write_text(json.dumps({"state": "JOB_STATE_SUCCEEDED"}), encoding="utf-8")
+    result = run(str(job), "--from-run", str(folder))
+    assert result.exit_code == 2
+    assert "the profile has no parameter count (the trainer attached no model" in result.output
+    sources = as_json(str(job), "--from-run", str(folder), "--params", "10M")["from_run"]["inputs"]
+    assert sources["params"] == {"value": 10_000_000, "source": "given", "detail": "the flag", "run": None}
+    assert sources["optimizer"]["source"] == sources["precision"]["source"] == "assumed"
+    assert sources["step_compute_s"]["source"] == "measured"  # the steps were timed all the same
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -220,8 +220,6 @@ def measured_inputs(run: Run, device: Device, utilisation: float) -> tuple[dict[
         info = p.get("parameters") or {}
         out["params"] = Source(params, "measured", f"{info.get('trainable')} trainable + "
                                                    f"{info.get('non_trainable')} non-trainable (model.count_params())")
-    else:
-        lines.append("the profile has no parameter count (no model attached): give --params")
     by_dtype = (p.get("parameters") or {}).get("by_dtype") or {}
     trainable = {k: v.get("trainable", 0) for k, v in by_dtype.items() if v.get("trainable")}
     if trainable:

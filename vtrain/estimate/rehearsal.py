@@ -107,8 +107,9 @@ def advise_from_run(config: JobConfig, run: Run, given: dict[str, Any], defaults
     if derived:
         sources["utilisation"] = Source(util, "given" if utilisation is not None else "assumed",
                                         "of the target's peak FLOPs")
-    if sources["params"].value is None:
-        raise EstimateError(f"{run.path}: the profile has no parameter count; give --params")
+    if "params" not in measured and given.get("params") is None:
+        raise EstimateError(f"{run.path}: the profile has no parameter count (the trainer attached no model: "
+                            "runtime.profile(model, optimizer) or runtime.profile_callback); give --params")
     inputs = replace(defaults, **{name: sources[name].value for name in SOURCED})
     report = advise(config, inputs, job)
     span = []

@@ -225,10 +225,14 @@ class Profile:
         self.model, self.optimizer = model, optimizer if optimizer is not None else getattr(model, "optimizer", None)
         if examples_per_step is not None:
             self.examples_per_step = int(examples_per_step)
+        self.write_at_exit()
+        return self
+
+    def write_at_exit(self) -> None:
+        """Whatever is known gets written when the process exits, unless training wrote it first."""
         if not self._exit_hook:
             atexit.register(self._at_exit)
             self._exit_hook = True
-        return self
 
     def step_begin(self) -> None:
         self._begun, self._wait = time.perf_counter(), 0.0
@@ -342,6 +346,7 @@ def started(strategy_name: str, replicas: int) -> None:
     """runtime.strategy() says which strategy and how many replicas a step spans."""
     prof = current()
     prof.strategy_name, prof.replicas = strategy_name, int(replicas)
+    prof.write_at_exit()  # a trainer that only calls strategy() still leaves its strategy and peak memory
 
 
 def profile(model: Any, optimizer: Any = None, *, examples_per_step: int | None = None) -> Profile:
