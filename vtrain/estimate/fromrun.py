@@ -246,20 +246,35 @@ def measured_inputs(run: Run, device: Device, utilisation: float) -> tuple[dict[
     return out, lines
 
 
-def memory_check(run: Run, state_bytes: float) -> dict[str, Any]:
-    """The profile's own memory next to the advisor's model of the same parameters (the acceptance's numbers)."""
+def memory_check(run: Run, model_state: float, model_total: float) -> dict[str, Any]:
+    """The profile's memory next to the advisor's model of the same inputs.
+
+    ``measured_state_bytes`` counts the variables (weights + gradients + slots); ``training_bytes`` is
+    what the process held at its peak beyond what it held when the model was attached, plus the
+    weights it already held then: on a GPU the device's peak itself. Both against the model's
+    ``model_state_bytes`` and ``model_total_bytes`` (state + activations)."""
     p = run.main
     weights = sum(int(v.get("bytes", 0)) for v in ((p.get("parameters") or {}).get("by_dtype") or {}).values())
     slots = int((p.get("optimizer") or {}).get("slot_bytes") or 0)
     measured_state = weights + int(p.get("gradient_bytes") or 0) + slots
     mem = p.get("memory") or {}
+    peak, baseline = mem.get("peak_bytes"), mem.get("baseline_bytes")
+    training = None
+    if isinstance(peak, int) and mem.get("kind") == "device":
+        training = peak
+    elif isinstance(peak, int) and isinstance(baseline, int):
+        training = peak - baseline + weights
     return {
         "measured_state_bytes": measured_state,
-        "model_state_bytes": state_bytes,
-        "state_ratio": measured_state / state_bytes if state_bytes else None,
-        "peak_bytes": mem.get("peak_bytes"),
+        "model_state_bytes": model_state,
+        "state_ratio": measured_state / model_state if model_state else None,
+        "training_bytes": training,
+        "model_total_bytes": model_total,
+        "training_ratio": training / model_total if training is not None and model_total else None,
+        "peak_bytes": peak,
         "peak_kind": mem.get("kind"),
-        "baseline_bytes": mem.get("baseline_bytes"),
+        "baseline_bytes": baseline,
+        "start_bytes": mem.get("start_bytes"),
     }
 
 

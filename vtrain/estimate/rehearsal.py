@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from vtrain.errors import EstimateError
 from vtrain.estimate.fromrun import UTILISATION_RANGE, Run, Source, measured_inputs, memory_check
 from vtrain.estimate.jobs import exchanging_pools
-from vtrain.estimate.memory import human_bytes, memory_need, pool_device
+from vtrain.estimate.memory import human_bytes, pool_device
 from vtrain.estimate.report import Inputs, Report, advise
 from vtrain.estimate.text import verdict_line
 
@@ -120,8 +120,8 @@ def advise_from_run(config: JobConfig, run: Run, given: dict[str, Any], defaults
             span.append({"utilisation": u, "step_compute_s": seconds, "recommendation": other.recommendation.kind,
                          "summary": other.recommendation.summary, "reducers_pay": other.est.speedup > 1,
                          "verdict": verdict_line(other.est, other.money)})
-    need = memory_need(inputs.params, inputs.optimizer, inputs.precision)
-    return RunAdvice(report, run, sources, [*run.warnings, *lines], span, memory_check(run, need.state))
+    need = report.memory
+    return RunAdvice(report, run, sources, [*run.warnings, *lines], span, memory_check(run, need.state, need.total))
 
 
 def format_from_run(advice: RunAdvice) -> str:
@@ -133,11 +133,17 @@ def format_from_run(advice: RunAdvice) -> str:
     for name, s in sorted(advice.sources.items(), key=lambda kv: order[kv[1].source]):
         lines.append(f"  {s.source:<9}{_LABEL[name]:<16}{_value(name, s.value):<14}{s.detail}")
     mem = advice.memory
+    state, model = human_bytes(mem["measured_state_bytes"]), human_bytes(mem["model_state_bytes"])
+    lines.append(f"  memory   training state {state} in the variables vs {model} by the advisor's model")
     if mem.get("peak_bytes"):
-        base = f" (baseline {human_bytes(mem['baseline_bytes'])} before the model)" if mem.get("baseline_bytes") else ""
-        state, model = human_bytes(mem["measured_state_bytes"]), human_bytes(mem["model_state_bytes"])
-        lines.append(f"  measured peak memory {human_bytes(mem['peak_bytes'])} ({mem['peak_kind']}){base}; training "
-                     f"state {state} measured vs {model} by the advisor's model")
+        where = "the device's peak" if mem["peak_kind"] == "device" else "peak RSS"
+        attached = mem.get("baseline_bytes")
+        base = f", {human_bytes(attached)} when the model was attached" if attached else ""
+        lines.append(f"  memory   {where} {human_bytes(mem['peak_bytes'])}{base}")
+        if mem.get("training_ratio") is not None:
+            lines.append(f"  memory   training took {human_bytes(mem['training_bytes'])} with the weights, "
+                         f"{mem['training_ratio']:.2f}× the {human_bytes(mem['model_total_bytes'])} the model predicts "
+                         "(state + activations)")
     for row in advice.span:
         lines.append(f"  at {row['utilisation']:.0%} utilisation: step compute {_seconds(row['step_compute_s'])} → "
                      f"{row['recommendation']}")

@@ -50,6 +50,15 @@ def _rss_peak() -> int:
     return int(peak if sys.platform == "darwin" else peak * 1024)
 
 
+def _rss_now() -> int:
+    """This process's resident set now (Linux /proc; elsewhere the peak so far stands in)."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return _rss_peak()
+
+
 def _var_list(obj: Any) -> list[Any]:
     found = getattr(obj, "variables", [])
     return list(found() if callable(found) else found)
@@ -177,14 +186,16 @@ def _device() -> dict[str, Any]:
     return {"kind": "cpu", "name": os.uname().machine, "count": os.cpu_count() or 1}
 
 
-def _memory(baseline: int, device: dict[str, Any]) -> dict[str, Any]:
+def _memory(start: int, baseline: int | None, device: dict[str, Any]) -> dict[str, Any]:
+    """The peak, and on CPU the RSS when the runtime started and when the model was attached (built: its
+    weights are in it), so that peak − baseline is what training added to the model."""
     if device["kind"] == "gpu":
         import tensorflow as tf
 
         with contextlib.suppress(ValueError, RuntimeError):
             info = tf.config.experimental.get_memory_info("GPU:0")
             return {"kind": "device", "peak_bytes": int(info["peak"]), "rss_peak_bytes": _rss_peak()}
-    return {"kind": "rss", "peak_bytes": _rss_peak(), "baseline_bytes": baseline}
+    return {"kind": "rss", "peak_bytes": _rss_peak(), "start_bytes": start, "baseline_bytes": baseline}
 
 
 def _precision(model: Any) -> str:
@@ -206,7 +217,8 @@ class Profile:
     """One process's measurements; :func:`current` is the one a trainer reports into."""
 
     def __init__(self) -> None:
-        self.baseline_rss = _rss_peak()
+        self.start_rss = _rss_now()
+        self.baseline_rss: int | None = None  # when the model was attached
         self.model: Any = None
         self.optimizer: Any = None
         self.examples_per_step: int | None = None
@@ -223,6 +235,8 @@ class Profile:
     # ------------------------------------------------------------------ what the trainer calls
     def attach(self, model: Any, optimizer: Any = None, *, examples_per_step: int | None = None) -> Profile:
         self.model, self.optimizer = model, optimizer if optimizer is not None else getattr(model, "optimizer", None)
+        if self.baseline_rss is None:
+            self.baseline_rss = _rss_now()
         if examples_per_step is not None:
             self.examples_per_step = int(examples_per_step)
         self.write_at_exit()
@@ -293,7 +307,7 @@ class Profile:
             "device": device,
             "examples_per_step": self.examples_per_step,
             "steps": stats,
-            "memory": _memory(self.baseline_rss, device),
+            "memory": _memory(self.start_rss, self.baseline_rss, device),
         }
         if self.model is None:
             out["note"] = "no model attached: call runtime.profile(model, optimizer) or use profile_callback"
