@@ -266,3 +266,31 @@ def test_a_real_quickstart_rehearsal_gives_the_advice_of_its_numbers_typed_by_ha
                     "--step-compute", f"{i['step_compute_s']}s")
     measured.pop("from_run")
     assert measured == typed
+
+
+@pytest.mark.parametrize(
+    ("ran", "device", "same"),
+    [
+        ({"kind": "cpu", "name": "x86_64"}, ("cpu", "n1-standard-4 host RAM", None), True),
+        ({"kind": "gpu", "name": "NVIDIA H200"}, ("gpu", "NVIDIA_H200_141GB", "NVIDIA_H200_141GB"), True),
+        ({"kind": "gpu", "name": "Tesla T4"}, ("gpu", "NVIDIA_TESLA_T4", "NVIDIA_TESLA_T4"), True),
+        ({"kind": "gpu", "name": "NVIDIA A100-SXM4-40GB"}, ("gpu", "NVIDIA_H100_80GB", "NVIDIA_H100_80GB"), False),
+        ({"kind": "cpu", "name": "x86_64"}, ("gpu", "NVIDIA_L4", "NVIDIA_L4"), False),
+    ],
+)
+def test_a_rehearsal_on_the_targets_device_counts_as_measured(ran: dict[str, str], device: tuple[str, str, str | None],
+                                                              same: bool) -> None:
+    from vtrain.estimate.fromrun import same_device
+    from vtrain.estimate.memory import Device
+
+    assert same_device({"device": ran}, Device(device[0], device[1], None, 1, device[2])) is same
+
+
+def test_peak_flops_come_from_the_catalog_per_device() -> None:
+    from vtrain.estimate.fromrun import _peak_flops
+    from vtrain.estimate.memory import Device
+
+    a100 = Device("gpu", "NVIDIA_TESLA_A100", 40e9, 1, "NVIDIA_TESLA_A100")
+    assert _peak_flops(a100, "fp32") == 156e12 and _peak_flops(a100, "mixed_bf16") == 312e12
+    assert _peak_flops(Device("tpu", "TPU v3 core", 16e9, 8, "v3"), "mixed_bf16") == 123e12 / 2  # 2 cores a chip
+    assert _peak_flops(Device("gpu", "NVIDIA_RTX_PRO_6000", 96e9, 1, "NVIDIA_RTX_PRO_6000"), "fp32") is None
