@@ -239,6 +239,16 @@ def test_bad_from_run_flags_are_one_line_and_exit_2(job: Path, args: tuple[str, 
     assert "Traceback" not in result.output
 
 
+def test_a_vertex_jobs_profiles_copied_to_a_folder_are_a_run(job: Path) -> None:
+    copied = job.parent / "copied"  # gs://BASE/vtrain-profile/JOB_ID, copied: REPLICA.json alone
+    for label in ("chief-0", "worker-0"):
+        write_profile(str(copied), label, profile(label, config_hash=job_hash(job), job_id="123"))
+    data = as_json(str(job), "--from-run", str(copied))
+    assert (data["from_run"]["job_id"], data["from_run"]["state"], data["from_run"]["warnings"]) == ("123", None, [])
+    result = run(str(job), "--from-run", "gs://bucket/out/vtrain-profile/123")
+    assert result.exit_code == 2 and "copy a Vertex job's profiles first" in result.output
+
+
 def test_last_needs_a_local_output_dir(job: Path) -> None:
     job.write_text(job.read_text().replace(f"base_output_dir: {job.parent / 'out'}", "base_output_dir: gs://bucket/x"))
     result = run(str(job), "--last")

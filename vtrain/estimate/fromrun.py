@@ -61,6 +61,9 @@ class Run:
 
 def run_folder(path: Path) -> Path:
     """A run folder from what the user named: the run folder, its profile/, or a base output dir (its latest)."""
+    if str(path).startswith("gs:/"):
+        raise EstimateError(f"--from-run {path}: read from a local folder; copy a Vertex job's profiles first "
+                            "(gcloud storage cp -r gs://BASE_OUTPUT_DIR/vtrain-profile/JOB_ID DIR)")
     if path.name == PROFILE_FOLDER and path.is_dir():
         return path.parent
     if (path / PROFILE_FOLDER).is_dir():
@@ -70,6 +73,8 @@ def run_folder(path: Path) -> Path:
         return latest.resolve()
     if not path.exists():
         raise EstimateError(f"--from-run {path}: no such folder")
+    if any(path.glob("*-[0-9]*.json")):  # a Vertex job's vtrain-profile/JOB_ID, copied here: the profiles alone
+        return path
     raise EstimateError(f"--from-run {path}: no {PROFILE_FOLDER}/ here; give a run folder "
                         f"(OUTPUT/{LOCAL_RUNS_DIR}/JOB_ID) whose trainer profiles itself (the templates do; "
                         "other trainers call runtime.profile or runtime.profile_callback)")
@@ -98,7 +103,8 @@ def load_run(path: Path, expected_hash: str | None, strict: bool = False) -> Run
         warnings.append(line)
 
     profiles: dict[str, dict[str, Any]] = {}
-    for file in sorted((folder / PROFILE_FOLDER).glob("*.json")):
+    profiles_at = folder / PROFILE_FOLDER if (folder / PROFILE_FOLDER).is_dir() else folder
+    for file in sorted(profiles_at.glob("*.json")):
         try:
             data = json.loads(file.read_text(encoding="utf-8"))
         except (OSError, ValueError) as err:
@@ -112,7 +118,7 @@ def load_run(path: Path, expected_hash: str | None, strict: bool = False) -> Run
             continue
         profiles[str(data.get("replica") or file.stem)] = data
     if not profiles:
-        raise EstimateError(f"--from-run {folder}: no readable profile in {folder / PROFILE_FOLDER}"
+        raise EstimateError(f"--from-run {folder}: no readable profile in {profiles_at}"
                             + (f" ({warnings[-1]})" if warnings else ""))
     state = None
     with contextlib.suppress(OSError, ValueError, AttributeError):
@@ -124,7 +130,7 @@ def load_run(path: Path, expected_hash: str | None, strict: bool = False) -> Run
                 f"{expected_hash}): its measurements are used as they are")
     if state is not None and state != SUCCEEDED:
         problem(f"{folder} ended {state.removeprefix('JOB_STATE_')}: the measurements it reached are used")
-    elif state is None:
+    elif state is None and profiles_at != folder:  # a copied Vertex job's profiles have no result.json: "complete" says
         problem(f"{folder} has no result.json (still running, or killed): the measurements it reached are used")
     incomplete = sorted(name for name, p in profiles.items() if not p.get("complete"))
     if incomplete:

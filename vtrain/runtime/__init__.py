@@ -62,7 +62,9 @@ The package is split by what each part needs: :mod:`.decision` (pure, standard l
 policy: a pure decision, then Keras), :mod:`.restarts` and :mod:`.recovery` (restart counts, step
 reports, checkpoints that survive SIGTERM), :mod:`.status` (the step-report file's format, its
 writer and the launcher's reader), :mod:`.diloco` (a DiLoCo learner's side) and
-:mod:`.hypertune` (reporting a tuning trial's metric, standard library only), and for model
+:mod:`.hypertune` (reporting a tuning trial's metric, standard library only), :mod:`.profiler` (the
+rehearsal's measurements for `vtrain estimate --from-run`) and :mod:`.profile_record` (their file:
+where, format, hash; standard library only), and for model
 parallelism :mod:`.dtensor` (``dtensor_mesh()``: the mesh and DTensor's multi-client set-up),
 :mod:`.dtensor_env` (its pure part), :mod:`.dtensor_layouts` (layouts, sharded variables and input)
 and :mod:`.dtensor_checkpoint` (per-client sharded checkpoints). It ships to replicas
