@@ -205,6 +205,10 @@ def estimate(
 
     An α–β model per step: ring 2(N−1)α + 2(N−1)/N·S/B over all N GPUs; reducers
     2α + max(S/B, n·S/(m·B_r)), each VM's NIC bandwidth and each device's memory from the catalog.
+
+    --from-run DIR (or --last) fills the inputs from a rehearsal's profile (`vtrain local` writes it):
+    each one measured, given (a flag: it wins) or assumed; the step's compute on a different
+    accelerator from the measured FLOPs at --utilisation of its peak, shown at 30% and 60% too.
     """
     from vtrain import estimate as model
     from vtrain.jobfile.load import load_config
@@ -243,22 +247,7 @@ def estimate(
         _from_run(config, inputs, job_file, from_run, strict, utilisation, plot, output)
         return
     report = model.advise(config, inputs, job_file)
-    study = _study(config, report.est, report.money)  # a tuning job: × trials and waves
-    if plot is not None:
-        from vtrain.estimate.plot import plot_report
-
-        plot_report(report, plot)
-    if output == "json":
-        echo_json({**report.to_dict(), "tuning": study})
-        return
-    click.echo(model.format_report(report))
-    if study is not None:
-        from vtrain.tuning.estimate import study_lines
-
-        for line in study_lines(study):
-            click.echo(line)
-    if plot is not None:
-        click.echo(f"plot: {plot}")
+    _show(config, report, plot, output, report.to_dict())
 
 
 #: The flags a profile can measure, by their Inputs field.
@@ -271,7 +260,6 @@ def _from_run(config: Any, inputs: Any, job_file: str, from_run: str | None, str
     """--from-run/--last: the flags the user typed win over the run's measurements, which win over defaults."""
     from pathlib import Path
 
-    from vtrain import estimate as model
     from vtrain.estimate import fromrun, rehearsal
     from vtrain.request.build import build_request
     from vtrain.runtime.profile_record import shape_hash
@@ -286,17 +274,24 @@ def _from_run(config: Any, inputs: Any, job_file: str, from_run: str | None, str
     expected = shape_hash(_job_spec(config, build_request))
     run = fromrun.load_run(path, expected, strict)
     advice = rehearsal.advise_from_run(config, run, given, inputs, job_file, utilisation)
+    _show(config, advice.report, plot, output, advice.to_dict(), rehearsal.format_from_run(advice) + "\n")
+
+
+def _show(config: Any, report: Any, plot: str | None, output: str, data: dict[str, Any], head: str = "") -> None:
+    """Plot, then the JSON (`data` and the study) or the text (`head`, the report, the study)."""
+    from vtrain import estimate as model
+
+    study = _study(config, report.est, report.money)  # a tuning job: × trials and waves
     if plot is not None:
         from vtrain.estimate.plot import plot_report
 
-        plot_report(advice.report, plot)
-    study = _study(config, advice.report.est, advice.report.money)
+        plot_report(report, plot)
     if output == "json":
-        echo_json({**advice.to_dict(), "tuning": study})
+        echo_json({**data, "tuning": study})
         return
-    click.echo(rehearsal.format_from_run(advice))
-    click.echo("")
-    click.echo(model.format_report(advice.report))
+    if head:
+        click.echo(head)
+    click.echo(model.format_report(report))
     if study is not None:
         from vtrain.tuning.estimate import study_lines
 
