@@ -67,3 +67,35 @@ def test_a_dense_model_counts_about_six_flops_per_parameter_per_example() -> Non
             return x
 
     assert count_flops(NoShape(), 8)["note"].startswith("cannot count: the model has no static input shape")
+
+
+CRASH = """
+import sys
+from vtrain import runtime
+strategy = runtime.strategy()
+if sys.argv[1] == "model":
+    import keras
+    model = keras.Sequential([keras.Input(shape=(4,)), keras.layers.Dense(2)])
+    prof = runtime.profile(model, keras.optimizers.SGD(0.1), examples_per_step=8)
+    for _ in range(3):
+        with prof.step():
+            model(keras.ops.ones((8, 4)))
+raise SystemExit(3)  # the trainer fails before training ends
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("attached", ["model", "strategy-only"])
+def test_a_trainer_that_dies_leaves_an_incomplete_profile(attached: str, tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "CLOUD_ML_JOB_ID": "t2", "TF_CPP_MIN_LOG_LEVEL": "2",
+           "VTRAIN_PROFILE_DIR": str(tmp_path / "profile")}
+    done = subprocess.run([sys.executable, "-c", CRASH, attached], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 3, done.stderr[-2000:]
+    p = json.loads((tmp_path / "profile" / "chief-0.json").read_text())
+    assert p["complete"] is False and p["strategy"] == "default" and p["steps"]["count"] == (3 if attached == "model"
+                                                                                               else 0)
+    assert p["steps"]["median_s"] is None  # 3 steps are too few for a step time
+    if attached == "model":
+        assert p["count_params"] == 4 * 2 + 2
+    else:
+        assert "count_params" not in p and p["note"].startswith("no model attached")
