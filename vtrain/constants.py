@@ -52,6 +52,11 @@ MAX_REPLICAS = 2**63 - 1
 AIP_OUTPUT_DIRS = {"AIP_MODEL_DIR": "model", "AIP_CHECKPOINT_DIR": "checkpoints", "AIP_TENSORBOARD_LOG_DIR": "logs"}
 #: Where `vtrain local` keeps its runs inside an output directory (one folder per job id).
 LOCAL_RUNS_DIR = "vtrain-local"
+#: The rehearsal profile (vtrain.runtime.profile_record): its format version, its folder in a run folder,
+#: and the fewest steps after warm-up that give a step time (the runtime writes it, `estimate` reads it).
+PROFILE_VERSION = 1
+PROFILE_FOLDER = "profile"
+MIN_TIMED_STEPS = 5
 #: What names a Vertex CustomJob on the command line: its numeric ID or its full resource name.
 JOB_ID_PATTERN = r"[0-9]+"
 JOB_NAME_PATTERN = r"projects/([^/]+)/locations/([^/]+)/(?:customJobs|hyperparameterTuningJobs)/([0-9]+)"

@@ -83,7 +83,24 @@ PRICES = _LibraryValue("price file", _prices)
 
 @click.command()
 @click.argument("job_file", metavar="JOB.yaml", type=UserPath(dir_okay=False))
-@click.option("--params", required=True, type=PARAMS, metavar="N", help="Model parameters: 340M, 1.3B, 7e9.")
+@click.option("--params", type=PARAMS, metavar="N", help="Model parameters: 340M, 1.3B, 7e9 (--from-run measures it).")
+@click.option(
+    "--from-run",
+    "from_run",
+    type=UserPath(file_okay=False),
+    metavar="DIR",
+    help="Fill the inputs from a rehearsal's profile: a run folder OUTPUT/vtrain-local/JOB_ID (flags still win).",
+)
+@click.option("--last", is_flag=True, help="--from-run the job's latest local run (its local base_output_dir).")
+@click.option("--strict", is_flag=True, help="With --from-run: refuse a run of another job, an unreadable or "
+              "incomplete profile, or a run that did not succeed, instead of warning.")
+@click.option(
+    "--utilisation",
+    type=click.FloatRange(min=0, min_open=True, max=1),
+    metavar="U",
+    help="With --from-run: the share of the target's peak FLOPs a step reaches (default 0.4; 0.3 and 0.6 are "
+    "also shown).",
+)
 @click.option(
     "--optimizer",
     type=click.Choice(["adam", "momentum", "sgd", "adafactor"]),
@@ -168,7 +185,11 @@ PRICES = _LibraryValue("price file", _prices)
 @output_option("text", "json")
 def estimate(
     job_file: str,
-    params: int,
+    params: int | None,
+    from_run: str | None,
+    last: bool,
+    strict: bool,
+    utilisation: float | None,
     optimizer: str,
     precision: str,
     activations: float | None,
@@ -184,6 +205,10 @@ def estimate(
 
     An α–β model per step: ring 2(N−1)α + 2(N−1)/N·S/B over all N GPUs; reducers
     2α + max(S/B, n·S/(m·B_r)), each VM's NIC bandwidth and each device's memory from the catalog.
+
+    --from-run DIR (or --last) fills the inputs from a rehearsal's profile (`vtrain local` writes it):
+    each one measured, given (a flag: it wins) or assumed; the step's compute on a different
+    accelerator from the measured FLOPs at --utilisation of its peak, shown at 30% and 60% too.
     """
     from vtrain import estimate as model
     from vtrain.jobfile.load import load_config
@@ -196,9 +221,16 @@ def estimate(
         raise click.UsageError("--batch-per-replica and --activation-bytes-per-example go together")
     if batch_per_replica is not None and activation_bytes_per_example is not None:
         activations = batch_per_replica * activation_bytes_per_example
+    rehearsed = from_run is not None or last
+    if from_run is not None and last:
+        raise click.UsageError("give --from-run DIR or --last, not both")
+    if not rehearsed and params is None:
+        raise click.UsageError("give --params N, or --from-run DIR / --last to measure it from a rehearsal")
+    if not rehearsed and (strict or utilisation is not None):
+        raise click.UsageError("--strict and --utilisation go with --from-run or --last")
     config = load_config(job_file, overrides, target="local")  # staging is irrelevant here
     inputs = model.Inputs(
-        params=params,
+        params=params or 1,
         optimizer=optimizer,
         precision=precision,
         activations=activations,
@@ -211,15 +243,54 @@ def estimate(
         regions=options["regions"],
         prices=options["prices"],
     )
+    if rehearsed:
+        _from_run(config, inputs, job_file, from_run, strict, utilisation, plot, output)
+        return
     report = model.advise(config, inputs, job_file)
+    _show(config, report, plot, output, report.to_dict())
+
+
+#: The flags a profile can measure, by their Inputs field.
+_MEASURABLE = {"params": "params", "grad_dtype": "grad_dtype", "optimizer": "optimizer", "precision": "precision",
+               "activations": "activations", "step_compute_s": "step_compute"}
+
+
+def _from_run(config: Any, inputs: Any, job_file: str, from_run: str | None, strict: bool,
+              utilisation: float | None, plot: str | None, output: str) -> None:
+    """--from-run/--last: the flags the user typed win over the run's measurements, which win over defaults."""
+    from pathlib import Path
+
+    from vtrain.estimate import fromrun, rehearsal
+    from vtrain.request.build import build_request
+    from vtrain.runtime.profile_record import shape_hash
+
+    ctx = click.get_current_context()
+    typed = {param: ctx.get_parameter_source(param) == click.core.ParameterSource.COMMANDLINE
+             for param in (*_MEASURABLE.values(), "batch_per_replica")}
+    given = {field: getattr(inputs, field) for field, param in _MEASURABLE.items() if typed[param]}
+    if typed["batch_per_replica"]:
+        given["activations"] = inputs.activations
+    path = Path(from_run) if from_run is not None else fromrun.last_run(config.base_output_dir)
+    expected = shape_hash(_job_spec(config, build_request))
+    run = fromrun.load_run(path, expected, strict)
+    advice = rehearsal.advise_from_run(config, run, given, inputs, job_file, utilisation)
+    _show(config, advice.report, plot, output, advice.to_dict(), rehearsal.format_from_run(advice) + "\n")
+
+
+def _show(config: Any, report: Any, plot: str | None, output: str, data: dict[str, Any], head: str = "") -> None:
+    """Plot, then the JSON (`data` and the study) or the text (`head`, the report, the study)."""
+    from vtrain import estimate as model
+
     study = _study(config, report.est, report.money)  # a tuning job: × trials and waves
     if plot is not None:
         from vtrain.estimate.plot import plot_report
 
         plot_report(report, plot)
     if output == "json":
-        echo_json({**report.to_dict(), "tuning": study})
+        echo_json({**data, "tuning": study})
         return
+    if head:
+        click.echo(head)
     click.echo(model.format_report(report))
     if study is not None:
         from vtrain.tuning.estimate import study_lines
@@ -228,6 +299,16 @@ def estimate(
             click.echo(line)
     if plot is not None:
         click.echo(f"plot: {plot}")
+
+
+def _job_spec(config: Any, build_request: Any) -> Any:
+    """The CustomJobSpec a run of this job got; package URIs do not enter the hash, so stand-ins do here."""
+    from vtrain.errors import VtrainError
+
+    try:
+        return build_request(config).body.get("jobSpec")
+    except VtrainError:  # no staging location: a local package would be staged at `vtrain local`
+        return build_request(config, ["-", "-"]).body.get("jobSpec")
 
 
 def _study(config: Any, est: Any, money: Any) -> dict[str, Any] | None:

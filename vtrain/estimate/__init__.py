@@ -10,6 +10,8 @@
 - :mod:`.jobs`      a loaded job file → the numbers the model needs; the render hint
 - :mod:`.report`    all of it for one job (:func:`advise`), and the documented JSON
 - :mod:`.text`      the same as text
+- :mod:`.fromrun`   a rehearsal's profiles (`vtrain local`'s run folder) → measured inputs, and what is wrong with a run
+- :mod:`.rehearsal` the advice from a run: flags over measurements over defaults, the utilisation range
 
 Pure apart from reading the price file: no CLI flags here (errors name values, not flags);
 the command (`vtrain.commands.estimate`) parses flags and prints.
@@ -21,6 +23,7 @@ from vtrain.errors import EstimateError
 from vtrain.estimate.advice import KINDS, Recommendation, recommend
 from vtrain.estimate.costs import Costs, LowComm, costs, low_communication
 from vtrain.estimate.diloco import DilocoTraffic, diloco_bytes_per_learner_per_step, diloco_traffic
+from vtrain.estimate.fromrun import Run, Source, last_run, load_run
 from vtrain.estimate.jobs import JobCluster, estimate_hint, job_cluster
 from vtrain.estimate.memory import (
     OPTIMIZER_SLOTS,
@@ -52,6 +55,7 @@ from vtrain.estimate.model import (
 )
 from vtrain.estimate.precision import PrecisionAdvice, precision_advice
 from vtrain.estimate.prices import Prices, cluster_prices, load_prices
+from vtrain.estimate.rehearsal import RunAdvice, advise_from_run, format_from_run
 from vtrain.estimate.report import SCHEMA_VERSION, Inputs, Report, advise
 from vtrain.estimate.text import format_report, verdict_line
 
@@ -81,7 +85,11 @@ __all__ = [
     "Prices",
     "Recommendation",
     "Report",
+    "Run",
+    "RunAdvice",
+    "Source",
     "advise",
+    "advise_from_run",
     "cluster_prices",
     "costs",
     "diloco_bytes_per_learner_per_step",
@@ -89,9 +97,12 @@ __all__ = [
     "estimate",
     "estimate_hint",
     "fit",
+    "format_from_run",
     "format_report",
     "gradient_bytes",
     "job_cluster",
+    "last_run",
+    "load_run",
     "load_prices",
     "low_communication",
     "memory_need",

@@ -16,6 +16,7 @@ branch; TensorFlow is imported lazily, only when a strategy is built, so
     model.fit(..., callbacks=[runtime.backup_and_restore(keras)])
     runtime.save_model(model)              # chief -> model_dir(), others -> scratch
     runtime.report_metric("loss", 0.25, step=3)   # a tuning trial's metric (cloudml-hypertune's format)
+    model.fit(..., callbacks=[runtime.profile_callback(keras, global_batch, dataset)])  # or runtime.profile(model, opt)
 
 Signals read (all set by the launcher):
   TF_CONFIG            the cluster; only present when the job has >1 replica.
@@ -33,6 +34,8 @@ Signals read (all set by the launcher):
   VTRAIN_COLLECTIVE_TIMEOUT      seconds before a collective gives up (default 300;
                        0 disables). A dead peer then fails the job instead of hanging it.
   AIP_MODEL_DIR, AIP_CHECKPOINT_DIR, AIP_TENSORBOARD_LOG_DIR, CLOUD_ML_JOB_ID.
+  VTRAIN_PROFILE_DIR   where the rehearsal profile goes (default: the run folder, see :mod:`.profile_record`;
+                       0 or off: nowhere). :mod:`.profiler` measures it for `vtrain estimate --from-run`.
   VTRAIN_RESTART_COUNT, VTRAIN_JOB_ATTEMPT, VTRAIN_STATUS_FILE   set by `vtrain local` to say how
                        often this replica was restarted and where to report steps; see
                        :mod:`.recovery` (resume after a restart: StepCheckpoints, step_reporter).
@@ -59,7 +62,9 @@ The package is split by what each part needs: :mod:`.decision` (pure, standard l
 policy: a pure decision, then Keras), :mod:`.restarts` and :mod:`.recovery` (restart counts, step
 reports, checkpoints that survive SIGTERM), :mod:`.status` (the step-report file's format, its
 writer and the launcher's reader), :mod:`.diloco` (a DiLoCo learner's side) and
-:mod:`.hypertune` (reporting a tuning trial's metric, standard library only), and for model
+:mod:`.hypertune` (reporting a tuning trial's metric, standard library only), :mod:`.profiler` (the
+rehearsal's measurements for `vtrain estimate --from-run`) and :mod:`.profile_record` (their file:
+where, format, hash; standard library only), and for model
 parallelism :mod:`.dtensor` (``dtensor_mesh()``: the mesh and DTensor's multi-client set-up),
 :mod:`.dtensor_env` (its pure part), :mod:`.dtensor_layouts` (layouts, sharded variables and input)
 and :mod:`.dtensor_checkpoint` (per-client sharded checkpoints). It ships to replicas
@@ -105,6 +110,7 @@ from vtrain.runtime.precision import (
     scale_loss,
     unscale_gradients,
 )
+from vtrain.runtime.profiler import Profile, profile, profile_callback
 from vtrain.runtime.recovery import StepCheckpoints, preemption_handler, report_step, step_reporter
 from vtrain.runtime.restarts import job_attempt, restart_count
 from vtrain.runtime.tfsetup import info, is_chief, keras, strategy
@@ -120,6 +126,7 @@ __all__ = [
     "Diloco",
     "Info",
     "PrecisionDecision",
+    "Profile",
     "RuntimeMismatch",
     "StepCheckpoints",
     "backup_and_restore",
@@ -141,6 +148,8 @@ __all__ = [
     "learner_shard",
     "model_dir",
     "preemption_handler",
+    "profile",
+    "profile_callback",
     "metric_reporter",
     "model_dir",
     "read_reports",

@@ -89,6 +89,9 @@ def _cached() -> tuple[Decision, Any]:
     if d.strategy == "default":
         log.info("vtrain: no distribution needed; using tf.distribute.get_strategy()")
     built = _build(d)
+    from vtrain.runtime import profiler
+
+    profiler.started(d.strategy, built.num_replicas_in_sync)  # what the profile's steps span
     imported = sys.modules.get("keras")
     if d.multi_worker and imported is not None and not _legacy_keras() and _keras_major(imported) >= 3:
         log.warning(

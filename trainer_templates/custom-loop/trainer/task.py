@@ -11,6 +11,7 @@ with Keras 3). The chief keeps checkpoints and the model; every replica writes
 weights.json with a checksum of its final weights. Under DiLoCo each learner trains
 alone and runtime.diloco() exchanges parameter changes with the syncer every H steps.
 In a hyperparameter tuning trial the chief reports the mean loss per epoch (runtime.report_metric).
+Every replica profiles itself (runtime.profile) for `vtrain estimate --from-run`.
 """
 
 from __future__ import annotations
@@ -113,14 +114,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         return loss
 
     @tf.function
-    def train_step(iterator: Any) -> tf.Tensor:
-        per_replica = strategy.run(step_fn, args=next(iterator))
+    def train_step(batch: Any) -> tf.Tensor:
+        per_replica = strategy.run(step_fn, args=batch)
         return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 
+    # The rehearsal's measurements for `vtrain estimate --from-run` (profile/<replica>.json in the run folder)
+    profile = runtime.profile(model, optimizer, examples_per_step=global_batch)
     total_steps = args.epochs * args.steps_per_epoch
     start, total, steps, done = time.perf_counter(), 0.0, 0, int(step.numpy())
     while done < total_steps:
-        total += float(checkpoints.run(train_step, batches))  # may save and exit on SIGTERM
+        with profile.step():
+            with profile.waiting():  # the batch is read here, outside the step function, to time the wait
+                batch = next(batches)
+            total += float(checkpoints.run(train_step, batch))  # may save and exit on SIGTERM
         done, steps = int(step.numpy()), steps + 1
         if sync is not None:
             sync.step()
@@ -139,6 +145,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 runtime.report_metric(args.metric, total / steps, step=done // args.steps_per_epoch)
             start, total, steps = time.perf_counter(), 0.0, 0
     checkpoints.close()
+    profile.write()
     if sync is not None:
         sync.finish()  # every learner ends with the same global model; the first one saves it
     return runtime.save_model(model)

@@ -8,7 +8,8 @@ for multi-worker jobs, where Keras 3's model.fit fails. The chief saves the
 model to AIP_MODEL_DIR; every replica writes weights.json with a checksum of
 its final weights, so a launcher can check that all of them agree. In a
 hyperparameter tuning trial, the flags are the tunable values and the chief
-reports the loss per epoch (runtime.metric_reporter) for the tuner to compare.
+reports the loss per epoch (runtime.metric_reporter) for the tuner to compare. Every replica
+profiles itself (runtime.profile_callback) for `vtrain estimate --from-run`.
 """
 
 from __future__ import annotations
@@ -124,6 +125,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     callbacks = [runtime.backup_and_restore(keras, backup_every), throughput(keras, args.steps_per_epoch, global_batch)]
     if info.strategy != "parameter_server":  # it refuses batch-level callbacks
         callbacks.append(runtime.step_reporter(keras))  # steps for the launcher (VTRAIN_STATUS_FILE)
+        # The rehearsal's measurements for `vtrain estimate --from-run` (profile/<replica>.json in the run folder)
+        callbacks.append(runtime.profile_callback(keras, global_batch, dataset))
     if diloco:  # after BackupAndRestore: joining replaces the weights with the global model
         callbacks.append(runtime.diloco_callback(keras, examples_per_step=global_batch))
     if runtime.trial_id() is not None:  # a tuning trial (Vertex AI or `vtrain local`): report its metric
