@@ -3,6 +3,17 @@ a learner SIGKILLed half-way and restarted in place.
 
     flock /tmp/vtrain-heavy.lock .venv/bin/python benchmarks/diloco.py [--rounds 60] [--inner-steps 50]
     flock /tmp/vtrain-heavy.lock .venv/bin/python benchmarks/diloco.py --only fp32,hetero,allwait --step-ms 5
+    flock /tmp/vtrain-heavy.lock .venv/bin/python benchmarks/diloco.py --only tune,dp,single,fp32   # ~15 min
+    flock /tmp/vtrain-heavy.lock .venv/bin/python benchmarks/diloco.py --only fp32,dp --learners 2
+
+Best against best (`--only tune`): a quality claim made at one setting says little, so DP, the single
+learner and DiLoCo are each tuned on their own: the inner (Adam) learning rate over `--lr-grid` (DP,
+single) and `--diloco-lr-grid` crossed with the outer lr/momentum pairs of `--outer-grid` (DiLoCo).
+Each setting is picked by its loss on a validation set and scored on a separate test set
+(`eval_loss`), so the pick is not graded on the examples it was picked by. Reported: the grids, each
+method's best, the best DiLoCo against the best DP, and the best inner lr per outer setting.
+`--learners` changes the learner count (and DP's global batch): the bytes saved against a ring
+depend on it (2 (N-1)/N x H for fp32).
 
 Real processes: the syncer is `python -m vtrain.diloco`; each learner is this script in `learner`
 mode, a Keras MLP (26k parameters) trained with a custom loop and `vtrain.runtime.diloco`. The task is
@@ -35,7 +46,9 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-BATCH, FEATURES, CLASSES, LEARNERS = 32, 64, 10, 4
+BATCH, FEATURES, CLASSES = 32, 64, 10
+LEARNERS = int(os.environ.get("DILOCO_BENCH_LEARNERS", "4"))  # --learners; the learners inherit it
+LR = 2e-3  # the inner (Adam) learning rate when none is tuned
 
 
 def _tf() -> Any:
@@ -58,13 +71,13 @@ def data(tf: Any, n: int, seed: int) -> tuple[Any, Any]:
     return x, y
 
 
-def model_and_step(tf: Any, seed: int) -> tuple[Any, Any, Any]:
+def model_and_step(tf: Any, seed: int, lr: float = LR) -> tuple[Any, Any, Any]:
     import keras
 
     keras.utils.set_random_seed(seed)
     model = keras.Sequential([keras.Input((FEATURES,)), keras.layers.Dense(128, activation="relu"),
                               keras.layers.Dense(128, activation="relu"), keras.layers.Dense(CLASSES)])
-    opt = keras.optimizers.Adam(2e-3)
+    opt = keras.optimizers.Adam(lr)
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
     @tf.function
@@ -75,17 +88,23 @@ def model_and_step(tf: Any, seed: int) -> tuple[Any, Any, Any]:
         opt.apply_gradients(zip(grads, model.trainable_variables, strict=True))
         return loss
 
-    def evaluate() -> float:
-        x, y = data(tf, 20000, 999)
-        return float(loss_fn(y, model(x, training=False)))
+    def evaluate() -> dict[str, float]:
+        """Loss on a validation set (what the grids pick by) and on a separate test set (what is reported),
+        so a setting tuned on one is not scored on the same examples."""
+        out = {}
+        for name, seed in (("val_loss", 998), ("eval_loss", 999)):
+            x, y = data(tf, 20000, seed)
+            out[name] = float(loss_fn(y, model(x, training=False)))
+        return out
 
     return model, step, evaluate
 
 
 def train(steps: int, batch: int, shard: int, shards: int, sync: Any = None, slow: float = 1.0,
-          model_bits: Any = None, die_at: int = 0, step_ms: float = 0.0, hang_at: int = 0) -> float:
+          model_bits: Any = None, die_at: int = 0, step_ms: float = 0.0, hang_at: int = 0,
+          lr: float = LR) -> dict[str, float]:
     tf = _tf()
-    model, step, evaluate = model_bits or model_and_step(tf, 1)
+    model, step, evaluate = model_bits or model_and_step(tf, 1, lr)
     first = 0
     if sync is not None:
         sync = sync(model)
@@ -120,14 +139,14 @@ def learner_main(args: argparse.Namespace) -> None:
         holder["sync"] = runtime.Diloco(model, examples_per_step=BATCH)
         return holder["sync"]
 
-    loss = train(args.steps, BATCH, args.index, LEARNERS, make, args.slow, die_at=args.die_at, step_ms=args.step_ms,
-                 hang_at=args.hang_at)
-    Path(args.out).write_text(json.dumps({"eval_loss": loss, **holder["sync"].summary()}))
+    losses = train(args.steps, BATCH, args.index, LEARNERS, make, args.slow, die_at=args.die_at,
+                   step_ms=args.step_ms, hang_at=args.hang_at, lr=args.lr)
+    Path(args.out).write_text(json.dumps({**losses, **holder["sync"].summary()}))
 
 
 def diloco_run(name: str, steps: int, settings: dict[str, Any], slow: dict[int, float] | None = None,
                die: dict[int, int] | None = None, hang: tuple[int, int, float] | None = None,
-               step_ms: float = 0.0) -> dict[str, Any]:
+               step_ms: float = 0.0, lr: float = LR) -> dict[str, Any]:
     """One DiLoCo job; `die`: learner -> the step where it SIGKILLs itself, then is restarted in place
     at once (as Vertex restarts a failed replica) and rejoins with the global model; `hang`: (learner,
     step, seconds): it SIGSTOPs itself there and the harness sends SIGCONT that many seconds later."""
@@ -138,7 +157,7 @@ def diloco_run(name: str, steps: int, settings: dict[str, Any], slow: dict[int, 
     spec = {"cluster": {"workerpool0": [f"127.0.0.1:{port}"], "workerpool1": ["127.0.0.1:9"] * LEARNERS}}
     base = {**os.environ, "VTRAIN_DILOCO": json.dumps(settings), "CLOUD_ML_JOB_ID": f"bench-{name}",
             "AIP_CHECKPOINT_DIR": str(tmp / "ckpt"), "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2",
-            "VTRAIN_LOG_LEVEL": "WARNING"}
+            "VTRAIN_LOG_LEVEL": "WARNING", "DILOCO_BENCH_LEARNERS": str(LEARNERS)}
 
     def env(task: str, index: int) -> dict[str, str]:
         return {**base, "CLUSTER_SPEC": json.dumps({**spec, "task": {"type": task, "index": index}})}
@@ -151,7 +170,8 @@ def diloco_run(name: str, steps: int, settings: dict[str, Any], slow: dict[int, 
         hang_at = hang[1] if hang is not None and hang[0] == i else 0
         return subprocess.Popen([sys.executable, __file__, "learner", "--index", str(i), "--steps", str(steps),
                                  "--slow", str((slow or {}).get(i, 1.0)), "--out", str(tmp / f"l{i}.json"),
-                                 "--die-at", str(die_at), "--step-ms", str(step_ms), "--hang-at", str(hang_at)],
+                                 "--die-at", str(die_at), "--step-ms", str(step_ms), "--hang-at", str(hang_at),
+                                 "--lr", str(lr)],
                                 env=env("workerpool1", i), stdout=logs[i + 1], stderr=subprocess.STDOUT)
 
     procs += [learner(i, (die or {}).get(i, 0)) for i in range(LEARNERS)]
@@ -177,7 +197,8 @@ def diloco_run(name: str, steps: int, settings: dict[str, Any], slow: dict[int, 
     waited = sum(r["wait_seconds"] for r in results)
     wall = sum(r["seconds"] for r in results)
     first = sum(r["first_sync_wait"] for r in results)  # the first merge waits for every learner to start
-    return {"eval_loss": results[0]["eval_loss"], "rounds": summary["rounds"][0], "merges": summary["merges"],
+    return {"eval_loss": results[0]["eval_loss"], "val_loss": results[0]["val_loss"],
+            "rounds": summary["rounds"][0], "merges": summary["merges"],
             "stale_merged": summary["stale_merged"], "max_stall_s": round(summary["max_stall"], 3),
             "sent_per_step": results[0]["sent"] / steps, "received_per_step": results[0]["received"] / steps,
             "utilisation": 1 - waited / wall, "utilisation_after_start": 1 - (waited - first) / (wall - first),
@@ -207,7 +228,48 @@ def _gaps(merge_log: list[list[float]]) -> dict[str, float]:
             "merges_stalled_over_a_round": sum(stall > median for stall in stalls)}
 
 
+def tune(args: argparse.Namespace, steps: int, base: dict[str, Any]) -> dict[str, Any]:
+    """Best against best: DP, the single learner and DiLoCo each with the inner learning rate (and DiLoCo the
+    outer lr/momentum) that gives it the lowest validation loss; the test loss of each best is compared."""
+    lrs = [float(v) for v in args.lr_grid.split(",")]
+    diloco_lrs = [float(v) for v in args.diloco_lr_grid.split(",")]
+    outer = [tuple(float(x) for x in pair.split("/")) for pair in args.outer_grid.split(",")]
+    grid: dict[str, dict[str, dict[str, float]]] = {"dp": {}, "single": {}, "diloco": {}}
+    for lr in lrs:
+        grid["dp"][f"lr {lr:g}"] = train(steps, BATCH * LEARNERS, 0, 1, lr=lr)
+        grid["single"][f"lr {lr:g}"] = train(steps, BATCH, 0, 1, lr=lr)
+        print("tune dp/single", lr, grid["dp"][f"lr {lr:g}"], grid["single"][f"lr {lr:g}"], file=sys.stderr, flush=True)
+    for lr in diloco_lrs:
+        for outer_lr, momentum in outer:
+            name = f"lr {lr:g}, outer {outer_lr:g}/{momentum:g}"
+            run = diloco_run(f"tune-{lr:g}-{outer_lr:g}-{momentum:g}", steps,
+                             {**base, "outer_lr": outer_lr, "outer_momentum": momentum}, step_ms=args.step_ms, lr=lr)
+            grid["diloco"][name] = {k: run[k] for k in ("val_loss", "eval_loss", "wall_s")}
+            print("tune", name, grid["diloco"][name], file=sys.stderr, flush=True)
+    best = {kind: min(runs, key=lambda name: runs[name]["val_loss"]) for kind, runs in grid.items()}
+    dp = grid["dp"][best["dp"]]["eval_loss"]
+    single = grid["single"][best["single"]]["eval_loss"]
+    out: dict[str, Any] = {**grid, "best": {kind: {"setting": name, **grid[kind][name]} for kind, name in best.items()}}
+    diloco = grid["diloco"][best["diloco"]]["eval_loss"]
+    out["best_diloco_vs_best_dp"] = diloco / dp - 1
+    out["best_gap_recovered"] = (single - diloco) / (single - dp)
+    # Each outer setting with its own best inner lr: which momentum wins when the inner lr is tuned too.
+    out["per_outer_setting"] = {}
+    for outer_lr, momentum in outer:
+        tag = f"outer {outer_lr:g}/{momentum:g}"
+        name = min((n for n in grid["diloco"] if n.endswith(tag)), key=lambda n: grid["diloco"][n]["val_loss"])
+        out["per_outer_setting"][tag] = {"setting": name, "eval_loss": grid["diloco"][name]["eval_loss"],
+                                         "vs_best_dp": grid["diloco"][name]["eval_loss"] / dp - 1}
+    # The untuned comparison the README used to make: DiLoCo at DP's best inner lr (its best outer setting).
+    at_dp_lr = [n for n in grid["diloco"] if n.startswith(best["dp"] + ",")]
+    if at_dp_lr:
+        name = min(at_dp_lr, key=lambda n: grid["diloco"][n]["val_loss"])
+        out["diloco_at_dps_lr"] = {"setting": name, "vs_best_dp": grid["diloco"][name]["eval_loss"] / dp - 1}
+    return out
+
+
 def main() -> None:
+    global LEARNERS
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("mode", nargs="?", default="bench", choices=["bench", "learner"])
     p.add_argument("--rounds", type=int, default=60)
@@ -221,9 +283,18 @@ def main() -> None:
     p.add_argument("--step-ms", type=float, default=0.0,
                    help="pad each DiLoCo learner step to this many ms (sleeping, as a host does while its "
                         "accelerator computes): rounds as long as a real job's make the exchange latency small")
+    p.add_argument("--lr", type=float, default=LR, help=argparse.SUPPRESS)  # a learner's inner learning rate
+    p.add_argument("--learners", type=int, default=LEARNERS, help="DiLoCo learners (and DP replicas), default 4")
+    p.add_argument("--lr-grid", default="1e-3,2e-3,4e-3,8e-3",
+                   help="--only tune: the inner learning rates DP and the single learner are each tuned over")
+    p.add_argument("--diloco-lr-grid", default="1e-3,2e-3,4e-3", help="--only tune: DiLoCo's inner learning rates")
+    p.add_argument("--outer-grid", default="1.0/0.6,0.7/0.9,1.0/0.9",
+                   help="--only tune: DiLoCo's outer learning rate/momentum pairs (crossed with --diloco-lr-grid)")
     p.add_argument("--only", default="", help="comma-separated runs: dp,single,fp32,int8,int4,hetero,allwait,kill,hang,"
-                                             "overlap,hetero_overlap")
+                                             "overlap,hetero_overlap,tune")
     args = p.parse_args()
+    LEARNERS = args.learners
+    os.environ["DILOCO_BENCH_LEARNERS"] = str(LEARNERS)
     if args.mode == "learner":
         learner_main(args)
         return
@@ -240,9 +311,11 @@ def main() -> None:
     out: dict[str, Any] = {"learners": LEARNERS, "inner_steps": h, "rounds": args.rounds, "batch": BATCH,
                            "step_ms": args.step_ms}
     if want("dp"):
-        out["dp"] = {"eval_loss": train(steps, BATCH * LEARNERS, 0, 1)}
+        out["dp"] = train(steps, BATCH * LEARNERS, 0, 1)
     if want("single"):
-        out["single"] = {"eval_loss": train(steps, BATCH, 0, 1)}
+        out["single"] = train(steps, BATCH, 0, 1)
+    if "tune" in only:  # only on request: 3 x 3 DiLoCo jobs
+        out["tune"] = tune(args, steps, base)
     runs = {"fp32": ({}, None), "int8": ({"compression": "int8"}, None), "int4": ({"compression": "int4"}, None),
             "hetero": ({"min_quorum": LEARNERS - 1}, {LEARNERS - 1: 2.0}), "allwait": ({}, {LEARNERS - 1: 2.0}),
             "overlap": ({"overlap": True}, None),

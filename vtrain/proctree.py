@@ -105,6 +105,16 @@ def gone(pid: int) -> bool:
     return proc is not None and proc.zombie
 
 
+def frozen(pid: int) -> bool:
+    """Whether the process is stopped (SIGSTOP, SIGTSTP, a tracer): alive, its sockets accept, nothing
+    answers. False where there is no /proc."""
+    try:
+        text = (_PROC / str(pid) / "stat").read_text()
+    except OSError:
+        return False
+    return text.rsplit(")", 1)[1].split()[0] in ("T", "t")
+
+
 def sweep_stale(directory: Path, pattern: re.Pattern[str], min_age: float = 60.0) -> list[Path]:
     """Remove the entries of `directory` whose name `pattern` matches with a dead pid as group 1:
     what a killed vtrain left half-written (it could not clean up after SIGKILL). Entries younger
@@ -255,5 +265,6 @@ def children_end_with(grace: float = 3.0) -> Iterator[None]:
                 signal.signal(signal.SIGTERM, previous)
 
 
-__all__ = ["Proc", "become_subreaper", "children_end_with", "descendants", "die_with_parent", "end", "gone", "has_env",
+__all__ = ["Proc", "become_subreaper", "children_end_with", "descendants", "die_with_parent", "end", "frozen", "gone",
+           "has_env",
            "interrupted_by", "snapshot", "sweep", "sweep_stale"]

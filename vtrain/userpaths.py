@@ -15,6 +15,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Mapping
 from pathlib import Path
 
 #: Linux and macOS limits: a name (one path component) and a whole path, in bytes.
@@ -58,6 +59,15 @@ def path_problem(value: str, *, utf8: bool = False) -> str | None:
         return (f"has a {len(longest):,}-byte name ({shown(os.fsdecode(longest[:24]))}…); a file or "
                 f"directory name may have at most {NAME_MAX} bytes")
     return None
+
+
+def cache_dir(env: Mapping[str, str] | None = None) -> Path:
+    """vtrain's cache: VTRAIN_CACHE_DIR, else $XDG_CACHE_HOME/vtrain, else ~/.cache/vtrain."""
+    env = os.environ if env is None else env
+    if env.get("VTRAIN_CACHE_DIR"):
+        return Path(env["VTRAIN_CACHE_DIR"]).expanduser()
+    base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "vtrain"
 
 
 def absolute(path: Path) -> Path:

@@ -41,9 +41,9 @@ def info(output: str) -> None:
         used = f", last used {env['last_used']}" if env["last_used"] else ""
         click.echo(f"  env {env['key']}  {env['state']:<10} {_size(env['size']):>10}{used}  "
                    f"{', '.join(env['sdists'])}")
-    for name in ("sdists", "downloads"):
+    for name in ("sdists", "downloads", "sdist-files"):
         part = data[name]
-        click.echo(f"  {name:<9} {part['files']} file(s), {_size(part['size'])}")
+        click.echo(f"  {name:<11} {part['files']} file(s), {_size(part['size'])}")
 
 
 @cache.command()

@@ -168,7 +168,7 @@ def _diloco(rows: list[DilocoTraffic], compute: float | None, why: str) -> Recom
     if busy is not None and busy_overlapped is not None and busy_overlapped - busy >= 0.01:
         reasons.append(f"with `diloco: {{overlap: true}}` a round's exchange runs behind the next round's steps: "
                        f"compute {busy_overlapped:.0%} busy (a few steps start from the "
-                       f"pre-merge model: +0.2% loss in benchmarks/diloco.py)")
+                       f"pre-merge model: +0.1–0.2% loss on benchmarks/diloco.py's CPU job)")
     options = ["learners as worker pools, the syncer as pool 0 on a CPU machine (vtrain's DiLoCo)"]
     return Recommendation("diloco", f"DiLoCo (H = {chosen.inner_steps})", reasons, numbers, options)
 

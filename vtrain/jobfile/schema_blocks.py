@@ -68,8 +68,9 @@ DILOCO_SCHEMA = Obj(
                              minimum=1, examples=(100,)),
         "outer_lr": _knob(Number, "Outer learning rate of the syncer's Nesterov step on the averaged parameter "
                           "change.", "outer_lr", above=0, examples=(0.7,)),
-        "outer_momentum": _knob(Number, "Outer Nesterov momentum in [0, 1); 0.6 settles within ~60 rounds, 0.9 "
-                                "needs hundreds.", "outer_momentum", minimum=0, below=1, examples=(0.9,)),
+        "outer_momentum": _knob(Number, "Outer Nesterov momentum in [0, 1); tune it with outer_lr (the README's "
+                                "DiLoCo section has what was measured).", "outer_momentum", minimum=0, below=1,
+                                examples=(0.9,)),
         "min_quorum": _knob(Int, "Merge once this many learners have sent (default: every learner alive).",
                             "min_quorum", minimum=1, examples=(1,)),
         "grace": _knob(Seconds, "After the quorum, wait at most this long for stragglers (also capped at a quarter "

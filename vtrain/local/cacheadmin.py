@@ -7,6 +7,8 @@ Under the cache dir (VTRAIN_CACHE_DIR, else $XDG_CACHE_HOME/vtrain, else ~/.cach
     envs/KEY.use     held, shared, by every run that uses it; its mtime is the last use
     sdists/          the trainer and runtime sdists `vtrain local` built for its runs
     downloads/       prebuilt package_uris fetched from Cloud Storage
+    sdist-files/     per trainer layout, the selected files its build backend left out of the sdist
+                     (what names the sdist without building it again; `vtrain.trainer.packaging`)
 
 Only these entries are ever removed, so a cache dir pointed at a folder holding other things
 loses nothing else. An environment a running job uses, or one being built, is kept and named.
@@ -23,7 +25,7 @@ from typing import Any
 
 from vtrain.local.envcache import damage, locked, read_marker, remove
 
-PARTS = ("envs", "sdists", "downloads")
+PARTS = ("envs", "sdists", "downloads", "sdist-files")
 
 
 def _size(path: Path) -> int:

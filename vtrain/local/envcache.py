@@ -84,12 +84,10 @@ class TrainerEnv:
 
 
 def default_cache_dir(env: Mapping[str, str] | None = None) -> Path:
-    """VTRAIN_CACHE_DIR, else $XDG_CACHE_HOME/vtrain, else ~/.cache/vtrain."""
-    env = os.environ if env is None else env
-    if env.get("VTRAIN_CACHE_DIR"):
-        return Path(env["VTRAIN_CACHE_DIR"]).expanduser()
-    base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "vtrain"
+    """VTRAIN_CACHE_DIR, else $XDG_CACHE_HOME/vtrain, else ~/.cache/vtrain (the packaging's cache too)."""
+    from vtrain.userpaths import cache_dir
+
+    return cache_dir(env)
 
 
 def host_site_dirs() -> list[str]:

@@ -45,6 +45,10 @@ def describe_exit(code: int) -> str:
     return f"exited with code {code}"
 
 
+def _frozen(p: Proc) -> bool:
+    return p.popen is not None and proctree.frozen(p.popen.pid)
+
+
 class LocalJob(JobHandle):
     """A running local job: the same handle contract as a Vertex job (state, wait, cancel, logs).
     Failed replicas are restarted as Vertex restarts them and faults are injected by the
@@ -291,6 +295,12 @@ class LocalJob(JobHandle):
         return True
 
     def _watch(self) -> tuple[str, str | None]:
+        """Supervise until the job ends. The startup deadline: once one cluster member's server is up (or a
+        replica was restarted), each other live member must be up and not frozen within `startup_timeout`,
+        or the job fails: TF's initial cluster check waits for every peer with no timeout, and a stopped
+        process, whose port the kernel still accepts on, answers it no more than one that never started.
+        Vertex sees neither as a failure (neither has exited) and would hang to scheduling.timeout; a
+        frozen peer after start-up is the runtime's collective timeout's (vtrain.runtime)."""
         opts = self._options
         deadline = None if opts.timeout is None else self.started_at + opts.timeout
         chief_done_at: float | None = None
@@ -301,6 +311,7 @@ class LocalJob(JobHandle):
         ps = any(p.replica.role == "ps" for p in self._procs) and not localenv.is_diloco(self.plan)
         servers = ("ps", "evaluator", "worker") if ps else (
             "ps", "evaluator")
+        starting = bool(members)  # the start-up window: until every member is up and answering at once
         while True:
             now = time.monotonic()
             for p in self._procs:
@@ -316,6 +327,7 @@ class LocalJob(JobHandle):
                     try:
                         if self.restarts.relaunch(decision, lambda: self._cancel):
                             first_listen = None if first_listen is None else now  # their servers: the full time
+                            starting = bool(members)  # a restarted member runs the cluster check again
                     except OSError as err:  # e.g. out of processes or open files
                         return FAILED, f"could not restart {', '.join(decision.replicas)}: {err}"
             if self._cancel:
@@ -330,24 +342,34 @@ class LocalJob(JobHandle):
                     return SUCCEEDED, None
             if deadline is not None and now >= deadline:
                 return FAILED, f"timed out after {opts.timeout:g} s (--timeout / scheduling.timeout)"
-            waiting = [p for p in members if not p.listening and p.returncode is None]
-            if waiting and chief_done_at is None:
-                for p in waiting:
-                    p.listening = listening(self._port(p))
+            if chief_done_at is None and starting:
+                for p in members:
+                    if not p.listening and p.returncode is None:
+                        p.listening = listening(self._port(p))
                 if first_listen is None and any(p.listening for p in members):
                     first_listen = now
-                late = [p for p in members if not p.listening and p.returncode is None]
-                if first_listen is not None and late and now - first_listen >= opts.startup_timeout:
-                    ready = ", ".join(p.label for p in members if p.listening)
-                    return FAILED, (f"{', '.join(p.label for p in late)} did not start its TensorFlow server "
-                                    f"within {opts.startup_timeout:g} s while {ready} waited for it "
-                                    "(TF's initial cluster check has no timeout)")
+                late = [p for p in members if p.returncode is None and (not p.listening or _frozen(p))]
+                if not late:
+                    starting = False  # every member up and answering at once: the cluster check can pass
+                elif first_listen is not None and now - first_listen >= opts.startup_timeout:
+                    return FAILED, self._late(members, late)
             if chief_done_at is None:
                 self.restarts.tick()  # step reports in, faults out
             else:
                 self.restarts.observe()  # the workers' last steps, for the live view and the timeline
             self._wake.wait(0.1)
             self._wake.clear()
+
+    def _late(self, members: list[Proc], late: list[Proc]) -> str:
+        """Why the start-up deadline passed: peers whose server never came up, and peers that stayed frozen."""
+        ready = ", ".join(p.label for p in members if p not in late and p.returncode is None) or "no one"
+        down, frozen = [p.label for p in late if not p.listening], [p.label for p in late if p.listening]
+        within = f"within {self._options.startup_timeout:g} s while {ready} waited for it"
+        why = [f"{', '.join(down)} did not start its TensorFlow server {within}"] if down else []
+        if frozen:
+            why.append(f"{', '.join(frozen)} stayed frozen (stopped, e.g. by SIGSTOP: its port accepts, nothing "
+                       f"answers) and did not answer {within}")
+        return "; ".join(why) + " (TF's initial cluster check has no timeout)"
 
     def _port(self, p: Proc) -> int:
         spec = json.loads(p.env["CLUSTER_SPEC"])

@@ -16,9 +16,10 @@ thread owns the processes and decides the job's state, with Vertex's semantics:
   * `faults` (``worker-1:kill@30s``, :mod:`vtrain.local.faults`) are injected as signals;
   * success follows the chief: when it exits 0, ps and evaluator replicas are stopped, and
     workers get a grace period (the coordination service may keep them ~20 s) before they are;
-  * a cluster member that never starts its server while its peers wait for it (TF's initial
-    health check has no timeout) fails the job after `startup_timeout`; dead or frozen peers
-    are caught by the runtime's collective timeout and TF's heartbeats;
+  * a cluster member that never starts its server, or stays frozen (SIGSTOP), while its peers
+    wait for it at start-up (TF's initial health check has no timeout) fails the job after
+    `startup_timeout`; dead or frozen peers after start-up are caught by the runtime's collective
+    timeout and TF's heartbeats;
   * `timeout` fails the job, `cancel()` (or Ctrl-C in the CLI) cancels it; in every case
     no child process group outlives the job and every port is released.
 """

@@ -1,8 +1,17 @@
 """Trainer directory → content-hashed sdist → staging (gs:// or a local directory).
 
 Why content-hashed: the sdist is named after a hash of exactly the source files that go into it,
-so ``vtrain render`` can print the final ``packageUris`` without building anything
-(:func:`planned_uri`), and an unchanged trainer is never uploaded twice.
+so ``vtrain render`` can print the final ``packageUris`` (:func:`planned_uri`), and an unchanged
+trainer is never uploaded twice.
+
+Why the hash needs the backend's verdict: of the selected files, the build backend keeps only
+some (setuptools drops a root ``data.csv``, often a symlink to a dataset, that no package or
+MANIFEST.in names). Hashing every selected file would give a new name, and a new upload, each
+time such a file changed though the package did not. So the name hashes the selected files the
+sdist holds. Which ones those are depends only on the file list and the build configuration
+(:mod:`vtrain.trainer.sdistfiles`): each build records the files it dropped under that key in vtrain's cache,
+and a plan reads it back, so a render builds nothing once the layout has been built (the first
+render of a new layout builds the sdist locally once, sending nothing).
 
 Why build from a filtered copy: a build backend picks files by its own rules (setuptools reads
 MANIFEST.in, git file finders, package data). Building from a temporary copy that holds only the
@@ -30,6 +39,7 @@ from typing import TYPE_CHECKING
 from vtrain import __version__
 from vtrain.errors import PackagingError
 from vtrain.trainer.entrymodule import entry_module_problem, syntax_problem
+from vtrain.trainer.sdistfiles import record_drops, recorded_drops, sdist_digest
 from vtrain.trainer.select import (
     Scan,
     check_package_dir,
@@ -74,11 +84,22 @@ def _local_skips(target: StagingTarget) -> list[Path]:
     return [target.directory] if target.directory is not None else []
 
 
-def planned_uri(package_dir: Path, staging: str) -> str:
-    """The URI the trainer sdist will have once staged. Reads files; builds and sends nothing."""
+def planned_uri(package_dir: Path, staging: str, *, isolation: bool | None = None) -> str:
+    """The URI the trainer sdist will have once staged. Sends nothing; reads files, and builds the sdist
+    locally only if this layout was never built (to learn which files the backend keeps)."""
     target = parse_staging(staging)
     scan = scan_package(package_dir, skip=_local_skips(target))
-    return target.uri_for(f"{dist_name(scan.root)}-{scan.digest}.tar.gz")
+    return target.uri_for(planned_name(scan, isolation))
+
+
+def planned_name(scan: Scan, isolation: bool | None = None) -> str:
+    """The trainer sdist's file name: from the recorded drops of this layout, else from building it now."""
+    dropped = recorded_drops(scan, dist_name(scan.root))
+    if dropped is None:
+        with tempfile.TemporaryDirectory(prefix=temp_prefix("dry-run")) as tmp:
+            return _build_scan(scan, dist_name(scan.root), Path(tmp), isolation).name
+    digest = scan.digest if not dropped else sdist_digest(scan.root, scan.files, dropped)
+    return f"{dist_name(scan.root)}-{digest}.tar.gz"
 
 
 def check_module(scan: Scan, module: str) -> None:
@@ -112,7 +133,8 @@ def build_sdist(
     isolation: bool | None = None,
     skip: Iterable[Path] = (),
 ) -> Path:
-    """Build the trainer into ``out_dir/{dist_name}-{hash}.tar.gz``; the hash is :func:`planned_uri`'s."""
+    """Build the trainer into ``out_dir/{dist_name}-{hash}.tar.gz``: the hash of the selected files the
+    sdist holds, :func:`planned_uri`'s (the files the backend dropped are recorded for the next plan)."""
     scan = scan_package(package_dir, skip=skip)
     if not allow_credentials:
         refuse_credentials(scan)
@@ -143,8 +165,13 @@ def _build_scan(scan: Scan, name: str, out_dir: Path, isolation: bool | None) ->
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(scan.root / rel, dest)
         built = run_backend(src, Path(tmp) / "dist", isolation=isolation)
+        members = set(sdist_members(built))
+        dropped = [rel for rel in scan.files if rel not in members]
+        # The copies are what was built: hashing them, not the originals, names exactly this sdist.
+        digest = hash_entries((rel, (src / rel).read_bytes()) for rel in scan.files if rel in members)
+        record_drops(scan, name, dropped)
         out_dir.mkdir(parents=True, exist_ok=True)
-        final = out_dir / f"{name}-{scan.digest}.tar.gz"
+        final = out_dir / f"{name}-{digest}.tar.gz"
         shutil.move(built, final)
     return final
 
@@ -318,18 +345,27 @@ def build_and_stage(
 
         client = default_client()
     check_target(target, client)
-    trainer_name = f"{dist_name(scan.root)}-{scan.digest}.tar.gz"
+    sweep_stale_builds()
     runtime = runtime_entries()
     runtime_name = _runtime_name(runtime)
-    # Content-addressed names: what is already staged needs neither a build nor an upload.
-    known = {name: lookup(target, name, client) for name in (trainer_name, runtime_name)}
-    sweep_stale_builds()
     with tempfile.TemporaryDirectory(prefix=temp_prefix("dist")) as tmp:
         built: dict[str, Path] = {}
-        if known[trainer_name] is None:
-            built[trainer_name] = _build_scan(scan, dist_name(scan.root), Path(tmp), isolation)
-            if module is not None:
-                check_sdist(built[trainer_name], module)
+        trainer_name = ""
+        if recorded_drops(scan, dist_name(scan.root)) is None:  # a layout never built here: its name needs the build
+            sdist = _build_scan(scan, dist_name(scan.root), Path(tmp), isolation)
+            trainer_name = sdist.name
+            built[trainer_name] = sdist
+        trainer_name = trainer_name or planned_name(scan, isolation)
+        # Content-addressed names: what is already staged needs neither a build nor an upload.
+        known = {name: lookup(target, name, client) for name in (trainer_name, runtime_name)}
+        if known[trainer_name] is None and trainer_name not in built:
+            sdist = _build_scan(scan, dist_name(scan.root), Path(tmp), isolation)
+            if sdist.name != trainer_name:  # the backend keeps other files than it did (a new version)
+                trainer_name = sdist.name
+                known[trainer_name] = lookup(target, trainer_name, client)
+            built[trainer_name] = sdist
+        if trainer_name in built and module is not None:
+            check_sdist(built[trainer_name], module)
         if known[runtime_name] is None:
             built[runtime_name] = _build_entries(runtime, runtime_name, Path(tmp), isolation)
         # Every build succeeded: only now send anything.
@@ -365,12 +401,14 @@ __all__ = [
     "check_package_dir",
     "credential_reason",
     "dist_name",
+    "planned_name",
     "planned_runtime_uri",
     "refuse_credentials",
     "runtime_entries",
     "planned_uri",
     "run_backend",
     "scan_package",
+    "sdist_digest",
     "sdist_members",
     "stage",
     "sweep_stale_builds",
