@@ -31,18 +31,10 @@ from vtrain.local.options import RunOptions
 from vtrain.local.policy import CHIEF_SUCCEEDED, FAIL, RESTART, RETRY_JOB, RestartPolicy, policy_for_job
 from vtrain.local.ports import listening
 from vtrain.local.restarts import TAIL_LINES, JobSide, Proc, RestartSupervisor, SharedLog
+from vtrain.local.why import describe_exit, late_peers
 
 if TYPE_CHECKING:
     from vtrain.handle import LogHook, StateHook
-
-
-def describe_exit(code: int) -> str:
-    if code < 0:
-        try:
-            return f"was killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"was killed by signal {-code}"
-    return f"exited with code {code}"
 
 
 def _frozen(p: Proc) -> bool:
@@ -352,24 +344,13 @@ class LocalJob(JobHandle):
                 if not late:
                     starting = False  # every member up and answering at once: the cluster check can pass
                 elif first_listen is not None and now - first_listen >= opts.startup_timeout:
-                    return FAILED, self._late(members, late)
+                    return FAILED, late_peers(members, late, self._options.startup_timeout)
             if chief_done_at is None:
                 self.restarts.tick()  # step reports in, faults out
             else:
                 self.restarts.observe()  # the workers' last steps, for the live view and the timeline
             self._wake.wait(0.1)
             self._wake.clear()
-
-    def _late(self, members: list[Proc], late: list[Proc]) -> str:
-        """Why the start-up deadline passed: peers whose server never came up, and peers that stayed frozen."""
-        ready = ", ".join(p.label for p in members if p not in late and p.returncode is None) or "no one"
-        down, frozen = [p.label for p in late if not p.listening], [p.label for p in late if p.listening]
-        within = f"within {self._options.startup_timeout:g} s while {ready} waited for it"
-        why = [f"{', '.join(down)} did not start its TensorFlow server {within}"] if down else []
-        if frozen:
-            why.append(f"{', '.join(frozen)} stayed frozen (stopped, e.g. by SIGSTOP: its port accepts, nothing "
-                       f"answers) and did not answer {within}")
-        return "; ".join(why) + " (TF's initial cluster check has no timeout)"
 
     def _port(self, p: Proc) -> int:
         spec = json.loads(p.env["CLUSTER_SPEC"])
