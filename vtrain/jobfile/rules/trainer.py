@@ -171,7 +171,7 @@ def check_strategy(r: Rules, config: JobConfig) -> None:
     if is_tpu and strategy != "tpu":
         r.add(path, f"the chief is a TPU machine, so the strategy must be tpu (or auto), not {strategy}")
     elif strategy == "tpu" and not is_tpu:
-        r.add(path, "strategy tpu needs a TPU machine (cloud-tpu, ct5lp-*, ct6e-*) for the chief")
+        r.add(path, "strategy tpu needs a TPU machine (cloud-tpu, ct4p-*, ct5p-*, ct5lp-*, ct6e-*) for the chief")
     elif strategy == "parameter_server" and not has_ps:
         r.add(path, "strategy parameter_server needs cluster.parameter_servers; add them or use "
                     "multi_worker_mirrored")
