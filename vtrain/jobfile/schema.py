@@ -48,22 +48,21 @@ from vtrain.jobfile.nodes import (  # noqa: F401 - the node types, also reachabl
 from vtrain.jobfile.schema_blocks import (  # noqa: F401 - the blocks' words, also reachable from here
     BOOT_DISK_TYPES,
     DILOCO_SCHEMA,
+    IMAGE_EXAMPLES,
     POOL_DOC,
+    RESERVATION_AFFINITIES,
     TUNING_ALGORITHMS,
     TUNING_EARLY_STOPPING,
     TUNING_GOALS,
     TUNING_PARAMETER_TYPES,
     TUNING_SCALES,
     TUNING_SCHEMA,
+    container_node,
     pool,
+    reservation_node,
 )
 from vtrain.jobfile.yamlpos import Positions
 
-RESERVATION_AFFINITIES = ("none", "any", "specific")
-
-#: tf-tpu has no 2-17 image: each family's example is its default version
-_IMAGE_EXAMPLES = (f"tf.{catalog.DEFAULT_TF_VERSION}",
-                   *(f"tf-{family}.{catalog.default_tf_version(family)}" for family in ("cpu", "gpu", "tpu")))
 _INHERITS = " Machine keys it leaves out are the chief's (its accelerators only when the machine type is the same)."
 
 
@@ -106,6 +105,37 @@ JOB_SCHEMA = Obj(
                                       doc="Run on this Vertex AI persistent resource instead of new machines."),
         "kms_key": Str(examples=("projects/my-project/locations/us-central1/keyRings/ring/cryptoKeys/key",),
                        doc="Customer-managed encryption key (projects/P/locations/R/keyRings/K/cryptoKeys/NAME)."),
+        "experiment": Str(examples=("projects/my-project/locations/us-central1/metadataStores/default/contexts/"
+                                    "my-experiment",),
+                          doc="The Vertex AI Experiment the job logs to: projects/P/locations/R/metadataStores/"
+                          "default/contexts/EXPERIMENT, in the job's region."),
+        "experiment_run": Str(examples=("projects/my-project/locations/us-central1/metadataStores/default/contexts/"
+                                        "my-experiment-run-1",),
+                              doc="The Experiment Run of `experiment` the job logs to: the same metadata store, "
+                              "contexts/EXPERIMENT-RUN (the experiment's name, a dash, the run's)."),
+        "protected_artifact_location_id": Str(examples=("europe-west4",),
+                                              doc="Region to keep the job's protected artifacts in, when it is not "
+                                              "the job's own region."),
+        "psc_interface": Obj(
+            {
+                "network_attachment": Str(examples=("my-attachment",),
+                                          doc="The Compute Engine network attachment (a name, or projects/P/"
+                                          "regions/R/networkAttachments/NAME) in the job's region and project."),
+                "dns_peering": ListOf(
+                    Obj({"domain": Str(doc="DNS suffix to resolve, ending in a dot: corp.example.com."),
+                         "target_project": Str(doc="Project of the Cloud DNS zone."),
+                         "target_network": Str(doc="VPC network in target_project that sees the zone.")},
+                        required=("domain", "target_project", "target_network")),
+                    examples=([{"domain": "corp.example.com.", "target_project": "my-host-project",
+                                "target_network": "my-vpc"}],),
+                    doc="DNS zones the replicas may resolve through the interface: {domain, target_project, "
+                    "target_network} each.",
+                ),
+            },
+            required=("network_attachment",),
+            doc="Private Service Connect interface to your VPC (instead of `network` peering; Vertex takes one "
+            "of the two).",
+        ),
         "trainer": Obj(
             {
                 "package": Str(examples=("trainer",),
@@ -114,19 +144,10 @@ JOB_SCHEMA = Obj(
                 "package_uris": ListOf(Str(), single_ok=True, examples=(["gs://my-bucket/trainer-0.2.tar.gz"],),
                                        doc=f"Already-built packages (gs://…, at most {MAX_PACKAGE_URIS}) to install "
                                        "instead of building `package`."),
-                "container": Obj(
-                    {
-                        "image_uri": Str(examples=("us-docker.pkg.dev/my-project/repo/trainer:latest",),
-                                         doc="The container image, e.g. us-docker.pkg.dev/PROJECT/REPO/IMAGE:TAG."),
-                        "command": ListOf(Str(), single_ok=True, examples=(["python3", "-m", "trainer.task"],),
-                                          doc="Entry point that replaces the image's own."),
-                    },
-                    required=("image_uri",),
-                    doc="Run your own container image instead of a Python package.",
-                ),
+                "container": container_node("Run your own container image instead of a Python package."),
                 "module": Str(examples=("trainer.task",),
                               doc="Python module to run with `python -m`, e.g. trainer.task."),
-                "image": Str(examples=_IMAGE_EXAMPLES,
+                "image": Str(examples=IMAGE_EXAMPLES,
                              doc="Prebuilt TensorFlow image: tf.2-NN (vtrain picks tf-cpu/tf-gpu/tf-tpu per pool), "
                              "tf-cpu.2-NN, tf-gpu.2-NN, tf-tpu.2-NN, or a full prebuilt image URI; left out: "
                              f"tf.{catalog.DEFAULT_TF_VERSION} (TPU pools: tf-tpu.{catalog.default_tf_version('tpu')}, "
@@ -181,17 +202,8 @@ JOB_SCHEMA = Obj(
             },
             doc="How Vertex AI schedules and retries the job.",
         ),
-        "reservation": Obj(
-            {
-                # the model builds `specific` when a name is given, else `any`: the schema's default is the latter
-                "affinity": Str(RESERVATION_AFFINITIES, default="any",
-                                doc="none, any reservation, or a specific one named by `name`; left out: specific "
-                                "when `name` is given, else any."),
-                "name": Str(examples=("projects/my-project/zones/us-central1-a/reservations/my-reservation",),
-                            doc="The reservation (projects/P/zones/Z/reservations/NAME) for affinity: specific."),
-            },
-            doc="Compute Engine reservation to consume.",
-        ),
+        "reservation": reservation_node("Compute Engine reservation every pool consumes (a pool's own "
+                                        "`reservation` replaces it)."),
         "diloco": DILOCO_SCHEMA,
         "tuning": TUNING_SCHEMA,
     },

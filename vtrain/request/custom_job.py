@@ -11,6 +11,7 @@ real proto, the only step that imports google-cloud-aiplatform.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -36,17 +37,21 @@ PLAIN_FIELDS: tuple[tuple[str, str], ...] = (
     ("reserved_ip_ranges", "jobSpec.reservedIpRanges"),
     ("persistent_resource_id", "jobSpec.persistentResourceId"),
     ("enable_dashboard_access", "jobSpec.enableDashboardAccess"),
+    ("experiment", "jobSpec.experiment"),
+    ("experiment_run", "jobSpec.experimentRun"),
+    ("protected_artifact_location_id", "jobSpec.protectedArtifactLocationId"),
     ("labels", "labels"),
     ("kms_key", "encryptionSpec.kmsKeyName"),
 )
 
 
 def executor_image(config: JobConfig, pool: PoolConfig) -> str:
-    """The prebuilt executor image for a pool: alias → regional URI, `tf.` picks by hardware."""
-    if config.trainer.image is None:  # no TPU image has DEFAULT_TF_VERSION: each family gets its own default
+    """The prebuilt executor image for a pool (its own `image`, else trainer.image): alias → regional URI,
+    `tf.` picks by hardware."""
+    image = pool.image or config.trainer.image
+    if image is None:  # no TPU image has DEFAULT_TF_VERSION: each family gets its own default
         family = pool.hardware
         return catalog.prebuilt_image_uri(family, catalog.default_tf_version(family), config.region)
-    image = config.trainer.image
     alias = catalog.IMAGE_ALIAS_RE.match(image)
     if alias is None:
         return image
@@ -69,6 +74,18 @@ def _env_list(env: Mapping[str, str]) -> list[dict[str, str]]:
     return [{"name": k, "value": v} for k, v in env.items()]
 
 
+def _reservation_affinity(config: JobConfig, pool: PoolConfig) -> dict[str, Any] | None:
+    """The pool's own reservation, else the job-wide one (never for the Reduction Server's CPU machines)."""
+    res = pool.reservation or (config.reservation if pool.role != "reduction_server" else None)
+    if res is None:
+        return None
+    affinity: dict[str, Any] = {"reservationAffinityType": _RESERVATION_TYPE[res.affinity]}
+    if res.affinity == "specific" and res.name:
+        affinity["key"] = RESERVATION_KEY
+        affinity["values"] = [res.name]
+    return affinity
+
+
 def _machine_spec(config: JobConfig, pool: PoolConfig) -> dict[str, Any]:
     spec: dict[str, Any] = {"machineType": pool.machine_type}
     if pool.accelerator:
@@ -76,14 +93,18 @@ def _machine_spec(config: JobConfig, pool: PoolConfig) -> dict[str, Any]:
         spec["acceleratorCount"] = pool.accelerator_count
     if pool.tpu_topology:
         spec["tpuTopology"] = pool.tpu_topology
-    res = config.reservation
-    if res is not None and pool.role != "reduction_server":
-        affinity: dict[str, Any] = {"reservationAffinityType": _RESERVATION_TYPE[res.affinity]}
-        if res.affinity == "specific" and res.name:
-            affinity["key"] = RESERVATION_KEY
-            affinity["values"] = [res.name]
+    affinity = _reservation_affinity(config, pool)
+    if affinity is not None:
         spec["reservationAffinity"] = affinity
+    if pool.gpu_partition_size:
+        spec["gpuPartitionSize"] = pool.gpu_partition_size
     return spec
+
+
+def _camel(mounts: Sequence[Mapping[str, str]]) -> list[dict[str, str]]:
+    """Mount entries in the REST body's words (mount_point → mountPoint), in the proto's field order, which
+    the job file's node declares them in."""
+    return [{re.sub(r"_([a-z])", lambda m: m[1].upper(), k): v for k, v in m.items()} for m in mounts]
 
 
 def _pool_spec(config: JobConfig, pool: PoolConfig, package_uris: Sequence[str]) -> dict[str, Any]:
@@ -91,6 +112,8 @@ def _pool_spec(config: JobConfig, pool: PoolConfig, package_uris: Sequence[str])
         "machineSpec": _machine_spec(config, pool),
         "replicaCount": str(int(pool.replicas)),
     }
+    if pool.nfs_mounts:
+        spec["nfsMounts"] = _camel(pool.nfs_mounts)
     if pool.boot_disk is not None:
         spec["diskSpec"] = {"bootDiskType": pool.boot_disk.type, "bootDiskSizeGb": pool.boot_disk.size_gb}
     if pool.role == "reduction_server":
@@ -104,12 +127,13 @@ def _pool_spec(config: JobConfig, pool: PoolConfig, package_uris: Sequence[str])
         env[DILOCO_ENV] = json.dumps(config.diloco.settings(), sort_keys=True, separators=(",", ":"))
         syncer = pool.role == "chief"  # pool 0 runs vtrain's syncer, with the trainer's packages and env
         args = [] if syncer else args
-    if trainer.container is not None:
-        container: dict[str, Any] = {"imageUri": trainer.container.image_uri}
+    image = pool.container or trainer.container
+    if image is not None:
+        container: dict[str, Any] = {"imageUri": image.image_uri}
         if syncer:
             container["command"] = ["python3", "-m", DILOCO_SYNCER_MODULE]
-        elif trainer.container.command:
-            container["command"] = list(trainer.container.command)
+        elif image.command:
+            container["command"] = list(image.command)
         if args:
             container["args"] = args
         container["env"] = _env_list(env)
@@ -118,11 +142,13 @@ def _pool_spec(config: JobConfig, pool: PoolConfig, package_uris: Sequence[str])
         python: dict[str, Any] = {"executorImageUri": executor_image(config, pool)}
         if package_uris:
             python["packageUris"] = list(package_uris)
-        python["pythonModule"] = DILOCO_SYNCER_MODULE if syncer else trainer.module
+        python["pythonModule"] = DILOCO_SYNCER_MODULE if syncer else pool.module or trainer.module
         if args:
             python["args"] = args
         python["env"] = _env_list(env)
         spec["pythonPackageSpec"] = python
+    if pool.lustre_mounts:
+        spec["lustreMounts"] = _camel(pool.lustre_mounts)
     return spec
 
 
@@ -172,6 +198,11 @@ def build_job_dict(config: JobConfig, package_uris: Sequence[str] | None = None)
         value = getattr(config, attribute)
         if value:
             _put(body, path, value)
+    psc = config.psc_interface
+    if psc is not None:  # field 21, the last of CustomJobSpec's
+        spec["pscInterfaceConfig"] = {"networkAttachment": psc.network_attachment}
+        if psc.dns_peering:
+            spec["pscInterfaceConfig"]["dnsPeeringConfigs"] = _camel(psc.dns_peering)
     return body
 
 
