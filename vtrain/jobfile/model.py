@@ -118,6 +118,14 @@ class PscInterfaceConfig:
 
 
 @dataclass(frozen=True)
+class VertexPassthrough:
+    """`vertex:`: raw camelCase fields merged into the request (checked by rules/passthrough.py)."""
+
+    job_spec: Mapping[str, Any] = field(default_factory=dict)
+    worker_pool: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class DilocoConfig(DilocoKnobs):
     """`diloco:` (with `distribution_strategy: diloco`); its second learner pool is JobConfig.second_learners."""
 
@@ -160,6 +168,7 @@ class JobConfig:
     scheduling: SchedulingConfig = field(default_factory=SchedulingConfig)
     reservation: ReservationConfig | None = None
     tuning: TuningConfig | None = None  # a HyperparameterTuningJob whose trials run this job
+    vertex: VertexPassthrough | None = None
     source: Path | None = field(default=None, compare=False)
     positions: Positions = field(default_factory=Positions, compare=False, repr=False)
     warnings: tuple[Problem, ...] = field(default=(), compare=False, repr=False)
@@ -324,6 +333,7 @@ def build_config(data: Mapping[str, Any], *, source: Path | None, positions: Pos
         reservation=_reservation(reservation),
         psc_interface=_plain(PscInterfaceConfig, psc) if psc else None,
         tuning=build_tuning(data.get("tuning")),
+        vertex=VertexPassthrough(**data["vertex"]) if data.get("vertex") else None,
         source=source,
         positions=positions,
     )
@@ -338,4 +348,5 @@ __all__ = [
     "ReservationConfig",
     "SchedulingConfig",
     "TrainerConfig",
+    "VertexPassthrough",
 ]

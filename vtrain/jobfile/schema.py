@@ -38,6 +38,7 @@ from vtrain.jobfile.nodes import (  # noqa: F401 - the node types, also reachabl
     Number,
     Obj,
     OneOrList,
+    RawFields,
     Scalar,
     Seconds,
     Str,
@@ -206,6 +207,19 @@ JOB_SCHEMA = Obj(
                                         "`reservation` replaces it)."),
         "diloco": DILOCO_SCHEMA,
         "tuning": TUNING_SCHEMA,
+        "vertex": Obj(
+            {
+                "job_spec": RawFields(examples=({"models": ["projects/my-project/locations/us-central1/models/m"]},),
+                                      doc="CustomJobSpec fields in the REST API's camelCase, merged into the "
+                                      "request's jobSpec (each trial's, for a tuning job)."),
+                "worker_pool": RawFields(examples=({},),
+                                         vtrain_only="no WorkerPoolSpec field of the installed aiplatform_v1 is "
+                                         "left to it yet: vtrain's keys set them all",
+                                         doc="WorkerPoolSpec fields in camelCase, merged into every pool."),
+            },
+            doc="Passthrough for Vertex AI fields vtrain has no key for yet: checked against the installed "
+            "google-cloud-aiplatform (an unknown name or a field a vtrain key sets is refused), then sent as written.",
+        ),
     },
     required=("name", "trainer", "cluster"),
 )

@@ -203,7 +203,59 @@ def build_job_dict(config: JobConfig, package_uris: Sequence[str] | None = None)
         spec["pscInterfaceConfig"] = {"networkAttachment": psc.network_attachment}
         if psc.dns_peering:
             spec["pscInterfaceConfig"]["dnsPeeringConfigs"] = _camel(psc.dns_peering)
+    if config.vertex is not None and (config.vertex.job_spec or config.vertex.worker_pool):
+        body["jobSpec"] = _with_passthrough(spec, config.vertex.job_spec, config.vertex.worker_pool)
     return body
+
+
+def _with_passthrough(spec: dict[str, Any], job_spec: Mapping[str, Any],
+                      worker_pool: Mapping[str, Any]) -> dict[str, Any]:
+    """`vertex:` merged in: each block as MessageToDict writes it (so int64 are strings, enums names), then
+    every key in field-number order, as the whole body would be written. Only a job file with a `vertex:`
+    block imports the protos here; its rules have already refused unknown names and fields vtrain sets."""
+    import copy
+
+    from google.cloud.aiplatform_v1 import CustomJobSpec, WorkerPoolSpec
+    from google.protobuf import json_format
+
+    def canonical(message: Any, fields: Mapping[str, Any]) -> dict[str, Any]:
+        pb = message.pb()()
+        json_format.ParseDict(dict(fields), pb)
+        return json_format.MessageToDict(pb)
+
+    if worker_pool:
+        extra = canonical(WorkerPoolSpec, worker_pool)
+        for pool in spec["workerPoolSpecs"]:
+            if pool:
+                _merge(pool, copy.deepcopy(extra))
+    if job_spec:
+        _merge(spec, canonical(CustomJobSpec, job_spec))
+    return _ordered(spec, CustomJobSpec.pb().DESCRIPTOR)
+
+
+def _merge(into: dict[str, Any], extra: Mapping[str, Any]) -> None:
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        else:
+            into[key] = value
+
+
+def _ordered(value: dict[str, Any], desc: Any) -> dict[str, Any]:
+    """`value` with its keys (and its messages' keys) in field-number order, as MessageToDict writes them."""
+    fields = {f.json_name: f for f in desc.fields}
+    out: dict[str, Any] = {}
+    for key in sorted(value, key=lambda k: fields[k].number if k in fields else 1 << 30):
+        item, field = value[key], fields.get(key)
+        message = field.message_type if field is not None else None
+        if message is not None and not message.GetOptions().map_entry and message.full_name.startswith(
+                "google.cloud."):
+            if isinstance(item, list):
+                item = [_ordered(v, message) if isinstance(v, dict) else v for v in item]
+            elif isinstance(item, dict):
+                item = _ordered(item, message)
+        out[key] = item
+    return out
 
 
 def to_proto(body: Mapping[str, Any]) -> CustomJob:
