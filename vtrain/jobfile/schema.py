@@ -55,6 +55,7 @@ from vtrain.jobfile.schema_blocks import (  # noqa: F401 - the blocks' words, al
     TUNING_ALGORITHMS,
     TUNING_EARLY_STOPPING,
     TUNING_GOALS,
+    TUNING_MEASUREMENTS,
     TUNING_PARAMETER_TYPES,
     TUNING_SCALES,
     TUNING_SCHEMA,

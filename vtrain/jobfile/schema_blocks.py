@@ -17,7 +17,8 @@ TUNING_GOALS = ("maximize", "minimize")
 TUNING_PARAMETER_TYPES = ("double", "integer", "discrete", "categorical")
 TUNING_SCALES = ("linear", "log", "reverse_log")
 TUNING_ALGORITHMS = ("default", "random", "grid")
-TUNING_EARLY_STOPPING = ("median", "none")
+TUNING_EARLY_STOPPING = ("median", "decay_curve", "convex", "none")
+TUNING_MEASUREMENTS = ("last", "best")
 BOOT_DISK_TYPES = ("pd-ssd", "pd-standard", "hyperdisk-balanced")
 RESERVATION_AFFINITIES = ("none", "any", "specific")
 #: tf-tpu has no 2-17 image: each family's example is its default version
@@ -183,12 +184,19 @@ TUNING_SCHEMA = Obj(
                     "max": Number(as_written=True),
                     "scale": Str(TUNING_SCALES),
                     "values": ListOf(Scalar()),
+                    "default": Scalar(),
+                    "parent": Str(),
+                    "parent_values": ListOf(Scalar()),
                 },
                 required=("type",),
             ),
-            examples=({"batch_size": {"type": "discrete", "values": [32, 64, 128]}},),
+            examples=({"batch_size": {"type": "discrete", "values": [32, 64, 128]}},
+                      {"optimizer": {"type": "categorical", "values": ["sgd", "adam"], "default": "adam"},
+                       "momentum": {"type": "double", "min": 0.5, "max": 0.99, "parent": "optimizer",
+                                    "parent_values": ["sgd"]}}),
             doc="The parameters to tune, by flag name: {type: double|integer|discrete|categorical, min, max, "
-            "scale: linear|log|reverse_log, values}.",
+            "scale: linear|log|reverse_log, values, default (the study's first guess), parent and parent_values "
+            "(tuned, and passed, only in trials where the parent parameter takes one of those values)}.",
         ),
         "algorithm": Str(TUNING_ALGORITHMS, doc="default (Vertex's Bayesian optimization; locally optuna's TPE when "
                          "installed), random or grid."),
@@ -197,8 +205,15 @@ TUNING_SCHEMA = Obj(
                                doc="Trials running at once (at most max_trials)."),
         "max_failed_trials": Int(minimum=0, maximum=2**31 - 1, examples=(3,),
                                  doc="Failed trials after which the study fails (default: Vertex's own rule)."),
-        "early_stopping": Str(TUNING_EARLY_STOPPING, doc="median: stop a trial whose metric falls behind the median "
-                              "of the others at that step."),
+        "early_stopping": Str(TUNING_EARLY_STOPPING, default="none",
+                              doc="median: stop a trial whose metric falls behind the median of the others at that "
+                              "step; decay_curve: stop one whose predicted final value is worse than the best "
+                              "trial's; convex: stop one whose convex fit of the curve does; none. `vtrain local` "
+                              "applies median only."),
+        "measurement_selection": Str(TUNING_MEASUREMENTS, default="last",
+                                     doc="Which of a trial's reports is its final value: last (Vertex's own default) "
+                                     "or best (the high-level SDK's). vtrain always sends it, so the study and "
+                                     "`vtrain local` rank trials the same way."),
     },
     required=("metric", "parameters", "max_trials"),
     aliases={"metrics": "metric"},
