@@ -9,6 +9,7 @@ import textwrap
 
 import pytest
 
+import vtrain.emulator.validation  # noqa: F401 - imports aiplatform_v1 (seconds) at collection, not in a test
 from tests.conftest import REPO
 from tests.helpers import assert_equals_real_proto
 from vtrain.errors import ConfigError, Problem
@@ -153,3 +154,13 @@ def test_protected_artifacts_in_the_jobs_own_region_warn() -> None:
     config = parse_config(text("protected_artifact_location_id: us-central1\ncluster:\n  chief: "
                                "{machine_type: n1-standard-4}\n"), "job.yaml")
     assert any(w.path == "protected_artifact_location_id" for w in config.warnings)
+
+
+def test_a_diloco_chief_runs_the_syncer_not_a_module_of_its_own() -> None:
+    found = problems("""\
+        distribution_strategy: diloco
+        cluster:
+          chief: {machine_type: n1-standard-8, module: trainer.sync}
+          workers: {replicas: 2}
+        """)
+    assert [p.path for p in found] == ["cluster.chief.module"] and "syncer" in found[0].message
