@@ -122,6 +122,10 @@ def check_machine(where: str, spec: Any, disk: Any) -> list[Problem]:
         found = accelerator_problem(spec.machine_type, accelerator, spec.accelerator_count)
         if found is not None:
             problems.append((f"{where}.machine_spec.{found[0]}", found[1]))
+    if spec.gpu_partition_size and (not accelerator.startswith("NVIDIA_") or spec.accelerator_count != 1):
+        # MachineSpec.gpu_partition_size: "If set, the accelerator_count should be set to 1."
+        problems.append((f"{where}.machine_spec.gpu_partition_size",
+                         "gpu_partition_size needs exactly one NVIDIA GPU (accelerator_count 1)."))
     if spec.tpu_topology and spec.machine_type not in TPU_VMS:
         problems.append((f"{where}.machine_spec.tpu_topology",
                          f'tpu_topology is supported for TPU VM machine types only, not "{spec.machine_type}".'))
