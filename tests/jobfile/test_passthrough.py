@@ -101,3 +101,11 @@ def test_render_sends_it_as_written(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert json.loads(result.output[result.output.index("{"):result.output.rindex("}") + 1])["jobSpec"]["models"] \
         == [MODEL]
+
+
+def test_submit_dry_run_refuses_it_before_anything_is_built(tmp_path: Path) -> None:
+    path = write_job(tmp_path, HEAD + "vertex:\n  worker_pool: {machineSpec: {machineType: n1-standard-8}}\n")
+    result = CliRunner().invoke(cli, ["submit", str(path), "--dry-run", "--project", "my-project"])
+    assert result.exit_code == 2, result.output
+    assert "vertex.worker_pool.machineSpec.machineType" in result.output
+    assert "cluster.<pool>.machine_type" in result.output and "Traceback" not in result.output
