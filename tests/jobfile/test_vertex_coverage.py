@@ -164,3 +164,12 @@ def test_a_diloco_chief_runs_the_syncer_not_a_module_of_its_own() -> None:
           workers: {replicas: 2}
         """)
     assert [p.path for p in found] == ["cluster.chief.module"] and "syncer" in found[0].message
+
+
+def test_vtrain_local_says_it_mounts_nothing() -> None:
+    config = parse_config(text("""\
+        cluster:
+          chief: {machine_type: n1-standard-4, lustre_mounts: [{instance_ip: 10.0.0.3, volume_handle: v,
+                  filesystem: f, mount_point: a}]}
+        """), "job.yaml", target="local")
+    assert any(w.path == "cluster.chief.lustre_mounts" and "mounts nothing" in w.message for w in config.warnings)

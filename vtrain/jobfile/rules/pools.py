@@ -52,6 +52,12 @@ def check_pools(r: Rules, config: JobConfig) -> None:
             _check_mounts(r, pool, "lustre_mounts", "instance_ip", "/mnt/lustre")
         if pool.reservation is not None and _own(config, pool, "reservation"):
             check_reservation(r, pool.reservation, pool_path(pool, "reservation"))
+    mounted = [(p, key) for p in pools for key in ("nfs_mounts", "lustre_mounts") if getattr(p, key)]
+    if r.target == "local" and mounted:
+        pool, key = mounted[0]
+        root = "/mnt/nfs" if key == "nfs_mounts" else "/mnt/lustre"
+        r.warn(pool_path(pool, key), f"`vtrain local` mounts nothing: {root}/... exists only on Vertex AI; "
+                                     "point the trainer at a local copy for local runs")
     if any(p.nfs_mounts for p in pools) and not config.network and config.psc_interface is None:
         first = next(p for p in pools if p.nfs_mounts)
         r.warn(pool_path(first, "nfs_mounts"), "an NFS server is reached through your VPC: set network (peering) "
