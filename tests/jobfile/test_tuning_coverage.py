@@ -119,11 +119,48 @@ def test_each_tuning_mistake_is_refused_at_its_key(tuning: str, path: str, words
 
 def test_vtrain_local_says_what_it_does_not_apply() -> None:
     job = config("""\
-        parameters:
-          o: {type: categorical, values: [sgd, adam]}
-          m: {type: double, min: 0, max: 1, parent: o, parent_values: [sgd]}
+        parameters: {lr: {type: double, min: 0.1, max: 1}}
         early_stopping: convex
         """, target="local")
     words = {w.path: w.message for w in job.warnings}
     assert "median early stopping only" in words["tuning.early_stopping"]
-    assert "top-level parameters only" in words["tuning.parameters.m.parent"]
+
+
+def test_local_studies_pass_a_conditional_parameter_only_under_its_parents_values() -> None:
+    from vtrain.tuning import search
+
+    body = build_request(load_config(REPO / "configs" / "tuning" / "conditional.yaml")).body
+    tuning = tuning_from_body(body)  # what `vtrain local` and the emulator read: the nesting, flattened
+    momentum = tuning.parameter("momentum")
+    assert (momentum.parent, momentum.parent_values) == ("optimizer", ("sgd",))
+    random_search = search.make_searcher(tuning, seed=3)
+    trials = [random_search.suggest() for _ in range(40)]
+    assert all(("momentum" in t) == (t["optimizer"] == "sgd") for t in trials if t)
+    assert all(("beta-1" in t) == (t["optimizer"] == "adam") for t in trials if t)
+    assert {t["optimizer"] for t in trials if t} == {"sgd", "adam"}
+
+
+def test_a_grid_runs_each_distinct_trial_once() -> None:
+    from vtrain.tuning import search
+
+    tuning = config("""\
+        parameters:
+          o: {type: categorical, values: [sgd, adam]}
+          m: {type: discrete, values: [0.5, 0.9], parent: o, parent_values: [sgd]}
+        algorithm: grid
+        """).tuning  # max_trials 4 > 3 distinct points: validate warns with the right count (below)
+    assert tuning is not None
+    grid = search.make_searcher(tuning)
+    points = list(iter(grid.suggest, None))
+    assert points == [{"o": "sgd", "m": 0.5}, {"o": "sgd", "m": 0.9}, {"o": "adam"}]
+    assert search.trial_args(tuning, points[2]) == ["--o=adam"]
+
+
+def test_the_grids_size_counts_a_conditional_parameter_under_its_parents_values_only() -> None:
+    job = config("""\
+        parameters:
+          o: {type: categorical, values: [sgd, adam]}
+          m: {type: discrete, values: [0.5, 0.9], parent: o, parent_values: [sgd]}
+        algorithm: grid
+        """)
+    assert any(w.path == "tuning.max_trials" and "only 3 points" in w.message for w in job.warnings)

@@ -99,23 +99,34 @@ def tuning_from_body(body: Mapping[str, Any]) -> TuningConfig:
     scales = {v: k for k, v in SCALES.items()}
     algorithms = {v: k for k, v in ALGORITHMS.items()}
     measurements = {v: k for k, v in MEASUREMENTS.items()}
-    params = []
-    for p in study.get("parameters", []):
+    params: list[ParameterConfig] = []
+
+    def read(p: Mapping[str, Any], parent: str | None = None, when: tuple[Any, ...] = ()) -> None:
+        """One ParameterSpec, then the ones conditional on it (flattened, each naming its parent)."""
         scale = scales.get(p.get("scaleType", ""))
+        cond = {"parent": parent, "parent_values": when}
         if "doubleValueSpec" in p:
             s = p["doubleValueSpec"]
             params.append(ParameterConfig(p["parameterId"], "double", s.get("minValue", 0.0), s.get("maxValue", 0.0),
-                                          scale))
+                                          scale, **cond))
         elif "integerValueSpec" in p:
             s = p["integerValueSpec"]
             params.append(ParameterConfig(p["parameterId"], "integer", int(s.get("minValue", 0)),
-                                          int(s.get("maxValue", 0)), scale))
+                                          int(s.get("maxValue", 0)), scale, **cond))
         elif "discreteValueSpec" in p:
             params.append(ParameterConfig(p["parameterId"], "discrete", scale=scale,
-                                          values=tuple(p["discreteValueSpec"].get("values", []))))
+                                          values=tuple(p["discreteValueSpec"].get("values", [])), **cond))
         else:
             params.append(ParameterConfig(p["parameterId"], "categorical",
-                                          values=tuple(p.get("categoricalValueSpec", {}).get("values", []))))
+                                          values=tuple(p.get("categoricalValueSpec", {}).get("values", [])), **cond))
+        for child in p.get("conditionalParameterSpecs", []):
+            condition = (child.get("parentDiscreteValues") or child.get("parentIntValues")
+                         or child.get("parentCategoricalValues") or {})
+            values = tuple(int(v) if "parentIntValues" in child else v for v in condition.get("values", []))
+            read(child.get("parameterSpec", {}), p["parameterId"], values)
+
+    for spec in study.get("parameters", []):
+        read(spec)
     return TuningConfig(
         metrics=tuple(MetricConfig(m["metricId"], goals.get(m.get("goal", ""), "maximize"))
                       for m in study.get("metrics", [])),

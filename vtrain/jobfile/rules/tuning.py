@@ -18,6 +18,7 @@ from vtrain.jobfile.model import JobConfig
 from vtrain.jobfile.rules.base import Rules, with_suggestion
 from vtrain.jobfile.schema import did_you_mean
 from vtrain.tuning.model import ParameterConfig, TuningConfig
+from vtrain.tuning.search import matches
 
 _FLAG_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 _METRIC_NAME = re.compile(r"^\S+$")
@@ -145,8 +146,23 @@ def _check_conditions(r: Rules, tuning: TuningConfig) -> None:
 
 
 def _grid_size(tuning: TuningConfig) -> int:
-    return math.prod(len(p.values) if p.type != "integer" else int(p.max or 0) - int(p.min or 0) + 1
-                     for p in tuning.parameters)
+    """Distinct trials of the grid: a conditional parameter multiplies only its parent's values it is under."""
+    children: dict[str, list[ParameterConfig]] = {}
+    for p in tuning.parameters:
+        if p.parent is not None:
+            children.setdefault(p.parent, []).append(p)
+
+    def size(p: ParameterConfig, depth: int = 0) -> int:
+        own = len(p.values) if p.type != "integer" else int(p.max or 0) - int(p.min or 0) + 1
+        below = children.get(p.name, [])
+        if not below or depth > len(tuning.parameters):
+            return own
+        if own > MAX_GRID_POINTS:
+            return own  # too big already: counting its values one by one is not worth it
+        return sum(math.prod(size(c, depth + 1) for c in below if matches(p, value, c.parent_values))
+                   for value in p.grid())
+
+    return math.prod(size(p) for p in tuning.parameters if p.parent is None)
 
 
 def check_tuning(r: Rules, config: JobConfig) -> None:
@@ -178,15 +194,10 @@ def check_tuning(r: Rules, config: JobConfig) -> None:
             _check_values(r, p)
         _check_default(r, p)
     _check_conditions(r, tuning)
-    if r.target == "local":
-        if tuning.early_stopping in ("decay_curve", "convex"):
-            r.warn(("tuning", "early_stopping"), f"`vtrain local` applies median early stopping only: with "
-                                                 f"{tuning.early_stopping}, every trial runs to its end here")
-        conditional = [p.name for p in tuning.parameters if p.parent is not None]
-        if conditional:
-            r.warn(("tuning", "parameters", conditional[0], "parent"),
-                   f"`vtrain local` tunes the top-level parameters only: {', '.join(conditional)} (conditional) "
-                   "keep the trainer's own defaults here; Vertex AI tunes them")
+    if r.target == "local" and tuning.early_stopping in ("decay_curve", "convex"):
+        r.warn(("tuning", "early_stopping"), f"`vtrain local` applies median early stopping only: with "
+                                             f"{tuning.early_stopping}, every trial runs to its end here")
+
     if tuning.algorithm == "grid":
         for p in tuning.parameters:
             if not p.countable:
