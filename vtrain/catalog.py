@@ -209,9 +209,21 @@ CLOUD_TPU = "cloud-tpu"
 CLOUD_TPU_COUNTS = (8,)  # a single v2-8 / v3-8 device; pods are sized in multiples of 32.
 CLOUD_TPU_POD_STEP = 32
 
-#: TPU VM machine types (v5e "lite pod", v6e): the topology picks single- or multi-host slices.
-#: NIC figures are not re-checked against the Compute Engine TPU tables.
+#: TPU VM machine types (v4, v5p, v5e "lite pod", v6e): the topology picks single- or multi-host slices.
+#: NIC figures are not re-checked against the Compute Engine TPU tables, except v5p's (50 Gbps of data
+#: center network per chip, https://cloud.google.com/tpu/docs/v5p). v4 and v5p are 3D tori with 4 chips per
+#: host: v5p's shapes are the "most common single-slice shapes" table of https://cloud.google.com/tpu/docs/v5p
+#: (2x2x1 to 16x16x24, the largest); v4's are the slice shapes of https://cloud.google.com/tpu/docs/v4 (not
+#: re-read for this table: the search tool did not return that page, so a shape Vertex refuses is possible).
+#: Vertex training takes them as machine types ct4p-hightpu-4t / ct5p-hightpu-4t with tpuTopology
+#: (https://cloud.google.com/vertex-ai/docs/training/configure-compute#tpu).
+_V5P_TOPOLOGIES = ("2x2x1", "2x2x2", "2x4x4", "4x4x4", "4x4x8", "4x8x8", "8x8x8", "8x8x16", "8x16x16", "16x16x16",
+                   "16x16x24")
+_V4_TOPOLOGIES = ("2x2x1", "2x2x2", "2x2x4", "2x4x4", "4x4x4", "4x4x8", "4x8x8", "8x8x8", "8x8x12", "8x8x16",
+                  "8x16x16", "12x16x16", "16x16x16")
 TPU_VM_MACHINES: dict[str, TpuVmMachine] = {
+    "ct4p-hightpu-4t": TpuVmMachine("v4", 4, _V4_TOPOLOGIES, 100),
+    "ct5p-hightpu-4t": TpuVmMachine("v5p", 4, _V5P_TOPOLOGIES, 200),
     "ct5lp-hightpu-1t": TpuVmMachine("v5e", 1, ("1x1",), 50),
     "ct5lp-hightpu-4t": TpuVmMachine("v5e", 4, ("2x2", "2x4", "4x4", "4x8", "8x8", "8x16", "16x16"), 100),
     "ct5lp-hightpu-8t": TpuVmMachine("v5e", 8, ("2x4",), 100),
@@ -285,19 +297,6 @@ GPU_MEMORY: dict[str, tuple[float, tuple[int, int]]] = {
 }
 
 
-#: Peak dense math of one GPU in TFLOPS: (what a float32 model runs at: TF32 tensor cores on compute
-#: capability >= 8.0, where TensorFlow enables TF32 by default; 16-bit tensor cores). NVIDIA's data sheets,
-#: no sparsity, SXM parts where there are two; not re-checked in this session. `vtrain estimate --from-run`
-#: turns a rehearsal's FLOPs into a step time on the target with it (at a stated utilisation).
-GPU_PEAK_TFLOPS: dict[str, tuple[float, float]] = {
-    "NVIDIA_TESLA_T4": (8.1, 65), "NVIDIA_TESLA_P4": (5.5, 5.5), "NVIDIA_TESLA_P100": (9.3, 18.7),
-    "NVIDIA_TESLA_V100": (15.7, 125), "NVIDIA_TESLA_A100": (156, 312), "NVIDIA_A100_80GB": (156, 312),
-    "NVIDIA_L4": (60, 121), "NVIDIA_H100_80GB": (494, 989), "NVIDIA_H100_MEGA_80GB": (494, 989),
-    "NVIDIA_H200_141GB": (494, 989), "NVIDIA_B200": (1100, 2250), "NVIDIA_GB200": (1250, 2500),
-}
-#: Peak bfloat16 TFLOPS of one TPU chip by generation (v2 45, v3 123, v5e 197, v6e 918: Cloud TPU pages).
-TPU_PEAK_TFLOPS: dict[str, float] = {"v2": 45, "v3": 123, "v5e": 197, "v6e": 918}
-
 @dataclass(frozen=True)
 class TpuMemory:
     """HBM of one TPU chip and how many TensorCores share it (TF runs one replica per core)."""
@@ -309,9 +308,13 @@ class TpuMemory:
 #: TPU HBM per chip by generation: v3 32 GiB and 2 TensorCores (https://cloud.google.com/tpu/docs/v3),
 #: v5e 16 GB and 1 (https://cloud.google.com/tpu/docs/v5e), v6e 32 GB and 1
 #: (https://cloud.google.com/tpu/docs/v6e); v2 16 GiB and 2 (https://cloud.google.com/tpu/docs/v2, not re-checked).
+#: v5p: 95 GiB usable HBM (https://cloud.google.com/tpu/docs/v5p); v4: 32 GiB (https://cloud.google.com/tpu/docs/v4,
+#: not re-checked). Both have 2 TensorCores per chip run as one "megacore" device, so TF sees one device a chip.
 TPU_MEMORY: dict[str, TpuMemory] = {
     "v2": TpuMemory(16, 2),
     "v3": TpuMemory(32, 2),
+    "v4": TpuMemory(32, 1),
+    "v5p": TpuMemory(95, 1),
     "v5e": TpuMemory(16 * 1e9 / 2**30, 1),
     "v6e": TpuMemory(32 * 1e9 / 2**30, 1),
 }
@@ -341,7 +344,7 @@ def host_memory_gb(machine_type: str) -> float | None:
 
 
 def tpu_generation(machine_type: str, accelerator: str | None) -> str | None:
-    """'v2', 'v3', 'v5e', 'v6e' for a TPU pool; None for anything else."""
+    """'v2', 'v3', 'v4', 'v5p', 'v5e', 'v6e' for a TPU pool; None for anything else."""
     if machine_type in TPU_VM_MACHINES:
         return TPU_VM_MACHINES[machine_type].generation
     if machine_type == CLOUD_TPU and accelerator in TPU_TYPES:

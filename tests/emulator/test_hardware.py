@@ -96,6 +96,11 @@ def body(machine: str, accelerator: str = "", count: int = 0, **disk: Any) -> di
     return {"displayName": "hw", "jobSpec": {"workerPoolSpecs": [pool]}}
 
 
+def with_spec(job: dict[str, Any], **machine: Any) -> dict[str, Any]:
+    job["jobSpec"]["workerPoolSpecs"][0]["machineSpec"].update(machine)
+    return job
+
+
 REFUSED = {
     "unknown machine": (body("n1-standard-3"), 'Machine type "n1-standard-3" is not supported.'),
     "T4 x 3": (body("n1-standard-4", "NVIDIA_TESLA_T4", 3),
@@ -115,6 +120,8 @@ REFUSED = {
                            "Both `accelerator_type` and `accelerator_count` should be specified or none."),
     "10 GB boot disk": (body("n1-standard-4", bootDiskSizeGb=10),
                         "Boot disk size 10 GB is not supported; it must be between 100 and 64000 GB."),
+    "MIG on 2 GPUs": (with_spec(body("a2-highgpu-2g", "NVIDIA_TESLA_A100", 2), gpuPartitionSize="1g.5gb"),
+                      "gpu_partition_size needs exactly one NVIDIA GPU (accelerator_count 1)."),
     "pd-balanced": (body("n1-standard-4", bootDiskType="pd-balanced"),
                     'Boot disk type "pd-balanced" is not supported; use one of pd-ssd, pd-standard, '
                     "hyperdisk-balanced."),
@@ -135,7 +142,10 @@ def test_each_refusal_is_a_400_in_vertexs_words(emu: Emulator, job: dict[str, An
                                  body("n1-standard-16", "NVIDIA_TESLA_T4", 1), body("cloud-tpu", "TPU_V3", 8),
                                  body("n1-highcpu-64", "NVIDIA_TESLA_P100", 4),
                                  body("g2-standard-24", "NVIDIA_L4", 2), body("e2-standard-4", bootDiskSizeGb=100),
-                                 body("n1-standard-4", bootDiskType="hyperdisk-balanced", bootDiskSizeGb=64000)])
+                                 body("n1-standard-4", bootDiskType="hyperdisk-balanced", bootDiskSizeGb=64000),
+                                 with_spec(body("a2-highgpu-1g", "NVIDIA_TESLA_A100", 1), gpuPartitionSize="1g.5gb"),
+                                 with_spec(body("ct5p-hightpu-4t"), tpuTopology="2x2x2"),
+                                 with_spec(body("ct4p-hightpu-4t"), tpuTopology="2x2x1")])
 def test_legal_hardware_is_accepted(emu: Emulator, job: dict[str, Any]) -> None:
     answer = requests.post(emu.url + JOBS, json=job, timeout=30)
     assert answer.status_code == 200, answer.text

@@ -170,3 +170,13 @@ def test_known_regions_pass_the_region_format_check() -> None:
     assert len(set(catalog.REGIONS)) == len(catalog.REGIONS)
     assert all(_REGION.match(region) for region in catalog.REGIONS)
     assert all(re.fullmatch(r"[a-z]+-[a-z]+\d+", region) for region in catalog.REGIONS)
+
+
+@pytest.mark.parametrize(("machine", "generation", "default"), [("ct4p-hightpu-4t", "v4", "2x2x1"),
+                                                               ("ct5p-hightpu-4t", "v5p", "2x2x1")])
+def test_tpu_v4_and_v5p_are_3d_slices_of_4_chip_hosts(machine: str, generation: str, default: str) -> None:
+    vm = catalog.TPU_VM_MACHINES[machine]
+    assert (vm.generation, vm.chips, vm.topologies[0]) == (generation, 4, default)
+    assert all(len(t.split("x")) == 3 for t in vm.topologies)
+    assert catalog.is_tpu_machine(machine) and catalog.tpu_generation(machine, None) == generation
+    assert catalog.TPU_MEMORY[generation].cores_per_chip == 1  # megacore: one TF device per chip

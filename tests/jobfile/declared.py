@@ -38,6 +38,10 @@ CONTEXT: tuple[tuple[str, dict[str, Any]], ...] = (
     ("trainer.container.command", {"trainer.container.image_uri": "us-docker.pkg.dev/p/r/guard:1"}),
     ("cluster.*.accelerator_count", {"cluster.*.accelerator": "NVIDIA_TESLA_T4"}),
     ("diloco.second_learner_pool.accelerator_count", {"diloco.second_learner_pool.accelerator": "NVIDIA_TESLA_T4"}),
+    ("psc_interface.dns_peering", {"psc_interface.network_attachment": "guard-attachment"}),
+    ("cluster.*.container.command", {"cluster.*.container.image_uri": "us-docker.pkg.dev/p/r/guard:1"}),
+    ("diloco.second_learner_pool.container.command",
+     {"diloco.second_learner_pool.container.image_uri": "us-docker.pkg.dev/p/r/guard:1"}),
 )
 
 

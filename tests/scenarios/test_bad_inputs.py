@@ -113,7 +113,7 @@ def test_problem_text_reads_file_line_column_path_message(corpus: Path) -> None:
     assert str(problem) == (
         f"{corpus / 'unknown_machine.yaml'}:9:19: cluster.chief.machine_type: unknown machine type "
         "'n1-standrad-8' for Vertex AI training; allowed families: n1-*, n2-*, n4-*, e2-*, c2-*, m1-*, a2-*, a3-*, "
-        "a4-*, a4x-*, g2-*, g4-*, ct5lp-*, ct6e-*, cloud-tpu; did you mean 'n1-standard-8'?"
+        "a4-*, a4x-*, g2-*, g4-*, ct4p-*, ct5p-*, ct5lp-*, ct6e-*, cloud-tpu; did you mean 'n1-standard-8'?"
     )
 
 

@@ -336,6 +336,9 @@ def _experiment(config: JobConfig, backend: VertexBackend) -> Check:
         return Check("experiment", FAIL, str(err))
     if found:
         return Check("experiment", PASS, f"'{config.experiment}' is {found}")
+    if "/" in str(config.experiment):  # a full name is sent as written: submit makes nothing
+        return Check("experiment", FAIL, f"no experiment {config.experiment}: create it, or give its name alone and "
+                                         "submit creates it")
     return Check("experiment", PASS, f"no experiment '{config.experiment}' in {backend.region}: submit creates it "
                                      "(aiplatform.contexts.create)")  # fmt: skip
 

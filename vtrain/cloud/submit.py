@@ -181,12 +181,15 @@ def dry_run(plan: SubmitPlan, *, allow_credentials: bool = False, show_secrets: 
         extra["images"] = sorted(body_images(plan.body))
     elif trainer.package is not None:
         scan = packaging.scan_package(trainer.package)
-        if trainer.module:
-            packaging.check_module(scan, trainer.module)  # layout and syntax: what submit checks
+        # trainer.module and the pools' own `module`s: each must be in the package
+        modules = dict.fromkeys(m for m in (trainer.module, *(p.module for p in plan.config.pools()
+                                                              if p.container is None)) if m)
+        for module in modules:
+            packaging.check_module(scan, module)  # layout and syntax: what submit checks
         with tempfile.TemporaryDirectory(prefix=packaging.temp_prefix("dry-run")) as tmp:
             sdist = packaging.build_sdist(trainer.package, Path(tmp), allow_credentials=allow_credentials)
-            if trainer.module:
-                packaging.check_sdist(sdist, trainer.module)
+            for module in modules:
+                packaging.check_sdist(sdist, module)
             if not plan.packages[0].uri.endswith("/" + sdist.name):
                 raise PackagingError(
                     f"built {sdist.name}, but planned {plan.packages[0].uri}: did the "

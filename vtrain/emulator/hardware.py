@@ -9,7 +9,8 @@ a wrong entry in vtrain's rules cannot hide behind the same entry here. Sources:
   https://cloud.google.com/vertex-ai/docs/training/configure-compute#gpu-compatibility-table and
   https://cloud.google.com/compute/docs/gpus (the Compute Engine GPU machine types)
 - TPUs: https://cloud.google.com/vertex-ai/docs/training/configure-compute#tpu (cloud-tpu with 8 TPU_V2/
-  TPU_V3 cores; TPU VMs ct5lp-hightpu-*/ct6e-standard-* with tpuTopology)
+  TPU_V3 cores; TPU VMs ct4p-hightpu-4t (v4), ct5p-hightpu-4t (v5p), ct5lp-hightpu-*/ct6e-standard-* with
+  tpuTopology)
 - boot disks: DiskSpec (https://cloud.google.com/vertex-ai/docs/reference/rest/v1/DiskSpec: pd-ssd,
   pd-standard, hyperdisk-balanced; default 100 GB) and configure-compute#boot_disk_options (100-64,000 GB)
 - wording: Vertex answers `Accelerator "NVIDIA_TESLA_K80" is not supported for machine type
@@ -68,7 +69,7 @@ FIXED_GPUS: dict[str, tuple[str, int]] = {
 CLOUD_TPU = "cloud-tpu"
 CLOUD_TPU_TYPES = ("TPU_V2", "TPU_V3")
 CLOUD_TPU_CORES = 8
-TPU_VMS = frozenset({"ct5lp-hightpu-1t", "ct5lp-hightpu-4t", "ct5lp-hightpu-8t",
+TPU_VMS = frozenset({"ct4p-hightpu-4t", "ct5p-hightpu-4t", "ct5lp-hightpu-1t", "ct5lp-hightpu-4t", "ct5lp-hightpu-8t",
                      "ct6e-standard-1t", "ct6e-standard-4t", "ct6e-standard-8t"})
 #: The accelerator a TPU VM may name (none is the usual form: the machine type says it).
 TPU_VM_ACCELERATOR = {"ct5lp": "TPU_V5_LITEPOD"}
@@ -121,6 +122,10 @@ def check_machine(where: str, spec: Any, disk: Any) -> list[Problem]:
         found = accelerator_problem(spec.machine_type, accelerator, spec.accelerator_count)
         if found is not None:
             problems.append((f"{where}.machine_spec.{found[0]}", found[1]))
+    if spec.gpu_partition_size and (not accelerator.startswith("NVIDIA_") or spec.accelerator_count != 1):
+        # MachineSpec.gpu_partition_size: "If set, the accelerator_count should be set to 1."
+        problems.append((f"{where}.machine_spec.gpu_partition_size",
+                         "gpu_partition_size needs exactly one NVIDIA GPU (accelerator_count 1)."))
     if spec.tpu_topology and spec.machine_type not in TPU_VMS:
         problems.append((f"{where}.machine_spec.tpu_topology",
                          f'tpu_topology is supported for TPU VM machine types only, not "{spec.machine_type}".'))

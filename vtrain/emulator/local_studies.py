@@ -29,7 +29,7 @@ def trial_dicts(study: Any) -> list[dict[str, Any]]:
         item: dict[str, Any] = {"id": t.id, "state": t.state,
                                 "parameters": [{"parameterId": k, "value": v} for k, v in t.params.items()]}
         if t.reports:
-            step, value = t.reports[-1]
+            step, value = t.final_report  # the study's measurement_selection: last or best
             item["finalMeasurement"] = {"stepCount": str(step), "metrics": [{"metricId": metric, "value": value}]}
             item["measurements"] = [{"stepCount": str(s), "metrics": [{"metricId": metric, "value": v}]}
                                     for s, v in t.reports]

@@ -4,7 +4,7 @@ A run folder (``OUTPUT/vtrain-local/JOB_ID``) holds ``profile/REPLICA.json`` fro
 (:mod:`vtrain.runtime.profile_record`). Each input is **measured** (from the profile), **given**
 (a flag, which always wins over a measurement) or **assumed** (the advisor's default). The one input a
 CPU rehearsal cannot measure is the step's compute on the target accelerator: it is the measured
-FLOPs per step over the target's peak (:data:`vtrain.catalog.GPU_PEAK_TFLOPS`) at a stated
+FLOPs per step over the target's peak (:data:`vtrain.GPU_PEAK_TFLOPS`) at a stated
 utilisation, or the measured step time when the rehearsal ran on the target's kind of device.
 
 What is wrong with a run is one line each, saying what the estimate falls back to; ``strict`` turns
@@ -23,6 +23,7 @@ from typing import Any
 from vtrain.constants import LOCAL_RUNS_DIR, MIN_TIMED_STEPS, PROFILE_FOLDER, PROFILE_VERSION
 from vtrain.errors import EstimateError
 from vtrain.estimate.memory import Device
+from vtrain.estimate.peaks import GPU_PEAK_TFLOPS, TPU_PEAK_TFLOPS
 
 DEFAULT_UTILISATION = 0.4
 UTILISATION_RANGE = (0.3, 0.6)
@@ -145,12 +146,12 @@ def _peak_flops(device: Device, precision: str) -> float | None:
     """Peak FLOP/s of one replica's device from the catalog; None when the catalog lacks it."""
     from vtrain import catalog
 
-    if device.kind == "gpu" and device.accelerator in catalog.GPU_PEAK_TFLOPS:
-        fp32, half = catalog.GPU_PEAK_TFLOPS[device.accelerator]
+    if device.kind == "gpu" and device.accelerator in GPU_PEAK_TFLOPS:
+        fp32, half = GPU_PEAK_TFLOPS[device.accelerator]
         return (fp32 if precision == "fp32" else half) * 1e12
-    if device.kind == "tpu" and device.accelerator in catalog.TPU_PEAK_TFLOPS:
+    if device.kind == "tpu" and device.accelerator in TPU_PEAK_TFLOPS:
         cores = catalog.TPU_MEMORY[device.accelerator].cores_per_chip
-        return catalog.TPU_PEAK_TFLOPS[device.accelerator] * 1e12 / cores
+        return TPU_PEAK_TFLOPS[device.accelerator] * 1e12 / cores
     return None
 
 

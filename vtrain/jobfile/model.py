@@ -37,8 +37,23 @@ class BootDisk:
 
 
 @dataclass(frozen=True)
+class ReservationConfig:
+    """`reservation:`; an affinity left out is `any` (`specific` when the job file names the reservation)."""
+
+    affinity: str = "any"
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class ContainerConfig:
+    image_uri: str
+    command: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class PoolConfig:
-    """One worker pool. `replicas` is an int once `auto` reducers are sized."""
+    """One worker pool. `replicas` is an int once `auto` reducers are sized. `image`, `module` and `container`
+    replace the trainer's for this pool only; mounts and the reservation are inherited from the chief."""
 
     role: str
     replicas: int | str
@@ -49,6 +64,13 @@ class PoolConfig:
     boot_disk: BootDisk | None = None
     args: tuple[str, ...] | None = None
     env: Mapping[str, str] | None = None
+    image: str | None = None
+    module: str | None = None
+    container: ContainerConfig | None = None
+    nfs_mounts: tuple[Mapping[str, str], ...] = ()
+    lustre_mounts: tuple[Mapping[str, str], ...] = ()
+    gpu_partition_size: str | None = None
+    reservation: ReservationConfig | None = None
 
     @property
     def index(self) -> int:
@@ -65,12 +87,6 @@ class PoolConfig:
         if is_tpu_machine(self.machine_type):
             return "tpu"
         return "gpu" if self.gpus else "cpu"
-
-
-@dataclass(frozen=True)
-class ContainerConfig:
-    image_uri: str
-    command: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -107,11 +123,19 @@ class SchedulingConfig:
 
 
 @dataclass(frozen=True)
-class ReservationConfig:
-    """`reservation:`; an affinity left out is `any` (`specific` when the job file names the reservation)."""
+class PscInterfaceConfig:
+    """`psc_interface:`: a Private Service Connect interface and the DNS zones peered through it."""
 
-    affinity: str = "any"
-    name: str | None = None
+    network_attachment: str
+    dns_peering: tuple[Mapping[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class VertexPassthrough:
+    """`vertex:`: raw camelCase fields merged into the request (checked by rules/passthrough.py)."""
+
+    job_spec: Mapping[str, Any] = field(default_factory=dict)
+    worker_pool: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -151,11 +175,14 @@ class JobConfig:
     reserved_ip_ranges: tuple[str, ...] = ()
     labels: Mapping[str, str] = field(default_factory=dict)
     tensorboard: str | None = None
-    experiment: str | None = None
     enable_web_access: bool = False
     enable_dashboard_access: bool = False
     persistent_resource_id: str | None = None
     kms_key: str | None = None
+    experiment: str | None = None
+    experiment_run: str | None = None
+    protected_artifact_location_id: str | None = None
+    psc_interface: PscInterfaceConfig | None = None
     distribution_strategy: str = "auto"
     workers: PoolConfig | None = None
     parameter_servers: PoolConfig | None = None
@@ -167,6 +194,7 @@ class JobConfig:
     scheduling: SchedulingConfig = field(default_factory=SchedulingConfig)
     reservation: ReservationConfig | None = None
     tuning: TuningConfig | None = None  # a HyperparameterTuningJob whose trials run this job
+    vertex: VertexPassthrough | None = None
     source: Path | None = field(default=None, compare=False)
     positions: Positions = field(default_factory=Positions, compare=False, repr=False)
     warnings: tuple[Problem, ...] = field(default=(), compare=False, repr=False)
@@ -223,11 +251,13 @@ def _pool(role: str, raw: Mapping[str, Any], chief: PoolConfig | None) -> PoolCo
     accelerator = raw.get("accelerator")
     count = raw.get("accelerator_count")
     topology = raw.get("tpu_topology")
+    partition = raw.get("gpu_partition_size")
     if inherit and chief is not None:
         machine_type = chief.machine_type
         accelerator = accelerator if "accelerator" in raw else chief.accelerator
         count = count if "accelerator_count" in raw else chief.accelerator_count
         topology = topology if "tpu_topology" in raw else chief.tpu_topology
+        partition = partition if "gpu_partition_size" in raw else chief.gpu_partition_size
     if machine_type is None:
         if role == "reduction_server":
             from vtrain.catalog import REDUCTION_SERVER_DEFAULT_MACHINE
@@ -245,6 +275,12 @@ def _pool(role: str, raw: Mapping[str, Any], chief: PoolConfig | None) -> PoolCo
     if boot_disk is None and chief is not None and role != "reduction_server":
         boot_disk = chief.boot_disk
     args = raw.get("args")
+    container = raw.get("container")
+    reservation = _reservation(raw.get("reservation"))
+    mounts: dict[str, Any] = {key: tuple(_frozen(raw[key])) for key in ("nfs_mounts", "lustre_mounts") if key in raw}
+    if chief is not None and role != "reduction_server":  # mounts and reservation: the chief's when left out
+        mounts = {"nfs_mounts": chief.nfs_mounts, "lustre_mounts": chief.lustre_mounts, **mounts}
+        reservation = reservation if "reservation" in raw else chief.reservation
     return PoolConfig(
         role=role,
         replicas=replicas,
@@ -255,7 +291,20 @@ def _pool(role: str, raw: Mapping[str, Any], chief: PoolConfig | None) -> PoolCo
         boot_disk=boot_disk,
         args=tuple(args) if args is not None else None,
         env=raw.get("env"),
+        image=raw.get("image"),
+        module=raw.get("module"),
+        container=_plain(ContainerConfig, container) if container else None,
+        gpu_partition_size=partition,
+        reservation=reservation,
+        **mounts,
     )
+
+
+def _reservation(raw: Mapping[str, Any] | None) -> ReservationConfig | None:
+    """A reservation block; its affinity left out: `specific` when a reservation is named, else `any`."""
+    if raw is None:
+        return None
+    return _plain(ReservationConfig, raw, affinity=raw.get("affinity", "specific" if raw.get("name") else "any"))
 
 
 def _resolve_package(raw: str | None, base: Path) -> Path | None:
@@ -298,6 +347,7 @@ def build_config(data: Mapping[str, Any], *, source: Path | None, positions: Pos
     pools = {role: _pool(role, cluster[role], chief) for role in ROLES[1:] if role in cluster}
     sched = data.get("scheduling") or {}
     reservation = data.get("reservation")
+    psc = data.get("psc_interface")
     diloco_raw = dict(data.get("diloco") or {})
     second_raw = diloco_raw.pop("second_learner_pool", None)
     diloco = None
@@ -322,12 +372,10 @@ def build_config(data: Mapping[str, Any], *, source: Path | None, positions: Pos
         second_learners=second,
         diloco=diloco,
         scheduling=_plain(SchedulingConfig, sched, timeout_s=sched.get("timeout"), max_wait_s=sched.get("max_wait")),
-        # affinity left out: `specific` when a reservation is named, else `any` (the schema's default)
-        reservation=_plain(ReservationConfig, reservation,
-                           affinity=reservation.get("affinity", "specific" if reservation.get("name") else "any"))
-        if reservation is not None
-        else None,
+        reservation=_reservation(reservation),
+        psc_interface=_plain(PscInterfaceConfig, psc) if psc else None,
         tuning=build_tuning(data.get("tuning")),
+        vertex=VertexPassthrough(**data["vertex"]) if data.get("vertex") else None,
         source=source,
         positions=positions,
     )
@@ -340,7 +388,9 @@ __all__ = [
     "DtensorConfig",
     "JobConfig",
     "PoolConfig",
+    "PscInterfaceConfig",
     "ReservationConfig",
     "SchedulingConfig",
     "TrainerConfig",
+    "VertexPassthrough",
 ]

@@ -347,6 +347,41 @@ class MapOf(Declared):
 
 
 @dataclass(frozen=True)
+class RawFields(Declared):
+    """A mapping of raw REST (camelCase) fields, passed through to the request (`vertex:`). Only the JSON
+    shape is checked here; the names and values are checked against the installed aiplatform_v1 proto by
+    :mod:`vtrain.jobfile.rules.passthrough`, which knows the message each mapping stands for."""
+
+    def check(self, value: Any, path: PathKey, ck: Checker) -> Any:
+        if not isinstance(value, dict):
+            ck.add(path, f"expected a mapping of camelCase Vertex AI fields, got {_type_name(value)}")
+            return None
+        return value if self._json(value, path, ck) else None
+
+    def _json(self, value: Any, path: PathKey, ck: Checker) -> bool:
+        if isinstance(value, dict):
+            bad = [k for k in value if not isinstance(k, str)]
+            for key in bad:
+                ck.add((*path, key), f"field names are text, got {_type_name(key)}", key=True)
+            return not bad and all([self._json(v, (*path, k), ck) for k, v in value.items()])
+        if isinstance(value, list):
+            return all([self._json(v, (*path, i), ck) for i, v in enumerate(value)])
+        if isinstance(value, str) and "\x00" in value:
+            ck.add(path, _NUL)
+            return False
+        if isinstance(value, float) and not math.isfinite(value):
+            ck.add(path, f"expected a finite number, got {value}")
+            return False
+        if value is None or isinstance(value, (str, int, float, bool)):
+            return True
+        ck.add(path, f"expected a JSON value, got {_type_name(value)}")
+        return False
+
+    def json_schema(self) -> dict[str, Any]:
+        return {"type": "object"}
+
+
+@dataclass(frozen=True)
 class Obj(Declared):
     fields: dict[str, Any]
     required: tuple[str, ...] = ()

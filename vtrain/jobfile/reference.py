@@ -22,6 +22,7 @@ from vtrain.jobfile.nodes import (
     Number,
     Obj,
     OneOrList,
+    RawFields,
     Scalar,
     Seconds,
     Str,
@@ -68,6 +69,8 @@ def shape(node: Any) -> str:
         return f"mapping of names to {shape(node.value)}"
     if isinstance(node, OneOrList):
         return f"{shape(node.item)}, or a list of them"
+    if isinstance(node, RawFields):
+        return "mapping of camelCase REST fields"
     if isinstance(node, Obj):
         return "mapping: " + ", ".join(f"`{name}`" for name in node.fields) if not node.doc else "mapping"
     return type(node).__name__

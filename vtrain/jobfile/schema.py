@@ -38,6 +38,7 @@ from vtrain.jobfile.nodes import (  # noqa: F401 - the node types, also reachabl
     Number,
     Obj,
     OneOrList,
+    RawFields,
     Scalar,
     Seconds,
     Str,
@@ -49,22 +50,22 @@ from vtrain.jobfile.schema_blocks import (  # noqa: F401 - the blocks' words, al
     BOOT_DISK_TYPES,
     DILOCO_SCHEMA,
     DTENSOR_SCHEMA,
+    IMAGE_EXAMPLES,
     POOL_DOC,
+    RESERVATION_AFFINITIES,
     TUNING_ALGORITHMS,
     TUNING_EARLY_STOPPING,
     TUNING_GOALS,
+    TUNING_MEASUREMENTS,
     TUNING_PARAMETER_TYPES,
     TUNING_SCALES,
     TUNING_SCHEMA,
+    container_node,
     pool,
+    reservation_node,
 )
 from vtrain.jobfile.yamlpos import Positions
 
-RESERVATION_AFFINITIES = ("none", "any", "specific")
-
-#: tf-tpu has no 2-17 image: each family's example is its default version
-_IMAGE_EXAMPLES = (f"tf.{catalog.DEFAULT_TF_VERSION}",
-                   *(f"tf-{family}.{catalog.default_tf_version(family)}" for family in ("cpu", "gpu", "tpu")))
 _INHERITS = " Machine keys it leaves out are the chief's (its accelerators only when the machine type is the same)."
 
 
@@ -103,11 +104,6 @@ JOB_SCHEMA = Obj(
                            "name (projects/P/locations/R/tensorboards/ID), a display name (found in the job's "
                            "region at submit, created if missing), or `create` (the instance named `vtrain`). "
                            "Needs service_account and base_output_dir."),
-        "experiment": Str(examples=("churn-model",),
-                          vtrain_only="submit sets jobSpec.experiment once the experiment exists (its resource name "
-                          "carries the project, which a render does not know)",
-                          doc="The Vertex AI Experiment the job belongs to (lowercase letters, digits and '-', at most "
-                          "128): created in the job's region at submit if missing, and set as jobSpec.experiment."),
         "enable_web_access": Bool(default=False, doc="Interactive shell access to the replicas while the job runs."),
         "enable_dashboard_access": Bool(default=False,
                                         doc="Access to a dashboard served by the replicas while the job runs."),
@@ -115,6 +111,38 @@ JOB_SCHEMA = Obj(
                                       doc="Run on this Vertex AI persistent resource instead of new machines."),
         "kms_key": Str(examples=("projects/my-project/locations/us-central1/keyRings/ring/cryptoKeys/key",),
                        doc="Customer-managed encryption key (projects/P/locations/R/keyRings/K/cryptoKeys/NAME)."),
+        "experiment": Str(examples=("projects/my-project/locations/us-central1/metadataStores/default/contexts/"
+                                    "my-experiment", "churn-model"),
+                          doc="The Vertex AI Experiment the job logs to: a name (lowercase letters, digits and '-', "
+                          "at most 128; found in the job's region at submit, created if missing) or its full name, "
+                          "projects/P/locations/R/metadataStores/default/contexts/EXPERIMENT, in the job's region."),
+        "experiment_run": Str(examples=("projects/my-project/locations/us-central1/metadataStores/default/contexts/"
+                                        "my-experiment-run-1",),
+                              doc="The Experiment Run of `experiment` the job logs to: the same metadata store, "
+                              "contexts/EXPERIMENT-RUN (the experiment's name, a dash, the run's)."),
+        "protected_artifact_location_id": Str(examples=("europe-west4",),
+                                              doc="Region to keep the job's protected artifacts in, when it is not "
+                                              "the job's own region."),
+        "psc_interface": Obj(
+            {
+                "network_attachment": Str(examples=("my-attachment",),
+                                          doc="The Compute Engine network attachment (a name, or projects/P/"
+                                          "regions/R/networkAttachments/NAME) in the job's region and project."),
+                "dns_peering": ListOf(
+                    Obj({"domain": Str(doc="DNS suffix to resolve, ending in a dot: corp.example.com."),
+                         "target_project": Str(doc="Project of the Cloud DNS zone."),
+                         "target_network": Str(doc="VPC network in target_project that sees the zone.")},
+                        required=("domain", "target_project", "target_network")),
+                    examples=([{"domain": "corp.example.com.", "target_project": "my-host-project",
+                                "target_network": "my-vpc"}],),
+                    doc="DNS zones the replicas may resolve through the interface: {domain, target_project, "
+                    "target_network} each.",
+                ),
+            },
+            required=("network_attachment",),
+            doc="Private Service Connect interface to your VPC (instead of `network` peering; Vertex takes one "
+            "of the two).",
+        ),
         "trainer": Obj(
             {
                 "package": Str(examples=("trainer",),
@@ -123,16 +151,7 @@ JOB_SCHEMA = Obj(
                 "package_uris": ListOf(Str(), single_ok=True, examples=(["gs://my-bucket/trainer-0.2.tar.gz"],),
                                        doc=f"Already-built packages (gs://…, at most {MAX_PACKAGE_URIS}) to install "
                                        "instead of building `package`."),
-                "container": Obj(
-                    {
-                        "image_uri": Str(examples=("us-docker.pkg.dev/my-project/repo/trainer:latest",),
-                                         doc="The container image, e.g. us-docker.pkg.dev/PROJECT/REPO/IMAGE:TAG."),
-                        "command": ListOf(Str(), single_ok=True, examples=(["python3", "-m", "trainer.task"],),
-                                          doc="Entry point that replaces the image's own."),
-                    },
-                    required=("image_uri",),
-                    doc="Run your own container image instead of a Python package.",
-                ),
+                "container": container_node("Run your own container image instead of a Python package."),
                 "build": Obj(
                     {
                         "repository": Str(examples=("us-central1-docker.pkg.dev/my-project/train/trainer",),
@@ -157,7 +176,7 @@ JOB_SCHEMA = Obj(
                 ),
                 "module": Str(examples=("trainer.task",),
                               doc="Python module to run with `python -m`, e.g. trainer.task."),
-                "image": Str(examples=_IMAGE_EXAMPLES,
+                "image": Str(examples=IMAGE_EXAMPLES,
                              doc="Prebuilt TensorFlow image (with `build`: the base image, a prebuilt one or any "
                              "image reference): tf.2-NN (vtrain picks tf-cpu/tf-gpu/tf-tpu per pool), "
                              "tf-cpu.2-NN, tf-gpu.2-NN, tf-tpu.2-NN, or a full prebuilt image URI; left out: "
@@ -214,20 +233,24 @@ JOB_SCHEMA = Obj(
             },
             doc="How Vertex AI schedules and retries the job.",
         ),
-        "reservation": Obj(
-            {
-                # the model builds `specific` when a name is given, else `any`: the schema's default is the latter
-                "affinity": Str(RESERVATION_AFFINITIES, default="any",
-                                doc="none, any reservation, or a specific one named by `name`; left out: specific "
-                                "when `name` is given, else any."),
-                "name": Str(examples=("projects/my-project/zones/us-central1-a/reservations/my-reservation",),
-                            doc="The reservation (projects/P/zones/Z/reservations/NAME) for affinity: specific."),
-            },
-            doc="Compute Engine reservation to consume.",
-        ),
+        "reservation": reservation_node("Compute Engine reservation every pool consumes (a pool's own "
+                                        "`reservation` replaces it)."),
         "diloco": DILOCO_SCHEMA,
         "dtensor": DTENSOR_SCHEMA,
         "tuning": TUNING_SCHEMA,
+        "vertex": Obj(
+            {
+                "job_spec": RawFields(examples=({"models": ["projects/my-project/locations/us-central1/models/m"]},),
+                                      doc="CustomJobSpec fields in the REST API's camelCase, merged into the "
+                                      "request's jobSpec (each trial's, for a tuning job)."),
+                "worker_pool": RawFields(examples=({},),
+                                         vtrain_only="no WorkerPoolSpec field of the installed aiplatform_v1 is "
+                                         "left to it yet: vtrain's keys set them all",
+                                         doc="WorkerPoolSpec fields in camelCase, merged into every pool."),
+            },
+            doc="Passthrough for Vertex AI fields vtrain has no key for yet: checked against the installed "
+            "google-cloud-aiplatform (an unknown name or a field a vtrain key sets is refused), then sent as written.",
+        ),
     },
     required=("name", "trainer", "cluster"),
 )

@@ -17,16 +17,83 @@ TUNING_GOALS = ("maximize", "minimize")
 TUNING_PARAMETER_TYPES = ("double", "integer", "discrete", "categorical")
 TUNING_SCALES = ("linear", "log", "reverse_log")
 TUNING_ALGORITHMS = ("default", "random", "grid")
-TUNING_EARLY_STOPPING = ("median", "none")
+TUNING_EARLY_STOPPING = ("median", "decay_curve", "convex", "none")
+TUNING_MEASUREMENTS = ("last", "best")
 BOOT_DISK_TYPES = ("pd-ssd", "pd-standard", "hyperdisk-balanced")
+RESERVATION_AFFINITIES = ("none", "any", "specific")
+#: tf-tpu has no 2-17 image: each family's example is its default version
+IMAGE_EXAMPLES = (f"tf.{catalog.DEFAULT_TF_VERSION}",
+                  *(f"tf-{family}.{catalog.default_tf_version(family)}" for family in ("cpu", "gpu", "tpu")))
 
 POOL_DOC = "Each replica of this pool runs on one machine."
 _REDUCERS_IGNORE = "it runs Google's image, and vtrain sends it no arguments or environment"
 
 
+def reservation_node(doc: str) -> Obj:
+    """`reservation:` (job-wide) and `cluster.<pool>.reservation`: one shape, one ReservationAffinity."""
+    return Obj(
+        {
+            # the model builds `specific` when a name is given, else `any`: the schema's default is the latter
+            "affinity": Str(RESERVATION_AFFINITIES, default="any",
+                            doc="none, any reservation, or a specific one named by `name`; left out: specific "
+                            "when `name` is given, else any."),
+            "name": Str(examples=("projects/my-project/zones/us-central1-a/reservations/my-reservation",),
+                        doc="The reservation (projects/P/zones/Z/reservations/NAME) for affinity: specific."),
+        },
+        doc=doc,
+    )
+
+
+def container_node(doc: str) -> Obj:
+    """`trainer.container` and a pool's own `container`."""
+    return Obj(
+        {
+            "image_uri": Str(examples=("us-docker.pkg.dev/my-project/repo/trainer:latest",),
+                             doc="The container image, e.g. us-docker.pkg.dev/PROJECT/REPO/IMAGE:TAG."),
+            "command": ListOf(Str(), single_ok=True, examples=(["python3", "-m", "trainer.task"],),
+                              doc="Entry point that replaces the image's own."),
+        },
+        required=("image_uri",),
+        doc=doc,
+    )
+
+
+_NFS = Obj({"server": Str(doc="IP address of the NFS server."),
+            "path": Str(doc="Path the server exports, starting with /."),
+            "mount_point": Str(doc="Where it appears in the replica: /mnt/nfs/MOUNT_POINT.")},
+           required=("server", "path", "mount_point"))
+_LUSTRE = Obj({"instance_ip": Str(doc="IP address of the Managed Lustre instance."),
+               "volume_handle": Str(doc="The Lustre volume's unique identifier."),
+               "filesystem": Str(doc="The Lustre file system's name."),
+               "mount_point": Str(doc="Where it appears in the replica: /mnt/lustre/MOUNT_POINT.")},
+              required=("instance_ip", "volume_handle", "filesystem", "mount_point"))
+_POOL_INHERITS = "left out: the chief's (workers, evaluator; a second learner pool: cluster.workers')"
+
+
 def pool(doc: str, *, reducers: bool = False) -> Obj:
-    """One worker pool's keys; the Reduction Server's `replicas` may be `auto`, and it takes no args or env."""
+    """One worker pool's keys; the Reduction Server's `replicas` may be `auto`, it takes no args or env, and it
+    runs Google's image: no trainer overrides, mounts or GPU partitions."""
     ignored = _REDUCERS_IGNORE if reducers else ""
+    trainer_keys: dict[str, Any] = {} if reducers else {
+        "image": Str(examples=IMAGE_EXAMPLES,
+                     doc="This pool's prebuilt image instead of trainer.image (python-package trainers), in the "
+                     "same words: tf.2-NN, tf-gpu.2-NN, or a prebuilt image URI."),
+        "module": Str(examples=("trainer.evaluate",),
+                      doc="This pool's `python -m` module instead of trainer.module, e.g. an evaluator's."),
+        "container": container_node("This pool runs this container instead of trainer.container or the package "
+                                    "(e.g. a chief on another image); its args and env are the pool's."),
+        "nfs_mounts": ListOf(_NFS, examples=([{"server": "10.76.0.10", "path": "/share", "mount_point": "data"}],),
+                             doc="NFS shares to mount, each {server, path, mount_point}, reached through "
+                             f"`network` or `psc_interface`; {_POOL_INHERITS}."),
+        "lustre_mounts": ListOf(_LUSTRE, examples=([{"instance_ip": "10.90.1.4", "volume_handle":
+                                                     "my-project/us-central1-a/my-lustre", "filesystem": "lfs",
+                                                     "mount_point": "lustre"}],),
+                                doc="Managed Lustre file systems to mount, each {instance_ip, volume_handle, "
+                                f"filesystem, mount_point}}; {_POOL_INHERITS}."),
+        "gpu_partition_size": Str(examples=("1g.10gb",),
+                                  doc="Split each GPU into NVIDIA MIG partitions of this size (e.g. 1g.5gb on "
+                                  "A100 40GB, 1g.10gb on A100 80GB or H100); needs accelerator_count: 1."),
+    }
     return Obj(
         {
             "replicas": Int(minimum=0, maximum=MAX_REPLICAS, allow_auto=reducers, default="auto" if reducers else 1,
@@ -47,6 +114,9 @@ def pool(doc: str, *, reducers: bool = False) -> Obj:
                 },
                 doc="Boot disk of each replica.",
             ),
+            "reservation": reservation_node("The Compute Engine reservation this pool's machines consume, instead "
+                                            f"of the job-wide `reservation`; {_POOL_INHERITS}."),
+            **trainer_keys,
             "args": ListOf(Str(), single_ok=True, examples=(["--steps=100"],), vtrain_only=ignored,
                            doc="Arguments for this pool's replicas (replace trainer.args)."),
             "env": MapOf(EnvValue(), examples=({"POOL_FLAG": "1"},), vtrain_only=ignored,
@@ -132,12 +202,19 @@ TUNING_SCHEMA = Obj(
                     "max": Number(as_written=True),
                     "scale": Str(TUNING_SCALES),
                     "values": ListOf(Scalar()),
+                    "default": Scalar(),
+                    "parent": Str(),
+                    "parent_values": ListOf(Scalar()),
                 },
                 required=("type",),
             ),
-            examples=({"batch_size": {"type": "discrete", "values": [32, 64, 128]}},),
+            examples=({"batch_size": {"type": "discrete", "values": [32, 64, 128]}},
+                      {"optimizer": {"type": "categorical", "values": ["sgd", "adam"], "default": "adam"},
+                       "momentum": {"type": "double", "min": 0.5, "max": 0.99, "parent": "optimizer",
+                                    "parent_values": ["sgd"]}}),
             doc="The parameters to tune, by flag name: {type: double|integer|discrete|categorical, min, max, "
-            "scale: linear|log|reverse_log, values}.",
+            "scale: linear|log|reverse_log, values, default (the study's first guess), parent and parent_values "
+            "(tuned, and passed, only in trials where the parent parameter takes one of those values)}.",
         ),
         "algorithm": Str(TUNING_ALGORITHMS, doc="default (Vertex's Bayesian optimization; locally optuna's TPE when "
                          "installed), random or grid."),
@@ -146,8 +223,15 @@ TUNING_SCHEMA = Obj(
                                doc="Trials running at once (at most max_trials)."),
         "max_failed_trials": Int(minimum=0, maximum=2**31 - 1, examples=(3,),
                                  doc="Failed trials after which the study fails (default: Vertex's own rule)."),
-        "early_stopping": Str(TUNING_EARLY_STOPPING, doc="median: stop a trial whose metric falls behind the median "
-                              "of the others at that step."),
+        "early_stopping": Str(TUNING_EARLY_STOPPING, default="none",
+                              doc="median: stop a trial whose metric falls behind the median of the others at that "
+                              "step; decay_curve: stop one whose predicted final value is worse than the best "
+                              "trial's; convex: stop one whose convex fit of the curve does; none. `vtrain local` "
+                              "applies median only."),
+        "measurement_selection": Str(TUNING_MEASUREMENTS, default="last",
+                                     doc="Which of a trial's reports is its final value: last (Vertex's own default) "
+                                     "or best (the high-level SDK's). vtrain always sends it, so the study and "
+                                     "`vtrain local` rank trials the same way."),
     },
     required=("metric", "parameters", "max_trials"),
     aliases={"metrics": "metric"},

@@ -62,10 +62,22 @@ class Trial:
     stopped_early: bool = False
     started: float = 0.0
     ended: float = 0.0
+    pick: str = "last"  # the study's measurement_selection: which report is the final measurement
+    maximize: bool = True
+
+    @property
+    def final_report(self) -> tuple[int, float] | None:
+        """(step, value) of the final measurement: the last report, or the best one (measurement_selection)."""
+        if not self.reports:
+            return None
+        if self.pick == "best":  # the first of equals, as the earliest step to reach it
+            return (max if self.maximize else min)(self.reports, key=lambda r: r[1])
+        return self.reports[-1]
 
     @property
     def final(self) -> float | None:
-        return self.reports[-1][1] if self.reports else None
+        report = self.final_report
+        return report[1] if report else None
 
     @property
     def metric_file(self) -> Path:
@@ -80,29 +92,41 @@ class Trial:
 
 def tuning_from_body(body: Mapping[str, Any]) -> TuningConfig:
     """The study of a REST body as the job model holds it (the emulator gets only the body)."""
-    from vtrain.tuning.model import ALGORITHMS, GOALS, SCALES, MetricConfig, ParameterConfig
+    from vtrain.tuning.model import ALGORITHMS, GOALS, MEASUREMENTS, SCALES, STOPPING, MetricConfig, ParameterConfig
 
     study = body["studySpec"]
     goals = {v: k for k, v in GOALS.items()}
     scales = {v: k for k, v in SCALES.items()}
     algorithms = {v: k for k, v in ALGORITHMS.items()}
-    params = []
-    for p in study.get("parameters", []):
+    measurements = {v: k for k, v in MEASUREMENTS.items()}
+    params: list[ParameterConfig] = []
+
+    def read(p: Mapping[str, Any], parent: str | None = None, when: tuple[Any, ...] = ()) -> None:
+        """One ParameterSpec, then the ones conditional on it (flattened, each naming its parent)."""
         scale = scales.get(p.get("scaleType", ""))
+        cond = {"parent": parent, "parent_values": when}
         if "doubleValueSpec" in p:
             s = p["doubleValueSpec"]
             params.append(ParameterConfig(p["parameterId"], "double", s.get("minValue", 0.0), s.get("maxValue", 0.0),
-                                          scale))
+                                          scale, **cond))
         elif "integerValueSpec" in p:
             s = p["integerValueSpec"]
             params.append(ParameterConfig(p["parameterId"], "integer", int(s.get("minValue", 0)),
-                                          int(s.get("maxValue", 0)), scale))
+                                          int(s.get("maxValue", 0)), scale, **cond))
         elif "discreteValueSpec" in p:
             params.append(ParameterConfig(p["parameterId"], "discrete", scale=scale,
-                                          values=tuple(p["discreteValueSpec"].get("values", []))))
+                                          values=tuple(p["discreteValueSpec"].get("values", [])), **cond))
         else:
             params.append(ParameterConfig(p["parameterId"], "categorical",
-                                          values=tuple(p.get("categoricalValueSpec", {}).get("values", []))))
+                                          values=tuple(p.get("categoricalValueSpec", {}).get("values", [])), **cond))
+        for child in p.get("conditionalParameterSpecs", []):
+            condition = (child.get("parentDiscreteValues") or child.get("parentIntValues")
+                         or child.get("parentCategoricalValues") or {})
+            values = tuple(int(v) if "parentIntValues" in child else v for v in condition.get("values", []))
+            read(child.get("parameterSpec", {}), p["parameterId"], values)
+
+    for spec in study.get("parameters", []):
+        read(spec)
     return TuningConfig(
         metrics=tuple(MetricConfig(m["metricId"], goals.get(m.get("goal", ""), "maximize"))
                       for m in study.get("metrics", [])),
@@ -111,7 +135,8 @@ def tuning_from_body(body: Mapping[str, Any]) -> TuningConfig:
         algorithm=algorithms.get(study.get("algorithm", "ALGORITHM_UNSPECIFIED"), "default"),
         parallel_trials=int(body.get("parallelTrialCount") or 1),
         max_failed_trials=int(body.get("maxFailedTrialCount") or 0) or None,
-        early_stopping="median" if "medianAutomatedStoppingSpec" in study else "none",
+        early_stopping=next((word for word, key in STOPPING.items() if key in study), "none"),
+        measurement_selection=measurements.get(study.get("measurementSelectionType", ""), "last"),
     )
 
 
@@ -297,7 +322,8 @@ class LocalTuningJob(JobHandle):
         from vtrain.local.runner import run_job
 
         trial_id = str(len(self.trials) + 1)
-        trial = Trial(trial_id, params, search.trial_args(self.tuning, params), self.output_dir / trial_id)
+        trial = Trial(trial_id, params, search.trial_args(self.tuning, params), self.output_dir / trial_id,
+                      pick=self.tuning.measurement_selection, maximize=self.tuning.metric.maximize)
         body = trial_custom_job(self.body, trial_id, trial.args)
         for i, pool in enumerate(body["jobSpec"].get("workerPoolSpecs", [])):
             for key in ("pythonPackageSpec", "containerSpec"):

@@ -11,6 +11,7 @@ real proto, the only step that imports google-cloud-aiplatform.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -36,14 +37,18 @@ PLAIN_FIELDS: tuple[tuple[str, str], ...] = (
     ("reserved_ip_ranges", "jobSpec.reservedIpRanges"),
     ("persistent_resource_id", "jobSpec.persistentResourceId"),
     ("enable_dashboard_access", "jobSpec.enableDashboardAccess"),
+    ("experiment", "jobSpec.experiment"),
+    ("experiment_run", "jobSpec.experimentRun"),
+    ("protected_artifact_location_id", "jobSpec.protectedArtifactLocationId"),
     ("labels", "labels"),
     ("kms_key", "encryptionSpec.kmsKeyName"),
 )
 
 
 def executor_image(config: JobConfig, pool: PoolConfig) -> str:
-    """The prebuilt executor image for a pool: alias → regional URI, `tf.` picks by hardware."""
-    return catalog.executor_image_uri(config.trainer.image, pool.hardware, config.region)
+    """The prebuilt executor image for a pool (its own `image`, else trainer.image): alias → regional URI,
+    `tf.` picks by hardware; with trainer.build, the base of the image vtrain builds for the pool."""
+    return catalog.executor_image_uri(pool.image or config.trainer.image, pool.hardware, config.region)
 
 
 def trainer_package_uris(config: JobConfig) -> list[str]:
@@ -63,6 +68,18 @@ def _env_list(env: Mapping[str, str]) -> list[dict[str, str]]:
     return [{"name": k, "value": v} for k, v in env.items()]
 
 
+def _reservation_affinity(config: JobConfig, pool: PoolConfig) -> dict[str, Any] | None:
+    """The pool's own reservation, else the job-wide one (never for the Reduction Server's CPU machines)."""
+    res = pool.reservation or (config.reservation if pool.role != "reduction_server" else None)
+    if res is None:
+        return None
+    affinity: dict[str, Any] = {"reservationAffinityType": _RESERVATION_TYPE[res.affinity]}
+    if res.affinity == "specific" and res.name:
+        affinity["key"] = RESERVATION_KEY
+        affinity["values"] = [res.name]
+    return affinity
+
+
 def _machine_spec(config: JobConfig, pool: PoolConfig) -> dict[str, Any]:
     spec: dict[str, Any] = {"machineType": pool.machine_type}
     if pool.accelerator:
@@ -70,14 +87,18 @@ def _machine_spec(config: JobConfig, pool: PoolConfig) -> dict[str, Any]:
         spec["acceleratorCount"] = pool.accelerator_count
     if pool.tpu_topology:
         spec["tpuTopology"] = pool.tpu_topology
-    res = config.reservation
-    if res is not None and pool.role != "reduction_server":
-        affinity: dict[str, Any] = {"reservationAffinityType": _RESERVATION_TYPE[res.affinity]}
-        if res.affinity == "specific" and res.name:
-            affinity["key"] = RESERVATION_KEY
-            affinity["values"] = [res.name]
+    affinity = _reservation_affinity(config, pool)
+    if affinity is not None:
         spec["reservationAffinity"] = affinity
+    if pool.gpu_partition_size:
+        spec["gpuPartitionSize"] = pool.gpu_partition_size
     return spec
+
+
+def _camel(mounts: Sequence[Mapping[str, str]]) -> list[dict[str, str]]:
+    """Mount entries in the REST body's words (mount_point → mountPoint), in the proto's field order, which
+    the job file's node declares them in."""
+    return [{re.sub(r"_([a-z])", lambda m: m[1].upper(), k): v for k, v in m.items()} for m in mounts]
 
 
 def _pool_spec(config: JobConfig, pool: PoolConfig, package_uris: Sequence[str],
@@ -86,6 +107,8 @@ def _pool_spec(config: JobConfig, pool: PoolConfig, package_uris: Sequence[str],
         "machineSpec": _machine_spec(config, pool),
         "replicaCount": str(int(pool.replicas)),
     }
+    if pool.nfs_mounts:
+        spec["nfsMounts"] = _camel(pool.nfs_mounts)
     if pool.boot_disk is not None:
         spec["diskSpec"] = {"bootDiskType": pool.boot_disk.type, "bootDiskSizeGb": pool.boot_disk.size_gb}
     if pool.role == "reduction_server":
@@ -103,22 +126,23 @@ def _pool_spec(config: JobConfig, pool: PoolConfig, package_uris: Sequence[str],
         from vtrain.runtime.dtensor_env import format_mesh  # the text runtime.dtensor_mesh() parses
 
         env[DTENSOR_MESH_ENV] = format_mesh(config.dtensor.mesh)
-    if trainer.build is not None:  # the image vtrain builds on this pool's base; its entry point, said in full
+    image = pool.container or trainer.container
+    if trainer.build is not None and pool.container is None:  # the image vtrain builds on this pool's base
         from vtrain.request.image import IMAGE_PYTHON
 
-        module = DILOCO_SYNCER_MODULE if syncer else trainer.module
+        module = DILOCO_SYNCER_MODULE if syncer else pool.module or trainer.module
         built: dict[str, Any] = {"imageUri": images[executor_image(config, pool)],
-                                 "command": [IMAGE_PYTHON, "-m", str(module)]}
+                                 "command": [IMAGE_PYTHON, "-m", str(module)]}  # its entry point, said in full
         if args:
             built["args"] = args
         built["env"] = _env_list(env)
         spec["containerSpec"] = built
-    elif trainer.container is not None:
-        container: dict[str, Any] = {"imageUri": trainer.container.image_uri}
+    elif image is not None:
+        container: dict[str, Any] = {"imageUri": image.image_uri}
         if syncer:
             container["command"] = ["python3", "-m", DILOCO_SYNCER_MODULE]
-        elif trainer.container.command:
-            container["command"] = list(trainer.container.command)
+        elif image.command:
+            container["command"] = list(image.command)
         if args:
             container["args"] = args
         container["env"] = _env_list(env)
@@ -127,11 +151,13 @@ def _pool_spec(config: JobConfig, pool: PoolConfig, package_uris: Sequence[str],
         python: dict[str, Any] = {"executorImageUri": executor_image(config, pool)}
         if package_uris:
             python["packageUris"] = list(package_uris)
-        python["pythonModule"] = DILOCO_SYNCER_MODULE if syncer else trainer.module
+        python["pythonModule"] = DILOCO_SYNCER_MODULE if syncer else pool.module or trainer.module
         if args:
             python["args"] = args
         python["env"] = _env_list(env)
         spec["pythonPackageSpec"] = python
+    if pool.lustre_mounts:
+        spec["lustreMounts"] = _camel(pool.lustre_mounts)
     return spec
 
 
@@ -184,9 +210,66 @@ def build_job_dict(config: JobConfig, package_uris: Sequence[str] | None = None)
     body: dict[str, Any] = {"displayName": config.name, "jobSpec": spec}
     for attribute, path in PLAIN_FIELDS:
         value = getattr(config, attribute)
-        if value:
+        if value and not (attribute == "experiment" and "/" not in value):  # a bare name: submit fills its full one
             _put(body, path, value)
+    psc = config.psc_interface
+    if psc is not None:  # field 21, the last of CustomJobSpec's
+        spec["pscInterfaceConfig"] = {"networkAttachment": psc.network_attachment}
+        if psc.dns_peering:
+            spec["pscInterfaceConfig"]["dnsPeeringConfigs"] = _camel(psc.dns_peering)
+    if config.vertex is not None and (config.vertex.job_spec or config.vertex.worker_pool):
+        body["jobSpec"] = _with_passthrough(spec, config.vertex.job_spec, config.vertex.worker_pool)
     return body
+
+
+def _with_passthrough(spec: dict[str, Any], job_spec: Mapping[str, Any],
+                      worker_pool: Mapping[str, Any]) -> dict[str, Any]:
+    """`vertex:` merged in: each block as MessageToDict writes it (so int64 are strings, enums names), then
+    every key in field-number order, as the whole body would be written. Only a job file with a `vertex:`
+    block imports the protos here; its rules have already refused unknown names and fields vtrain sets."""
+    import copy
+
+    from google.cloud.aiplatform_v1 import CustomJobSpec, WorkerPoolSpec
+    from google.protobuf import json_format
+
+    def canonical(message: Any, fields: Mapping[str, Any]) -> dict[str, Any]:
+        pb = message.pb()()
+        json_format.ParseDict(dict(fields), pb)
+        return json_format.MessageToDict(pb)
+
+    if worker_pool:
+        extra = canonical(WorkerPoolSpec, worker_pool)
+        for pool in spec["workerPoolSpecs"]:
+            if pool:
+                _merge(pool, copy.deepcopy(extra))
+    if job_spec:
+        _merge(spec, canonical(CustomJobSpec, job_spec))
+    return _ordered(spec, CustomJobSpec.pb().DESCRIPTOR)
+
+
+def _merge(into: dict[str, Any], extra: Mapping[str, Any]) -> None:
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        else:
+            into[key] = value
+
+
+def _ordered(value: dict[str, Any], desc: Any) -> dict[str, Any]:
+    """`value` with its keys (and its messages' keys) in field-number order, as MessageToDict writes them."""
+    fields = {f.json_name: f for f in desc.fields}
+    out: dict[str, Any] = {}
+    for key in sorted(value, key=lambda k: fields[k].number if k in fields else 1 << 30):
+        item, field = value[key], fields.get(key)
+        message = field.message_type if field is not None else None
+        if message is not None and not message.GetOptions().map_entry and message.full_name.startswith(
+                "google.cloud."):
+            if isinstance(item, list):
+                item = [_ordered(v, message) if isinstance(v, dict) else v for v in item]
+            elif isinstance(item, dict):
+                item = _ordered(item, message)
+        out[key] = item
+    return out
 
 
 def to_proto(body: Mapping[str, Any]) -> CustomJob:

@@ -23,8 +23,9 @@ IMAGE_PYTHON = "python3"
 
 
 def base_image(config: JobConfig, pool: PoolConfig) -> str:
-    """The base of `pool`'s image: what its executor image would be as a python-package pool."""
-    return catalog.executor_image_uri(config.trainer.image, pool.hardware, config.region)
+    """The base of `pool`'s image: what its executor image would be as a python-package pool (its own
+    `image`, else trainer.image)."""
+    return catalog.executor_image_uri(pool.image or config.trainer.image, pool.hardware, config.region)
 
 
 def image_spec(config: JobConfig, base: str) -> ImageSpec:
@@ -43,10 +44,11 @@ def image_spec(config: JobConfig, base: str) -> ImageSpec:
 
 
 def image_specs(config: JobConfig) -> dict[str, ImageSpec]:
-    """One spec per distinct base among the pools that run the trainer (Reduction Server left out)."""
+    """One spec per distinct base among the pools that run the trainer (Reduction Server and pools with a
+    container of their own left out)."""
     out: dict[str, ImageSpec] = {}
     for pool in config.pools():
-        if pool.role != "reduction_server":
+        if pool.role != "reduction_server" and pool.container is None:
             base = base_image(config, pool)
             if base not in out:
                 out[base] = image_spec(config, base)

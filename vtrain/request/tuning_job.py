@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from vtrain.jobfile.model import JobConfig
 from vtrain.request.custom_job import build_job_dict
-from vtrain.tuning.model import ALGORITHMS, GOALS, SCALES, ParameterConfig, TuningConfig
+from vtrain.tuning.model import ALGORITHMS, GOALS, MEASUREMENTS, SCALES, STOPPING, ParameterConfig, TuningConfig
 
 if TYPE_CHECKING:
     from google.cloud.aiplatform_v1 import HyperparameterTuningJob
@@ -24,30 +24,62 @@ if TYPE_CHECKING:
 TRIAL_SPEC = "trialJobSpec"
 
 
-def parameter_spec(p: ParameterConfig) -> dict[str, Any]:
+def parameter_spec(p: ParameterConfig, children: Sequence[ParameterConfig] = (),
+                   below: Mapping[str, Sequence[ParameterConfig]] | None = None) -> dict[str, Any]:
+    """One ParameterSpec; `children` are the parameters conditional on it (`below`: everyone's, for theirs)."""
     out: dict[str, Any] = {"parameterId": p.name}
     if p.type == "double":
         out["doubleValueSpec"] = {"minValue": float(p.min or 0), "maxValue": float(p.max or 0)}
+        if p.default is not None:
+            out["doubleValueSpec"]["defaultValue"] = float(p.default)
     elif p.type == "integer":
         out["integerValueSpec"] = {"minValue": str(int(p.min or 0)), "maxValue": str(int(p.max or 0))}
+        if p.default is not None:
+            out["integerValueSpec"]["defaultValue"] = str(int(p.default))
     elif p.type == "categorical":
         out["categoricalValueSpec"] = {"values": [str(v) for v in p.values]}
+        if p.default is not None:
+            out["categoricalValueSpec"]["defaultValue"] = str(p.default)
     else:
         out["discreteValueSpec"] = {"values": [float(v) for v in p.values]}
+        if p.default is not None:
+            out["discreteValueSpec"]["defaultValue"] = float(p.default)
     if p.scale is not None and p.type != "categorical":
         out["scaleType"] = SCALES[p.scale]
+    if children:
+        out["conditionalParameterSpecs"] = [
+            {"parameterSpec": parameter_spec(c, (below or {}).get(c.name, ()), below), **_condition(p, c)}
+            for c in children
+        ]
     return out
 
 
+def _condition(parent: ParameterConfig, child: ParameterConfig) -> dict[str, Any]:
+    """The parent values a child is tuned under, in the parent's value type."""
+    if parent.type == "integer":
+        return {"parentIntValues": {"values": [str(int(v)) for v in child.parent_values]}}
+    if parent.type == "categorical":
+        return {"parentCategoricalValues": {"values": [str(v) for v in child.parent_values]}}
+    return {"parentDiscreteValues": {"values": [float(v) for v in child.parent_values]}}
+
+
 def study_spec(tuning: TuningConfig) -> dict[str, Any]:
+    below: dict[str, list[ParameterConfig]] = {}
+    for p in tuning.parameters:
+        if p.parent is not None:
+            below.setdefault(p.parent, []).append(p)
     spec: dict[str, Any] = {
         "metrics": [{"metricId": m.name, "goal": GOALS[m.goal]} for m in tuning.metrics],
-        "parameters": [parameter_spec(p) for p in tuning.parameters],
+        "parameters": [parameter_spec(p, below.get(p.name, ()), below) for p in tuning.parameters
+                       if p.parent is None],
     }
     if tuning.algorithm != "default":  # ALGORITHM_UNSPECIFIED: Vertex's Bayesian optimisation (Vizier)
         spec["algorithm"] = ALGORITHMS[tuning.algorithm]
-    if tuning.early_stopping == "median":
-        spec["medianAutomatedStoppingSpec"] = {}
+    if tuning.early_stopping in ("decay_curve", "median"):  # fields 4 and 5; convex is 9, after 7
+        spec[STOPPING[tuning.early_stopping]] = {}
+    spec["measurementSelectionType"] = MEASUREMENTS[tuning.measurement_selection]
+    if tuning.early_stopping == "convex":
+        spec[STOPPING["convex"]] = {}
     return spec
 
 

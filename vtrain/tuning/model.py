@@ -15,6 +15,10 @@ from typing import Any
 GOALS = {"maximize": "MAXIMIZE", "minimize": "MINIMIZE"}
 ALGORITHMS = {"default": "ALGORITHM_UNSPECIFIED", "random": "RANDOM_SEARCH", "grid": "GRID_SEARCH"}
 SCALES = {"linear": "UNIT_LINEAR_SCALE", "log": "UNIT_LOG_SCALE", "reverse_log": "UNIT_REVERSE_LOG_SCALE"}
+MEASUREMENTS = {"last": "LAST_MEASUREMENT", "best": "BEST_MEASUREMENT"}
+#: StudySpec's automated stopping specs (a oneof), by the job file's word.
+STOPPING = {"median": "medianAutomatedStoppingSpec", "decay_curve": "decayCurveStoppingSpec",
+            "convex": "convexAutomatedStoppingSpec"}
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,9 @@ class ParameterConfig:
     max: float | int | None = None
     scale: str | None = None  # linear | log | reverse_log
     values: tuple[Any, ...] = ()
+    default: Any = None  # the study's first guess (Vertex: the value spec's defaultValue)
+    parent: str | None = None  # a conditional parameter: tuned only when `parent` takes one of parent_values
+    parent_values: tuple[Any, ...] = ()
 
     @property
     def countable(self) -> bool:
@@ -63,6 +70,7 @@ class TuningConfig:
     parallel_trials: int = 1
     max_failed_trials: int | None = None
     early_stopping: str = "none"
+    measurement_selection: str = "last"
 
     @property
     def metric(self) -> MetricConfig:
@@ -85,6 +93,9 @@ def build_tuning(raw: Mapping[str, Any] | None) -> TuningConfig | None:
             max=spec.get("max"),
             scale=spec.get("scale"),
             values=tuple(spec.get("values") or ()),
+            default=spec.get("default"),
+            parent=spec.get("parent"),
+            parent_values=tuple(spec.get("parent_values") or ()),
         )
         for name, spec in raw["parameters"].items()
     )
@@ -96,7 +107,9 @@ def build_tuning(raw: Mapping[str, Any] | None) -> TuningConfig | None:
         parallel_trials=raw.get("parallel_trials", 1),
         max_failed_trials=raw.get("max_failed_trials"),
         early_stopping=raw.get("early_stopping", "none"),
+        measurement_selection=raw.get("measurement_selection", "last"),
     )
 
 
-__all__ = ["ALGORITHMS", "GOALS", "SCALES", "MetricConfig", "ParameterConfig", "TuningConfig", "build_tuning"]
+__all__ = ["ALGORITHMS", "GOALS", "MEASUREMENTS", "SCALES", "STOPPING", "MetricConfig", "ParameterConfig",
+           "TuningConfig", "build_tuning"]

@@ -10,6 +10,10 @@ Vertex AI runs its own search service; `vtrain local` and the emulator need one 
   seeded the same way, when optuna is installed; otherwise random search. Either way the caller
   is told (:attr:`Searcher.notice`): local results of ``default`` only approximate Vertex's.
 
+Conditional parameters (`parent` + `parent_values`) are drawn with the others and then dropped from a
+trial whose parent took another value (:func:`active`), as Vertex passes only the active ones; a grid
+point that differs only in dropped values is run once.
+
 The median rule (:func:`should_stop_median`) is Vertex's ``medianAutomatedStoppingSpec``: a
 trial stops when its best value so far is worse than the median of the completed trials'
 running averages up to the same step.
@@ -139,16 +143,73 @@ def optuna_available() -> bool:
     return importlib.util.find_spec("optuna") is not None
 
 
+def matches(parent: ParameterConfig, value: Any, wanted: Sequence[Any]) -> bool:
+    """Whether `parent` taking `value` is one of a child's `parent_values`."""
+    if parent.type == "categorical":
+        return str(value) in {str(v) for v in wanted}
+    return any(not isinstance(v, str) and abs(float(value) - float(v)) < 1e-9 for v in wanted)
+
+
+def active(tuning: TuningConfig, params: Mapping[str, Any]) -> Params:
+    """`params` without the conditional parameters whose parent is absent or took another value."""
+    by_name = {p.name: p for p in tuning.parameters}
+    kept: Params = {}
+
+    def on(p: ParameterConfig, depth: int = 0) -> bool:
+        if p.parent is None:
+            return True
+        parent = by_name.get(p.parent)
+        if parent is None or parent.name not in params or depth > len(by_name):  # (a circle: validate refuses it)
+            return False
+        return on(parent, depth + 1) and matches(parent, params[parent.name], p.parent_values)
+
+    for name, value in params.items():
+        p = by_name.get(name)
+        if p is not None and on(p):
+            kept[name] = value
+    return kept
+
+
+class ConditionalSearch(Searcher):
+    """Any searcher with the conditional parameters of each suggestion dropped where they do not apply."""
+
+    def __init__(self, inner: Searcher, tuning: TuningConfig) -> None:
+        self._inner, self._tuning = inner, tuning
+        self.notice = inner.notice
+        self._drawn: dict[int, Params] = {}
+        self._seen: set[tuple[tuple[str, str], ...]] = set()
+
+    def suggest(self) -> Params | None:
+        while True:
+            drawn = self._inner.suggest()
+            if drawn is None:
+                return None
+            params = active(self._tuning, drawn)
+            key = tuple(sorted((k, repr(v)) for k, v in params.items()))
+            if isinstance(self._inner, GridSearch) and key in self._seen:
+                continue  # the same trial as one already run: only dropped values differ
+            self._seen.add(key)
+            self._drawn[id(params)] = drawn
+            return params
+
+    def tell(self, params: Params, value: float | None) -> None:
+        self._inner.tell(self._drawn.pop(id(params), params), value)
+
+
 def make_searcher(tuning: TuningConfig, seed: int = 0) -> Searcher:
     """The searcher for the job's algorithm (see the module docstring for `default`)."""
+    searcher: Searcher
     if tuning.algorithm == "grid":
-        return GridSearch(tuning)
-    if tuning.algorithm == "default" and optuna_available():
-        return TpeSearch(tuning, seed)
-    searcher = RandomSearch(tuning, seed)
-    if tuning.algorithm == "default":
-        searcher.notice = ("algorithm default (Vertex's Bayesian optimisation) runs here as random search: "
-                           "install optuna (pip install 'vtrain[tune]') for a TPE approximation")
+        searcher = GridSearch(tuning)
+    elif tuning.algorithm == "default" and optuna_available():
+        searcher = TpeSearch(tuning, seed)
+    else:
+        searcher = RandomSearch(tuning, seed)
+        if tuning.algorithm == "default":
+            searcher.notice = ("algorithm default (Vertex's Bayesian optimisation) runs here as random search: "
+                               "install optuna (pip install 'vtrain[tune]') for a TPE approximation")
+    if any(p.parent is not None for p in tuning.parameters):
+        return ConditionalSearch(searcher, tuning)
     return searcher
 
 
@@ -183,12 +244,15 @@ def best_index(values: Sequence[float | None], maximize: bool) -> int | None:
 
 __all__ = [
     "GridSearch",
+    "ConditionalSearch",
     "RandomSearch",
     "Searcher",
     "TpeSearch",
+    "active",
     "best_index",
     "flag_value",
     "make_searcher",
+    "matches",
     "optuna_available",
     "should_stop_median",
     "trial_args",

@@ -56,7 +56,15 @@ def tensorboard_display_name(value: str) -> str | None:
 
 
 def experiment_resource(project: str, region: str, name: str) -> str:
+    """The context of `experiment: NAME`; a full name (the job file may give one) is itself."""
+    if "/" in name:
+        return name
     return f"projects/{project}/locations/{region}/metadataStores/default/contexts/{name}"
+
+
+def bare_experiment(experiment: str | None) -> str | None:
+    """The name submit finds or makes, or None when the job file gives the full name (sent as written)."""
+    return experiment if experiment and "/" not in experiment else None
 
 
 def _client(backend: VertexBackend, kind: str) -> Any:
@@ -245,8 +253,8 @@ def link_resources(backend: VertexBackend, tensorboard: str | None, experiment: 
             made.append(ensure_tensorboard(backend, display))
             board = made[-1].name
     context = None
-    if experiment:
-        made.append(ensure_experiment(backend, experiment, board))
+    if bare_experiment(experiment):
+        made.append(ensure_experiment(backend, str(experiment), board))
         context = made[-1].name
     return Linked(board, context, tuple(made))
 
@@ -257,7 +265,7 @@ def filled_at_submit(config: Any, region: str, spec: str = "jobSpec") -> dict[st
     display = tensorboard_display_name(config.tensorboard) if config.tensorboard else None
     if display is not None:
         out[f"{spec}.tensorboard"] = f"the TensorBoard named '{display}' in {region} (created if missing)"
-    if config.experiment:
+    if bare_experiment(config.experiment):
         out[f"{spec}.experiment"] = f"the experiment '{config.experiment}' in {region} (created if missing)"
     return out
 
@@ -271,7 +279,7 @@ def find_linked(backend: VertexBackend, tensorboard: str | None, experiment: str
     if display is not None:
         board = find_tensorboard(backend, display) or tensorboard
     context = None
-    if experiment:
-        context = find_experiment(backend, experiment) or experiment_resource(backend.project, backend.region,
+    if bare_experiment(experiment):
+        context = find_experiment(backend, str(experiment)) or experiment_resource(backend.project, backend.region,
                                                                               experiment)
     return Linked(board, context)

@@ -17,6 +17,8 @@ from vtrain.jobfile.rules.diloco import check_diloco
 from vtrain.jobfile.rules.dtensor import check_dtensor
 from vtrain.jobfile.rules.job import check_env, check_job_fields, check_scheduling
 from vtrain.jobfile.rules.machines import check_boot_disk, check_cluster, check_machine
+from vtrain.jobfile.rules.passthrough import check_passthrough
+from vtrain.jobfile.rules.pools import check_pools, check_services
 from vtrain.jobfile.rules.trainer import check_strategy, check_trainer
 from vtrain.jobfile.rules.tuning import check_tuning
 
@@ -24,7 +26,8 @@ __all__ = ["validate"]
 
 
 def _machine_key(pool: PoolConfig) -> tuple[object, ...]:
-    return (pool.machine_type, pool.accelerator, pool.accelerator_count, pool.tpu_topology, pool.boot_disk)
+    return (pool.machine_type, pool.accelerator, pool.accelerator_count, pool.tpu_topology, pool.boot_disk,
+            pool.gpu_partition_size)
 
 
 def validate(config: JobConfig, *, target: str = "vertex") -> tuple[JobConfig, list[Problem]]:
@@ -64,4 +67,7 @@ def validate(config: JobConfig, *, target: str = "vertex") -> tuple[JobConfig, l
     check_env(r, config)
     check_scheduling(r, config)
     check_tuning(r, config)
+    check_pools(r, config)
+    check_services(r, config)
+    check_passthrough(r, config)
     return config, r.problems

@@ -27,6 +27,9 @@ def check_diloco(r: Rules, config: JobConfig) -> None:
                                                 f"{chief.machine_type} has {what}; use a CPU machine such as "
                                                 "n1-standard-8 and put the accelerators on cluster.workers",
               at=pool_path(chief))
+    if chief.module is not None:
+        r.add(pool_path(chief, "module"), f"pool 0 runs the syncer ({DILOCO_SYNCER_MODULE}), not a module of yours: "
+                                          "remove cluster.chief.module (learners take theirs on cluster.workers)")
     if chief.args:
         r.add(pool_path(chief, "args"), f"pool 0 runs the syncer ({DILOCO_SYNCER_MODULE}), which takes no "
                                         "arguments: remove cluster.chief.args")

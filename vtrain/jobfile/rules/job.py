@@ -18,7 +18,6 @@ from vtrain.jobfile.rules.base import (
     _NETWORK,
     _PROJECT,
     _REGION,
-    _RESERVATION,
     _SERVICE_ACCOUNT,
     _TENSORBOARD,
     MAX_DISPLAY_NAME,
@@ -30,6 +29,7 @@ from vtrain.jobfile.rules.base import (
     pool_path,
     with_suggestion,
 )
+from vtrain.jobfile.rules.pools import check_reservation
 from vtrain.jobfile.schema import did_you_mean
 from vtrain.jobfile.yamlpos import PathKey
 from vtrain.userpaths import path_problem
@@ -117,7 +117,9 @@ def check_job_fields(r: Rules, config: JobConfig) -> None:
 
 
 def _experiment(config: JobConfig, r: Rules) -> None:
-    if config.experiment is not None and not _EXPERIMENT.match(config.experiment):
+    if config.experiment is None or "/" in config.experiment:  # a full name: checked with experiment_run
+        return
+    if not _EXPERIMENT.match(config.experiment):
         fixed = re.sub(r"[^a-z0-9-]", "-", config.experiment.lower()).strip("-")[:128] or "my-experiment"
         r.add(("experiment",), f"an experiment name is lowercase letters, digits and '-' (at most 128, not starting "
                                f"with '-'), as Vertex requires; got '{config.experiment}', try '{fixed}'")
@@ -179,14 +181,5 @@ def check_scheduling(r: Rules, config: JobConfig) -> None:
             if pool.machine_type in catalog.SPOT_OR_FLEX_ONLY:
                 r.warn(pool_path(pool, "machine_type"), f"{pool.machine_type} is offered only as Spot or "
                                                          "flex-start capacity; set scheduling.strategy")
-    res = config.reservation
-    if res is not None:
-        if res.affinity == "specific" and not res.name:
-            r.add(("reservation", "name"), "affinity specific needs the reservation name "
-                                           "projects/P/zones/Z/reservations/R", at=("reservation", "affinity"))
-        elif res.name and res.affinity != "specific":
-            r.add(("reservation", "affinity"), "a reservation name is only used with affinity: specific")
-        elif res.name and not _RESERVATION.match(res.name):
-            r.add(("reservation", "name"), "reservation name must look like projects/P/zones/Z/reservations/R")
-
-
+    if config.reservation is not None:
+        check_reservation(r, config.reservation, ("reservation",))

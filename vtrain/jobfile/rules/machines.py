@@ -55,7 +55,7 @@ def check_machine(r: Rules, pool: PoolConfig) -> PoolConfig:
         fixed = catalog.GPU_MACHINES[mt]
         if pool.tpu_topology:
             r.add(pool_path(pool, "tpu_topology"), f"tpu_topology applies only to TPU VM machine types "
-                                                    f"(ct5lp-*, ct6e-*), not {mt}; remove it")
+                                                    f"(ct4p-*, ct5p-*, ct5lp-*, ct6e-*), not {mt}; remove it")
         if accel is None and count == 0:
             return replace(pool, accelerator=fixed.accelerator, accelerator_count=fixed.count)
         if accel is not None and accel != fixed.accelerator:
@@ -76,7 +76,7 @@ def check_machine(r: Rules, pool: PoolConfig) -> PoolConfig:
                               f"got {count}; set accelerator_count: 8")
         if pool.tpu_topology:
             r.add(pool_path(pool, "tpu_topology"),
-                  "tpu_topology is for TPU VM machines (ct5lp-*, ct6e-*), not cloud-tpu")
+                  "tpu_topology is for TPU VM machines (ct4p-*, ct5p-*, ct5lp-*, ct6e-*), not cloud-tpu")
         return pool
 
     if mt in catalog.TPU_VM_MACHINES:
@@ -95,7 +95,7 @@ def check_machine(r: Rules, pool: PoolConfig) -> PoolConfig:
     # General-purpose machine: GPUs only on N1, with fixed legal counts.
     if pool.tpu_topology:
         r.add(pool_path(pool, "tpu_topology"), f"tpu_topology applies only to TPU VM machine types "
-                                                f"(ct5lp-*, ct6e-*), not {mt}; remove it")
+                                                f"(ct4p-*, ct5p-*, ct5lp-*, ct6e-*), not {mt}; remove it")
     if accel is None and count:
         r.add(acc_path, f"accelerator_count is {count} but no accelerator is set; set both (e.g. accelerator: "
                         "NVIDIA_TESLA_T4) or neither", at=count_path)

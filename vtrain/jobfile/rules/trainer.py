@@ -7,15 +7,17 @@ from pathlib import Path
 
 from vtrain import catalog
 from vtrain.errors import PackagingError
-from vtrain.jobfile.model import JobConfig
+from vtrain.jobfile.model import JobConfig, PoolConfig
 from vtrain.jobfile.rules.base import (
     _MODULE,
     MAX_PACKAGE_URIS,
     Rules,
+    pool_path,
     with_suggestion,
 )
 from vtrain.jobfile.rules.job import check_gcs
 from vtrain.jobfile.schema import did_you_mean
+from vtrain.jobfile.yamlpos import PathKey, format_path
 from vtrain.userpaths import describe_oserror, path_problem
 
 # --------------------------------------------------------------------------- trainer and images
@@ -33,23 +35,37 @@ def check_trainer(r: Rules, config: JobConfig) -> None:
         other = "container" if t.container is not None else "package_uris"
         r.add(("trainer", "build"), f"trainer.build builds an image from trainer.package; it cannot go with "
                                     f"trainer.{other} (a prebuilt image, or packages already built): drop one")
+    pools = [p for p in config.pools() if p.role != "reduction_server"]
+    for pool in pools:
+        if pool.container is None and t.container is None:
+            continue
+        for key in ("module", "image"):
+            if getattr(pool, key) is not None:
+                own = "its own container" if pool.container is not None else "trainer.container"
+                r.add(pool_path(pool, key), f"{key} is for python-package pools, and this pool runs {own}; set "
+                                            f"{format_path(pool_path(pool, 'container', 'command'))} instead")
+    modules = [(pool_path(p, "module"), p.module) for p in pools if p.container is None and p.module is not None]
+    for path, module in modules:
+        if not _MODULE.match(module):
+            r.add(path, f"'{module}' is not a Python module path like trainer.task")
     if t.container is not None:
         for key in ("module", "image"):
             if getattr(t, key) is not None:
                 r.add(("trainer", key), f"trainer.{key} is for python-package trainers; a container runs its own "
                                         "entrypoint (set trainer.container.command instead)")
         return
-    if not t.module:
+    uses_module = any(p.container is None and p.module is None for p in pools)
+    if not t.module and uses_module:
         r.add(("trainer", "module"), "python-package trainers need trainer.module, the `python -m` target, "
                                      "e.g. trainer.task")
-    elif not _MODULE.match(t.module):
+    elif t.module and not _MODULE.match(t.module):
         r.add(("trainer", "module"), f"'{t.module}' is not a Python module path like trainer.task")
     for i, uri in enumerate(t.package_uris):
         check_gcs(r, ("trainer", "package_uris", i), uri)
     if len(t.package_uris) > MAX_PACKAGE_URIS:
         r.add(("trainer", "package_uris"), f"at most {MAX_PACKAGE_URIS} package URIs, got {len(t.package_uris)}")
     if t.package is not None:
-        check_package_dir(r, t.package, t.module)
+        check_package_dir(r, t.package, [(("trainer", "module"), t.module), *modules])
         if config.staging_bucket is None and r.target == "vertex" and t.build is None:
             r.add(("trainer", "package"), "a local trainer package is staged before submitting: set "
                                           "staging_bucket: gs://BUCKET/staging")
@@ -58,19 +74,20 @@ def check_trainer(r: Rules, config: JobConfig) -> None:
         check_build(r, config)
 
 
-def check_package_dir(r: Rules, package: Path, module: str | None) -> None:
-    """The package path is a value of the job file (exit 2); what the disk says of it is the machine's (exit 1)."""
+def check_package_dir(r: Rules, package: Path, modules: list[tuple[PathKey, str | None]]) -> None:
+    """The package path is a value of the job file (exit 2); what the disk says of it is the machine's (exit 1).
+    Each (path, module) is a `python -m` target the package must hold: trainer.module and the pools' own."""
     bad = path_problem(str(package))
     if bad:
         r.add(("trainer", "package"), f"the trainer package path {bad}")
         return
     try:
-        _check_package_contents(r, package, module)
+        _check_package_contents(r, package, modules)
     except OSError as err:  # a parent directory this user may not search, say
         raise PackagingError(f"cannot look at trainer package {package}: {describe_oserror(err)}") from None
 
 
-def _check_package_contents(r: Rules, package: Path, module: str | None) -> None:
+def _check_package_contents(r: Rules, package: Path, modules: list[tuple[PathKey, str | None]]) -> None:
     path = ("trainer", "package")
     if not package.is_dir():
         if package.is_symlink():
@@ -95,20 +112,25 @@ def _check_package_contents(r: Rules, package: Path, module: str | None) -> None
             raise  # unreadable: the machine's state, not something to fix in the job file
         r.add(path, f"{err}; fix the file so the package can be built")
         return
-    if not module or not _MODULE.match(module):
+    firsts: dict[str, PathKey] = {}
+    for where, m in modules:
+        if m and _MODULE.match(m):
+            firsts.setdefault(m, where)  # each module checked once, reported at its first key
+    if not firsts:
         return
     # The files `package` and `submit` will build from, judged by the very check they run.
     files = select_files(package).files
-    problem = entry_module_problem(files, module, package)
-    if problem is not None and " not found" in problem:
-        found = _package_modules(package)
-        hint = did_you_mean(module, found) or (f" modules found: {', '.join(found[:5])}" if found else "")
-        problem = with_suggestion(problem, hint)
-    if problem is None:
-        with readable_errors(package):  # unreadable: PackagingError, exit 1, as `package` says it
-            problem = syntax_problem(package, files, module)
-    if problem is not None:
-        r.add(("trainer", "module"), problem)
+    for module, where in firsts.items():
+        problem = entry_module_problem(files, module, package)
+        if problem is not None and " not found" in problem:
+            found = _package_modules(package)
+            hint = did_you_mean(module, found) or (f" modules found: {', '.join(found[:5])}" if found else "")
+            problem = with_suggestion(problem, hint)
+        if problem is None:
+            with readable_errors(package):  # unreadable: PackagingError, exit 1, as `package` says it
+                problem = syntax_problem(package, files, module)
+        if problem is not None:
+            r.add(where, problem)
 
 
 def _package_modules(package: Path) -> list[str]:
@@ -124,44 +146,52 @@ def _package_modules(package: Path) -> list[str]:
 
 
 def check_image(r: Rules, config: JobConfig) -> None:
-    image = config.trainer.image
-    if image is None:
-        return
+    """trainer.image against the python-package pools that take it, then each pool's own `image`."""
+    python = [p for p in config.pools() if p.role != "reduction_server" and p.container is None]
+    build = config.trainer.build is not None  # then an image is the base of the one vtrain builds
+    if config.trainer.image is not None:
+        _check_image(r, ("trainer", "image"), config.trainer.image, [p for p in python if p.image is None], build)
+    for pool in python:
+        if pool.image is not None:
+            _check_image(r, pool_path(pool, "image"), pool.image, [pool], build)
+
+
+def _check_image(r: Rules, path: PathKey, image: str, pools: list[PoolConfig], build: bool) -> None:
     alias = catalog.IMAGE_ALIAS_RE.match(image)
     uri = catalog.PREBUILT_URI_RE.match(image)
+    where = format_path(path)
     if alias is None and uri is None:
-        if config.trainer.build is not None:  # any image may be the base of one vtrain builds
-            check_reference(r, ("trainer", "image"), image, "base image")
+        if build:  # any image may be the base of one vtrain builds
+            check_reference(r, path, image, "base image")
         elif "/" not in image:
             v, tpu = catalog.DEFAULT_TF_VERSION, catalog.default_tf_version("tpu")
-            r.add(("trainer", "image"), f"'{image}' is neither a prebuilt image alias nor an image URI; use "
-                                        f"tf-cpu.{v}, tf-gpu.{v}, tf-tpu.{tpu}, or tf.{v} to pick per pool")
+            r.add(path, f"'{image}' is neither a prebuilt image alias nor an image URI; use "
+                        f"tf-cpu.{v}, tf-gpu.{v}, tf-tpu.{tpu}, or tf.{v} to pick per pool")
         else:
-            r.add(("trainer", "image"), "python-package trainers run on a Vertex prebuilt image "
-                                        "(…-docker.pkg.dev/vertex-ai/training/tf-…); for your own image use "
-                                        "trainer.container, or trainer.build to build one on this base", "warning")
+            own = "cluster.<pool>.container" if path[0] == "cluster" else "trainer.container"
+            r.add(path, "python-package trainers run on a Vertex prebuilt image "
+                        f"(…-docker.pkg.dev/vertex-ai/training/tf-…); for your own image use {own}, or "
+                        "trainer.build to build one on this base", "warning")
         return
     match = alias or uri
     assert match is not None
     family, version = match["family"], match["version"]
-    families = [family] if family else sorted({p.hardware for p in config.pools()
-                                               if p.role != "reduction_server"})
+    families = [family] if family else sorted({p.hardware for p in pools})
     for fam in families:
         known = catalog.PREBUILT_TF[fam]
         if version not in known:
             ordered = sorted(known, key=catalog.tf_version_tuple)
-            r.add(("trainer", "image"), f"no prebuilt tf-{fam} image for TensorFlow {version.replace('-', '.')}; "
-                                        f"available: {', '.join(ordered)}; e.g. tf-{fam}.{ordered[-1]}")
+            r.add(path, f"no prebuilt tf-{fam} image for TensorFlow {version.replace('-', '.')}; "
+                        f"available: {', '.join(ordered)}; e.g. tf-{fam}.{ordered[-1]}")
             return
     if family is None:
         return
-    for pool in config.pools():
-        if pool.role == "reduction_server":
-            continue
+    for pool in pools:
         need = pool.hardware
         if need != family:
-            r.add(("trainer", "image"), f"tf-{family} image but cluster.{pool.role} runs on {need.upper()}; use "
-                                        f"tf-{need}.{version}, or tf.{version} to pick the right image per pool")
+            r.add(path, f"tf-{family} image but cluster.{pool.role} runs on {need.upper()}; use "
+                        f"tf-{need}.{version}, or tf.{version} to pick the right image per pool"
+                        + (f" ({where})" if path[0] == "cluster" else ""))
             return
 
 
@@ -180,7 +210,7 @@ def check_strategy(r: Rules, config: JobConfig) -> None:
     if is_tpu and strategy != "tpu":
         r.add(path, f"the chief is a TPU machine, so the strategy must be tpu (or auto), not {strategy}")
     elif strategy == "tpu" and not is_tpu:
-        r.add(path, "strategy tpu needs a TPU machine (cloud-tpu, ct5lp-*, ct6e-*) for the chief")
+        r.add(path, "strategy tpu needs a TPU machine (cloud-tpu, ct4p-*, ct5p-*, ct5lp-*, ct6e-*) for the chief")
     elif strategy == "parameter_server" and not has_ps:
         r.add(path, "strategy parameter_server needs cluster.parameter_servers; add them or use "
                     "multi_worker_mirrored")

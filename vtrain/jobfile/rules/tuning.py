@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Any
 
 from vtrain.jobfile.model import JobConfig
-from vtrain.jobfile.rules.base import Rules
+from vtrain.jobfile.rules.base import Rules, with_suggestion
+from vtrain.jobfile.schema import did_you_mean
 from vtrain.tuning.model import ParameterConfig, TuningConfig
+from vtrain.tuning.search import matches
 
 _FLAG_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 _METRIC_NAME = re.compile(r"^\S+$")
@@ -81,9 +84,85 @@ def _check_values(r: Rules, p: ParameterConfig) -> None:
         r.add(_path(p, "scale"), f"a {p.scale} scale needs values > 0; use scale: linear or positive values")
 
 
+def _takes(p: ParameterConfig, value: Any) -> bool:
+    """Whether `p` can take `value` (a default, or a child's parent value)."""
+    if p.type == "categorical":
+        return isinstance(value, str) and value in p.values
+    if isinstance(value, str):
+        return False
+    if p.type in ("double", "integer"):
+        whole = p.type == "double" or float(value).is_integer()
+        return whole and p.min is not None and p.max is not None and p.min <= value <= p.max
+    return any(abs(float(value) - float(v)) < 1e-10 for v in p.values if not isinstance(v, str))
+
+
+def _allowed(p: ParameterConfig) -> str:
+    if p.type in ("double", "integer"):
+        return f"{'a whole number' if p.type == 'integer' else 'a number'} from {p.min} to {p.max}"
+    return "one of " + ", ".join(map(str, p.values))
+
+
+def _check_default(r: Rules, p: ParameterConfig) -> None:
+    if p.default is not None and not _takes(p, p.default):
+        r.add(_path(p, "default"), f"the default {p.default!r} is not a value of {p.name}; give {_allowed(p)}")
+
+
+def _check_conditions(r: Rules, tuning: TuningConfig) -> None:
+    """parent + parent_values: the parent exists, is countable, can take those values; no circle."""
+    names = [p.name for p in tuning.parameters]
+    by_name = {p.name: p for p in tuning.parameters}
+    for p in tuning.parameters:
+        if p.parent is None:
+            if p.parent_values:
+                r.add(_path(p, "parent_values"), "parent_values needs parent: the parameter whose values they are")
+            continue
+        parent = by_name.get(p.parent)
+        if p.parent == p.name or parent is None:
+            others = [n for n in names if n != p.name]
+            listed = f" parameters: {', '.join(others)}" if others else " add the parent parameter"
+            r.add(_path(p, "parent"), with_suggestion(f"'{p.parent}' is not another parameter of this study",
+                                                      did_you_mean(p.parent, others) or listed))
+            continue
+        if parent.type == "double":
+            r.add(_path(p, "parent"), f"{parent.name} is a double (a range): a parent must be integer, discrete or "
+                                      "categorical, so a trial's value can match parent_values")
+            continue
+        if not p.parent_values:
+            r.add(_path(p, "parent_values"), f"a conditional parameter needs parent_values: the values of "
+                                             f"{parent.name} it is tuned under ({_allowed(parent)})",
+                  at=_path(p, "parent"))
+        for i, value in enumerate(p.parent_values):
+            if not _takes(parent, value):
+                r.add((*_path(p, "parent_values"), i), f"{value!r} is not a value of {parent.name}; give "
+                                                       f"{_allowed(parent)}")
+        seen, up = {p.name}, parent
+        while up is not None and up.parent is not None:  # a circle of parents would nest forever
+            if up.name in seen or up.parent in seen:
+                r.add(_path(p, "parent"), f"parents go round in a circle ({' -> '.join([*seen, up.parent])}); "
+                                          "one parameter must have no parent")
+                break
+            seen.add(up.name)
+            up = by_name.get(up.parent)
+
+
 def _grid_size(tuning: TuningConfig) -> int:
-    return math.prod(len(p.values) if p.type != "integer" else int(p.max or 0) - int(p.min or 0) + 1
-                     for p in tuning.parameters)
+    """Distinct trials of the grid: a conditional parameter multiplies only its parent's values it is under."""
+    children: dict[str, list[ParameterConfig]] = {}
+    for p in tuning.parameters:
+        if p.parent is not None:
+            children.setdefault(p.parent, []).append(p)
+
+    def size(p: ParameterConfig, depth: int = 0) -> int:
+        own = len(p.values) if p.type != "integer" else int(p.max or 0) - int(p.min or 0) + 1
+        below = children.get(p.name, [])
+        if not below or depth > len(tuning.parameters):
+            return own
+        if own > MAX_GRID_POINTS:
+            return own  # too big already: counting its values one by one is not worth it
+        return sum(math.prod(size(c, depth + 1) for c in below if matches(p, value, c.parent_values))
+                   for value in p.grid())
+
+    return math.prod(size(p) for p in tuning.parameters if p.parent is None)
 
 
 def check_tuning(r: Rules, config: JobConfig) -> None:
@@ -113,6 +192,12 @@ def check_tuning(r: Rules, config: JobConfig) -> None:
             _check_range(r, p)
         else:
             _check_values(r, p)
+        _check_default(r, p)
+    _check_conditions(r, tuning)
+    if r.target == "local" and tuning.early_stopping in ("decay_curve", "convex"):
+        r.warn(("tuning", "early_stopping"), f"`vtrain local` applies median early stopping only: with "
+                                             f"{tuning.early_stopping}, every trial runs to its end here")
+
     if tuning.algorithm == "grid":
         for p in tuning.parameters:
             if not p.countable:

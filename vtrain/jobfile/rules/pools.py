@@ -1,0 +1,187 @@
+"""A pool's own storage, GPU partitions and reservation, and the job's PSC interface, Experiment and
+protected-artifact region: what Vertex AI refuses at create time, or accepts and then fails on.
+
+Sources: the installed `aiplatform_v1` protos' field docs (NfsMount: `path` starts with '/', mounted under
+/mnt/nfs/MOUNT_POINT; LustreMount under /mnt/lustre/MOUNT_POINT; MachineSpec.gpu_partition_size: "the
+accelerator_count should be set to 1"; DnsPeeringConfig.domain "must end with a dot"; CustomJobSpec.experiment
+and experiment_run formats; protected_artifact_location_id "only when the location is different"); MIG
+profiles per GPU from NVIDIA's MIG user guide (https://docs.nvidia.com/datacenter/tesla/mig-user-guide/),
+which the proto points at through https://cloud.google.com/kubernetes-engine/docs/how-to/gpus-multi.
+"""
+
+from __future__ import annotations
+
+import re
+
+from vtrain import catalog
+from vtrain.jobfile.model import JobConfig, PoolConfig, ReservationConfig
+from vtrain.jobfile.rules.base import _PROJECT, _REGION, _RESERVATION, Rules, pool_path, with_suggestion
+from vtrain.jobfile.schema import did_you_mean
+from vtrain.jobfile.yamlpos import PathKey
+
+#: MIG profiles (gpu_partition_size) each GPU offers.
+MIG_PROFILES: dict[str, tuple[str, ...]] = {
+    "NVIDIA_TESLA_A100": ("1g.5gb", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"),
+    "NVIDIA_A100_80GB": ("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"),
+    "NVIDIA_H100_80GB": ("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"),
+    "NVIDIA_H100_MEGA_80GB": ("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"),
+    "NVIDIA_H200_141GB": ("1g.18gb", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"),
+}
+_MOUNT_POINT = re.compile(r"^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$")
+_HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.:-]{0,252})$")
+_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+_ATTACHMENT = re.compile(r"^projects/[^/]+/regions/(?P<region>[^/]+)/networkAttachments/(?P<name>[^/]+)$")
+_CONTEXT = re.compile(r"^projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)/metadataStores/(?P<store>[^/]+)"
+                      r"/contexts/(?P<name>[^/]+)$")
+
+
+def _own(config: JobConfig, pool: PoolConfig, key: str) -> bool:
+    """Whether this pool's value is its own to report (the chief's, or one that differs from the chief's)."""
+    return pool.role == "chief" or getattr(pool, key) != getattr(config.chief, key)
+
+
+def check_pools(r: Rules, config: JobConfig) -> None:
+    pools = [p for p in (config.chief, config.workers, config.parameter_servers, config.reduction_server,
+                         config.evaluator, config.second_learners) if p is not None]
+    for pool in pools:
+        if _own(config, pool, "gpu_partition_size"):
+            _check_partition(r, pool)
+        if _own(config, pool, "nfs_mounts"):
+            _check_mounts(r, pool, "nfs_mounts", "server", "/mnt/nfs")
+        if _own(config, pool, "lustre_mounts"):
+            _check_mounts(r, pool, "lustre_mounts", "instance_ip", "/mnt/lustre")
+        if pool.reservation is not None and _own(config, pool, "reservation"):
+            check_reservation(r, pool.reservation, pool_path(pool, "reservation"))
+    mounted = [(p, key) for p in pools for key in ("nfs_mounts", "lustre_mounts") if getattr(p, key)]
+    if r.target == "local" and mounted:
+        pool, key = mounted[0]
+        root = "/mnt/nfs" if key == "nfs_mounts" else "/mnt/lustre"
+        r.warn(pool_path(pool, key), f"`vtrain local` mounts nothing: {root}/... exists only on Vertex AI; "
+                                     "point the trainer at a local copy for local runs")
+    if any(p.nfs_mounts for p in pools) and not config.network and config.psc_interface is None:
+        first = next(p for p in pools if p.nfs_mounts)
+        r.warn(pool_path(first, "nfs_mounts"), "an NFS server is reached through your VPC: set network (peering) "
+                                               "or psc_interface, or the replicas cannot mount it")
+
+
+def _check_partition(r: Rules, pool: PoolConfig) -> None:
+    size = pool.gpu_partition_size
+    if size is None:
+        return
+    path = pool_path(pool, "gpu_partition_size")
+    profiles = MIG_PROFILES.get(pool.accelerator or "")
+    if profiles is None:
+        gpus = ", ".join(MIG_PROFILES)
+        r.add(path, f"GPU partitions (NVIDIA MIG) need an A100, H100 or H200 GPU ({gpus}), and this pool has "
+                    f"{pool.accelerator or 'no accelerator'}; remove gpu_partition_size or use e.g. a2-highgpu-1g")
+        return
+    if size not in profiles:
+        r.add(path, with_suggestion(f"'{size}' is not a MIG partition size of {pool.accelerator}; allowed: "
+                                    f"{', '.join(profiles)}", did_you_mean(size, profiles)))
+    if pool.accelerator_count != 1:
+        single = sorted(m for m, g in catalog.GPU_MACHINES.items()
+                        if g.accelerator == pool.accelerator and g.count == 1)
+        fix = f"use a 1-GPU machine such as {single[0]}" if single else "set accelerator_count: 1"
+        r.add(path, f"gpu_partition_size splits one GPU per replica, and this pool has {pool.accelerator_count}; "
+                    f"{fix}")
+
+
+def _check_mounts(r: Rules, pool: PoolConfig, key: str, host: str, root: str) -> None:
+    seen: dict[str, int] = {}
+    for i, mount in enumerate(getattr(pool, key)):
+        where = pool_path(pool, key)
+        if not _HOST.match(mount[host]):
+            r.add((*where, i, host), f"'{mount[host]}' is not an IP address or host name, e.g. 10.76.0.10")
+        if key == "nfs_mounts" and not mount["path"].startswith("/"):
+            r.add((*where, i, "path"), f"the exported path must start with '/'; write '/{mount['path']}'")
+        point = mount["mount_point"]
+        if not _MOUNT_POINT.match(point) or ".." in point.split("/"):
+            fixed = re.sub(r"[^A-Za-z0-9._/-]", "-", point).strip("/").replace("..", "-") or "data"
+            r.add((*where, i, "mount_point"), f"'{point}' is not a directory name under {root}/ (letters, digits, "
+                                              f". _ - and /, no leading /, no ..); try '{fixed}'")
+        elif point in seen:
+            r.add((*where, i, "mount_point"), f"{root}/{point} is already the mount point of {key}[{seen[point]}]; "
+                                              "give each mount its own")
+        seen.setdefault(point, i)
+
+
+def check_reservation(r: Rules, res: ReservationConfig, path: PathKey) -> None:
+    """`reservation:` job-wide or a pool's own: affinity and name agree, and the name is a reservation's."""
+    if res.affinity == "specific" and not res.name:
+        r.add((*path, "name"), "affinity specific needs the reservation name projects/P/zones/Z/reservations/R",
+              at=(*path, "affinity"))
+    elif res.name and res.affinity != "specific":
+        r.add((*path, "affinity"), "a reservation name is only used with affinity: specific")
+    elif res.name and not _RESERVATION.match(res.name):
+        r.add((*path, "name"), "reservation name must look like projects/P/zones/Z/reservations/R")
+
+
+def check_services(r: Rules, config: JobConfig) -> None:
+    """psc_interface, experiment / experiment_run and protected_artifact_location_id."""
+    psc = config.psc_interface
+    if psc is not None:
+        if config.network:
+            r.add(("psc_interface",), "Vertex connects a job to your VPC by network (peering) or by psc_interface, "
+                                      "not both; remove one of them", at=("psc_interface", "network_attachment"))
+        attachment = _ATTACHMENT.match(psc.network_attachment)
+        if attachment is not None and attachment["region"] != config.region:
+            r.add(("psc_interface", "network_attachment"), f"the network attachment is in {attachment['region']}, "
+                                                           f"the job in {config.region}; it must be in the job's "
+                                                           "region")
+        elif attachment is None and not _NAME.match(psc.network_attachment):
+            r.add(("psc_interface", "network_attachment"), "expected a network attachment name (lower-case letters, "
+                                                           "digits and -) or projects/P/regions/R/"
+                                                           f"networkAttachments/NAME, got '{psc.network_attachment}'")
+        for i, peer in enumerate(psc.dns_peering):
+            where = ("psc_interface", "dns_peering", i)
+            if not peer["domain"].endswith("."):
+                r.add((*where, "domain"), f"a peered DNS domain ends with a dot: write '{peer['domain']}.'")
+            if not _PROJECT.match(peer["target_project"]):
+                r.add((*where, "target_project"), f"'{peer['target_project']}' is not a project ID")
+            if not _NAME.match(peer["target_network"]):
+                r.add((*where, "target_network"), f"'{peer['target_network']}' is not a VPC network name (lower-case "
+                                                  "letters, digits and -)")
+    short = config.experiment is not None and "/" not in config.experiment  # a name submit finds or makes
+    experiment = None if short else _check_context(r, config, "experiment")
+    run = _check_context(r, config, "experiment_run")
+    if config.experiment_run and not config.experiment:
+        r.add(("experiment_run",), "an experiment run belongs to an experiment: set experiment too")
+    elif short and run is not None and not run["name"].startswith(f"{config.experiment}-"):
+        r.add(("experiment_run",), f"the run must be contexts/{config.experiment}-RUN (the experiment's name, a dash, "
+                                   "the run's)")
+    elif experiment is not None and run is not None:
+        parent, own = experiment.group(0).rsplit("/", 1)[0], run.group(0).rsplit("/", 1)[0]
+        if parent != own or not run["name"].startswith(experiment["name"] + "-"):
+            r.add(("experiment_run",), f"the run must be {parent}/{experiment['name']}-RUN (its experiment's "
+                                       "store, and the experiment's name, a dash, the run's)")
+    where = config.protected_artifact_location_id
+    if where is not None:
+        path = ("protected_artifact_location_id",)
+        if not _REGION.match(where):
+            r.add(path, with_suggestion(f"'{where}' is not a region name like europe-west4",
+                                        did_you_mean(where, catalog.REGIONS)))
+        elif where not in catalog.REGIONS:
+            r.warn(path, with_suggestion(f"'{where}' is not a known Vertex AI region",
+                                         did_you_mean(where, catalog.REGIONS)))
+        elif where == config.region:
+            r.warn(path, f"{where} is the job's own region, where the artifacts are kept anyway; Vertex wants this "
+                         "key only for another region: remove it")
+
+
+def _check_context(r: Rules, config: JobConfig, key: str) -> re.Match[str] | None:
+    value = getattr(config, key)
+    if not value:
+        return None
+    match = _CONTEXT.match(value)
+    if match is None:
+        name = value.rsplit("/", 1)[-1] if "/" not in value or value.count("/") < 2 else "NAME"
+        r.add((key,), f"{key} is a Vertex ML Metadata context: projects/{config.project or 'PROJECT'}/locations/"
+                      f"{config.region}/metadataStores/default/contexts/{name}, got '{value}'")
+        return None
+    if match["location"] != config.region:
+        r.add((key,), f"the {key.replace('_', ' ')} is in {match['location']}, the job in {config.region}; Vertex "
+                      "keeps a job's experiments in its own region")
+    return match
+
+
+__all__ = ["MIG_PROFILES", "check_pools", "check_reservation", "check_services"]
