@@ -57,13 +57,15 @@ def test_live_view_in_a_terminal_and_the_timeline_of_that_run(tmp_path: Path, ca
     path = job_file(tmp_path, STEPS, TWO_WORKERS)
     out = tmp_path / "o"
     env = {**cli_env(cache), "TERM": "xterm-256color"}
-    env.pop("CI", None)
-    argv = ["env", *(f"{k}={v}" for k, v in env.items() if k in ("PYTHONPATH", "VTRAIN_CACHE_DIR", "TERM", "PATH",
-                                                                 "HOME")),
+    keep = ("PYTHONPATH", "VTRAIN_CACHE_DIR", "TERM", "PATH", "HOME")
+    # `env -u CI`: the tmux server inherits this process's environment, CI=true included under .ci/run.
+    argv = ["env", "-u", "CI", *(f"{k}={v}" for k, v in env.items() if k in keep),
             sys.executable, "-m", "vtrain", "local", str(path), "--output-dir", str(out), *FAULT]  # fmt: skip
     socket = f"vtrain-test-{uuid.uuid4().hex[:8]}"
     tmux = ["tmux", "-L", socket]
-    subprocess.run([*tmux, "new-session", "-d", "-s", "run", "-x", "140", "-y", "40", *argv], check=True, timeout=30)
+    # remain-on-exit: the pane keeps the last screen after vtrain exits (else a capture may miss its final line).
+    subprocess.run([*tmux, "start-server", ";", "set-option", "-g", "remain-on-exit", "on", ";",
+                    "new-session", "-d", "-s", "run", "-x", "140", "-y", "40", *argv], check=True, timeout=30)
     seen: dict[str, list[tuple[int | None, int]]] = {}
     screen = ""
     try:
@@ -80,6 +82,13 @@ def test_live_view_in_a_terminal_and_the_timeline_of_that_run(tmp_path: Path, ca
                     step = None if row[3] == "-" else int(row[3])
                     seen.setdefault(row[1], []).append((step, int(row[5])))
             if "JOB_STATE_SUCCEEDED in" in screen:
+                break
+            dead = subprocess.run([*tmux, "display-message", "-p", "-t", "run", "#{pane_dead}"], capture_output=True,
+                                  text=True, timeout=10)  # fmt: skip
+            if dead.stdout.strip() == "1" and screen == shot.stdout:  # ended, and this screen is its last
+                final = subprocess.run([*tmux, "capture-pane", "-p", "-J", "-t", "run"], capture_output=True,
+                                       text=True, timeout=10)  # fmt: skip
+                screen = final.stdout or screen
                 break
             time.sleep(0.2)
     finally:

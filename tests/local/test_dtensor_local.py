@@ -127,7 +127,9 @@ def test_a_killed_replica_restarts_the_job_from_the_sharded_checkpoint(
     job, out, (chief, worker) = run(tmp_path, "worker-0:kill@step:4",
                                     extra="scheduling: {restart_job_on_worker_restart: true}")
     assert job.result["restarts"]["restarts"] == {"chief-0": 1, "worker-0": 1}  # the whole job, as Vertex
-    assert chief["resumed_from"] == worker["resumed_from"] and chief["resumed_from"] in (2, 4)  # ≤ 1 interval
+    # A checkpoint every 2 steps; the kill is sent when step 4 is reported, and a loaded machine may run a
+    # step or two more first: the job resumes from a complete checkpoint before the 8th (last) step.
+    assert chief["resumed_from"] == worker["resumed_from"] and chief["resumed_from"] in (2, 4, 6)
     assert chief["sha256"] == worker["sha256"] == fault_free[0]["sha256"]  # the same model as fault-free
     assert chief["losses"][-1] == pytest.approx(fault_free[0]["losses"][-1], rel=1e-6)
     assert "resumed from step" in out
