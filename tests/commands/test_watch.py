@@ -64,6 +64,8 @@ def test_live_view_in_a_terminal_and_the_timeline_of_that_run(tmp_path: Path, ca
     socket = f"vtrain-test-{uuid.uuid4().hex[:8]}"
     tmux = ["tmux", "-L", socket]
     subprocess.run([*tmux, "new-session", "-d", "-s", "run", "-x", "140", "-y", "40", *argv], check=True, timeout=30)
+    # The pane stays after the command ends, so its last lines are read even when it exits between two captures.
+    subprocess.run([*tmux, "set-option", "-t", "run", "remain-on-exit", "on"], capture_output=True, timeout=10)
     seen: dict[str, list[tuple[int | None, int]]] = {}
     screen = ""
     try:
