@@ -22,18 +22,18 @@ def can_watch(job: Any) -> bool:
 
 
 def watch_job(job: Any, *, timeout: float | None, poll: float, plain: bool, progress_every: float,
-              stream_logs: bool, logs_to_stderr: bool) -> tuple[str, float]:  # fmt: skip
+              stream_logs: bool, logs_to_stderr: bool, state_line: Any) -> tuple[str, float]:  # fmt: skip
     """Follow `job` to its end (or `timeout`: WaitTimeout) in the view; its state and the seconds the
-    view's thread spent. `stream_logs` also prints every log line but the step lines (the rows show those)."""
+    view's thread spent. `stream_logs` also prints every log line but the step lines (the rows show those);
+    `state_line` (a plain `vtrain.commands.vertex._StatusLine`) says the state changes off a terminal."""
     from vtrain.cloud.vertex.client import _has_reducers
     from vtrain.cloud.vertex.progress import JobProgress
     from vtrain.commands._watch import Watch, live_possible
-    from vtrain.commands.vertex import _StatusLine
 
     live = not plain and live_possible(sys.stderr)
     tracker = JobProgress(job, reducers=_has_reducers(job.proto))
     view = Watch(live=live, logs=sys.stderr if logs_to_stderr else sys.stdout, progress_every=progress_every)
-    status = None if live else _StatusLine(job.job_id, live=False)
+    status = None if live else state_line
 
     def on_entry(entry: dict[str, Any], line: str) -> None:
         if not tracker.add(entry) and stream_logs and line:

@@ -85,7 +85,7 @@ def _watch(handle: Any, poll: float, plain: bool, progress_every: float, output:
     try:
         if can_watch(handle):
             watch_job(handle, timeout=None, poll=poll, plain=plain, progress_every=progress_every, stream_logs=False,
-                      logs_to_stderr=output == "json")  # fmt: skip
+                      logs_to_stderr=output == "json", state_line=_StatusLine(handle.job_id, live=False))  # fmt: skip
         else:
             line = _StatusLine(handle.job_id, live=not plain)
             try:

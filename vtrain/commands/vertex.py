@@ -171,7 +171,8 @@ def _wait(job: Any, output: str, timeout: float | None, poll: float, stream_logs
     try:
         if can_watch(job):  # a CustomJob: the rows of `vtrain local`'s view, from its state and log
             state = watch_job(job, timeout=timeout, poll=poll, plain=plain, progress_every=progress_every,
-                              stream_logs=stream_logs, logs_to_stderr=output == "json")[0]
+                              stream_logs=stream_logs, logs_to_stderr=output == "json",
+                              state_line=_StatusLine(job.job_id, live=False))[0]
         else:
             state = watch(job, timeout=timeout, poll=poll, on_state=status, on_log=on_log)
     except KeyboardInterrupt as err:
