@@ -85,3 +85,20 @@ def test_status_watch_follows_a_failing_job_and_exits_with_its_code(tmp_path: Pa
     seen = chief_steps(err)
     assert seen and seen[-1] == ("failed", 12), err
     assert re.search(r"^state\s+JOB_STATE_FAILED$", out, re.M), out
+
+
+def test_the_emulator_turns_step_lines_on_unless_the_job_says_otherwise() -> None:
+    from vtrain.emulator.local_jobs import with_step_log
+
+    body = {"jobSpec": {"workerPoolSpecs": [
+        {"pythonPackageSpec": {"env": [{"name": "A", "value": "1"}]}},
+        {"containerSpec": {"imageUri": "x", "env": [{"name": "VTRAIN_STEP_LOG", "value": "0"}]}},
+        {"pythonPackageSpec": {}},
+    ]}}  # fmt: skip
+    out = with_step_log(body)
+    assert [p.get("pythonPackageSpec", p.get("containerSpec"))["env"] for p in out["jobSpec"]["workerPoolSpecs"]] == [
+        [{"name": "A", "value": "1"}, {"name": "VTRAIN_STEP_LOG", "value": "1"}],
+        [{"name": "VTRAIN_STEP_LOG", "value": "0"}],  # the job's own choice stays
+        [{"name": "VTRAIN_STEP_LOG", "value": "1"}],
+    ]
+    assert body["jobSpec"]["workerPoolSpecs"][2] == {"pythonPackageSpec": {}}  # the job as sent is left alone

@@ -192,7 +192,7 @@ def with_step_log(body: dict[str, Any]) -> dict[str, Any]:
 
     out = copy.deepcopy(body)
     for pool in out["jobSpec"].get("workerPoolSpecs", []):
-        spec = pool.get("pythonPackageSpec") or pool.get("containerSpec")
+        spec = pool.get("pythonPackageSpec", pool.get("containerSpec"))
         if spec is not None and not any(e.get("name") == STEP_LOG_ENV for e in spec.get("env", [])):
             spec.setdefault("env", []).append({"name": STEP_LOG_ENV, "value": "1"})
     return out
