@@ -103,7 +103,9 @@ def test_submit_wait_succeeds_and_sends_what_render_prints(tmp_path: Path, emu: 
     ]
     staged, states = err.splitlines()[:2], err.splitlines()[2:]
     assert [s.split()[:2] for s in staged] == [["trainer", "uploaded"], ["runtime", "uploaded"]]
-    assert [s.split()[:2] for s in states][-1] == [job_id, "SUCCEEDED"]
+    assert [s.split()[:2] for s in states if not s.startswith("[vtrain] progress")][-1] == [job_id, "SUCCEEDED"]
+    # the view's last rows
+    assert re.fullmatch(r"\[vtrain\] progress 0:00: chief-0 succeeded; worker-0 succeeded", states[-1]), err
     # The request sent equals `vtrain render` but for vtrain's labels.
     code, rendered, _ = run("render", str(job))
     [post] = [r for r in emu.requests if r["method"] == "POST" and r["path"].endswith("/customJobs")]

@@ -1,4 +1,5 @@
-"""Watching a `vtrain local` run: the live view on a terminal, plain lines elsewhere.
+"""Watching a run (`vtrain local`; a Vertex job under `submit --wait`, `status --watch`): the live view
+on a terminal, plain lines elsewhere.
 
 On a terminal (stderr a TTY, not `--plain`, not CI, TERM not `dumb`) a `rich` table redrawn once
 a second shows one row per replica (state, step, steps/s, restarts) and the elapsed time; vtrain's
@@ -8,7 +9,8 @@ Python lines prefixed `[chief-0]` (TensorFlow's C++ logging is kept in the files
 :mod:`vtrain.local.progress`) and a `[vtrain] progress …` line when something changed, at most
 every `--progress-every`.
 
-The view reads :meth:`~vtrain.local.job.LocalJob.progress` from its own thread; the CPU that
+The view reads :meth:`~vtrain.local.job.LocalJob.progress` (for a Vertex job
+:meth:`vtrain.cloud.vertex.progress.JobProgress.progress`, the same rows) from its own thread; the CPU that
 thread uses is measured (:attr:`Watch.cpu_seconds`, time.thread_time) so its cost is known.
 """
 
@@ -71,6 +73,7 @@ class Watch:
         self.native = 0  # of which TensorFlow C++ logging
         self.cpu_seconds = 0.0  # spent by the view's thread (rendering, reading the job's progress)
         self.notices = Notices(self._notice)
+        self._said: dict[str, Any] | None = None  # the rows the last plain progress line said
         if live:
             from rich.console import Console  # only on a terminal: rich costs ~40 ms to import
 
@@ -89,6 +92,10 @@ class Watch:
     def _notice(self, line: str) -> None:
         self._print(line, self._err)
 
+    def echo(self, line: str) -> None:
+        """A line of the job's log (`submit --stream-logs`): above the live table, or as it is."""
+        self._print(line, self._logs)
+
     def on_line(self, replica: Any, text: str, stream: str) -> None:
         """A replica's line (from its reader thread): shown, or kept in its log file only."""
         label = replica.label
@@ -103,8 +110,10 @@ class Watch:
         self._print(f"[{label}] {text}", self._logs)
 
     # ----------------------------------------------------------------- the view
-    def watch(self, job: Any, wait: Callable[[], str]) -> str:
-        """Show `job` until `wait()` returns its final state (Ctrl-C reaches the caller as before)."""
+    def watch(self, job: Any, wait: Callable[[], str], *, last_line: bool = False) -> str:
+        """Show `job` until `wait()` returns its final state (Ctrl-C reaches the caller as before).
+        With `last_line`, plain output ends with a progress line of the final rows (a Vertex job, whose
+        end no launcher summarizes), when it says something new."""
         stop = threading.Event()
         thread = threading.Thread(target=self._run, args=(job, stop), name="vtrain-watch", daemon=True)
         if self.live:
@@ -123,9 +132,13 @@ class Watch:
                 with contextlib.suppress(Exception):
                     self._live.update(self._table(job.progress()), refresh=True)
                     self._live.stop()
+            elif last_line:
+                with contextlib.suppress(Exception):
+                    progress = job.progress()
+                    if progress["replicas"] and changed(self._said, progress):
+                        self._notice(f"[vtrain] {plain_line(progress)}")
 
     def _run(self, job: Any, stop: threading.Event) -> None:
-        said: dict[str, Any] | None = None
         last = time.monotonic()  # the first plain line after one interval: the start is said already
         shown: tuple[Any, ...] | None = None  # what the table shows now: redrawn only when that changes
         while not stop.wait(REFRESH_S if self.live else min(REFRESH_S, self._every)):
@@ -140,9 +153,9 @@ class Watch:
                         with self._lock:
                             self._live.update(self._table(progress), refresh=True)
                         shown = key
-                elif time.monotonic() - last >= self._every and progress["replicas"] and changed(said, progress):
+                elif time.monotonic() - last >= self._every and progress["replicas"] and changed(self._said, progress):
                     self._notice(f"[vtrain] {plain_line(progress)}")
-                    said, last = progress, time.monotonic()
+                    self._said, last = progress, time.monotonic()
             except Exception:  # noqa: BLE001 - a view must never stop the run it shows
                 pass
             finally:
@@ -159,7 +172,8 @@ class Watch:
             table.add_column(name, justify=justify)  # type: ignore[arg-type]
         for row in progress["replicas"]:
             step = "-" if row.get("step") is None else str(row["step"])
-            table.add_row(row["replica"], row["state"], step, rate_text(row.get("rate")), str(row["restarts"]))
+            restarts = "-" if row.get("restarts") is None else str(row["restarts"])  # a Vertex replica that never said
+            table.add_row(row["replica"], row["state"], step, rate_text(row.get("rate")), restarts)
         return table
 
 

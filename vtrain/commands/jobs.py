@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from vtrain.commands._options import echo_json, label_filter_option, output_option
+from vtrain.commands._vertexwatch import watch_options
 from vtrain.commands.vertex import _JOB, _POLL, _short, _time, _where
 
 #: Vertex JobState names without the JOB_STATE_ prefix (tests keep this in step with aiplatform_v1).
@@ -76,6 +77,29 @@ def _fields(job: Any) -> list[tuple[str, str]]:
     return rows
 
 
+def _watch(handle: Any, poll: float, plain: bool, progress_every: float, output: str) -> None:
+    """`status --watch`: the view until the job ends (a tuning job: its status line)."""
+    from vtrain.commands._vertexwatch import can_watch, watch_job
+    from vtrain.commands.vertex import _StatusLine
+
+    try:
+        if can_watch(handle):
+            watch_job(handle, timeout=None, poll=poll, plain=plain, progress_every=progress_every, stream_logs=False,
+                      logs_to_stderr=output == "json", state_line=_StatusLine(handle.job_id, live=False))  # fmt: skip
+        else:
+            line = _StatusLine(handle.job_id, live=not plain)
+            try:
+                handle.wait(poll=poll, on_state=line)
+            finally:
+                line.close()
+    except KeyboardInterrupt as err:
+        from vtrain.proctree import interruption
+
+        said, code = interruption(err)
+        click.echo(f"interrupted ({said}): job {handle.name} keeps running", err=True)
+        raise SystemExit(code) from None
+
+
 def _iso(proto: Any, field: str) -> str | None:
     return getattr(proto, field).isoformat().replace("+00:00", "Z") if field in proto else None
 
@@ -90,11 +114,20 @@ def _iso(proto: Any, field: str) -> str | None:
     help="Exit with the job's state instead of 0: 0 SUCCEEDED, 10 FAILED, 11 CANCELLED, 12 not ended yet, "
     "13 EXPIRED (for scripts that branch on the outcome).",
 )
+@click.option("--watch", is_flag=True, help="Follow the job until it ends, in the live view of `vtrain local` on a "
+              "terminal (state, step, steps/s, restarts per replica) and progress lines elsewhere; then show its "
+              "status and exit as --exit-code does.")
+@watch_options
+@_POLL
 @_where
 def status(
     job: str,
     output: str,
     state_exit_code: bool,
+    watch: bool,
+    plain: bool,
+    progress_every: float,
+    poll: float,
     project: str | None,
     region: str | None,
     api_endpoint: str | None,
@@ -103,12 +136,16 @@ def status(
     (or .../hyperparameterTuningJobs/ID: then the trial table and the best trial too).
 
     Exits 0 when the state was read, whatever it is (as `gcloud ... describe` does), so `set -e`
-    scripts can poll a running job; --exit-code maps the state to the exit status instead.
+    scripts can poll a running job; --exit-code maps the state to the exit status instead, and
+    --watch waits for the end first (Ctrl-C: exit 130, the job keeps running).
     """
     from vtrain.cloud.submit import get_job, job_dict
     from vtrain.cloud.target import Where
 
-    handle = get_job(job, Where(project, region, api_endpoint))
+    handle = get_job(job, Where(project, region, api_endpoint), poll=poll)
+    if watch:
+        _watch(handle, poll, plain, progress_every, output)
+        state_exit_code = True
     if output == "json":
         echo_json(job_dict(handle))
     else:

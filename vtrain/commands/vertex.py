@@ -28,6 +28,7 @@ from vtrain.commands._options import (
     set_option,
 )
 from vtrain.commands._recover import recover_options, submit_recovering
+from vtrain.commands._vertexwatch import watch_options
 
 _JOB_FILE = click.argument("job_file", metavar="JOB.yaml", type=UserPath(dir_okay=False))
 
@@ -159,14 +160,21 @@ def _echo_checks(report: Any) -> None:
         click.echo(f"preflight: {check}", err=True)
 
 
-def _wait(job: Any, output: str, timeout: float | None, poll: float, stream_logs: bool) -> None:
+def _wait(job: Any, output: str, timeout: float | None, poll: float, stream_logs: bool, plain: bool = False,
+          progress_every: float = 30.0) -> None:  # fmt: skip
     from vtrain.cloud.submit import job_dict, watch
+    from vtrain.commands._vertexwatch import can_watch, watch_job
     from vtrain.handle import raise_for_state
 
     status = _StatusLine(job.job_id, live=not stream_logs)
     on_log = (lambda line: click.echo(line, err=output == "json")) if stream_logs else None
     try:
-        state = watch(job, timeout=timeout, poll=poll, on_state=status, on_log=on_log)
+        if can_watch(job):  # a CustomJob: the rows of `vtrain local`'s view, from its state and log
+            state = watch_job(job, timeout=timeout, poll=poll, plain=plain, progress_every=progress_every,
+                              stream_logs=stream_logs, logs_to_stderr=output == "json",
+                              state_line=_StatusLine(job.job_id, live=False))[0]
+        else:
+            state = watch(job, timeout=timeout, poll=poll, on_state=status, on_log=on_log)
     except KeyboardInterrupt as err:
         from vtrain.proctree import interruption
 
@@ -206,8 +214,9 @@ def status_elapsed(job: Any) -> float:
 @click.option(
     "--wait",
     is_flag=True,
-    help="Wait for the job to end, with a live status line. Exit 0 only on SUCCEEDED; "
-    "10 FAILED, 11 CANCELLED, 12 --wait-timeout passed, 13 EXPIRED.",
+    help="Wait for the job to end, with the live view of `vtrain local` on a terminal (state, step, steps/s, "
+    "restarts per replica; steps where the trainer reports them) and progress lines elsewhere. Exit 0 only on "
+    "SUCCEEDED; 10 FAILED, 11 CANCELLED, 12 --wait-timeout passed, 13 EXPIRED.",
 )
 @click.option("--stream-logs", is_flag=True, help="Print the job's log while waiting (implies --wait).")
 @click.option(
@@ -235,6 +244,7 @@ def status_elapsed(job: Any) -> float:
 )
 @recover_options
 @_POLL
+@watch_options
 @output_option("text", "json")
 @set_option
 @_where
@@ -251,6 +261,8 @@ def submit(
     recover: int,
     recover_backoff: float,
     poll: float,
+    plain: bool,
+    progress_every: float,
     output: str,
     overrides: tuple[str, ...],
     project: str | None,
@@ -341,6 +353,6 @@ def submit(
     elif result.skipped:
         click.echo(f"not submitted: {job.name} has the same config hash and is {job.state}", err=True)
     if wait or stream_logs or timeout is not None:
-        _wait(job, output, timeout, poll, stream_logs)
+        _wait(job, output, timeout, poll, stream_logs, plain, progress_every)
     elif output == "json":
         echo_json(job_dict(job))

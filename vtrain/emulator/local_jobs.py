@@ -16,6 +16,8 @@ and a CI pipeline can test submit → wait → logs without a cloud project.
 - Logs: each replica line becomes a log entry for its task (``workerpool1-0``), so
   ``vtrain logs`` prints it as ``[worker-0] …``. The launcher's own notices carry no task and
   print as ``[vertex] …``.
+- Steps: each replica logs its steps as on Vertex (VTRAIN_STEP_LOG=1 unless the job's env says
+  otherwise, :mod:`vtrain.runtime.steplog`), so ``submit --wait`` and ``status --watch`` show them.
 - Restarts and faults: a failed replica is restarted as Vertex AI restarts it (the runner's
   `restart_policy`, "vertex" by default), and the faults named in the job's labels are injected
   (``vtrain-fault: worker-1_kill_30s``, see :func:`vtrain.local.faults.specs_from_labels`);
@@ -177,8 +179,23 @@ class EmulatedRunner:
             ctx.log(text, task=task_of(replica.pool, replica.index), severity=severity_of(stream))
 
         options = self.options.replace(output_dir=output_dir, faults=faults)
-        return run_job(body, trainer_env=trainer_env, options=options, job_id=ctx.job_id, notice=notice,
+        return run_job(with_step_log(body), trainer_env=trainer_env, options=options, job_id=ctx.job_id, notice=notice,
                        on_line=forward, images=images)
+
+
+def with_step_log(body: dict[str, Any]) -> dict[str, Any]:
+    """The job with VTRAIN_STEP_LOG=1 in every pool's env (unless the job sets it): the replicas run under
+    `vtrain local`, which gives them a status file, yet should log their steps as they do on Vertex."""
+    import copy
+
+    from vtrain.runtime.steplog import STEP_LOG_ENV
+
+    out = copy.deepcopy(body)
+    for pool in out["jobSpec"].get("workerPoolSpecs", []):
+        spec = pool.get("pythonPackageSpec", pool.get("containerSpec"))
+        if spec is not None and not any(e.get("name") == STEP_LOG_ENV for e in spec.get("env", [])):
+            spec.setdefault("env", []).append({"name": STEP_LOG_ENV, "value": "1"})
+    return out
 
 
 def severity_of(stream: str) -> str:
@@ -194,4 +211,4 @@ def default_output_root() -> Path:
 emulator_runner = EmulatedRunner()
 
 __all__ = ["EMULATED", "EmulatedRunner", "default_output_root", "emulator_runner", "follow", "install_packages",
-           "package_uris", "task_of"]
+           "package_uris", "task_of", "with_step_log"]

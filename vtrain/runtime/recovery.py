@@ -16,6 +16,8 @@ Signals read (set by `vtrain local`; Vertex sets none of them):
                         (``first``: the first step this process reported, where it resumed;
                         the format, writer and reader: :mod:`vtrain.runtime.status`), so the
                         launcher can inject faults at `step:N` and measure how many steps a restart redid.
+  VTRAIN_STEP_LOG       on Vertex (no status file) :func:`report_step` also logs a short JSON line now and
+                        then (:mod:`vtrain.runtime.steplog`); 1 forces it (the emulator), 0 turns it off.
 Standard library only at import time; TensorFlow is imported where a checkpoint is touched.
 """
 
@@ -32,6 +34,7 @@ from types import ModuleType
 from typing import Any
 
 from vtrain.constants import PREEMPTED_EXIT_CODE, RESTART_COUNT_ENV, STATUS_FILE_ENV
+from vtrain.runtime import steplog
 from vtrain.runtime.outputs import Checkpoints, _learner_dir, checkpoint_dir, join
 from vtrain.runtime.restarts import _int_env, restart_count
 from vtrain.runtime.status import Status, write_status
@@ -41,13 +44,17 @@ _first_step: list[int] = []  # the first step this process reported: where it re
 
 
 def report_step(step: int, epoch: int | None = None) -> None:
-    """Tell the launcher the step this replica just finished (a no-op without VTRAIN_STATUS_FILE)."""
-    path = os.environ.get(STATUS_FILE_ENV)
-    if not path:
-        return
+    """Tell the launcher the step this replica just finished (VTRAIN_STATUS_FILE); on Vertex, tell
+    Cloud Logging, now and then (:mod:`vtrain.runtime.steplog`)."""
     if not _first_step:
         _first_step.append(int(step))
-    record = Status(int(step), _int_env(os.environ, RESTART_COUNT_ENV) or 0, epoch, time.time(), _first_step[0])
+    given = _int_env(os.environ, RESTART_COUNT_ENV)
+    path = os.environ.get(STATUS_FILE_ENV)
+    steplog.report(int(step), first=_first_step[0], epoch=epoch, restarts=given if given is not None else
+                   restart_count() if restart_count.cache_info().currsize else None)  # fmt: skip
+    if not path:
+        return
+    record = Status(int(step), given or 0, epoch, time.time(), _first_step[0])
     try:
         write_status(path, record)  # the format: vtrain.runtime.status
     except OSError as err:  # progress reports must never stop training

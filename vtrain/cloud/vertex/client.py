@@ -91,6 +91,22 @@ class VertexJob(JobHandle):
         return self._backend._logs(self, follow=True, poll=waiting.poll, task=None, format=self._formatter(None, False),
                                    waiting=waiting)
 
+    def follow_entries(self, on_entry: Callable[[dict[str, Any], str], None], *, timeout: float | None = None,
+                       poll: float | None = None, on_state: Callable[[str, float], None] | None = None) -> str:
+        """`wait` that hands each log entry, with its '[chief-0] MESSAGE' line, to `on_entry` as it
+        arrives (the live view reads steps from them): per poll one GetCustomJob and one entries:list
+        page (more only when over 1000 entries came meanwhile). WaitTimeout as `wait`."""
+        waiting = Waiting(self, timeout, self.default_poll if poll is None else poll, on_state)
+        line = self._formatter(None, False)
+
+        def take(entry: dict[str, Any]) -> None:
+            on_entry(entry, line(entry) or "")
+
+        for _ in self._backend._logs(self, follow=True, poll=waiting.poll, task=None, format=take, waiting=waiting):
+            pass  # take() returns None: nothing is yielded
+        waiting.check(self.state)
+        return self._state
+
     def logs(
         self,
         *,
