@@ -48,7 +48,9 @@ PLAIN_FIELDS: tuple[tuple[str, str], ...] = (
 def executor_image(config: JobConfig, pool: PoolConfig) -> str:
     """The prebuilt executor image for a pool (its own `image`, else trainer.image): alias → regional URI,
     `tf.` picks by hardware; with trainer.build, the base of the image vtrain builds for the pool."""
-    return catalog.executor_image_uri(pool.image or config.trainer.image, pool.hardware, config.region)
+    from vtrain.request.image import base_image  # one rule for both: the base is the executor image
+
+    return base_image(config, pool)
 
 
 def trainer_package_uris(config: JobConfig) -> list[str]:
