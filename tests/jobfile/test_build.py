@@ -131,6 +131,17 @@ def test_a_python_version_the_prebuilt_base_does_not_have_warns(tmp_path: Path) 
     assert "says Python 3.10, not 3.12" in warning.message
 
 
+def test_a_pools_own_prebuilt_base_counts_for_the_python_version_warning(tmp_path: Path) -> None:
+    """The warning reads each pool's base as the image is built on it: the pool's own `image` first."""
+    make_trainer(tmp_path / "t")
+    path = write_job(tmp_path, f"name: demo\nregion: us-central1\ntrainer:\n  package: t\n  module: trainer.task\n"
+                               f"  image: python:3.11-slim\n  build:\n    repository: {REPO}\n"
+                               "    python_version: '3.11'\ncluster:\n"
+                               "  chief: {machine_type: n1-standard-4, image: tf-cpu.2-17}\n")
+    [warning] = [w for w in load_config(path).warnings if w.path == "trainer.build.python_version"]
+    assert "says Python 3.10, not 3.11" in warning.message
+
+
 @pytest.mark.slow
 def test_a_diloco_syncer_runs_vtrains_syncer_from_the_image_and_reducers_keep_googles(tmp_path: Path) -> None:
     from vtrain.constants import DILOCO_SYNCER_MODULE

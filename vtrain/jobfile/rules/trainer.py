@@ -263,8 +263,9 @@ def check_build(r: Rules, config: JobConfig) -> None:
     if build.python_version is not None and not re.fullmatch(r"3\.[0-9]+", build.python_version.strip()):
         r.add((*path, "python_version"), f"'{build.python_version}' is not a Python version MAJOR.MINOR such as 3.10")
     elif build.python_version is not None:
-        named = {catalog.prebuilt_python(catalog.executor_image_uri(config.trainer.image, pool.hardware, config.region))
-                 for pool in config.pools() if pool.role != "reduction_server"}
+        named = {catalog.prebuilt_python(catalog.executor_image_uri(pool.image or config.trainer.image,
+                                                                    pool.hardware, config.region))
+                 for pool in config.pools() if pool.role != "reduction_server" and pool.container is None}
         named.discard(None)
         if named and build.python_version.strip() not in named:
             r.warn((*path, "python_version"), f"the base image's name says Python {', '.join(sorted(named))}, not "
