@@ -1,0 +1,74 @@
+"""Text that someone else wrote, made safe to print: the one way vtrain shows foreign text.
+
+A trainer's output, a log entry, a registry's or Vertex's error message, a file name, a string in a
+profile: none of it is vtrain's, and any of it can carry bytes a terminal obeys. An OSC sequence
+retitles the window, a CSI clears it, a carriage return moves the cursor back over vtrain's own
+``[chief-0]`` prefix so the trainer can forge a ``[vtrain]`` line. :func:`printable` shows every
+such character escaped (``\\x1b``, ``\\r``, ``\\u202e``), on every output path, terminal or not,
+so what is printed is exactly one line of visible characters that cannot move the cursor.
+
+Imports nothing of vtrain: every stage may print through it.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+#: Unicode categories that print nothing visible yet act: C0/C1 controls and DEL (Cc), format
+#: characters such as bidi overrides and zero-width joiners (Cf), line and paragraph separators
+#: (Zl, Zp), surrogates (Cs, a lone one cannot be encoded) and unassigned or private code points.
+_HIDDEN = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"})
+_NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r", "\x1b": "\\x1b"}
+#: A line longer than this is cut (a trainer that prints a 100 MB line must not fill the screen).
+LINE_LIMIT = 16_384
+
+
+def _escaped(char: str) -> str:
+    named = _NAMED.get(char)
+    if named is not None:
+        return named
+    code = ord(char)
+    if code <= 0xFF:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+
+
+def printable(text: str | bytes, *, limit: int | None = LINE_LIMIT) -> str:
+    """`text` as one line of visible characters: every control, format or separator character escaped.
+
+    Bytes are decoded as UTF-8, undecodable bytes shown as ``\\xNN``; a lone surrogate (from
+    ``surrogateescape``) is shown the same way. A newline inside `text` is escaped too: split
+    multi-line text first (:func:`printable_lines`). Past `limit` characters the rest is replaced
+    by a count, so one hostile line stays bounded on screen.
+    """
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "backslashreplace")
+    elif not text.isascii() or not text.isprintable():
+        text = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    if text.isascii() and text.isprintable():
+        shown = text
+    else:
+        shown = "".join(
+            _escaped(c) if (c.isascii() and not c.isprintable()) or unicodedata.category(c) in _HIDDEN else c
+            for c in text
+        )
+    if limit is not None and len(shown) > limit:
+        return f"{shown[:limit]}… ({len(shown) - limit:,} more characters)"
+    return shown
+
+
+def printable_lines(text: str | bytes, *, limit: int | None = LINE_LIMIT) -> list[str]:
+    """`text` split at newlines (``\\n`` and ``\\r\\n``), each line made :func:`printable`.
+
+    A bare ``\\r`` is not a line break here: it stays in its line, escaped, so it cannot return the
+    cursor over a prefix that vtrain printed before it.
+    """
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "backslashreplace")
+    parts = text.split("\n")
+    if parts and parts[-1] == "":
+        parts.pop()
+    return [printable(p[:-1] if p.endswith("\r") else p, limit=limit) for p in parts]
+
+
+__all__ = ["LINE_LIMIT", "printable", "printable_lines"]
