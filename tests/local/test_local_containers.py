@@ -28,8 +28,8 @@ OS_RELEASE = 'PRETTY_NAME="vtrain test base"\nID=vtrain-test-base\n'
 REPORT = """\
 import json, os, sys
 out = {"pid": os.getpid(), "ns": os.readlink("/proc/self/ns/pid"), "exe": sys.executable,
-       "os_release": open("/etc/os-release").read().splitlines()[1], "task": json.loads(os.environ["TF_CONFIG"])["task"],
-       "cwd": os.getcwd(), "args": sys.argv[1:]}
+       "os_release": open("/etc/os-release").read().splitlines()[1], "cwd": os.getcwd(), "args": sys.argv[1:],
+       "task": json.loads(os.environ["TF_CONFIG"])["task"]}
 open("written-in-workdir", "w").close()
 os.makedirs(os.environ["AIP_MODEL_DIR"], exist_ok=True)
 open(os.path.join(os.environ["AIP_MODEL_DIR"], out["task"]["type"] + ".json"), "w").write(json.dumps(out))
@@ -136,19 +136,38 @@ def test_a_package_the_image_lacks_fails_locally_naming_it(tmp_path: Path, base:
     assert _leftovers(tmp_path / "cache") == []
 
 
+FAULTED = """\
+import os, signal, sys, time
+from vtrain.constants import RESTART_COUNT_ENV
+from vtrain.runtime.recovery import report_step
+n = int(os.environ.get(RESTART_COUNT_ENV, "0"))
+def term(signum, frame):
+    print("got SIGTERM in", n, flush=True)
+    sys.exit(3)
+signal.signal(signal.SIGTERM, term)
+for step in range(1, 4):
+    report_step(step)
+    time.sleep(0.3)
+time.sleep(60 if n == 0 else 0)
+"""
+
+
 @pytest.mark.slow
-def test_a_kill_fault_reaches_the_containers_process_and_it_restarts(tmp_path: Path, base: str,
+def test_faults_reach_the_containers_process_and_steps_reach_the_view(tmp_path: Path, base: str,
                                                                       registry: Registry) -> None:  # noqa: F811
     from vtrain.local.faults import parse_fault
 
-    body = ("import os, time\nfrom vtrain.constants import RESTART_COUNT_ENV\n"
-            "n = int(os.environ.get(RESTART_COUNT_ENV, '0'))\nprint('start', n, flush=True)\n"
-            "time.sleep(60 if n == 0 else 0)\n")
-    path = _job(tmp_path, base, registry, body=body)
+    path = _job(tmp_path, base, registry, body=FAULTED)
+    out = (tmp_path / "out.txt").open("w+")
+    faults = [parse_fault("chief-0:kill@step:3"), parse_fault("worker-0:preempt:5s@step:2")]
     job = run_local(load_config(path, target="local"), cache_dir=tmp_path / "cache", output_dir=tmp_path / "run",
-                    containers="always", faults=[parse_fault("chief-0:kill@1s")])
+                    containers="always", faults=faults, out=out)
     assert job.wait(timeout=120) == "JOB_STATE_SUCCEEDED", job.error
-    assert job.result["restarts"]["restarts"]["chief-0"] == 1
+    restarts = job.result["restarts"]["restarts"]
+    assert restarts["chief-0"] == 1 and restarts["worker-0"] == 1
+    out.seek(0)
+    assert "[worker-0] got SIGTERM in 0" in out.read().splitlines()  # its handler ran, in the container (pid 1)
+    assert [step for _, step in job.result["steps"]["chief-0"]][:3] == [1, 2, 3]  # the status file, bound in
     assert _leftovers(tmp_path / "cache") == []
 
 
@@ -209,3 +228,50 @@ def test_find_runtime_says_why_none_runs(tmp_path: Path) -> None:
 def test_cli_containers_takes_only_its_choices(tmp_path: Path) -> None:
     done = CliRunner().invoke(cli, ["local", str(tmp_path / "job.yaml"), "--containers", "sometimes"])
     assert done.exit_code == 2 and "'sometimes' is not one of 'auto', 'always', 'never'" in done.output
+
+
+@pytest.mark.slow
+def test_a_container_trainer_is_pulled_from_its_registry_and_run_with_the_pools_command(
+        tmp_path: Path, base: str, registry: Registry) -> None:  # noqa: F811
+    path = write_job(tmp_path, f"""
+        name: pulled
+        trainer:
+          container: {{image_uri: "{base}", command: [python3, -c, {json.dumps(REPORT)}]}}
+          args: [--epochs=2]
+        cluster:
+          chief: {{machine_type: n1-standard-4}}
+          workers: {{replicas: 1}}
+        """)
+    job = run_local(load_config(path, target="local"), cache_dir=tmp_path / "cache", output_dir=tmp_path / "run",
+                    containers="always")
+    assert job.wait(timeout=120) == "JOB_STATE_SUCCEEDED", job.error
+    host_ns = os.readlink("/proc/self/ns/pid")
+    for who in ("chief", "worker"):
+        seen = json.loads((tmp_path / "run" / "model" / f"{who}.json").read_text())
+        assert seen["pid"] == 1 and seen["ns"] != host_ns and seen["os_release"] == "ID=vtrain-test-base"
+        assert seen["task"] == {"type": who, "index": 0} and seen["args"] == ["--epochs=2"]
+        assert seen["cwd"] == "/"  # the base sets no WorkingDir
+
+
+@pytest.mark.slow
+def test_the_containers_a_killed_vtrain_left_are_deleted_at_the_next_run(tmp_path: Path) -> None:
+    from vtrain.local import containers
+
+    if (why := _missing()) is not None:
+        pytest.skip(why)
+    runtime, why = containers.find_runtime(tmp_path)
+    if runtime is None:
+        pytest.skip(why)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    rootfs = tmp_path / "containers" / "probe" / "rootfs"
+    spec = runtime_spec(rootfs=rootfs, args=["/true"], env={}, cwd="/", mounts=[], rootless=runtime.rootless)
+    (bundle / "config.json").write_text(json.dumps(spec))
+    name = f"vtrain-{dead.pid}-local-x-chief-0"
+    subprocess.run(runtime.command("create", "--bundle", str(bundle), name), check=True, timeout=30,
+                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # init keeps its fds
+    assert name in _leftovers(tmp_path)
+    assert containers.sweep(runtime) == [name]
+    assert _leftovers(tmp_path) == []

@@ -27,6 +27,7 @@ the argv from :func:`vtrain.local.env.docker_argv`).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import shutil
@@ -34,7 +35,7 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -53,6 +54,7 @@ _MASKED = ["/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys", "/proc/lat
            "/proc/timer_stats", "/proc/sched_debug", "/sys/firmware", "/proc/scsi"]
 _READONLY = ["/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"]
 _PREFIX = "vtrain-"
+_CLONE_NEWNS, _MS_REC, _MS_PRIVATE = 0x00020000, 0x4000, 1 << 18
 _probed: dict[tuple[str, str], str | None] = {}
 
 
@@ -78,6 +80,7 @@ class ContainerHandle(Protocol):
     def kill(self, sig: int) -> bool: ...  # True when the signal reached the container's process
     def remove(self) -> None: ...  # after each end: nothing of it left
     def pid(self) -> int | None: ...  # its process on this machine, for the frozen-peer check
+    def preexec(self) -> Callable[[], None] | None: ...  # run in the runtime's process before it starts
 
 
 @dataclass
@@ -88,18 +91,25 @@ class Container:
     name: str
     bundle: Path
     spec: dict[str, Any]
+    overlay: Overlay | None = None  # the writable root: the image's rootfs under this replica's own layer
     _pid: int | None = field(default=None, repr=False)
 
     def argv(self) -> list[str]:
         return self.runtime.command("run", "--bundle", str(self.bundle), self.name)
 
     def prepare(self, env: Mapping[str, str]) -> None:
-        """Write the bundle's config.json with this start's environment (the restart count differs)."""
+        """Write the bundle's config.json with this start's environment (the restart count differs); a fresh
+        writable layer, as a restarted replica is a new container of the same image."""
         spec = json.loads(json.dumps(self.spec))
         spec["process"]["env"] = [f"{k}={v}" for k, v in env.items()]
         self.bundle.mkdir(parents=True, exist_ok=True)
+        if self.overlay is not None:
+            self.overlay.fresh()
         (self.bundle / "config.json").write_text(json.dumps(spec, indent=1), encoding="utf-8")
         self._pid = None
+
+    def preexec(self) -> Callable[[], None] | None:
+        return self.overlay.mount if self.overlay is not None else None
 
     def kill(self, sig: int) -> bool:
         done = _quiet(self.runtime.command("kill", self.name, signal.Signals(sig).name))
@@ -138,6 +148,53 @@ class DockerContainer:
     def pid(self) -> int | None:
         return None
 
+    def preexec(self) -> Callable[[], None] | None:
+        return None
+
+
+@dataclass(frozen=True)
+class Overlay:
+    """A replica's writable root: an overlay of the cached rootfs (lower, never written) and its own upper
+    directory in the run folder, mounted in a mount namespace of the runtime's own (made in its process
+    before it starts, :meth:`mount`), so the mount ends with the container and none is left behind."""
+
+    lower: Path
+    upper: Path
+    work: Path
+    target: Path
+
+    def fresh(self) -> None:
+        for path in (self.upper, self.work):
+            shutil.rmtree(path, ignore_errors=True)
+            path.mkdir(parents=True)
+        self.target.mkdir(parents=True, exist_ok=True)
+
+    def mount(self) -> None:
+        """In the child, before exec: a private mount namespace, the overlay on `target`. Raises OSError."""
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.unshare(_CLONE_NEWNS) != 0 or libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None) != 0:
+            raise OSError(ctypes.get_errno(), "cannot make a mount namespace")
+        data = f"lowerdir={self.lower},upperdir={self.upper},workdir={self.work}".encode()
+        if libc.mount(b"overlay", os.fsencode(self.target), b"overlay", 0, data) != 0:
+            raise OSError(ctypes.get_errno(), "cannot mount the overlay")
+
+
+def overlay_works(lower: Path, scratch: Path) -> bool:
+    """Whether this process may mount an overlay of `lower` with its upper layer under `scratch` (root, a
+    file system overlayfs accepts as upper, paths without `,` or `:`): tried once, in a child running `true`."""
+    if not sys.platform.startswith("linux") or os.geteuid() != 0 or any(c in str(p) for p in (lower, scratch)
+                                                                         for c in ",:"):
+        return False
+    probe = Overlay(lower, scratch / "upper", scratch / "work", scratch / "merged")
+    try:
+        probe.fresh()
+        true = shutil.which("true") or "/bin/true"
+        return subprocess.run([true], preexec_fn=probe.mount, check=False, timeout=30).returncode == 0  # noqa: PLW1509
+    except (OSError, subprocess.SubprocessError):
+        return False
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
 
 def _quiet(argv: Sequence[str], timeout: float = 15) -> int:
     try:
@@ -158,8 +215,10 @@ class ContainerImage:
                 output_dir: Path, job_env: Mapping[str, str],
                 vertex: Mapping[str, str]) -> tuple[Container, dict[str, str]]:
         """One replica's container and its environment: the image's Env, the pool's env over it, then what
-        Vertex sets (CLUSTER_SPEC, TF_CONFIG, AIP_*, CLOUD_ML_JOB_ID) and PYTHONUNBUFFERED=1. Its writable
-        places: `tmp` as /tmp, `workdir` (a copy of the image's WorkingDir) there, `output_dir` at its own path."""
+        Vertex sets (CLUSTER_SPEC, TF_CONFIG, AIP_*, CLOUD_ML_JOB_ID) and PYTHONUNBUFFERED=1. Its root is
+        writable as on Vertex (an overlay: :class:`Overlay`); where no overlay can be mounted (rootless, an
+        upper file system overlayfs refuses) the rootfs is read-only and only `tmp` (as /tmp) and `workdir`
+        (a copy of the image's WorkingDir) are writable. The job's output directory is bound at its own path."""
         image = self.image
         env = {**image.env, **job_env, **vertex, "PYTHONUNBUFFERED": "1"}
         argv = image.argv(pool)
@@ -167,19 +226,24 @@ class ContainerImage:
             raise BackendError(f"image {image.uri} names no command: its config has no Entrypoint or Cmd and the "
                                "pool's containerSpec no command")
         inside = image.workdir
-        mounts = [*host_files(), (str(tmp), "/tmp", True)]
-        source = image.rootfs / inside.lstrip("/")
-        if inside.strip("/") and source.is_dir() and not source.is_symlink():
-            try:
-                shutil.copytree(source, workdir, symlinks=True, dirs_exist_ok=True)
-            except (OSError, shutil.Error) as err:
-                raise BackendError(f"cannot copy the image's WorkingDir {inside} into {workdir}: {err}") from None
-            mounts.append((str(workdir), inside, True))
+        mounts = host_files()
+        overlay = None
+        if overlay_works(image.rootfs, bundle / "probe"):
+            overlay = Overlay(image.rootfs, bundle / "upper", bundle / "work", bundle / "rootfs")
+        else:
+            mounts.append((str(tmp), "/tmp", True))
+            source = image.rootfs / inside.lstrip("/")
+            if inside.strip("/") and source.is_dir() and not source.is_symlink():
+                try:
+                    shutil.copytree(source, workdir, symlinks=True, dirs_exist_ok=True)
+                except (OSError, shutil.Error) as err:
+                    raise BackendError(f"cannot copy the image's WorkingDir {inside} into {workdir}: {err}") from None
+                mounts.append((str(workdir), inside, True))
         mounts.append((str(output_dir), str(output_dir), True))
         user = (0, 0) if self.runtime.rootless else image.user()
-        spec = runtime_spec(rootfs=image.rootfs, args=argv, env=env, cwd=inside, mounts=mounts,
-                            rootless=self.runtime.rootless, user=user)
-        return Container(self.runtime, name, bundle, spec), env
+        spec = runtime_spec(rootfs=overlay.target if overlay else image.rootfs, args=argv, env=env, cwd=inside,
+                            mounts=mounts, rootless=self.runtime.rootless, user=user, readonly=overlay is None)
+        return Container(self.runtime, name, bundle, spec, overlay), env
 
 
 # --------------------------------------------------------------------------- which runtime
@@ -362,5 +426,5 @@ def host_files() -> list[tuple[str, str, bool]]:
     return [(p, p, False) for p in ("/etc/resolv.conf", "/etc/hosts") if os.path.isfile(p)]
 
 
-__all__ = ["Container", "ContainerHandle", "ContainerImage", "DockerContainer", "Runtime", "container_name",
-           "docker_engine", "find_runtime", "host_files", "runtime_spec", "sweep"]
+__all__ = ["Container", "ContainerHandle", "ContainerImage", "DockerContainer", "Overlay", "Runtime",
+           "container_name", "docker_engine", "find_runtime", "host_files", "overlay_works", "runtime_spec", "sweep"]

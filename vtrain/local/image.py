@@ -192,28 +192,40 @@ def container_images(config: JobConfig, cache: Path, *, allow_credentials: bool 
                      notice: Callable[[str], None] = lambda text: None,
                      credentials: Any = None) -> tuple[dict[str, Any] | None, str]:
     """imageUri → :class:`~vtrain.local.containers.ContainerImage` for each image the job's pools run, or
-    (None, why not). A `trainer.container` job on a machine whose docker (or podman) answers gets ({}, ""):
-    docker runs it. `credentials` as the registry client takes them (default: Google's for Google's
-    registries, else none; anonymous when there are none)."""
+    (None, why not). A `trainer.build` job's images are built here; any other container pool's image is
+    pulled, unless docker (or podman) answers: then docker runs those pools. `credentials` as the registry
+    client takes them (default: Google's for Google's registries, else none; anonymous when there are none)."""
     from vtrain.local.containers import ContainerImage, docker_engine, find_runtime
 
-    if config.trainer.container is not None and docker_engine()[0] is not None:
-        return {}, ""
+    others = _container_uris(config)
+    if others and docker_engine()[0] is not None:
+        others = []
+        if config.trainer.build is None:
+            return {}, ""
     runtime, why = find_runtime(cache)
     if runtime is None:
         return None, why
     creds = credentials if credentials is not None else _pull_credentials
     try:
-        if config.trainer.build is not None:
-            found = _build_unpacked(config, cache, creds, allow_credentials, runtime.rootless, notice)
-        else:
-            uri = str(config.trainer.container)
-            found = {uri: _pull_unpacked(uri, cache, creds, runtime.rootless, notice)}
+        found = _build_unpacked(config, cache, creds, allow_credentials, runtime.rootless, notice) \
+            if config.trainer.build is not None else {}
+        for uri in others:
+            found[uri] = _pull_unpacked(uri, cache, creds, runtime.rootless, notice)
     except (PackagingError, BackendError) as err:
         return None, f"cannot make the image here: {err}"
     for image in found.values():
         notice(f"image {image.uri}: replicas run in {runtime.name} containers on {image.rootfs}")
     return {uri: ContainerImage(image, runtime) for uri, image in found.items()}, ""
+
+
+def _container_uris(config: JobConfig) -> list[str]:
+    """The images of the job's own container pools (trainer.container, a pool's container), Reduction Server's
+    (Google's service, never started here) left out."""
+    uris = [pool.container.image_uri for pool in config.pools()
+            if pool.container is not None and pool.role != "reduction_server"]
+    if config.trainer.container is not None and config.trainer.build is None:
+        uris.append(config.trainer.container.image_uri)
+    return sorted({u.strip() for u in uris if "/reductionserver" not in u})
 
 
 def _pull_credentials(registry: str) -> tuple[str, str] | None:

@@ -163,12 +163,14 @@ class RestartSupervisor:
         self.steps.pop(p.label, None)
         p.cwd.mkdir(parents=True, exist_ok=True)
         env = {**p.env, **self.policy.env(p.label), STATUS_FILE_ENV: str(status)}
+        preexec = self._preexec
         if p.container is not None:  # its config with this start's environment; the previous one gone
             p.container.prepare(env)
+            preexec = _chain(self._preexec, p.container.preexec())
         # stdout and stderr stay apart (Vertex logs a replica's stderr at ERROR), into one log file.
         p.popen = self._popen(
             p.argv, cwd=p.cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, start_new_session=True, preexec_fn=self._preexec,
+            stderr=subprocess.PIPE, start_new_session=True, preexec_fn=preexec,
         )  # fmt: skip
         log = SharedLog(open(p.log_path, "ab" if again else "wb"), writers=2)  # noqa: SIM115 - closed by done()
         threads = [threading.Thread(target=self._job.drain, args=(p, log, stream), daemon=True,
@@ -294,6 +296,19 @@ class RestartSupervisor:
     def lines(self) -> list[str]:
         """The restarts in words, for the end of the run."""
         return self.policy.lines()
+
+
+def _chain(*hooks: Callable[[], None] | None) -> Callable[[], None] | None:
+    """The hooks that are there, one after the other (in the child, before exec)."""
+    present = [h for h in hooks if h is not None]
+    if len(present) <= 1:
+        return present[0] if present else None
+
+    def run() -> None:
+        for hook in present:
+            hook()
+
+    return run
 
 
 def _state(p: Proc, stepping: bool) -> str:
