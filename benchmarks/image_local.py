@@ -15,6 +15,8 @@ test; needs docker-registry, runc, umoci):
    template (trainer.build on that base, no requirements) built and pushed with vtrain's own build
    (:func:`vtrain.trainer.image.build.build_and_push`): cold (empty layer cache, empty repository), the
    same files again, and a one-line change to trainer/task.py; time, bytes sent and each layer's size.
+   With --tf-run also: the template run, chief and one worker, in containers and on this machine's
+   Python, the wall time of each.
 """
 
 from __future__ import annotations
@@ -168,10 +170,38 @@ def build_push(tmp: Path, host: str, client: object) -> None:
         print(f"{step:<16} {took:6.2f} s  sent {pushed.sent:>10,} B  [{layers}]")
 
 
+KERAS_JOB = """name: bench-keras
+region: us-central1
+trainer:
+  package: {package}
+  module: trainer.task
+  image: {host}/base/tf:base
+  build:
+    repository: {host}/team/keras
+    python_version: "3.11"
+  args: [--epochs=1, --steps-per-epoch=5]
+cluster:
+  chief: {{machine_type: n1-standard-4}}
+  workers: {{replicas: 1}}
+"""
+
+
+def keras_run(tmp: Path, host: str) -> None:
+    """The keras template, chief + one worker (MultiWorkerMirroredStrategy), in containers and on this
+    machine's Python: both must succeed; the wall time of each."""
+    job = tmp / "keras.yaml"
+    job.write_text(KERAS_JOB.format(package=tmp / "keras", host=host))
+    for mode in ("always", "never"):
+        call, replicas = timed_run(job, tmp / "keras-cache", tmp / f"keras-out-{mode}", mode)
+        print(f"keras template, 2 replicas, containers={mode}: whole call {call:.1f} s, replicas {replicas:.1f} s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--tf", action="store_true", help="also build a TensorFlow base and push the keras template")
+    parser.add_argument("--tf-run", action="store_true", help="with --tf: also run the keras template (2 replicas) "
+                        "in containers and on this machine's Python")
     opts = parser.parse_args()
     for tool in ("docker-registry", "runc", "umoci"):
         if shutil.which(tool) is None:
@@ -191,6 +221,8 @@ def main() -> None:
             start_overhead(tmp, registry.host, opts.repeat)
             if opts.tf:
                 build_push(tmp, registry.host, registry.client())
+                if opts.tf_run:
+                    keras_run(tmp, registry.host)
         finally:
             stop_registry(registry)
 

@@ -344,6 +344,13 @@ def run_job(
     gpus, gpu_notices = localenv.assign_gpus(local_gpus(host_env), requests)
     for text in gpu_notices:
         notice(text)
+    from vtrain.local.containers import ContainerImage
+
+    boxed = {uri for uri, image in built.items() if isinstance(image, ContainerImage)}  # in an OCI runtime
+    if any(gpus.get(r) for r in the_plan.replicas
+           if str((the_plan.pool_spec(r).get("containerSpec") or {}).get("imageUri", "")) in boxed):
+        notice("GPUs are not passed into runc/crun containers (NVIDIA's container hooks are not set up): those "
+               "replicas run on CPU")
     if any(p.get("machineSpec", {}).get("acceleratorType", "").startswith("TPU") for p in the_plan.pools if p):
         notice("this machine has no TPU: the replica runs on CPU (strategy `tpu` will fail)")
 
