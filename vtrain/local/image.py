@@ -198,13 +198,14 @@ def container_images(config: JobConfig, cache: Path, *, allow_credentials: bool 
     from vtrain.local.containers import ContainerImage, docker_engine, find_runtime
 
     others = _container_uris(config)
-    if others and docker_engine()[0] is not None:
+    engine, no_docker = docker_engine() if others else (None, "")
+    if engine is not None:
         others = []
         if config.trainer.build is None:
             return {}, ""
     runtime, why = find_runtime(cache)
     if runtime is None:
-        return None, why
+        return None, f"{no_docker}; {why}" if no_docker else why
     creds = credentials if credentials is not None else _pull_credentials
     try:
         found = _build_unpacked(config, cache, creds, allow_credentials, runtime.rootless, notice) \

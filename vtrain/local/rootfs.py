@@ -117,6 +117,7 @@ def unpack(cache: Path, uri: str, digest: str, manifest: Mapping[str, Any], conf
     try:
         layout = tmp / "layout"
         _write_layout(layout, manifest, config, blobs)
+        notice(f"image {uri}: unpacking {len(manifest.get('layers') or [])} layer(s) (once per image digest)")
         argv = ["umoci", "unpack", *(["--rootless"] if rootless else []), "--image", f"{layout}:image",
                 str(tmp / "bundle")]
         done = subprocess.run(argv, capture_output=True, text=True, timeout=3600, check=False)
@@ -124,8 +125,11 @@ def unpack(cache: Path, uri: str, digest: str, manifest: Mapping[str, Any], conf
             why = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1][:300]
             raise BackendError(f"umoci could not unpack image {uri}: {why}")
         _mkdir(root)
-        shutil.rmtree(root / "rootfs", ignore_errors=True)
-        os.replace(tmp / "bundle" / "rootfs", root / "rootfs")
+        try:
+            os.replace(tmp / "bundle" / "rootfs", root / "rootfs")
+        except OSError:  # a whole tree is there already (another run's, placed as atomically): use it
+            if not (root / "rootfs").is_dir():
+                raise
         (root / "image.json").write_bytes(config)
         (root / _DONE).write_text(uri + "\n", encoding="utf-8")
     except OSError as err:

@@ -64,8 +64,7 @@ def _docker_ready() -> str:
 
     engine, why = docker_engine()
     if engine is None:
-        raise BackendError("this job runs a container (trainer.container) that `vtrain local` could neither run in "
-                           f"an OCI runtime nor with docker or podman: {why}")
+        raise BackendError(f"this job runs a container (trainer.container), but docker cannot run it: {why}")
     return engine
 
 
