@@ -279,3 +279,22 @@ def test_the_containers_a_killed_vtrain_left_are_deleted_at_the_next_run(tmp_pat
     assert name in _leftovers(tmp_path)
     assert containers.sweep(runtime) == [name]
     assert _leftovers(tmp_path) == []
+
+
+def test_an_images_paths_never_lead_out_of_its_rootfs(tmp_path: Path) -> None:
+    from vtrain.local.rootfs import Unpacked
+
+    rootfs = tmp_path / "rootfs"
+    (rootfs / "etc").mkdir(parents=True)
+    (rootfs / "opt").symlink_to("/")  # a hostile image: its /opt is this machine's /
+    (rootfs / "etc" / "passwd").write_text("root:x:0:0::/root:/bin/sh\ntrainer:x:1000:1001::/home:/bin/sh\n")
+    image = Unpacked("x", "sha256:0", rootfs, {"WorkingDir": "../../etc", "User": "trainer", "Cmd": "python3"})
+    assert image.workdir == "/etc"
+    assert image.inside("/opt/etc") is None and image.inside("/etc/passwd") == (rootfs / "etc/passwd").resolve()
+    assert image.user() == (1000, 1001)
+    with pytest.raises(BackendError, match="its config's Cmd is not a list of strings"):
+        image.argv({"containerSpec": {}})
+    assert image.argv({"containerSpec": {"command": ["python3", "-m", "t"], "args": ["--x"]}}) == [
+        "python3", "-m", "t", "--x"]
+    with pytest.raises(BackendError, match="the image's User nobody-here is not in its passwd"):
+        Unpacked("x", "sha256:0", rootfs, {"User": "nobody-here"}).user()

@@ -232,8 +232,8 @@ class ContainerImage:
             overlay = Overlay(image.rootfs, bundle / "upper", bundle / "work", bundle / "rootfs")
         else:
             mounts.append((str(tmp), "/tmp", True))
-            source = image.rootfs / inside.lstrip("/")
-            if inside.strip("/") and source.is_dir() and not source.is_symlink():
+            source = image.inside(inside)
+            if inside != "/" and source is not None and source.is_dir():
                 try:
                     shutil.copytree(source, workdir, symlinks=True, dirs_exist_ok=True)
                 except (OSError, shutil.Error) as err:

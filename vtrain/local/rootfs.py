@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import posixpath
 import shutil
 import subprocess
 import tempfile
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from vtrain.errors import BackendError
+from vtrain.foreign import printable
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
@@ -49,7 +51,15 @@ class Unpacked:
 
     @property
     def workdir(self) -> str:
-        return str(self.config.get("WorkingDir") or "/")
+        """The image's WorkingDir, made absolute and normal (a registry's answer: `..` cannot climb out)."""
+        return posixpath.normpath("/" + str(self.config.get("WorkingDir") or "/"))
+
+    def inside(self, path: str) -> Path | None:
+        """`path` of the image as a path here, None when it resolves outside the rootfs (an absolute or climbing
+        symlink in the image would otherwise point at this machine's files)."""
+        root = self.rootfs.resolve()
+        found = (root / posixpath.normpath("/" + path).lstrip("/")).resolve()
+        return found if found == root or found.is_relative_to(root) else None
 
     def argv(self, pool: Mapping[str, Any]) -> list[str]:
         """What the container runs, as Vertex (Kubernetes) reads a containerSpec: `command` replaces the
@@ -58,34 +68,51 @@ class Unpacked:
         command, args = list(spec.get("command") or []), list(spec.get("args") or [])
         if command:
             return command + args
-        return list(self.config.get("Entrypoint") or []) + (args or list(self.config.get("Cmd") or []))
+        return self._words("Entrypoint") + (args or self._words("Cmd"))
+
+    def _words(self, key: str) -> list[str]:
+        value = self.config.get(key) or []
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise BackendError(f"image {self.uri}: its config's {key} is not a list of strings")
+        return list(value)
 
     def user(self) -> tuple[int, int]:
         """The image's User as uid:gid; names looked up in the rootfs's /etc/passwd and /etc/group."""
         raw = str(self.config.get("User") or "")
         name, _, group = raw.partition(":")
-        uid = _lookup(self.rootfs / "etc/passwd", name, 2) if name else 0
-        gid = _lookup(self.rootfs / "etc/group", group, 2) if group else _primary_gid(self.rootfs, uid)
+        passwd = self.inside("/etc/passwd")
+        uid = _lookup(passwd, name, 2) if name else 0
+        gid = _lookup(self.inside("/etc/group"), group, 2) if group else _primary_gid(passwd, uid)
         return uid, gid
 
 
-def _lookup(table: Path, name: str, column: int) -> int:
+def _table(path: Path | None) -> list[str]:
+    """/etc/passwd or /etc/group of the image, read bounded (a regular file of the rootfs only)."""
+    from vtrain.userpaths import read_bounded
+
+    if path is None:
+        return []
+    try:
+        return read_bounded(path, 4 << 20).decode(errors="replace").splitlines()
+    except OSError:
+        return []
+
+
+def _lookup(table: Path | None, name: str, column: int) -> int:
     if name.isdigit():
         return int(name)
-    with contextlib.suppress(OSError):
-        for line in table.read_text(errors="replace").splitlines():
-            fields = line.split(":")
-            if len(fields) > column and fields[0] == name and fields[column].isdigit():
-                return int(fields[column])
-    raise BackendError(f"the image's User {name!r} is not in its {table.name}")
+    for line in _table(table):
+        fields = line.split(":")
+        if len(fields) > column and fields[0] == name and fields[column].isdigit():
+            return int(fields[column])
+    raise BackendError(f"the image's User {printable(name)} is not in its {table.name if table else 'rootfs'}")
 
 
-def _primary_gid(rootfs: Path, uid: int) -> int:
-    with contextlib.suppress(OSError):
-        for line in (rootfs / "etc/passwd").read_text(errors="replace").splitlines():
-            fields = line.split(":")
-            if len(fields) > 3 and fields[2] == str(uid) and fields[3].isdigit():
-                return int(fields[3])
+def _primary_gid(passwd: Path | None, uid: int) -> int:
+    for line in _table(passwd):
+        fields = line.split(":")
+        if len(fields) > 3 and fields[2] == str(uid) and fields[3].isdigit():
+            return int(fields[3])
     return 0 if uid == 0 else uid
 
 
