@@ -122,6 +122,8 @@ def tf_entries(work: Path) -> list[Entry]:
     for f in std.rglob("*"):
         if f.is_file() and not f.is_symlink() and "__pycache__" not in f.parts and "test" not in f.parts:
             entries.append((str(f).lstrip("/"), f, False))
+            if f.suffix == ".so":  # lib-dynload's extension modules: _ctypes needs libffi, _ssl libssl, ...
+                sos.append(f)
     libs: set[str] = set()
     for i in range(0, len(sos), 50):
         listed = subprocess.run(["ldd", *map(str, sos[i:i + 50])], capture_output=True, text=True, check=False)
@@ -129,7 +131,7 @@ def tf_entries(work: Path) -> list[Entry]:
             parts = line.split()
             path = parts[2] if "=>" in parts and len(parts) > 3 else parts[0] if parts else ""
             if path.startswith("/") and os.path.isfile(path) and not path.startswith(str(site)):
-                libs.add(os.path.realpath(path) if False else path)
+                libs.add(path)
     have = {name for name, _, _ in entries}
     for lib in sorted(libs):
         if lib.lstrip("/") not in have:
