@@ -298,3 +298,14 @@ def test_an_images_paths_never_lead_out_of_its_rootfs(tmp_path: Path) -> None:
         "python3", "-m", "t", "--x"]
     with pytest.raises(BackendError, match="the image's User nobody-here is not in its passwd"):
         Unpacked("x", "sha256:0", rootfs, {"User": "nobody-here"}).user()
+
+
+@pytest.mark.slow
+def test_vtrain_local_containers_always_on_the_command_line(tmp_path: Path, base: str,
+                                                            registry: Registry) -> None:  # noqa: F811
+    path = _job(tmp_path, base, registry)
+    done = CliRunner().invoke(cli, ["local", str(path), "--containers", "always", "--plain", "--output-dir",
+                                    str(tmp_path / "run")], env={"VTRAIN_CACHE_DIR": str(tmp_path / "cache")})
+    assert done.exit_code == 0, done.output
+    assert "replicas run in runc containers" in done.output
+    assert json.loads((tmp_path / "run" / "model" / "chief.json").read_text())["os_release"] == "ID=vtrain-test-base"
