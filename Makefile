@@ -4,12 +4,12 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint bench install clean
+.PHONY: demo test test-fast lint bench docs install clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,tf]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,tf,docs]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -30,10 +30,14 @@ test-fast: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check vtrain tests benchmarks
 
+# The manual at http://127.0.0.1:8000, rebuilt as docs/ changes.
+docs: $(STAMP)
+	$(BIN)/mkdocs serve
+
 bench: $(STAMP)
 	$(BIN)/python benchmarks/startup.py
 	$(BIN)/python benchmarks/emulator.py
 	$(BIN)/python benchmarks/hostile_input.py
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) build dist site *.egg-info .pytest_cache .ruff_cache
