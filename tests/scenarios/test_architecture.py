@@ -115,6 +115,7 @@ STAGES: list[dict[str, tuple[str, ...]]] = [
     {"jobfile": ("vtrain.jobfile",)},
     {"request": ("vtrain.request",), "estimate": ("vtrain.estimate",)},
     {"cloud": ("vtrain.cloud",), "local": ("vtrain.local",)},
+    {"view": ("vtrain.view",)},  # what a person watching a run sees: reads local and cloud rows
     {"emulator": ("vtrain.emulator",)},
     {"commands": ("vtrain.commands",)},
     {"faces": ("vtrain.cli", "vtrain.__main__")},

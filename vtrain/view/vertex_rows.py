@@ -95,7 +95,7 @@ class JobProgress:
         return True
 
     def progress(self) -> dict[str, Any]:
-        """What :class:`vtrain.commands._watch.Watch` shows: LocalJob.progress()'s shape."""
+        """What :class:`vtrain.view.live.Watch` shows: LocalJob.progress()'s shape."""
         state = self._job.state
         rows = []
         with self._lock:
