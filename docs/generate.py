@@ -103,7 +103,8 @@ ENVIRONMENT: dict[str, dict[str, str]] = {
         "GOOGLE_APPLICATION_CREDENTIALS": "A service account key file for Google's clients (else "
                                           "`gcloud auth application-default login`'s credentials).",
         "CLOUDSDK_CONFIG": "gcloud's configuration folder, read for the project and `ai/region` "
-                           "(default `~/.config/gcloud`).",
+                           "(default `~/.config/gcloud`); CLOUDSDK_CORE_PROJECT and CLOUDSDK_AI_REGION beat "
+                           "its files, as in gcloud.",
         "CLOUDSDK_ACTIVE_CONFIG_NAME": "Which gcloud configuration is active.",
         "STORAGE_EMULATOR_HOST": "Send Cloud Storage calls to an emulator (gcp-storage-emulator) instead.",
         "XDG_CACHE_HOME": "The base of the default VTRAIN_CACHE_DIR.",
@@ -126,8 +127,6 @@ ENVIRONMENT: dict[str, dict[str, str]] = {
         "VTRAIN_LOG_LEVEL": "The DiLoCo syncer's log level (default INFO).",
         "VTRAIN_LOCAL_DEVICES": "DTensor: how many devices each replica makes (`vtrain local` sets it for CPU "
                                 "replicas; the job's own value wins).",
-        "TF_USE_LEGACY_KERAS": "`1`: use tf_keras; `runtime.keras()` sets it itself under multi-worker "
-                               "strategies.",
     },
     "vtrain sets them in each replica (from the job file)": {
         "VTRAIN_DISTRIBUTION_STRATEGY": "The job file's `distribution_strategy`, which `runtime.strategy()` builds.",
@@ -140,12 +139,16 @@ ENVIRONMENT: dict[str, dict[str, str]] = {
         "VTRAIN_STATUS_FILE": "Where `runtime.report_step` writes the step this replica last finished "
                               "(the live view's step column).",
         "CUDA_VISIBLE_DEVICES": "The machine's GPUs split across the replicas.",
-        "DTENSOR_CLIENT_ID": "DTensor: this replica's client index (from TF_CONFIG; `runtime.dtensor_mesh()` "
-                             "sets the DTENSOR_ variables when the launcher did not).",
-        "DTENSOR_NUM_CLIENTS": "DTensor: how many clients.",
+    },
+    "`vtrain.runtime` sets them inside a replica, for TensorFlow": {
+        "DTENSOR_CLIENT_ID": "DTensor: this replica's client index, derived by `runtime.dtensor_mesh()` from "
+                             "TF_CONFIG (or CLUSTER_SPEC) unless already set.",
+        "DTENSOR_NUM_CLIENTS": "DTensor: how many clients (the training replicas).",
         "DTENSOR_JOB_NAME": "DTensor: the clients' job name.",
-        "DTENSOR_JOBS": "DTensor: every client's address.",
-        "DTENSOR_GPU_USE_NCCL_COMMUNICATION": "DTensor on GPUs: collectives through NCCL.",
+        "DTENSOR_JOBS": "DTensor: every client's address, chief first.",
+        "DTENSOR_GPU_USE_NCCL_COMMUNICATION": "DTensor on GPUs: collectives through NCCL (`1` unless set).",
+        "TF_USE_LEGACY_KERAS": "`1`: `tf.keras` is tf_keras (Keras 2); `runtime.keras()` sets it under "
+                               "multi-worker strategies, where Keras 3's model.fit fails.",
     },
     "Vertex AI sets them in each replica (`vtrain local` sets the same)": {
         "CLUSTER_SPEC": "Vertex's description of the cluster and of this replica's task.",
