@@ -19,7 +19,10 @@ import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from vtrain.errors import VtrainError
 
 REPO = Path(__file__).resolve().parents[1]
 END = "<!-- end generated -->"
@@ -33,7 +36,7 @@ def _first_paragraph(obj: object) -> str:
     return " ".join(doc.split("\n\n", 1)[0].split())
 
 
-def _exit_code(cls: type) -> str:
+def _exit_code(cls: type[VtrainError]) -> str:
     from vtrain import errors
 
     if cls is errors.Interrupted:
@@ -69,7 +72,7 @@ def errors_block() -> str:
     lines += [f"| {code} | {'; '.join(whens)} |" for code, whens in sorted(codes.items())]
     lines += ["", "| error | exit | what it means |", "|---|---|---|"]
 
-    def walk(cls: type, depth: int) -> None:
+    def walk(cls: type[errors.VtrainError], depth: int) -> None:
         indent = "&nbsp;" * 4 * (depth - 1) + "└ " if depth else ""
         lines.append(f"| {indent}`{cls.__name__}` | {_exit_code(cls)} | {_first_paragraph(cls)} |")
         for sub in sorted(cls.__subclasses__(), key=lambda c: c.__name__):
