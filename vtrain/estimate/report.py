@@ -1,7 +1,7 @@
 """One job file and the user's numbers → the whole advice: exchange model, memory fit, precision,
 parallelism, money. What `vtrain estimate` prints (as text or JSON) and what the SDK returns.
 
-The JSON shape (`Report.to_dict`) is documented in the README ("Which parallelism? `vtrain estimate`")
+The JSON shape (`Report.to_dict`) is documented in the manual (docs/guides/choosing-parallelism.md)
 and its keys only grow: the ring vs Reduction Server keys of the first version stay where they were.
 """
 
