@@ -170,7 +170,7 @@ VTRAIN_IGNORE = ".vtrainignore"  # read at the package root, applied last (it ma
 #: A selected file this large gets a notice: it is read whole whenever a plan or a build needs its hash.
 LARGE_FILE = 100 << 20
 #: Content signatures are looked for in files up to this size (credential files are small; a 3 GB dataset
-#: is not read for them). Names are judged whatever the size.
+#: is not read for them, nor is anything larger). Names are judged whatever the size.
 CONTENT_SCAN_LIMIT = 16 << 20
 _CHUNK = 1 << 20
 
@@ -323,9 +323,10 @@ def credential_name_reason(rel: str) -> str | None:
         n = len(seq)
         if any(tuple(dirs[i : i + n]) == seq for i in range(len(dirs) - n + 1)):
             return why
-    for base in _unbackup(parts[-1]):
-        if base in _HARMLESS_ENV:
-            return None
+    names = _unbackup(parts[-1])
+    if any(base in _HARMLESS_ENV for base in names):
+        return None
+    for base in names:
         for pattern, why in _CREDENTIAL_NAMES:
             if fnmatch.fnmatchcase(base, pattern):
                 return why if base == parts[-1] else f"a backup of a {why}"
@@ -370,12 +371,15 @@ def content_reasons(scan: Scan, files: Iterable[str] | None = None) -> list[tupl
     found: list[tuple[str, str]] = []
     with readable_errors(scan.root):
         for rel in scan.files if files is None else files:
+            if (scan.root / rel).stat().st_size > CONTENT_SCAN_LIMIT:
+                continue
             signatures = _Signatures()
             with open_regular(scan.root / rel) as fh:
                 left = CONTENT_SCAN_LIMIT
                 while left > 0 and (chunk := fh.read(min(_CHUNK, left))):
                     signatures.feed(chunk)
                     left -= len(chunk)
+                    signatures.feed(chunk)
             why = signatures.reason()
             if why:
                 found.append((rel, why))
