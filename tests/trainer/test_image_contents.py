@@ -125,6 +125,7 @@ def test_links_inside_the_folder_count_only_when_what_they_name_is_packaged(tmp_
     assert len(lines) == 1  # one notice per folder, however many plans read it
 
 
+@pytest.mark.slow
 def test_the_job_file_and_the_schema_are_not_trainer_files(tmp_path: Path) -> None:
     """`vtrain init`'s layout: the job file and vtrain.schema.json in the trainer folder. Changing only
     `args` (or any key) changes neither the sdist's name nor the image's tag."""
@@ -172,6 +173,7 @@ cluster: {{chief: {{machine_type: n1-standard-4}}}}
     assert changed[0] != first[0] and changed[1] != first[1]
 
 
+@pytest.mark.slow
 def test_vtrainignore_rules_the_package_and_the_image_alike(tmp_path: Path) -> None:
     root = _with(make_trainer(tmp_path / "t"), {"trainer/notes.py": "X = 1\n", "trainer/scratch/a.py": "Y = 2\n"})
     (root / ".vtrainignore").write_text("trainer/notes.py\ntrainer/scratch/\n")
@@ -194,6 +196,7 @@ def test_hashing_streams_the_same_digest_as_the_bytes(tmp_path: Path) -> None:
         S.hash_entries([("fifo", tmp_path / "fifo")])
 
 
+@pytest.mark.slow
 def test_a_large_file_gets_one_notice_and_a_plan_never_reads_it_when_the_sdist_drops_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = make_trainer(tmp_path / "t")
@@ -248,6 +251,7 @@ def test_the_pushed_trainer_layer_lists_exactly_the_sdists_files(registry: Regis
 
 
 @needs_registry
+@pytest.mark.slow
 def test_a_refused_trainer_pushes_nothing(registry: Registry, tmp_path: Path) -> None:  # noqa: F811
     from vtrain.trainer.image.build import build_and_push
     from vtrain.trainer.image.config import ImageSpec
