@@ -2,7 +2,21 @@
 
 Exclusion follows ``.gitignore`` files (in every directory) and a root ``.vtrainignore`` (applied
 last, so it may re-include with ``!``), on top of junk that is never packaged (VCS data,
-virtualenvs, caches, stale build output).
+virtualenvs, caches, stale build output) and of vtrain's own files beside a trainer (the job file
+in use, job files `vtrain init` wrote, ``vtrain.schema.json``): editing `args` changes no artifact.
+
+Never a byte from outside the folder: a symlink that resolves outside it (a dataset, ``/etc/passwd``,
+``~/.aws/credentials``) is left out, with one notice naming it, rather than refused: a link to a
+dataset beside the sources is common and the sdist would not hold it anyway, while refusing would
+make every such layout edit ``.vtrainignore``. The notice comes before any build, and an entry module
+reached only through such a link fails the entry-module check. A link inside the folder counts only when the file
+it names is selected on its own (a link to an ignored ``.env`` or to ``.git/config`` is left out too).
+
+Secrets are judged by class (:func:`credential_name_reason`): names (dotenv, keys, ``.npmrc``,
+``.pypirc``, ``.netrc``, AWS's ``credentials``, gcloud's databases…), the same names with a backup or
+swap suffix (``.env~``, ``x.pem.bak``, ``.credentials.json.swp``), anything under ``.ssh/``,
+``.gnupg/``, ``.aws/``, ``.config/gcloud/``, ``.docker/``…, and content signatures in files up to
+:data:`CONTENT_SCAN_LIMIT`. Hashing streams (:func:`hash_entries`): memory stays bounded at any size.
 
 Implements the gitignore rules that matter for a source tree: ``#`` comments, ``!`` negation
 (last match wins), a trailing ``/`` for directories only, patterns with an inner or leading ``/``

@@ -17,6 +17,17 @@ for at most :func:`vtrain.network.deadline`, with a progress line before each re
 be done is one :class:`~vtrain.errors.PackagingError` line: the registry unreachable, access
 refused (401/403), anything else the registry answered, with its own error message.
 
+Trust (issue 29): the client believes only a registry. Before anything else it asks ``/v2/``,
+which must answer 200 or 401 with the ``Docker-Distribution-API-Version`` header (a web server that
+answers 200 to everything is "not a registry", and nothing is pushed); a digest a registry names
+(``Docker-Content-Digest``) must be the one sent or asked for, and a manifest fetched by digest must
+hash to it. Credentials go only to the registry's own URLs (scheme, host and port) and to a token
+service on its host or domain, never over plain http except to this machine; an upload
+``Location`` on another host gets no Authorization header (and one over plain http to another
+machine is refused). Every body is read bounded (a manifest 4 MiB, a token answer 1 MiB, an error
+64 KiB: a 4 GiB answer costs no memory), and an error body of any shape (the OCI ``errors`` list,
+another JSON shape, HTML, text, bytes) becomes one printable line (:func:`vtrain.foreign.printable`).
+
 ``sent`` counts the blob bytes this client sent, the figure the tests and the benchmark report.
 """
 
