@@ -267,7 +267,7 @@ def test_runtime_sdist_installs_and_imports(tmp_path: Path) -> None:
                      for p in (REPO / "vtrain" / sub).glob("*.py"))
     assert [m for m in members if not m.startswith(("PKG-INFO", "setup.cfg", "vtrain.egg-info/"))] == sorted([
         "pyproject.toml", "vtrain/__init__.py", "vtrain/constants.py", "vtrain/errors.py",
-                              "vtrain/py.typed", *runtime])
+                              "vtrain/foreign.py", "vtrain/py.typed", *runtime])
     target = tmp_path / "site"
     subprocess.run(
         [
