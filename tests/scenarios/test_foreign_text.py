@@ -161,7 +161,7 @@ def test_a_trainer_cannot_drive_the_terminal_of_vtrain_local(tmp_path: Path, mod
     streamed = err if mode[0] == "-o" else out
     assert f"[chief-0] hostile {SHOWN}" in streamed  # the replica's lines, its prefix intact
     # The failure report: the headline quotes the error, the last lines are shown as they were.
-    assert f"error: job hostile (local-" in err and f"a module cannot be imported (ImportError: {SHOWN})" in err
+    assert "error: job hostile (local-" in err and f"a module cannot be imported (ImportError: {SHOWN})" in err
     assert re.search(r"^error: last lines of chief-0 \(full log: .*chief-0\.log\):$", err, re.M), err
     assert f"error:   | hostile {SHOWN}" in err
     run_dir = (tmp_path / "o" / "vtrain-local" / "latest").resolve()
