@@ -132,6 +132,8 @@ def kind(value: Any) -> str:
 
 
 def _bound(minimum: float | None, maximum: float | None) -> str:
+    if maximum == MAX_COUNT:  # no real count comes near it: not worth saying
+        maximum = None
     if minimum is not None and maximum is not None:
         return f" from {minimum:g} to {maximum:g}"
     if minimum is not None:
@@ -250,6 +252,12 @@ class Doc:
             raise Unreadable(self.source, f"{self._at(key)} is a string of {len(value):,} characters; "
                                           f"allowed: at most {limit:,}")  # fmt: skip
         return value
+
+    def string(self, *, limit: int = 1024) -> str:
+        """This part, which must be a string of at most `limit` characters."""
+        if not isinstance(self.value, str) or len(self.value) > limit:
+            raise self.fail(self.path, self.value, f"a string of at most {limit:,} characters")
+        return self.value
 
     def flag(self, key: str, *, required: bool = False) -> bool | None:
         value = self._index(key, required, "true or false")

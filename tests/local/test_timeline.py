@@ -106,7 +106,8 @@ def test_an_empty_result_draws_an_empty_timeline(tmp_path: Path, bad: str) -> No
     (tmp_path / "result.json").write_text(bad)
     if bad == "[]":
         done = CliRunner().invoke(cli, ["timeline", str(tmp_path)])
-        said = f"error: {tmp_path / 'result.json'} is not a run's result (a JSON object)\n"
-        assert done.exit_code == 1 and done.stderr == said
+        said = (f"error: {tmp_path / 'result.json'}: unreadable: the document is an array; allowed: an object; "
+                "a local run's folder has the result.json `vtrain local` wrote\n")
+        assert done.exit_code == 2 and done.stderr == said
         return
     assert [p.name for p in draw_run(tmp_path)] == ["timeline.html", "timeline.png"]

@@ -8,13 +8,21 @@
 
 from __future__ import annotations
 
+import http.client
 import re
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
+from tests.cloud.test_submit import job_text
 from tests.commands.test_cli_vertex import PROJECT, _fast_retries, _point_at, run  # noqa: F401 (_fast_retries: autouse)
+from tests.helpers import write_job
+from vtrain.cloud import quota
 from vtrain.emulator import Emulator
 from vtrain.emulator.runner import RunContext, RunResult
 from vtrain.runtime.steplog import line
@@ -62,3 +70,84 @@ def test_a_hostile_step_line_is_ignored_with_a_note_and_the_watch_goes_on(emu: E
     progress = re.findall(r"^\[vtrain\] progress \S+: (.*)$", err, re.M)
     assert progress and progress[-1].startswith("chief-0 succeeded step 7"), err  # watched to the end
     assert re.search(r"^state\s+JOB_STATE_SUCCEEDED$", out, re.M), out
+
+
+# ---- quota answers --------------------------------------------------------------------------------
+def _info(value: str) -> str:
+    return (f'{{"quotaInfos": [{{"metric": "{quota.metric("cpus")}", "dimensionsInfos": [{{"dimensions": '
+            f'{{"region": "us-central1"}}, "details": {{"value": {value}}}}}]}}]}}')
+
+
+HOSTILE_QUOTAS = {
+    "html": (b"<!doctype html><html><body>Sign in</body></html>", "an HTML page, not JSON"),
+    "array": (b"[1, 2, 3]", "the document is an array; allowed: an object"),
+    "string": (b'"quota"', "the document is a string; allowed: an object"),
+    "infinite limit": (_info("1e999").encode(), "quotaInfos[0].dimensionsInfos[0].details.value is inf"),
+    "boolean limit": (_info("true").encode(), "details.value is a boolean (true)"),
+    "text limit": (_info('"lots"').encode(), "details.value is a string"),
+    "infos as object": (b'{"quotaInfos": {"a": 1}}', "quotaInfos is an object; allowed: an array"),
+    "deep": (b"[" * 100_000 + b"]" * 100_000, "JSON nested deeper than 100 levels"),
+    "binary": (b"\xff\xfe\x00\x01" * 64, "not UTF-8 text"),
+    "huge": (b" " * (quota.MAX_ANSWER_BYTES + 1), f"more than {quota.MAX_ANSWER_BYTES:,} bytes"),
+}
+
+
+class _Proxy(BaseHTTPRequestHandler):
+    """Forwards every call to the emulator but the Cloud Quotas one, which it answers with `hostile`."""
+
+    upstream = ""
+    hostile = b""
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def _any(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if "/quotaInfos" in self.path:
+            status, kind, answer = 200, "application/json", self.hostile
+        else:
+            target = urlsplit(self.upstream)
+            conn = http.client.HTTPConnection(target.hostname, target.port, timeout=30)
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
+            conn.request(self.command, self.path, body=body or None, headers=headers)
+            got = conn.getresponse()
+            status, kind, answer = got.status, got.getheader("Content-Type", "application/json"), got.read()
+            conn.close()
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
+    do_GET = do_POST = do_DELETE = do_PATCH = _any
+
+
+@pytest.fixture
+def quota_proxy(monkeypatch: pytest.MonkeyPatch) -> Iterator[type[_Proxy]]:
+    from tests.cloud.test_submit import runner
+
+    with Emulator(runner=runner, pending_seconds=0.05, cancel_seconds=0.05) as emulator:
+        handler = type("Proxy", (_Proxy,), {"upstream": emulator.url})
+        server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            _point_at(monkeypatch, emulator)
+            monkeypatch.setenv("VTRAIN_API_ENDPOINT", f"http://127.0.0.1:{server.server_address[1]}")
+            yield handler
+        finally:
+            server.shutdown()
+            server.server_close()
+
+
+@pytest.mark.parametrize("name", list(HOSTILE_QUOTAS))
+def test_a_hostile_quota_answer_is_the_promised_warning(name: str, tmp_path: Path, quota_proxy: type[_Proxy],
+                                                         gcs: Any) -> None:  # fmt: skip
+    quota_proxy.hostile, said = HOSTILE_QUOTAS[name]
+    gcs.create_bucket("stage-bkt", location="US-CENTRAL1")
+    code, out, err = run("doctor", str(write_job(tmp_path, job_text())))
+    assert "Traceback" not in out + err and "Sign in" not in out + err
+    assert code == 0, out + err
+    line = next(ln for ln in out.splitlines() if ln.startswith("warn  quota: "))
+    assert line.startswith("warn  quota: cannot read the limits: the Cloud Quotas API's answer: unreadable: "), line
+    assert said in line and line.endswith(f"{quota.metric('cpus')})"), line

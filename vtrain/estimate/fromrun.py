@@ -143,8 +143,10 @@ def load_run(path: Path, expected_hash: str | None, strict: bool = False) -> Run
         problem(f"{folder} is a run of another job shape (profile config hash {printable(found)}, this job file's "
                 f"{expected_hash}): its measurements are used as they are")
     if state is not None and state != SUCCEEDED:
-        problem(f"{folder} ended {printable(state.removeprefix('JOB_STATE_'))}: the measurements it reached are used")
-    elif state is None and profiles_at != folder and not result_problem:  # a copied Vertex job's profiles have no result.json: "complete" says
+        ended = printable(state.removeprefix("JOB_STATE_"))
+        problem(f"{folder} ended {ended}: the measurements it reached are used")
+    elif state is None and profiles_at != folder and not result_problem:
+        # (a copied Vertex job's profiles have no result.json: "complete" says)
         problem(f"{folder} has no result.json (still running, or killed): the measurements it reached are used")
     incomplete = sorted(name for name, p in profiles.items() if not p.get("complete"))
     if incomplete:
@@ -227,7 +229,8 @@ def _optimizer(p: dict[str, Any]) -> tuple[str, str] | None:
         return None
     slots = round(float(opt["slots_per_param"]))
     name = _SLOTS.get(min(slots, 2), "adam")
-    return name, f"{printable(str(opt.get('name')))}: {opt.get('slot_bytes')} B of slots = {opt['slots_per_param']:g} per parameter"
+    called = printable(str(opt.get("name")))
+    return name, f"{called}: {opt.get('slot_bytes')} B of slots = {opt['slots_per_param']:g} per parameter"
 
 
 def measured_inputs(run: Run, device: Device, utilisation: float) -> tuple[dict[str, Source], list[str]]:

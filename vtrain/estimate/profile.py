@@ -31,7 +31,8 @@ def read_profile(path: Path) -> dict[str, Any]:
 
 
 def check_profile(data: dict[str, Any], source: str) -> dict[str, Any]:
-    """`data` when every field the advisor reads has its type and range; :class:`Unreadable` naming the first that does not."""
+    """`data` when every field the advisor reads has its type and range; else :class:`Unreadable`
+    naming the first field that has not."""
     doc = Doc(data, source).require_object()
     for key in _TEXTS:
         doc.text(key, limit=200)

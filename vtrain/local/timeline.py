@@ -157,18 +157,19 @@ def html(line: Timeline) -> str:
            'font-size="12">']  # fmt: skip
     for i, lane in enumerate(line.lanes):
         y = _TOP + _LANE * i
-        out.append(f'<text x="8" y="{y + _LANE / 2 + 4}">{htmlmod.escape(lane)}</text>')
+        name = htmlmod.escape(lane)
+        out.append(f'<text x="8" y="{y + _LANE / 2 + 4}">{name}</text>')
         for start, end, code in line.bars.get(lane, []):
             color = "#9ecae1" if code in (0, None) else "#c6dbef"
             out.append(f'<rect x="{x(start)}" y="{y + 8}" width="{max(1.0, x(end) - x(start))}" height="{_LANE - 16}" '
-                       f'fill="{color}" stroke="#3182bd"><title>{htmlmod.escape(lane)}: {start:.1f}-{end:.1f} s, exit {code}</title>'
+                       f'fill="{color}" stroke="#3182bd"><title>{name}: {start:.1f}-{end:.1f} s, exit {code}</title>'
                        '</rect>')  # fmt: skip
         points = line.steps.get(lane) or []
         top = max((s for _, s in points), default=0) or 1
         for run in runs(points, line.bars.get(lane, [])):
             path = " ".join(f"{x(at)},{round(y + _LANE - 8 - (_LANE - 16) * s / top, 1)}" for at, s in run)
             out.append(f'<polyline points="{path}" fill="none" stroke="#08519c" stroke-width="1.5">'
-                       f"<title>{htmlmod.escape(lane)}: steps (max {top})</title></polyline>")  # fmt: skip
+                       f"<title>{name}: steps (max {top})</title></polyline>")  # fmt: skip
         for mark in (m for m in line.marks if m.replica == lane):
             tip = htmlmod.escape(f"{mark.kind} {lane} at {mark.at:.1f} s {mark.label}".strip())
             attrs = f'data-mark="{htmlmod.escape(mark.key)}" fill="{COLORS[mark.kind]}"'

@@ -190,5 +190,6 @@ def report(step: int, *, first: int, epoch: int | None, restarts: int | None,
         _log[0].record(step, first=first, epoch=epoch, restarts=restarts)
 
 
-__all__ = ["MAX_LINE", "BadStepLine", "STEP_LOG_ENV", "STEP_LOG_EVERY_ENV", "StepLog", "enabled", "every", "line", "parse", "record_of",
+__all__ = ["MAX_LINE", "BadStepLine",
+           "STEP_LOG_ENV", "STEP_LOG_EVERY_ENV", "StepLog", "enabled", "every", "line", "parse", "record_of",
            "report"]
