@@ -78,6 +78,7 @@ def _info(value: str) -> str:
             f'{{"region": "us-central1"}}, "details": {{"value": {value}}}}}]}}]}}')
 
 
+MAX_ANSWER_BYTES = 8 * 1024 * 1024  # vtrain.cloud.quota's cap (not imported: the test runs on older code too)
 HOSTILE_QUOTAS = {
     "html": (b"<!doctype html><html><body>Sign in</body></html>", "an HTML page, not JSON"),
     "array": (b"[1, 2, 3]", "the document is an array; allowed: an object"),
@@ -88,7 +89,7 @@ HOSTILE_QUOTAS = {
     "infos as object": (b'{"quotaInfos": {"a": 1}}', "quotaInfos is an object; allowed: an array"),
     "deep": (b"[" * 100_000 + b"]" * 100_000, "JSON nested deeper than 100 levels"),
     "binary": (b"\xff\xfe\x00\x01" * 64, "not UTF-8 text"),
-    "huge": (b" " * (quota.MAX_ANSWER_BYTES + 1), f"more than {quota.MAX_ANSWER_BYTES:,} bytes"),
+    "huge": (b" " * (MAX_ANSWER_BYTES + 1), f"more than {MAX_ANSWER_BYTES:,} bytes"),
 }
 
 
