@@ -124,6 +124,12 @@ def record_of(data: Any) -> dict[str, Any] | None:
     anything not marked as a step line, :class:`BadStepLine` for a marked one with unusable fields."""
     if not isinstance(data, dict) or data.get(MARK) != KIND:
         return None
+    return checked(data)
+
+
+def checked(data: dict[str, Any]) -> dict[str, Any]:
+    """`data`'s step, first, epoch, restarts (whole numbers from 0 to 2^53), since and time (Unix times),
+    the ones present; :class:`BadStepLine` saying which is unusable. The status file's format too."""
     if data.get("step") is None:
         raise BadStepLine("step is missing; allowed: a whole number from 0 to 2^53")
     out: dict[str, Any] = {"step": _whole(data, "step")}
@@ -190,6 +196,6 @@ def report(step: int, *, first: int, epoch: int | None, restarts: int | None,
         _log[0].record(step, first=first, epoch=epoch, restarts=restarts)
 
 
-__all__ = ["MAX_LINE", "BadStepLine",
+__all__ = ["MAX_LINE", "BadStepLine", "checked",
            "STEP_LOG_ENV", "STEP_LOG_EVERY_ENV", "StepLog", "enabled", "every", "line", "parse", "record_of",
            "report"]
