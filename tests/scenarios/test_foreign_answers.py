@@ -50,11 +50,13 @@ def emu(monkeypatch: pytest.MonkeyPatch) -> Iterator[Emulator]:
 
 
 def test_a_hostile_step_line_is_ignored_with_a_note_and_the_watch_goes_on(emu: Emulator) -> None:
+    from google.cloud.aiplatform_v1 import WorkerPoolSpec
+
     from tests.emulator.test_emulator import make_job
 
     job = make_job()
-    job.job_spec.worker_pool_specs.append({"machine_spec": {"machine_type": "n1-standard-4"}, "replica_count": 1,
-                                           "container_spec": {"image_uri": "gcr.io/p/t:1"}})
+    job.job_spec.worker_pool_specs.append(WorkerPoolSpec(
+        machine_spec={"machine_type": "n1-standard-4"}, replica_count=1, container_spec={"image_uri": "gcr.io/p/t:1"}))
     made = emu.client().create_custom_job(parent=emu.parent(PROJECT), custom_job=job)
     job_id = made.name.rsplit("/", 1)[-1]
     code, out, err = run("status", job_id, "--watch", "--plain", "--poll", "0.05", "--progress-every", "1s")
@@ -108,7 +110,7 @@ class _Proxy(BaseHTTPRequestHandler):
             status, kind, answer = 200, "application/json", self.hostile
         else:
             target = urlsplit(self.upstream)
-            conn = http.client.HTTPConnection(target.hostname, target.port, timeout=30)
+            conn = http.client.HTTPConnection(target.hostname or "127.0.0.1", target.port, timeout=30)
             headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
             conn.request(self.command, self.path, body=body or None, headers=headers)
             got = conn.getresponse()

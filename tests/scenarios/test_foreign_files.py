@@ -35,7 +35,7 @@ def one_line(result: Result) -> str:
 
 
 # ---- estimate --from-run -----------------------------------------------------------------------------
-BAD_PROFILES = {
+BAD_PROFILES: dict[str, tuple[dict[str, Any], str]] = {
     "infinite step time": ({"steps": {"count": 40, "timed": 36, "median_s": math.inf, "p90_s": 0.1}},
                            "steps.median_s is inf; allowed: a finite number ≥ 0"),
     "NaN step time": ({"steps": {"count": 40, "timed": 36, "median_s": math.nan, "p90_s": 0.1}},
@@ -98,9 +98,9 @@ def test_estimate_states_the_fallback_for_an_unreadable_result_json(job: Path) -
 
 # ---- vtrain timeline ---------------------------------------------------------------------------------
 def _with(path: str, value: Any) -> dict[str, Any]:
-    result = json.loads(json.dumps(RESULT))
+    result: dict[str, Any] = json.loads(json.dumps(RESULT))
     *parents, last = path.split(".")
-    node = result
+    node: Any = result
     for key in parents:
         node = node[int(key)] if isinstance(node, list) else node[key]
     node[int(last) if isinstance(node, list) else last] = value

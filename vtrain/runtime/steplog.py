@@ -100,7 +100,8 @@ def _kind(value: Any) -> str:
     if isinstance(value, (int, float)):
         text = repr(value)
         return {"nan": "NaN"}.get(text, text) if len(text) <= 24 else f"a {len(text)}-digit number"
-    return {str: "a string", list: "an array", dict: "an object"}.get(type(value), type(value).__name__)
+    names: dict[type, str] = {str: "a string", list: "an array", dict: "an object"}
+    return names.get(type(value), type(value).__name__)
 
 
 def _whole(data: dict[str, Any], key: str) -> int:
