@@ -132,7 +132,7 @@ def quota_proxy(monkeypatch: pytest.MonkeyPatch) -> Iterator[type[_Proxy]]:
     with Emulator(runner=runner, pending_seconds=0.05, cancel_seconds=0.05) as emulator:
         handler = type("Proxy", (_Proxy,), {"upstream": emulator.url})
         server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
         thread.start()
         try:
             _point_at(monkeypatch, emulator)
