@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from tests.estimate.test_from_run import job, make_run  # noqa: F401 (job: a fixture)
-from tests.local.test_timeline import RESULT
+from tests.view.test_timeline import RESULT
 from vtrain.cli import cli
 
 MAX_RESULT_BYTES = 16 * 1024 * 1024  # vtrain.local.resultfile's cap (not imported: the test runs on older code too)
@@ -143,7 +143,7 @@ def test_timeline_refuses_a_wrong_result_json_in_one_line(name: str, tmp_path: P
 
 
 def test_a_replica_name_cannot_inject_markup_into_the_page(tmp_path: Path) -> None:
-    from vtrain.local.timeline import html, timeline
+    from vtrain.view.timeline import html, timeline
 
     evil = '<script>alert(1)</script>$x$'
     result = _with("processes.0.replica", evil)

@@ -32,7 +32,7 @@ def _summary(config: object) -> str:
         if pool.tpu_topology:
             machine += f" ({pool.tpu_topology})"
         parts.append(f"{pool.role} {pool.replicas} × {machine}")
-    if config.dtensor is not None and config.distribution_strategy == "dtensor":
+    if config.used_dtensor is not None:
         dims = " x ".join(f"{name} {size}" for name, size in config.dtensor.mesh)
         parts.append(f"dtensor mesh {dims} = {config.dtensor.size} devices")
     tuning = config.tuning

@@ -83,7 +83,7 @@ class JobProgress:
         self._lock = threading.Lock()
         self._reducers = reducers
         self._replicas: dict[str, _Replica] = {t: _Replica() for t in tasks_of(job.proto)}
-        self.steps_seen = 0  # step lines read (for the measurements in the README)
+        self.steps_seen = 0  # step lines read (for the measurements in docs/guides/running-locally.md)
         self.unreadable = 0  # step lines ignored: their numbers were unusable
         self._notes: list[str] = []
         self._noted: set[str] = set()
@@ -123,7 +123,7 @@ class JobProgress:
         return True
 
     def progress(self) -> dict[str, Any]:
-        """What :class:`vtrain.commands._watch.Watch` shows: LocalJob.progress()'s shape."""
+        """What :class:`vtrain.view.live.Watch` shows: LocalJob.progress()'s shape."""
         state = self._job.state
         rows = []
         with self._lock:
