@@ -100,13 +100,14 @@ class _Proxy(BaseHTTPRequestHandler):
 
     upstream = ""
     hostile = b""
+    target = "/quotaInfos"
 
     def log_message(self, *args: Any) -> None:
         pass
 
     def _any(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        if "/quotaInfos" in self.path:
+        if self.target in self.path:
             status, kind, answer = 200, "application/json", self.hostile
         else:
             target = urlsplit(self.upstream)
@@ -154,3 +155,22 @@ def test_a_hostile_quota_answer_is_the_promised_warning(name: str, tmp_path: Pat
     line = next(ln for ln in out.splitlines() if ln.startswith("warn  quota: "))
     assert line.startswith("warn  quota: cannot read the limits: the Cloud Quotas API's answer: unreadable: "), line
     assert said in line and line.endswith(f"{quota.metric('cpus')})"), line
+
+
+@pytest.mark.parametrize(("body", "said"), [
+    (b"<html>proxy login</html>", "not JSON at line 1 column 1"),
+    (b'{"permissions": "iam.serviceAccounts.actAs"}', "permissions is a string; allowed: an array"),
+    (b'{"permissions": [' + b"[" * 100_000 + b"]" * 100_000 + b"]}", "JSON nested deeper than 100 levels"),
+])  # fmt: skip
+def test_a_hostile_iam_answer_is_a_warning_not_a_traceback(body: bytes, said: str, tmp_path: Path,
+                                                           quota_proxy: type[_Proxy], gcs: Any) -> None:  # fmt: skip
+    quota_proxy.hostile, quota_proxy.target = body, ":testIamPermissions"
+    gcs.create_bucket("stage-bkt", location="US-CENTRAL1")
+    sa = "trainer@test-project.iam.gserviceaccount.com"
+    code, out, err = run("doctor", str(write_job(tmp_path, job_text(extra=f"service_account: {sa}\n"))))
+    assert "Traceback" not in out + err and "proxy login" not in out + err
+    line = next(ln for ln in out.splitlines() if ln.startswith(("warn  service account", "FAIL  service account")))
+    assert line == (f"warn  service account: IAM's testIamPermissions answer: unreadable: {said}; whether you may "
+                    f"act as {sa} (iam.serviceAccounts.actAs) is not checked, and a job running as it fails at "
+                    "create if you may not"), line
+    assert code == 0, out + err
