@@ -74,6 +74,20 @@ def test_a_hostile_step_line_is_ignored_with_a_note_and_the_watch_goes_on(emu: E
     assert re.search(r"^state\s+JOB_STATE_SUCCEEDED$", out, re.M), out
 
 
+def test_submit_wait_ignores_a_hostile_step_line_and_watches_to_the_end(emu: Emulator, tmp_path: Path) -> None:
+    job = write_job(tmp_path, "name: stepping\ntrainer:\n  container: {image_uri: us-docker.pkg.dev/p/r/t:1}\n"
+                              "cluster:\n  chief: {machine_type: n1-standard-4}\n  workers: {replicas: 1}\n")
+    code, out, err = run("submit", str(job), "--wait", "--plain", "--no-preflight", "--poll", "0.05",
+                         "--progress-every", "1s")
+    assert code == 0, err
+    assert "Traceback" not in err
+    note = "[vtrain] note: chief-0 logged an unreadable step line"
+    assert len([ln for ln in err.splitlines() if ln.startswith(note)]) == 1, err
+    progress = re.findall(r"^\[vtrain\] progress \S+: (.*)$", err, re.M)
+    assert progress and progress[-1].startswith("chief-0 succeeded step 7"), err
+    assert "ended JOB_STATE_SUCCEEDED" in out, out
+
+
 # ---- quota answers --------------------------------------------------------------------------------
 def _info(value: str) -> str:
     return (f'{{"quotaInfos": [{{"metric": "{quota.metric("cpus")}", "dimensionsInfos": [{{"dimensions": '
