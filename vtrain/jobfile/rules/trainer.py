@@ -44,6 +44,7 @@ def check_trainer(r: Rules, config: JobConfig) -> None:
                 own = "its own container" if pool.container is not None else "trainer.container"
                 r.add(pool_path(pool, key), f"{key} is for python-package pools, and this pool runs {own}; set "
                                             f"{format_path(pool_path(pool, 'container', 'command'))} instead")
+    check_image_ports(r, config)
     modules = [(pool_path(p, "module"), p.module) for p in pools if p.container is None and p.module is not None]
     for path, module in modules:
         if not _MODULE.match(module):
@@ -154,6 +155,23 @@ def check_image(r: Rules, config: JobConfig) -> None:
     for pool in python:
         if pool.image is not None:
             _check_image(r, pool_path(pool, "image"), pool.image, [pool], build)
+
+
+def check_image_ports(r: Rules, config: JobConfig) -> None:
+    """Every container image's registry port is a TCP port (a port above 65535 would fail at the pull)."""
+    from vtrain.trainer.image.reference import port_problem
+
+    found = [(("trainer", "container", "image_uri"), config.trainer.container.image_uri)] \
+        if config.trainer.container is not None else []  # fmt: skip
+    found += [(pool_path(p, "container", "image_uri"), p.container.image_uri) for p in config.pools()
+              if p.container is not None and p.container is not config.trainer.container]
+    if config.trainer.build is None:  # else check_build reads them as base images, ports included
+        found += [(pool_path(p, "image"), p.image) for p in config.pools() if p.image]
+        found += [(("trainer", "image"), config.trainer.image)] if config.trainer.image else []
+    for path, uri in found:
+        problem = port_problem(uri)
+        if problem:
+            r.add(path, f"{problem}; e.g. localhost:5000/REPO/IMAGE:TAG")
 
 
 def _check_image(r: Rules, path: PathKey, image: str, pools: list[PoolConfig], build: bool) -> None:

@@ -22,6 +22,15 @@ _HOST = re.compile(r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9]
                    r"|\[[0-9a-fA-F:]+\])(?::[0-9]+)?")
 
 
+def port_problem(text: str) -> str | None:
+    """What is wrong with the registry port of image reference `text` (TCP ports are 1 to 65535), or None."""
+    first, slash, _ = text.strip().partition("/")
+    found = re.fullmatch(r"(?:\[[0-9a-fA-F:]+\]|[^:\[\]]+):([0-9]+)", first) if slash else None
+    if found is None or 1 <= int(found[1]) <= 65535:
+        return None
+    return f"registry port {found[1]} in {first!r} is not a TCP port (1 to 65535)"
+
+
 @dataclass(frozen=True)
 class ImageRef:
     registry: str  # host[:port] as written, Docker Hub's API host for hub images
@@ -62,6 +71,8 @@ def parse_reference(text: str, *, what: str = "image") -> ImageRef:
         registry, path = first, rest
         if not _HOST.fullmatch(registry):
             raise PackagingError(f"{what} {text!r}: {registry!r} is not a registry host[:port]")
+        if port_problem(raw):
+            raise PackagingError(f"{what} {text!r}: {port_problem(raw)}")
     else:
         registry, path = DOCKER_HUB, raw
         if "/" not in path:
