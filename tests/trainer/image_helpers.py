@@ -38,6 +38,9 @@ needs_registry = pytest.mark.skipif(
     REGISTRY_BIN is None, reason="docker-registry (the CNCF distribution registry) is not installed: "
     "apt-get install docker-registry (.ci/run does)")
 USER, PASSWORD = "vtrain", "s3cret-pass"
+#: A base's C library as vtrain reads it (its banner): glibc 2.36, so wheels up to manylinux_2_36 fit.
+FAKE_LIBC: Entry = ("usr/lib/x86_64-linux-gnu/libc.so.6",
+                    b"\x7fELF...GNU C Library (Debian GLIBC 2.36-9+deb12u4) stable release version 2.36.\n", False)
 
 
 @dataclass

@@ -72,7 +72,9 @@ def test_build_and_push_shows_the_base_layers_then_vtrains(registry: Registry, t
     seen = _inspect(pushed.image.split("@")[0])
     assert seen["Digest"] == pushed.digest
     assert seen["Layers"] == base_layers + [b["digest"] for b in pushed.blobs[1:4]]
-    assert "PYTHONPATH=/opt/vtrain/trainer:/opt/vtrain/runtime:/opt/vtrain/deps" in seen["Env"]  # type: ignore[operator]
+    assert "PYTHONPATH=/opt/vtrain/trainer:/opt/vtrain/runtime:/opt/vtrain/deps/lib/python3.11/site-packages" in \
+        seen["Env"]  # type: ignore[operator]
+    assert "PYTHONUSERBASE=/opt/vtrain/deps" in seen["Env"]  # type: ignore[operator]
     config = _inspect(pushed.image.split("@")[0], "--config")["config"]
     assert config["Entrypoint"] == ["python3", "-m", "trainer.task"]  # type: ignore[index]
     assert config["Cmd"] == ["--epochs", "1"]  # type: ignore[index]
