@@ -159,11 +159,14 @@ def make_trainer(root: Path, *, body: str = "print('trained')\n") -> Path:
     return root
 
 
-def make_wheel(directory: Path, name: str = "tinyreq", version: str = "1.0", requires: tuple[str, ...] = ()) -> Path:
-    """A pure-Python wheel, written by hand: a zip with the module, METADATA, WHEEL and RECORD."""
+def make_wheel(directory: Path, name: str = "tinyreq", version: str = "1.0", requires: tuple[str, ...] = (),
+               extra: dict[str, str] | None = None) -> Path:
+    """A pure-Python wheel, written by hand: a zip with the module, METADATA, WHEEL and RECORD (and
+    `extra` files, such as a .pth file, at the wheel's root)."""
     directory.mkdir(parents=True, exist_ok=True)
     dist = f"{name}-{version}.dist-info"
     files = {
+        **(extra or {}),
         f"{name}.py": f"VALUE = {version!r}\n",
         f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
                             + "".join(f"Requires-Dist: {r}\n" for r in requires),

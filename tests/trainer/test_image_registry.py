@@ -214,7 +214,8 @@ def test_an_sdist_only_requirement_stops_the_build_before_anything_is_sent(
     push_base(registry.client(), "base/py", BASE_FILES, tmp_path)
     spec = _spec(registry, requirements=("onlysdist",), platform="manylinux_2_17_x86_64",  # the base has no libc
                  index_args=("--no-index", "--find-links", str(make_sdist(tmp_path / "dists").parent)))
-    with pytest.raises(PackagingError, match=r"^requirement 'onlysdist' has no wheel for Python 3\.11 \(cp311\) on manylinux_2_17_x86_64 "):
+    with pytest.raises(PackagingError, match=r"^requirement 'onlysdist' has no wheel for Python 3\.11 "
+                                             r"\(cp311\) on manylinux_2_17_x86_64 "):
         build_and_push(spec, make_trainer(tmp_path / "t"), cache=tmp_path / "cache")
     assert registry.client().manifest("team/trainer", "latest") is None
     assert requests.get(f"http://{registry.host}/v2/_catalog", timeout=5).json()["repositories"] == ["base/py"]

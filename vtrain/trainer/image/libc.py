@@ -122,6 +122,9 @@ def _glibc_from(member: tarfile.TarInfo, tar: tarfile.TarFile) -> Libc | None:
     named = _GLIBC_NAME.fullmatch(name)
     if named and (member.isfile() or member.issym()):
         return Libc("glibc", int(named[1]), int(named[2]))
+    linked = _GLIBC_NAME.fullmatch(member.linkname.rsplit("/", 1)[-1]) if member.issym() else None
+    if name == "libc.so.6" and linked:  # glibc before 2.34: libc.so.6 -> libc-2.31.so
+        return Libc("glibc", int(linked[1]), int(linked[2]))
     if name == "libc.so.6" and member.isfile() and member.size <= _MAX_LIBC:
         handle = tar.extractfile(member)
         if handle is not None:
