@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from tests.helpers import write_job
 from tests.trainer.image_helpers import (
+    FAKE_LIBC,
     PASSWORD,
     USER,
     Registry,
@@ -22,7 +23,6 @@ from tests.trainer.image_helpers import (
     make_trainer,
     make_wheel,
     needs_registry,
-    FAKE_LIBC,
     push_base,
     registry,  # noqa: F401 (a fixture)
     stop_registry,

@@ -12,11 +12,11 @@ from click.testing import CliRunner
 
 from tests.helpers import write_job
 from tests.trainer.image_helpers import (
+    FAKE_LIBC,
     Registry,
     make_trainer,
     make_wheel,
     needs_registry,
-    FAKE_LIBC,
     push_base,
     registry,  # noqa: F401 (a fixture)
 )
