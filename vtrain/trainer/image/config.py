@@ -162,7 +162,7 @@ def image_config(base_config: dict[str, Any], spec: ImageSpec, layers: Sequence[
                      str, Any]:
     """The new image config: the base's with vtrain's layers, environment and entry point. With a
     requirements layer, `python_version` names its site dir (PYTHONUSERBASE and PYTHONPATH)."""
-    config = json.loads(json.dumps(base_config))  # a deep copy: the base's stays as read
+    config: dict[str, Any] = json.loads(json.dumps(base_config))  # a deep copy: the base's stays as read
     inner = dict(config.get("config") or {})
     deps = any(layer.role == "requirements" for layer in layers)
     version = python_version or spec.python_version

@@ -23,7 +23,7 @@ import json
 import os
 import re
 import tarfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -168,7 +168,7 @@ def _scan(layers: Iterator[tuple[str, Callable[[], Any]]]) -> Libc | None:
     return None
 
 
-def read_libc(layers: list[tuple[str, str, Callable[[], Any]]], image: str, config_digest: str, *,
+def read_libc(layers: Sequence[tuple[str, str, Callable[[], Any]]], image: str, config_digest: str, *,
               cache: Path | None = None) -> Libc:
     """The base's C library from its layers, (media type, digest, opener) bottom-up; cached by the
     base's config digest. None found is one line that says how to state it."""
