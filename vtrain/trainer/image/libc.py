@@ -60,7 +60,7 @@ class Libc:
 def platform_problem(text: str) -> str | None:
     """Why `text` is not a platform tag vtrain can resolve for; None when it is one."""
     if _TAG.fullmatch(text.strip()) is None:
-        return (f"{printable(text)!r} is not a wheel platform tag such as manylinux_2_35_x86_64 (glibc 2.35), "
+        return (f"'{printable(text)}' is not a wheel platform tag such as manylinux_2_35_x86_64 (glibc 2.35), "
                 "manylinux2014_x86_64 or musllinux_1_2_x86_64 (x86_64 or aarch64)")
     return None
 
@@ -100,7 +100,7 @@ def arch_of(config: dict[str, Any]) -> str:
     """The wheel architecture of an image config (amd64 → x86_64)."""
     arch = str(config.get("architecture") or "amd64")
     if arch not in _ARCHES:
-        raise PackagingError(f"the base image's architecture {printable(arch)!r} has no manylinux wheels vtrain can "
+        raise PackagingError(f"the base image's architecture '{printable(arch)}' has no manylinux wheels vtrain can "
                              "resolve for (amd64 or arm64)")
     return _ARCHES[arch]
 

@@ -85,19 +85,19 @@ def requirement_problem(text: str) -> str | None:
         return "an empty requirement; give a specifier such as numpy==1.26.4"
     found = control_position(value)
     if found is not None:
-        return (f"a control character ({found[1]}) at column {found[0]} of requirement {printable(value[:60])!r}: "
+        return (f"a control character ({found[1]}) at column {found[0]} of requirement '{printable(value[:60])}': "
                 "a requirement is plain text such as numpy==1.26.4")
     if value.startswith("-"):
-        return (f"{printable(value)!r} is a pip option, not a requirement; put index options in a requirements "
+        return (f"'{printable(value)}' is a pip option, not a requirement; put index options in a requirements "
                 "file (an entry ending in .txt)")
     option = re.search(r"\s(--?[A-Za-z][\w-]*)", value)
     if option is not None:
-        return (f"{option.group(1)} at column {option.start(1) + 1} of requirement {printable(value[:60])!r} is "
+        return (f"{option.group(1)} at column {option.start(1) + 1} of requirement '{printable(value[:60])}' is "
                 f"{_option_words(option.group(1))}")
     try:
         Requirement(value)
     except InvalidRequirement:
-        return f"{printable(value[:80])!r} is not a requirement specifier such as numpy==1.26.4 or tf-keras>=2.17"
+        return f"'{printable(value[:80])}' is not a requirement specifier such as numpy==1.26.4 or tf-keras>=2.17"
     return None
 
 
