@@ -154,3 +154,12 @@ def test_setup_py_install_requires_come_from_the_backend_and_are_cached(tmp_path
     assert set(found) == {"tf-keras>=2.17", "cloudml-hypertune"}
     assert not list(root.glob("*.egg-info"))  # built from a copy: the user's folder is left as it was
     assert (tmp_path / "cache" / "trainer-requires" / f"{scan.digest}.json").is_file()
+
+
+def test_cache_clear_removes_the_image_caches_under_vtrain_cache_dir(tmp_path: Path) -> None:
+    for part in ("image-layers", "image-bases", "trainer-requires"):
+        (tmp_path / part).mkdir()
+        (tmp_path / part / "x.json").write_text("{}")
+    cleared = CliRunner().invoke(cli, ["cache", "clear", "-o", "json"], env={"VTRAIN_CACHE_DIR": str(tmp_path)})
+    assert cleared.exit_code == 0, cleared.output
+    assert not [p for p in ("image-layers", "image-bases", "trainer-requires") if (tmp_path / p).exists()]
