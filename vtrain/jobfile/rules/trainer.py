@@ -267,6 +267,7 @@ def check_reference(r: Rules, path: tuple[str, ...], text: str, what: str) -> No
 def check_build(r: Rules, config: JobConfig) -> None:
     """The repository's form and region, and the requirements (files read here, as the build reads them)."""
     from vtrain.jobfile.model import is_requirements_file
+    from vtrain.trainer.image.libc import platform_problem
     from vtrain.trainer.image.reference import parse_repository
     from vtrain.trainer.image.requirements import read_requirements
 
@@ -290,9 +291,12 @@ def check_build(r: Rules, config: JobConfig) -> None:
             r.warn((*path, "python_version"), f"the base image's name says Python {', '.join(sorted(named))}, not "
                                               f"{build.python_version}: wheels built for another Python may not "
                                               "import; leave python_version out for a prebuilt base")
+    if build.platform is not None and (problem := platform_problem(build.platform)) is not None:
+        r.add((*path, "platform"), problem)
+    root = config.source.parent if config.source is not None else None
     for i, entry in enumerate(build.requirements):
         try:
-            read_requirements([entry], [is_requirements_file(entry)])
+            read_requirements([entry], [is_requirements_file(entry)], root=root)
         except PackagingError as err:
             at = (*path, "requirements", i) if (*path, "requirements", i) in config.positions.values else \
                 (*path, "requirements")
