@@ -13,12 +13,13 @@ pushed over the OCI distribution API with no Docker daemon.
     auth          credentials: an access token for Google's registries (oauth2accesstoken)
     build         planned_image (offline), build_image, push_image, build_and_push
 
-The image's layout: ``/opt/vtrain/trainer`` (the trainer's files exactly as its sdist holds them, one selection:
-:func:`vtrain.trainer.packaging.trainer_files`; ``src/`` on ``PYTHONPATH`` instead for a src layout) and ``/opt/vtrain/runtime`` (vtrain's runtime) are plain
-directories on ``PYTHONPATH``, ahead of the base's own packages. A directory rather than an
-installed wheel, so that no build backend runs (the layer is exactly the files the content hash
-covers, built the same on every machine). What installing the trainer would bring besides its
-files, its declared dependencies, goes into ``/opt/vtrain/deps/lib/pythonX.Y/site-packages`` with the
-job's requirements: a real site dir (``PYTHONUSERBASE=/opt/vtrain/deps``), so their ``.pth`` files
-run, listed on ``PYTHONPATH`` as well for a base whose user site is off.
+The image's layout: ``/opt/vtrain/trainer`` (the trainer's files exactly as its sdist holds them,
+one selection: :func:`vtrain.trainer.packaging.trainer_files`; ``src/`` on ``PYTHONPATH`` instead for
+a src layout) and ``/opt/vtrain/runtime`` (vtrain's runtime) are plain directories on ``PYTHONPATH``,
+ahead of the base's own packages. A directory rather than an installed wheel, so that no build
+backend runs (the layer is exactly the files the content hash covers, built the same on every
+machine). What installing the trainer would bring besides its files, its declared dependencies,
+goes into ``/opt/vtrain/deps/lib/pythonX.Y/site-packages`` with the job's requirements: a real site
+dir (``PYTHONUSERBASE=/opt/vtrain/deps``), so their ``.pth`` files run, listed on ``PYTHONPATH`` as
+well for a base whose user site is off.
 """
