@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from vtrain.errors import PackagingError
@@ -41,7 +42,8 @@ def run_backend(source_dir: Path, out_dir: Path, *, isolation: bool | None = Non
         raise PackagingError(f"building the sdist failed: {err}") from err
 
 
-def _captured_runner(cmd: list[str], cwd: str | None = None, extra_environ: dict[str, str] | None = None) -> None:
+def _captured_runner(cmd: Sequence[str], cwd: str | None = None,
+                     extra_environ: Mapping[str, str] | None = None) -> None:
     """Run a backend hook quietly, keeping its output for the error message if it fails."""
     import subprocess
 

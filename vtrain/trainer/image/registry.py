@@ -37,7 +37,7 @@ import hashlib
 import re
 import time
 from collections.abc import Callable, Iterable
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeAlias
 from urllib.parse import urljoin, urlsplit
 
 import requests
@@ -51,7 +51,7 @@ from vtrain.trainer.image.reference import base_url, is_loopback, trusted_realm
 
 Credentials = Callable[[str], "tuple[str, str] | None"]
 #: A fresh body for each attempt: bytes, or a callable that opens a readable stream.
-Body = "bytes | Callable[[], BinaryIO] | None"
+Body: TypeAlias = "bytes | Callable[[], BinaryIO] | None"
 ACCEPT = ", ".join((OCI_MANIFEST, DOCKER_MANIFEST, OCI_INDEX, DOCKER_LIST))
 _TRANSIENT_STATUS = {429, 500, 502, 503, 504}
 _CHALLENGE = re.compile(r'(\w+)="([^"]*)"')
@@ -86,7 +86,7 @@ class _Counted:
         self.raw.close()
 
     def read(self, n: int = -1) -> bytes:
-        data = self.raw.read(n, decode_content=False) if hasattr(self.raw, "stream") else self.raw.read(n)
+        data: bytes = self.raw.read(n, decode_content=False) if hasattr(self.raw, "stream") else self.raw.read(n)
         self.client.sent += len(data)
         return data
 
