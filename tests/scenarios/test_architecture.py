@@ -207,13 +207,7 @@ def test_every_module_imports_on_its_own() -> None:
 #: Modules past MAX_LINES that a review kept whole, each with its reason. MAX_LINES is a prompt to look for a
 #: concept inside a module, never a reason to split one by size: a module over it is either split along a
 #: concept or named here with why it is one concept.
-REVIEWED_LONG: dict[str, str] = {
-    # Merged while their branch is still open; split along their concepts (gitignore rules, credential
-    # detection; the registry's proofs) once it closes.
-    "vtrain.trainer.select": "pending split: ignore rules and credential detection are concepts of their own",
-    "vtrain.trainer.packaging": "pending review after the image-contents merge",
-    "vtrain.trainer.image.registry": "pending review after the image-contents merge",
-}
+REVIEWED_LONG: dict[str, str] = {}
 
 
 def test_long_modules_were_reviewed() -> None:
