@@ -109,7 +109,7 @@ def _reaches(start: str) -> set[str]:
 STAGES: list[dict[str, tuple[str, ...]]] = [
     {"ground": ("vtrain", "vtrain.errors", "vtrain.constants", "vtrain.catalog", "vtrain.userpaths",
                 "vtrain.foreign", "vtrain.proctree", "vtrain.network", "vtrain.handle", "vtrain.durations", "vtrain.tuning")},
-    {"replica": ("vtrain.runtime", "vtrain.diloco")},  # inside replicas; they ship together
+    {"replica": ("vtrain.runtime", "vtrain.diloco", "vtrain.horovod")},  # inside replicas; they ship together
     {"trainer": ("vtrain.trainer",)},
     {"jobfile": ("vtrain.jobfile",)},
     {"request": ("vtrain.request",), "estimate": ("vtrain.estimate",)},
@@ -180,6 +180,7 @@ def test_the_runtime_needs_only_what_ships_with_it() -> None:
     for package in RUNTIME_PACKAGES:
         shipped |= {m for m in MODULES if m == f"vtrain.{package}" or m.startswith(f"vtrain.{package}.")}
     assert _reaches("vtrain.runtime") - {"vtrain"} <= shipped
+    assert _reaches("vtrain.horovod") - {"vtrain"} <= shipped
 
 
 @pytest.mark.slow
