@@ -10,11 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from vtrain.errors import VtrainError
+from vtrain.errors import HorovodUnsupported
 
-
-class NotSupported(VtrainError, NotImplementedError):
-    """A Horovod feature vtrain.horovod does not implement (see docs/guides/horovod.md)."""
+#: What an unsupported call raises (a NotImplementedError too); see docs/guides/horovod.md.
+NotSupported = HorovodUnsupported
 
 
 _RING = "vtrain.horovod runs one fixed ring of all chief and worker replicas"
