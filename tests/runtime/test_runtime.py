@@ -132,6 +132,8 @@ EXPLICIT_OK = [
     ("MIRRORED", {}, 2, True, "mirrored"),  # explicit beats the TPU auto would pick
     ("parameter_server", {"TF_CONFIG": tf_config(PS, "chief")}, 0, False, "parameter_server"),
     ("tpu", {}, 0, True, "tpu"),
+    ("horovod", {"TF_CONFIG": tf_config(CW, "worker")}, 0, False, "horovod"),
+    ("horovod", {}, 0, False, "horovod"),
     ("auto", {}, 0, False, "default"),
     ("", {}, 0, False, "default"),
 ]
@@ -150,7 +152,8 @@ EXPLICIT_BAD = [
     ("parameter_server", {}, False, "lists no ps tasks"),
     ("multi_worker_mirrored", {"TF_CONFIG": tf_config(PS, "chief")}, False, "only parameter_server uses"),
     ("tpu", {}, False, "no TPU is visible"),
-    ("horovod", {}, False, "is not one of: auto, one_device"),
+    ("hogwild", {}, False, "is not one of: auto, one_device"),
+    ("horovod", {"TF_CONFIG": tf_config(PS, "chief")}, False, "only parameter_server uses"),
 ]
 
 

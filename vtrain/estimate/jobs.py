@@ -86,8 +86,8 @@ def estimate_hint(config: JobConfig) -> str | None:
     """
     if config.reduction_server is not None and config.reduction_server.replicas != 0:
         return None
-    if config.distribution_strategy in ("dtensor", "diloco"):
-        return None  # no ring all-reduce of whole gradients between the replicas to speed up
+    if config.distribution_strategy in ("dtensor", "diloco", "horovod"):
+        return None  # no ring all-reduce to speed up, or (horovod) one Reduction Server cannot serve
     if config.parameter_servers is not None and config.parameter_servers.replicas != 0:
         return None
     try:

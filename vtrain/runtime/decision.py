@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from vtrain.constants import DTENSOR as DTENSOR_STRATEGY
-from vtrain.constants import STRATEGIES
+from vtrain.constants import HOROVOD, STRATEGIES
 from vtrain.errors import RuntimeMismatch
 
 log = logging.getLogger("vtrain.runtime")
@@ -33,6 +33,7 @@ class Decision:
     """Which strategy to build and why; everything a replica needs to know about its role."""
 
     strategy: str  # default | one_device | mirrored | multi_worker_mirrored | parameter_server | tpu | diloco | dtensor
+    #               | horovod
     reason: str
     task_type: str
     task_index: int
@@ -206,6 +207,9 @@ def choose_strategy(env: Mapping[str, str], gpus: int, tpu: bool) -> Decision:
         )
     if asked == "multi_worker_mirrored":
         return mwms(where if num_workers > 1 else "asked for; one worker (no TF_CONFIG)")
+    if asked == HOROVOD:
+        return decide(HOROVOD, f"Horovod rank of {num_workers} (chief 0, then the workers): vtrain.horovod "
+                               "all-reduces the gradients; no tf.distribute strategy", collective_timeout=_timeout(env))
     return decide(asked, "asked for by VTRAIN_DISTRIBUTION_STRATEGY")
 
 

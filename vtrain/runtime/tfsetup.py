@@ -72,6 +72,10 @@ def _build(d: Decision) -> Any:
             server.join()
             raise SystemExit(0)
         return tf.distribute.ParameterServerStrategy(resolver)
+    if d.strategy == "horovod":
+        # Each rank is a program of its own; vtrain.horovod's optimizer or tape reduces the gradients.
+        log.info("vtrain: horovod: TensorFlow's default strategy in each rank; import vtrain.horovod as hvd")
+        return tf.distribute.get_strategy()
     if d.strategy == "mirrored" or (d.strategy == "diloco" and len(tf.config.list_physical_devices("GPU")) > 1):
         return tf.distribute.MirroredStrategy()  # a DiLoCo learner: never a cluster across learners
     if d.strategy == "one_device":

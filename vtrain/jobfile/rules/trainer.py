@@ -216,6 +216,8 @@ def check_strategy(r: Rules, config: JobConfig) -> None:
                     "multi_worker_mirrored")
     elif strategy == "dtensor":
         return  # its cluster is checked with its mesh: vtrain.jobfile.rules.dtensor
+    elif strategy == "horovod":
+        return  # its ring: vtrain.jobfile.rules.horovod
     elif has_ps and strategy != "parameter_server":
         r.add(path, f"the cluster has parameter servers, so the strategy must be parameter_server (or auto), "
                     f"not {strategy}")
