@@ -106,23 +106,47 @@ def _collective(make: Callable[[int, float], Any]) -> Any:
     return out
 
 
+def _on_the_wire(tensor: Any) -> tuple[Any, Any]:
+    """The tensor in a dtype TensorFlow's collectives carry (float16/32/64, int32/64), and its own dtype:
+    narrower integers and bool travel as int32 or int64, bfloat16 as float32."""
+    import tensorflow as tf
+
+    dtype = tensor.dtype
+    if dtype in (tf.float16, tf.float32, tf.float64, tf.int32, tf.int64):
+        return tensor, None
+    if dtype == tf.bfloat16:
+        return tf.cast(tensor, tf.float32), dtype
+    if dtype.is_integer or dtype == tf.bool:
+        wide = tf.int64 if dtype in (tf.uint32, tf.uint64) else tf.int32
+        return tf.cast(tensor, wide), dtype
+    raise TypeError(f"vtrain.horovod: TensorFlow's collectives cannot carry {dtype.name} tensors")
+
+
+def _back(tensor: Any, dtype: Any) -> Any:
+    import tensorflow as tf
+
+    return tensor if dtype is None else tf.cast(tensor, dtype)
+
+
 def _reduce_flat(flat: Any, op: int) -> Any:
     import tensorflow as tf
 
     n = size()
     final = "Div" if op == Average else "Id"
-    return _collective(lambda key, timeout: tf.raw_ops.CollectiveReduceV2(
-        input=flat, group_size=n, group_key=GROUP_KEY, instance_key=key, ordering_token=[], merge_op=_MERGE[op],
-        final_op=final, communication_hint="auto", timeout_seconds=timeout))
+    wire, dtype = _on_the_wire(flat)
+    return _back(_collective(lambda key, timeout: tf.raw_ops.CollectiveReduceV2(
+        input=wire, group_size=n, group_key=GROUP_KEY, instance_key=key, ordering_token=[], merge_op=_MERGE[op],
+        final_op=final, communication_hint="auto", timeout_seconds=timeout)), dtype)
 
 
 def _gather_flat(tensor: Any) -> Any:
     import tensorflow as tf
 
     n = size()
-    return _collective(lambda key, timeout: tf.raw_ops.CollectiveGatherV2(
-        input=tensor, group_size=n, group_key=GROUP_KEY, instance_key=key, ordering_token=[],
-        communication_hint="auto", timeout_seconds=timeout))
+    wire, dtype = _on_the_wire(tensor)
+    return _back(_collective(lambda key, timeout: tf.raw_ops.CollectiveGatherV2(
+        input=wire, group_size=n, group_key=GROUP_KEY, instance_key=key, ordering_token=[],
+        communication_hint="auto", timeout_seconds=timeout)), dtype)
 
 
 def _check_op(op: int | None, average: bool | None) -> int:
@@ -279,7 +303,7 @@ def broadcast(tensor: Any, root_rank: int, name: str | None = None, ignore_name_
     tensor = tf.convert_to_tensor(tensor)
     if n == 1:
         return tf.identity(tensor)
-    wire = tf.cast(tensor, tf.int32) if tensor.dtype == tf.bool else tensor
+    wire, dtype = _on_the_wire(tensor)
     if rank() == root_rank:
         out = _collective(lambda key, timeout: tf.raw_ops.CollectiveBcastSendV2(
             input=wire, group_size=n, group_key=GROUP_KEY, instance_key=key, communication_hint="auto",
@@ -288,7 +312,7 @@ def broadcast(tensor: Any, root_rank: int, name: str | None = None, ignore_name_
         out = _collective(lambda key, timeout: tf.raw_ops.CollectiveBcastRecvV2(
             group_size=n, group_key=GROUP_KEY, instance_key=key, shape=tf.shape(wire), T=wire.dtype,
             communication_hint="auto", timeout_seconds=timeout))
-    return tf.cast(out, tf.bool) if tensor.dtype == tf.bool else out
+    return _back(out, dtype)
 
 
 def broadcast_variables(variables: Iterable[Any], root_rank: int, process_set: Any = None,

@@ -12,6 +12,11 @@ import numpy as np
 
 def main() -> None:
     name = sys.argv[1]
+    if name == "api_check":
+        from trainer import api_check
+
+        api_check.main()
+        return
     if name.startswith("twin_"):
         from trainer import twin
 
