@@ -13,8 +13,8 @@ gradients travel over the ring (CPU) or NCCL (GPU) all-reduce MultiWorkerMirrore
 Adasum, elastic, the timeline) fails at the call with why and what to do (:mod:`.unsupported`).
 
 Horovod's scripts are written for Keras 2 (``tf.keras``, ``opt.variables()``, compile's
-``experimental_run_tf_function``), and Keras 3 was never supported by Horovod: importing this package
-sets TF_USE_LEGACY_KERAS=1, so ``tf.keras`` is tf_keras, when tf_keras is installed and ``tf.keras``
+``experimental_run_tf_function``), and Keras 3 was never supported by Horovod: importing ``.keras`` or
+``.tensorflow`` sets TF_USE_LEGACY_KERAS=1, so ``tf.keras`` is tf_keras, when tf_keras is installed and ``tf.keras``
 was not used yet (a script that uses Keras 3 directly still can: the optimizer wrapper knows both).
 The docs page is docs/guides/horovod.md. This package ships to the replicas with :mod:`vtrain.runtime`.
 """
@@ -51,8 +51,6 @@ def prefer_tf_keras(env: dict[str, str] | os._Environ[str] | None = None) -> boo
     log.info("vtrain.horovod: TF_USE_LEGACY_KERAS=1, so tf.keras is tf_keras (Keras 2), as Horovod scripts expect")
     return True
 
-
-prefer_tf_keras()
 
 
 def __getattr__(name: str) -> Any:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from vtrain.horovod import prefer_tf_keras
 from vtrain.horovod.collectives import (
     Adasum,
     Average,
@@ -44,6 +45,8 @@ from vtrain.horovod.collectives import (
 )
 from vtrain.horovod.gradients import DistributedGradientTape, DistributedOptimizer
 from vtrain.horovod.unsupported import NotSupported
+
+prefer_tf_keras()  # before the script's tf.keras resolves: Horovod scripts expect Keras 2
 
 
 def __getattr__(name: str) -> Any:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from vtrain.horovod import prefer_tf_keras
 from vtrain.horovod.collectives import (
     Adasum,
     Average,
@@ -31,8 +32,11 @@ from vtrain.horovod.collectives import (
     size,
 )
 from vtrain.horovod.gradients import DistributedGradientTape, DistributedOptimizer
-from vtrain.horovod.keras import callbacks
 from vtrain.horovod.unsupported import NotSupported
+
+prefer_tf_keras()  # before tf.keras resolves: Horovod scripts expect Keras 2
+
+from vtrain.horovod.keras import callbacks  # noqa: E402 - after prefer_tf_keras: it subclasses tf.keras's Callback
 
 
 def __getattr__(name: str) -> Any:
