@@ -109,7 +109,8 @@ def _reaches(start: str) -> set[str]:
 STAGES: list[dict[str, tuple[str, ...]]] = [
     {"ground": ("vtrain", "vtrain.errors", "vtrain.constants", "vtrain.catalog", "vtrain.userpaths",
                 "vtrain.foreign", "vtrain.proctree", "vtrain.network", "vtrain.handle", "vtrain.durations", "vtrain.tuning")},
-    {"replica": ("vtrain.runtime", "vtrain.diloco", "vtrain.horovod")},  # inside replicas; they ship together
+    # inside replicas; they ship together
+    {"replica": ("vtrain.runtime", "vtrain.diloco", "vtrain.horovod")},
     {"trainer": ("vtrain.trainer",)},
     {"jobfile": ("vtrain.jobfile",)},
     {"request": ("vtrain.request",), "estimate": ("vtrain.estimate",)},
