@@ -54,7 +54,7 @@ def test_parameter_servers_and_reduction_server_have_no_place_in_the_ring() -> N
     rs = errors(HEAD + "cluster:\n  chief: {machine_type: a2-highgpu-1g}\n  workers: {replicas: 1}\n"
                 "  reduction_server: {replicas: 2}\n" + RESTART)
     assert [p.path for p in rs] == ["distribution_strategy"]
-    assert "Reduction Server does not serve; remove cluster.reduction_server" in rs[0].message
+    assert "vtrain.horovod is not tested with it; remove cluster.reduction_server" in rs[0].message
 
 
 def test_a_multi_gpu_replica_would_leave_gpus_idle() -> None:

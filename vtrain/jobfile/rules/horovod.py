@@ -1,7 +1,8 @@
 """`distribution_strategy: horovod` (vtrain.horovod), and trainers that still import the real Horovod.
 
 A Horovod ring is the chief and the workers, one rank per replica (chief 0, then the workers), so:
-no parameter servers and no Reduction Server (neither has a place in the ring); at most one GPU per
+no parameter servers (no place in the ring) and no Reduction Server (Vertex documents it for
+MultiWorkerMirrored's NCCL all-reduce; vtrain.horovod is not tested with it); at most one GPU per
 chief/worker replica, because Horovod runs one process per GPU and a Vertex replica runs one process
 (eight GPUs on one machine would leave seven idle: use eight 1-GPU replicas); and since a restarted
 rank cannot rejoin a running ring, a job of more than one replica is advised to restart as a whole
@@ -93,8 +94,9 @@ def check_horovod(r: Rules, config: JobConfig) -> None:
         r.add(path, "horovod ranks are the chief and the workers, all-reducing over a ring: parameter servers have "
                     "no place in it; remove cluster.parameter_servers (or use parameter_server)")
     if config.reduction_server is not None and config.reduction_server.replicas != 0:
-        r.add(path, "horovod (vtrain.horovod) all-reduces with TensorFlow's own ring/NCCL collectives, which "
-                    "Reduction Server does not serve; remove cluster.reduction_server (or use multi_worker_mirrored)")
+        r.add(path, "horovod jobs run without Reduction Server: Vertex documents it for MultiWorkerMirrored's NCCL "
+                    "all-reduce and vtrain.horovod is not tested with it; remove cluster.reduction_server (or use "
+                    "multi_worker_mirrored)")
     for pool in (config.chief, config.workers):
         if pool is None or not int(pool.replicas) or pool.gpus <= 1:
             continue
