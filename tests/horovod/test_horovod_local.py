@@ -99,3 +99,5 @@ def test_every_collective_over_a_ring_of_two(tmp_path: Path, migrated: Path) -> 
         assert g["sparse"] == [[1, 1], [2, 2]]  # IndexedSlices: each rank's row, gathered
         assert (g["graph_sum"], g["graph_sum2"], g["graph_rows"]) == ([3, 6, 9], [6, 12, 18], [[1, 2, 3], [2, 4, 6]])
         assert g["join"].startswith("vtrain.horovod: hvd.join is not supported")
+        assert g["keras3"]["optimizer"].startswith("keras.")  # Keras 3's own optimizer, wrapped
+    assert got[0]["keras3"]["weights"] == got[1]["keras3"]["weights"]  # one model on both ranks

@@ -324,16 +324,17 @@ def broadcast_variables(variables: Iterable[Any], root_rank: int, process_set: A
     variables = list(variables() if callable(variables) else variables)
     if size() == 1 or not variables:
         return tf.no_op() if not tf.executing_eagerly() else None
-    by_dtype: dict[Any, list[Any]] = {}
-    for v in variables:
-        by_dtype.setdefault(v.dtype.base_dtype, []).append(v)
+    by_dtype: dict[Any, list[tuple[Any, Any]]] = {}
+    for v in variables:  # tf.Variable or a Keras 3 variable (its dtype a name, its shape a tuple)
+        value = tf.convert_to_tensor(v)
+        by_dtype.setdefault(value.dtype, []).append((v, value))
     assigns = []
     for group in by_dtype.values():
-        flat = tf.concat([tf.reshape(tf.convert_to_tensor(v), [-1]) for v in group], axis=0)
+        flat = tf.concat([tf.reshape(value, [-1]) for _, value in group], axis=0)
         values = broadcast(flat, root_rank)
-        pieces = tf.split(values, [int(v.shape.num_elements()) for v in group]) if len(group) > 1 else [values]
-        for v, piece in zip(group, pieces, strict=True):
-            assigns.append(v.assign(tf.reshape(piece, tf.shape(v))))
+        pieces = tf.split(values, [value.shape.num_elements() for _, value in group]) if len(group) > 1 else [values]
+        for (v, value), piece in zip(group, pieces, strict=True):
+            assigns.append(v.assign(tf.reshape(piece, tf.shape(value))))
     return None if tf.executing_eagerly() else tf.group(*assigns)
 
 

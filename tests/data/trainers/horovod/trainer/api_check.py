@@ -11,6 +11,20 @@ import tensorflow as tf
 import horovod.tensorflow as hvd
 
 
+def keras3_fit(r):
+    """Keras 3 (imported as itself; tf.keras is tf_keras here): model.fit with hvd.DistributedOptimizer, which
+    MultiWorkerMirrored cannot run. Rank-dependent initial weights, made equal by a broadcast first."""
+    import keras
+
+    keras.utils.set_random_seed(r)
+    model = keras.Sequential([keras.Input(shape=(4,)), keras.layers.Dense(3)])
+    hvd.broadcast_variables(model.variables, root_rank=0)
+    model.compile(loss="mse", optimizer=hvd.DistributedOptimizer(keras.optimizers.SGD(0.1)))
+    x = np.full((8, 4), r + 1.0, np.float32)
+    model.fit(x, np.zeros((8, 3), np.float32), batch_size=4, epochs=1, verbose=0)
+    return {"optimizer": type(model.optimizer).__module__, "weights": [w.tolist() for w in model.get_weights()]}
+
+
 def main():
     hvd.init()
     r, n = hvd.rank(), hvd.size()
@@ -41,6 +55,7 @@ def main():
     total2, _ = in_graph(x * 2)  # the traced ops run again with the same instance keys
     out["graph_sum"], out["graph_rows"], out["graph_sum2"] = total.numpy().tolist(), rows.numpy().tolist(), \
         total2.numpy().tolist()
+    out["keras3"] = keras3_fit(r)
     try:
         hvd.join()
     except NotImplementedError as err:
