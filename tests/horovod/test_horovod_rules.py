@@ -117,3 +117,20 @@ def test_the_runtime_decides_horovod_from_the_environment() -> None:
     d = choose_strategy({"TF_CONFIG": tf_config, "VTRAIN_DISTRIBUTION_STRATEGY": "horovod"}, gpus=1, tpu=False)
     assert (d.strategy, d.num_workers, d.multi_worker) == ("horovod", 3, False)
     assert d.reason.startswith("Horovod rank of 3 (chief 0, then the workers)")
+
+
+def test_estimate_counts_the_ring_and_says_reducers_need_a_port(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from vtrain.cli import cli
+    from vtrain.estimate.jobs import estimate_hint
+
+    job = tmp_path / "job.yaml"
+    job.write_text(HEAD + "cluster:\n  chief: {machine_type: a2-highgpu-1g}\n  workers: {replicas: 3}\n" + RESTART,
+                   encoding="utf-8")
+    result = CliRunner().invoke(cli, ["estimate", str(job), "--params", "100M"])
+    assert result.exit_code == 0, result.output
+    assert "4 × a2-highgpu-1g (chief + workers), 1 GPUs each (4 ring ranks)" in result.output
+    assert ("this job's horovod ranks run without Reduction Server (its ring column is theirs): the reducers need "
+            "the script ported to MultiWorkerMirroredStrategy") in result.output
+    assert estimate_hint(parse(job.read_text())) is None  # render offers no reducers to a horovod job
