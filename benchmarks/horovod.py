@@ -79,7 +79,7 @@ def child(mode: str, args: argparse.Namespace, rank: int, sync: Path) -> None:
         model, opt = build(), keras.optimizers.SGD(0.01)
         data = iter(tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(local_batch))
 
-        @tf.function
+        @tf.function  # type: ignore[untyped-decorator]
         def step(images: Any, labels: Any) -> Any:
             with tf.GradientTape() as tape:
                 value = loss(labels, model(images, training=True))
@@ -96,7 +96,7 @@ def child(mode: str, args: argparse.Namespace, rank: int, sync: Path) -> None:
         dist = iter(strategy.experimental_distribute_dataset(
             tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(args.batch)))
 
-        @tf.function
+        @tf.function  # type: ignore[untyped-decorator]
         def step(batch: Any) -> Any:
             def one(images: Any, labels: Any) -> Any:
                 with tf.GradientTape() as tape:

@@ -13,7 +13,7 @@ from vtrain.horovod.topology import topology
 CLUSTER = {"chief": ["10.0.0.1:2222"], "worker": ["10.0.0.2:2222", "10.0.0.3:2223"]}
 
 
-def env(task: str, index: int, cluster: dict | None = None) -> dict[str, str]:
+def env(task: str, index: int, cluster: dict[str, object] | None = None) -> dict[str, str]:
     return {"TF_CONFIG": json.dumps({"cluster": cluster or CLUSTER, "task": {"type": task, "index": index}})}
 
 

@@ -68,8 +68,9 @@ def DistributedGradientTape(gradtape: Any, device_dense: str = "", device_sparse
         flat = tf.nest.flatten(grads, expand_composites=False)
         return tf.nest.pack_sequence_as(grads, _reduce(flat, self._vtrain_hvd))
 
-    cls = type(base.__name__, (base,), {"gradient": gradient, "__module__": base.__module__, "_vtrain_hvd": settings})
-    tape = object.__new__(cls)
+    cls: Any = type(base.__name__, (base,), {"gradient": gradient, "__module__": base.__module__,
+                                            "_vtrain_hvd": settings})
+    tape: Any = object.__new__(cls)
     tape.__dict__.update(gradtape.__dict__)
     return tape
 
@@ -116,7 +117,7 @@ def DistributedOptimizer(optimizer: Any, name: str | None = None, device_dense: 
 
         body = {"apply_gradients": apply_gradients}
     # The settings live on the class: an attribute set on a Keras optimizer would be tracked as its state.
-    cls = type(base.__name__, (base,), {**body, "__module__": base.__module__, "_vtrain_hvd": settings})
+    cls: Any = type(base.__name__, (base,), {**body, "__module__": base.__module__, "_vtrain_hvd": settings})
     config = optimizer.get_config()
     if name is not None:
         config["name"] = name
