@@ -103,3 +103,17 @@ def test_tf_keras_is_chosen_only_while_it_can_still_take_effect(monkeypatch: pyt
     assert prefer_tf_keras(fresh) is True and fresh == {"TF_USE_LEGACY_KERAS": "1"}
     chosen = {"TF_USE_LEGACY_KERAS": "0"}
     assert prefer_tf_keras(chosen) is False and chosen == {"TF_USE_LEGACY_KERAS": "0"}
+
+
+def test_init_after_the_first_tensor_says_to_call_it_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TF_USE_LEGACY_KERAS", "0")
+    import vtrain.horovod.tensorflow as hvd
+
+    hvd.shutdown()
+    tf.constant(1.0)  # TensorFlow's context is running
+    monkeypatch.setenv("TF_CONFIG", '{"cluster": {"chief": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"]}, '
+                                    '"task": {"type": "worker", "index": 0}}')
+    with pytest.raises(Exception, match=r"hvd.init\(\) must come before TensorFlow's first tensor, model or "
+                                        r"strategy .*call it first, as Horovod's examples do"):
+        hvd.init()
+    assert not hvd.is_initialized()
