@@ -317,7 +317,7 @@ def test_real_strategies_on_cpu() -> None:
 import json
 from vtrain import runtime
 from vtrain.runtime import tfsetup
-for asked in ("auto", "one_device", "mirrored"):
+for asked in ("auto", "one_device", "mirrored", "horovod"):
     s = tfsetup._build(runtime.choose_strategy({"VTRAIN_DISTRIBUTION_STRATEGY": asked}, 0, False))
     print(asked, type(s).__name__, s.num_replicas_in_sync)
 s = runtime.strategy()  # VTRAIN_DISTRIBUTION_STRATEGY from the environment: multi_worker_mirrored
@@ -337,6 +337,7 @@ print("keras", runtime.keras().__name__)
     assert lines["auto"] == "_DefaultDistributionStrategy 1"
     assert lines["one_device"] == "OneDeviceStrategy 1"
     assert lines["mirrored"] == "MirroredStrategy 1"
+    assert lines["horovod"] == "_DefaultDistributionStrategy 1"  # each rank alone; vtrain.horovod reduces
     name, info = lines["env"].split(" ", 1)
     assert name == "True"  # tf.distribute.MultiWorkerMirroredStrategy
     assert json.loads(info) == {
