@@ -73,6 +73,17 @@ def test_without_whole_job_restarts_a_warning_says_a_rank_cannot_rejoin() -> Non
     assert not [w for w in alone.warnings if w.path == "scheduling.restart_job_on_worker_restart"]
 
 
+def test_an_evaluator_running_the_trainer_is_told_hvd_init_stops_there(tmp_path: Path) -> None:
+    body = ("name: demo\ntrainer: {package_uris: [gs://bucket/t.tar.gz], module: trainer.task}\n"
+            "distribution_strategy: horovod\n" + RESTART + "cluster:\n  chief: {machine_type: n1-standard-4}\n"
+            "  workers: {replicas: 1}\n  evaluator: {}\n")
+    (warning,) = [w for w in parse(body).warnings if w.path == "cluster.evaluator.module"]
+    assert (warning.severity, warning.line) == ("warning", 8)
+    assert "the evaluator is not a horovod rank, so the trainer's hvd.init() stops there" in warning.message
+    own = body.replace("evaluator: {}", "evaluator: {module: trainer.evaluate}")
+    assert not [w for w in parse(own).warnings if w.path == "cluster.evaluator.module"]
+
+
 def test_the_import_scan_finds_each_form_and_skips_ours(tmp_path: Path) -> None:
     (tmp_path / "trainer").mkdir()
     (tmp_path / "trainer" / "a.py").write_text(

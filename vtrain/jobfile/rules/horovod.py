@@ -6,7 +6,8 @@ MultiWorkerMirrored's NCCL all-reduce; vtrain.horovod is not tested with it); at
 chief/worker replica, because Horovod runs one process per GPU and a Vertex replica runs one process
 (eight GPUs on one machine would leave seven idle: use eight 1-GPU replicas); and since a restarted
 rank cannot rejoin a running ring, a job of more than one replica is advised to restart as a whole
-(scheduling.restart_job_on_worker_restart). Whatever the strategy, a trainer that imports `horovod`
+(scheduling.restart_job_on_worker_restart); an evaluator is no rank, so one that runs the trainer's
+module is warned about (hvd.init() stops there). Whatever the strategy, a trainer that imports `horovod`
 gets a warning with the one-line change: Horovod itself is on no Vertex image and no longer builds
 against current TensorFlow.
 """
@@ -103,6 +104,13 @@ def check_horovod(r: Rules, config: JobConfig) -> None:
         r.add(pool_path(pool, "accelerator_count"), at=pool_path(pool, "machine_type"), message=
               f"horovod runs one rank per GPU and a Vertex replica is one process, so {pool.gpus} GPUs per replica "
               f"would leave {pool.gpus - 1} idle; use {pool.gpus}x more replicas of a 1-GPU machine instead")
+    evaluator = config.evaluator
+    python = evaluator is not None and evaluator.container is None and config.trainer.container is None
+    if python and evaluator is not None and int(evaluator.replicas) \
+            and (evaluator.module or config.trainer.module) == config.trainer.module:
+        r.add(pool_path(evaluator, "module"), "the evaluator is not a horovod rank, so the trainer's hvd.init() "
+                                              "stops there; give cluster.evaluator its own module, or leave the "
+                                              "evaluator out", "warning", at=pool_path(evaluator))
     if config.training_replicas() > 1 and not config.scheduling.restart_job_on_worker_restart:
         r.warn(("scheduling", "restart_job_on_worker_restart"),
                "a restarted horovod rank cannot rejoin the running ring (the others fail with it); set "
