@@ -75,7 +75,10 @@ def _replacement(module: str) -> str:
 
 def check_horovod_imports(r: Rules, config: JobConfig) -> None:
     package = config.trainer.package
-    if package is None or not package.is_dir():
+    try:
+        if package is None or not package.is_dir():
+            return
+    except OSError:  # a path the OS cannot take (too long, ...): the trainer's own rules say so
         return
     also = "" if config.distribution_strategy == HOROVOD else " and set distribution_strategy: horovod"
     for rel, line, module in horovod_imports(package)[:5]:
