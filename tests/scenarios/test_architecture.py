@@ -110,7 +110,7 @@ STAGES: list[dict[str, tuple[str, ...]]] = [
     {"ground": ("vtrain", "vtrain.errors", "vtrain.constants", "vtrain.strategies", "vtrain.catalog",
                 "vtrain.userpaths", "vtrain.foreign", "vtrain.foreigndata", "vtrain.proctree", "vtrain.network",
                 "vtrain.handle", "vtrain.durations", "vtrain.tuning")},
-    {"replica": ("vtrain.runtime", "vtrain.diloco")},  # inside replicas; they ship together
+    {"replica": ("vtrain.runtime", "vtrain.diloco", "vtrain.horovod")},  # inside replicas; they ship together
     {"trainer": ("vtrain.trainer",)},
     {"jobfile": ("vtrain.jobfile",)},
     {"request": ("vtrain.request",), "estimate": ("vtrain.estimate",)},
@@ -184,6 +184,7 @@ def test_the_runtime_needs_only_what_ships_with_it() -> None:
     for package in RUNTIME_PACKAGES:
         shipped |= {m for m in MODULES if m == f"vtrain.{package}" or m.startswith(f"vtrain.{package}.")}
     assert _reaches("vtrain.runtime") - {"vtrain"} <= shipped
+    assert _reaches("vtrain.horovod") - {"vtrain"} <= shipped
 
 
 @pytest.mark.slow

@@ -180,6 +180,10 @@ def advise(config: JobConfig, inputs: Inputs, job: str = "") -> Report:
         tpu=any(f.device.kind == "tpu" for f in fits),
         regions=inputs.regions,
     )
+    if not config.strategy.reducers and rec.kind == "reduction_server":
+        # vtrain.horovod's all-reduce is the ring column; the rules refuse reducers for a horovod job.
+        rec.reasons.append("this job's horovod ranks run without Reduction Server (its ring column is theirs): "
+                           "the reducers need the script ported to MultiWorkerMirroredStrategy")
     return Report(job, config.name, inputs, cluster, est, low, money, need, fits, advice, traffic, rec,
                   _notes(config, cluster, inputs.params),
                   (config.diloco.inner_steps, config.diloco.compression) if config.diloco is not None else None,

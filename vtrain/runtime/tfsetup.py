@@ -85,6 +85,12 @@ def _learner(d: Decision, tf: Any) -> Any:
     return tf.distribute.get_strategy()
 
 
+def _rank(d: Decision, tf: Any) -> Any:
+    """A Horovod rank: a program of its own; vtrain.horovod's optimizer or tape reduces the gradients."""
+    log.info("vtrain: horovod: TensorFlow's default strategy in each rank; import vtrain.horovod as hvd")
+    return tf.distribute.get_strategy()
+
+
 def _one_device(d: Decision, tf: Any) -> Any:
     device = "/gpu:0" if tf.config.list_physical_devices("GPU") else "/cpu:0"
     return tf.distribute.OneDeviceStrategy(device)
@@ -98,6 +104,7 @@ _BUILDERS: dict[str, Callable[[Decision, Any], Any]] = {
     "ParameterServerStrategy": _parameter_server,
     "MirroredStrategy": lambda d, tf: tf.distribute.MirroredStrategy(),
     "learner": _learner,
+    "rank": _rank,
     "OneDeviceStrategy": _one_device,
     "default": lambda d, tf: tf.distribute.get_strategy(),
 }

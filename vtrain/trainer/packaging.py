@@ -258,7 +258,7 @@ vtrain = ["py.typed"]
 #: What replicas import of vtrain, and so all that ships to them: editing the CLI, the rules or the
 #: emulator leaves the runtime sdist's hash (and every job's config hash) as it was.
 RUNTIME_FILES = ("errors.py", "foreign.py", "constants.py", "strategies.py", "py.typed")
-RUNTIME_PACKAGES = ("runtime", "diloco")
+RUNTIME_PACKAGES = ("runtime", "diloco", "horovod")
 _RUNTIME_INIT = '''"""vtrain's runtime as shipped to Vertex AI replicas: `from vtrain import runtime`."""
 
 __version__ = "{version}"
@@ -267,7 +267,7 @@ __version__ = "{version}"
 
 def runtime_entries() -> list[tuple[str, Path | bytes]]:
     """What ships of vtrain, sorted: (path in the sdist, file or content); the sdist and the image alike."""
-    pkg = Path(__file__).resolve().parents[1]  # vtrain/, which runtime/ and diloco/ are in
+    pkg = Path(__file__).resolve().parents[1]  # vtrain/, which runtime/, diloco/ and horovod/ are in
     out: list[tuple[str, Path | bytes]] = [
         ("pyproject.toml", _RUNTIME_PYPROJECT.format(version=__version__).encode()),
         ("vtrain/__init__.py", _RUNTIME_INIT.format(version=__version__).encode()),

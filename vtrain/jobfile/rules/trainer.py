@@ -234,7 +234,7 @@ def check_strategy(r: Rules, config: JobConfig) -> None:
     elif row.parameter_servers == "needs" and not has_ps:
         r.add(path, f"strategy {name} needs cluster.parameter_servers; add them or use multi_worker_mirrored")
     elif row.own_cluster_rules:
-        return  # its cluster is checked with its own block (dtensor: vtrain.jobfile.rules.dtensor)
+        return  # checked by its own rules (vtrain.jobfile.rules.dtensor, .horovod)
     elif has_ps and row.parameter_servers != "needs":
         r.add(path, f"the cluster has parameter servers, so the strategy must be parameter_server (or auto), "
                     f"not {name}")
