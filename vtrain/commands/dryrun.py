@@ -9,6 +9,7 @@ import click
 
 from vtrain.commands._options import UserPath, output_option, project_option, region_option, set_option
 from vtrain.errors import ConfigError
+from vtrain.foreign import printable
 
 _JOB = click.argument("job_file", metavar="JOB.yaml", type=UserPath(dir_okay=False))
 _TARGET = click.option(
@@ -32,7 +33,7 @@ def _summary(config: object) -> str:
         if pool.tpu_topology:
             machine += f" ({pool.tpu_topology})"
         parts.append(f"{pool.role} {pool.replicas} × {machine}")
-    if config.dtensor is not None and config.distribution_strategy == "dtensor":
+    if config.used_dtensor is not None:
         dims = " x ".join(f"{name} {size}" for name, size in config.dtensor.mesh)
         parts.append(f"dtensor mesh {dims} = {config.dtensor.size} devices")
     tuning = config.tuning
@@ -93,11 +94,11 @@ def _validate_one(
     if output == "github":
         for warning in config.warnings:
             click.echo(warning.github())
-        click.echo(f"{job_file}: valid: {_summary(config)}")
+        click.echo(printable(f"{job_file}: valid: {_summary(config)}"))  # a file name a glob found, a name
         return
     for warning in config.warnings:
         click.echo(str(warning), err=True)
-    click.echo(f"{job_file}: valid: {_summary(config)}")
+    click.echo(printable(f"{job_file}: valid: {_summary(config)}"))  # a file name a glob found, a name
 
 
 def _where_render_looks(config: Any, job_file: str) -> None:

@@ -1,7 +1,7 @@
 """One job file and the user's numbers → the whole advice: exchange model, memory fit, precision,
 parallelism, money. What `vtrain estimate` prints (as text or JSON) and what the SDK returns.
 
-The JSON shape (`Report.to_dict`) is documented in the README ("Which parallelism? `vtrain estimate`")
+The JSON shape (`Report.to_dict`) is documented in the manual (docs/guides/choosing-parallelism.md)
 and its keys only grow: the ring vs Reduction Server keys of the first version stay where they were.
 """
 
@@ -115,7 +115,7 @@ def _notes(config: JobConfig, cluster: JobCluster, params: int) -> list[str]:
                    f"parallel over its {cluster.workers} learners; pool 0 ({cluster.syncer_machine}) is the "
                    f"syncer, holding about {held / 1e9:.2f} GB (fp32 parameters, outer momentum, residual) plus "
                    f"up to max_staleness = {config.diloco.max_staleness} rounds of updates")
-    if config.dtensor is not None and config.distribution_strategy == "dtensor":
+    if config.used_dtensor is not None:
         out.append("this job trains with DTensor: the ring and Reduction Server columns show what data parallel "
                    "over its replicas would exchange; its own mesh's numbers are under `dtensor`")
     if config.parameter_servers is not None and config.parameter_servers.replicas != 0:
@@ -180,6 +180,10 @@ def advise(config: JobConfig, inputs: Inputs, job: str = "") -> Report:
         tpu=any(f.device.kind == "tpu" for f in fits),
         regions=inputs.regions,
     )
+    if not config.strategy.reducers and rec.kind == "reduction_server":
+        # vtrain.horovod's all-reduce is the ring column; the rules refuse reducers for a horovod job.
+        rec.reasons.append("this job's horovod ranks run without Reduction Server (its ring column is theirs): "
+                           "the reducers need the script ported to MultiWorkerMirroredStrategy")
     return Report(job, config.name, inputs, cluster, est, low, money, need, fits, advice, traffic, rec,
                   _notes(config, cluster, inputs.params),
                   (config.diloco.inner_steps, config.diloco.compression) if config.diloco is not None else None,
@@ -189,7 +193,7 @@ def advise(config: JobConfig, inputs: Inputs, job: str = "") -> Report:
 def _job_mesh(config: JobConfig, est: Estimate, need: MemoryNeed, fits: list[Fit]) -> MeshPlan | None:
     """A DTensor job's own mesh on its machines. A CPU replica's logical devices share its host RAM:
     each one is given its share of it."""
-    if config.dtensor is None or config.distribution_strategy != "dtensor" or not fits or not config.dtensor.mesh:
+    if config.used_dtensor is None or not fits or not config.used_dtensor.mesh:
         return None
     replicas = max(1, est.workers)
     device = fits[0].device

@@ -44,6 +44,7 @@ def check_trainer(r: Rules, config: JobConfig) -> None:
                 own = "its own container" if pool.container is not None else "trainer.container"
                 r.add(pool_path(pool, key), f"{key} is for python-package pools, and this pool runs {own}; set "
                                             f"{format_path(pool_path(pool, 'container', 'command'))} instead")
+    check_image_ports(r, config)
     modules = [(pool_path(p, "module"), p.module) for p in pools if p.container is None and p.module is not None]
     for path, module in modules:
         if not _MODULE.match(module):
@@ -156,6 +157,23 @@ def check_image(r: Rules, config: JobConfig) -> None:
             _check_image(r, pool_path(pool, "image"), pool.image, [pool], build)
 
 
+def check_image_ports(r: Rules, config: JobConfig) -> None:
+    """Every container image's registry port is a TCP port (a port above 65535 would fail at the pull)."""
+    from vtrain.trainer.image.reference import port_problem
+
+    found = [(("trainer", "container", "image_uri"), config.trainer.container.image_uri)] \
+        if config.trainer.container is not None else []  # fmt: skip
+    found += [(pool_path(p, "container", "image_uri"), p.container.image_uri) for p in config.pools()
+              if p.container is not None and p.container is not config.trainer.container]
+    if config.trainer.build is None:  # else check_build reads them as base images, ports included
+        found += [(pool_path(p, "image"), p.image) for p in config.pools() if p.image]
+        found += [(("trainer", "image"), config.trainer.image)] if config.trainer.image else []
+    for path, uri in found:
+        problem = port_problem(uri)
+        if problem:
+            r.add(path, f"{problem}; e.g. localhost:5000/REPO/IMAGE:TAG")
+
+
 def _check_image(r: Rules, path: PathKey, image: str, pools: list[PoolConfig], build: bool) -> None:
     alias = catalog.IMAGE_ALIAS_RE.match(image)
     uri = catalog.PREBUILT_URI_RE.match(image)
@@ -199,36 +217,37 @@ def _check_image(r: Rules, path: PathKey, image: str, pools: list[PoolConfig], b
 
 
 def check_strategy(r: Rules, config: JobConfig) -> None:
-    strategy = config.distribution_strategy
+    """The cluster fits the strategy: what each row of vtrain.strategies says it needs, refuses or wastes."""
+    row = config.strategy
+    name = row.name
     path = ("distribution_strategy",)
     replicas = config.training_replicas()
     has_workers = config.workers is not None and bool(config.workers.replicas)
     is_tpu = catalog.is_tpu_machine(config.chief.machine_type)
     has_ps = config.parameter_servers is not None and bool(config.parameter_servers.replicas)
-    if strategy == "auto":
+    if row.auto:
         return
-    if is_tpu and strategy != "tpu":
-        r.add(path, f"the chief is a TPU machine, so the strategy must be tpu (or auto), not {strategy}")
-    elif strategy == "tpu" and not is_tpu:
-        r.add(path, "strategy tpu needs a TPU machine (cloud-tpu, ct4p-*, ct5p-*, ct5lp-*, ct6e-*) for the chief")
-    elif strategy == "parameter_server" and not has_ps:
-        r.add(path, "strategy parameter_server needs cluster.parameter_servers; add them or use "
-                    "multi_worker_mirrored")
-    elif strategy == "dtensor":
-        return  # its cluster is checked with its mesh: vtrain.jobfile.rules.dtensor
-    elif has_ps and strategy != "parameter_server":
+    if is_tpu and not row.tpu:
+        r.add(path, f"the chief is a TPU machine, so the strategy must be tpu (or auto), not {name}")
+    elif row.tpu and not is_tpu:
+        r.add(path, f"strategy {name} needs a TPU machine (cloud-tpu, ct4p-*, ct5p-*, ct5lp-*, ct6e-*) for the chief")
+    elif row.parameter_servers == "needs" and not has_ps:
+        r.add(path, f"strategy {name} needs cluster.parameter_servers; add them or use multi_worker_mirrored")
+    elif row.own_cluster_rules:
+        return  # checked by its own rules (vtrain.jobfile.rules.dtensor, .horovod)
+    elif has_ps and row.parameter_servers != "needs":
         r.add(path, f"the cluster has parameter servers, so the strategy must be parameter_server (or auto), "
-                    f"not {strategy}")
-    elif strategy == "multi_worker_mirrored" and not has_workers:
-        r.add(path, "strategy multi_worker_mirrored needs cluster.workers; add workers or use mirrored")
-    elif strategy in ("mirrored", "one_device") and replicas != 1:
-        r.add(path, f"strategy {strategy} runs on one machine but chief + workers have {replicas} replicas; "
+                    f"not {name}")
+    elif row.hosts == "many" and not has_workers:
+        r.add(path, f"strategy {name} needs cluster.workers; add workers or use mirrored")
+    elif row.hosts == "one" and replicas != 1:
+        r.add(path, f"strategy {name} runs on one machine but chief + workers have {replicas} replicas; "
                     "use multi_worker_mirrored")
-    elif strategy == "mirrored" and config.chief.gpus < 2:
-        r.warn(path, f"mirrored on {config.chief.gpus or 'no'} GPU(s) does not distribute anything; "
+    elif row.local_gpus == "many" and config.chief.gpus < 2:
+        r.warn(path, f"{name} on {config.chief.gpus or 'no'} GPU(s) does not distribute anything; "
                      "one_device is equivalent")
-    elif strategy == "one_device" and config.chief.gpus > 1:
-        r.warn(path, f"one_device uses 1 of the chief's {config.chief.gpus} GPUs; use mirrored")
+    elif row.local_gpus == "one" and config.chief.gpus > 1:
+        r.warn(path, f"{name} uses 1 of the chief's {config.chief.gpus} GPUs; use mirrored")
 
 
 
@@ -248,6 +267,7 @@ def check_reference(r: Rules, path: tuple[str, ...], text: str, what: str) -> No
 def check_build(r: Rules, config: JobConfig) -> None:
     """The repository's form and region, and the requirements (files read here, as the build reads them)."""
     from vtrain.jobfile.model import is_requirements_file
+    from vtrain.trainer.image.libc import platform_problem
     from vtrain.trainer.image.reference import parse_repository
     from vtrain.trainer.image.requirements import read_requirements
 
@@ -271,9 +291,12 @@ def check_build(r: Rules, config: JobConfig) -> None:
             r.warn((*path, "python_version"), f"the base image's name says Python {', '.join(sorted(named))}, not "
                                               f"{build.python_version}: wheels built for another Python may not "
                                               "import; leave python_version out for a prebuilt base")
+    if build.platform is not None and (problem := platform_problem(build.platform)) is not None:
+        r.add((*path, "platform"), problem)
+    root = config.source.parent if config.source is not None else None
     for i, entry in enumerate(build.requirements):
         try:
-            read_requirements([entry], [is_requirements_file(entry)])
+            read_requirements([entry], [is_requirements_file(entry)], root=root)
         except PackagingError as err:
             at = (*path, "requirements", i) if (*path, "requirements", i) in config.positions.values else \
                 (*path, "requirements")
