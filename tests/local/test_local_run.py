@@ -274,7 +274,8 @@ def test_max_replicas_and_container_pools(tmp_path: Path, cache: Path, monkeypat
         cluster: {chief: {machine_type: n1-standard-4}}
         """, "container.yaml")
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    with pytest.raises(BackendError, match="runs containers with docker, which is not installed here"):
+    with pytest.raises(BackendError, match="cannot run this job's image in a container here: neither docker nor "
+                       "podman is installed; umoci"):  # no runtime either (tests/local/test_local_containers.py)
         run_local(container, output_dir=tmp_path / "c", cache_dir=cache)
 
 

@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -39,7 +38,9 @@ if TYPE_CHECKING:
 
 
 def _frozen(p: Proc) -> bool:
-    return p.popen is not None and proctree.frozen(p.popen.pid)
+    """Whether the replica's process is stopped: the container's own process for a container replica."""
+    inside = p.container.pid() if p.container is not None else None
+    return p.popen is not None and proctree.frozen(inside or p.popen.pid)
 
 
 class LocalJob(JobHandle):
@@ -285,6 +286,8 @@ class LocalJob(JobHandle):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(p.popen.pid, signal.SIGKILL)
         p.returncode = p.popen.wait()
+        if p.container is not None:  # its runtime is gone: its container (a process of its own) goes too
+            p.container.remove()
         return True
 
     def _watch(self) -> tuple[str, str | None]:
@@ -392,10 +395,11 @@ class LocalJob(JobHandle):
                     p.returncode = p.popen.returncode  # type: ignore[union-attr]
 
     def _signal(self, p: Proc, sig: int) -> None:
+        """The signal to the replica's process: through its runtime for a container (whose process left the
+        runtime's process group), else to its process group; once, so a handler runs once."""
         assert p.popen is not None
-        if p.container is not None:
-            subprocess.run(["docker", "kill", "--signal", signal.Signals(sig).name, p.container],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=15, check=False)
+        if p.container is not None and p.container.kill(sig) and p.container.pid() is not None:
+            return
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(p.popen.pid, sig)
 

@@ -63,7 +63,7 @@ def run_local_tuning(
     if opts.faults:
         raise UsageError("faults apply to a single job: a job file with `tuning:` runs a study of many trials")
     trainer_env, package_uris = prepare_trainer(config, opts.cache_dir, opts.allow_credentials, notice)
-    images = prepare_images(config, opts.cache_dir, opts.allow_credentials, notice)
+    images = prepare_images(config, opts.cache_dir, opts.allow_credentials, notice, opts.containers)
     body = build_request(config, package_uris).body
     bound = machine_parallelism(body, opts.max_replicas)
     wanted = config.tuning.parallel_trials if max_parallel is None else max_parallel
