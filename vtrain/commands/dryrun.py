@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from vtrain.commands._options import UserPath, output_option, project_option, region_option, set_option
 from vtrain.errors import ConfigError
+
+if TYPE_CHECKING:
+    from vtrain.jobfile.model import JobConfig
 
 _JOB = click.argument("job_file", metavar="JOB.yaml", type=UserPath(dir_okay=False))
 _TARGET = click.option(
@@ -151,7 +154,7 @@ def render(
         click.echo(hint, err=True)
 
 
-def _estimate_hint(config: object) -> str | None:
+def _estimate_hint(config: JobConfig) -> str | None:
     try:
         from vtrain.estimate import estimate_hint
     except ImportError:
