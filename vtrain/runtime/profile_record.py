@@ -82,7 +82,8 @@ def job_spec_from_env(env: Mapping[str, str]) -> Mapping[str, Any] | None:
     """The CustomJobSpec Vertex (and `vtrain local`) put in CLUSTER_SPEC's `job`, or None."""
     try:
         job = json.loads(env.get("CLUSTER_SPEC", "") or "{}").get("job")
-        return json.loads(job) if isinstance(job, str) else job
+        spec = json.loads(job) if isinstance(job, str) else job
+        return spec if isinstance(spec, dict) else None
     except (ValueError, AttributeError):
         return None
 
