@@ -29,10 +29,11 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import sys
 import tarfile
 import tempfile
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -60,10 +61,10 @@ def dist_name(package_dir: Path) -> str:
     name = ""
     pyproject = Path(package_dir) / "pyproject.toml"
     if pyproject.is_file():
-        try:
+        if sys.version_info >= (3, 11):
             import tomllib
-        except ModuleNotFoundError:  # Python 3.10
-            import tomli as tomllib  # type: ignore[no-redef]
+        else:  # Python 3.10
+            import tomli as tomllib
         try:
             data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
@@ -208,7 +209,8 @@ def run_backend(source_dir: Path, out_dir: Path, *, isolation: bool | None = Non
         raise PackagingError(f"building the sdist failed: {err}") from err
 
 
-def _captured_runner(cmd: list[str], cwd: str | None = None, extra_environ: dict[str, str] | None = None) -> None:
+def _captured_runner(cmd: Sequence[str], cwd: str | None = None,
+                     extra_environ: Mapping[str, str] | None = None) -> None:
     """Run a backend hook quietly, keeping its output for the error message if it fails."""
     import subprocess
 

@@ -145,7 +145,7 @@ def created(epoch: int | None = None) -> str:
 def image_config(base_config: dict[str, Any], spec: ImageSpec, layers: Sequence[Layer], *,
                  src_layout: bool = False, epoch: int | None = None) -> dict[str, Any]:
     """The new image config: the base's with vtrain's layers, environment and entry point."""
-    config = json.loads(json.dumps(base_config))  # a deep copy: the base's stays as read
+    config: dict[str, Any] = json.loads(json.dumps(base_config))  # a deep copy: the base's stays as read
     inner = dict(config.get("config") or {})
     inner["Env"] = _merge_env(list(inner.get("Env") or []), spec.env, python_path(src_layout))
     inner["WorkingDir"] = spec.workdir

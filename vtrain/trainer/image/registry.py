@@ -26,7 +26,7 @@ import hashlib
 import re
 import time
 from collections.abc import Callable, Iterable
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeAlias
 from urllib.parse import urljoin
 
 import requests
@@ -38,7 +38,7 @@ from vtrain.trainer.image.reference import base_url, is_loopback
 
 Credentials = Callable[[str], "tuple[str, str] | None"]
 #: A fresh body for each attempt: bytes, or a callable that opens a readable stream.
-Body = "bytes | Callable[[], BinaryIO] | None"
+Body: TypeAlias = "bytes | Callable[[], BinaryIO] | None"
 ACCEPT = ", ".join((OCI_MANIFEST, DOCKER_MANIFEST, OCI_INDEX, DOCKER_LIST))
 _TRANSIENT_STATUS = {429, 500, 502, 503, 504}
 _CHALLENGE = re.compile(r'(\w+)="([^"]*)"')
@@ -67,7 +67,7 @@ class _Counted:
         self.raw.close()
 
     def read(self, n: int = -1) -> bytes:
-        data = self.raw.read(n, decode_content=False) if hasattr(self.raw, "stream") else self.raw.read(n)
+        data: bytes = self.raw.read(n, decode_content=False) if hasattr(self.raw, "stream") else self.raw.read(n)
         self.client.sent += len(data)
         return data
 
@@ -215,7 +215,7 @@ class RegistryClient:
             answer = self.request("GET", f"/v2/{repository}/blobs/{digest}", _pull(repository), stream=True)
             if answer.status_code != 200:
                 raise self._failed(f"reading blob {digest[:19]} of {repository}", answer)
-            data = answer.raw.read(limit + 1, decode_content=True)
+            data: bytes = answer.raw.read(limit + 1, decode_content=True)
             if len(data) > limit or f"sha256:{hashlib.sha256(data).hexdigest()}" != digest:
                 raise PackagingError(f"registry {self.registry}: blob {digest} of {repository} is not what its "
                                      "digest says")

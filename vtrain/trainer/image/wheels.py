@@ -30,7 +30,7 @@ import re
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from vtrain.errors import PackagingError
@@ -44,9 +44,9 @@ _UNREACHABLE = ("NewConnectionError", "Failed to establish a new connection", "T
                 "Max retries exceeded", "ProxyError")
 
 
-def cache_dir(env: dict[str, str] | None = None) -> Path:
+def cache_dir(env: Mapping[str, str] | None = None) -> Path:
     """Where built requirement layers are kept: $XDG_CACHE_HOME/vtrain/image-layers (~/.cache/…)."""
-    env = os.environ if env is None else env  # type: ignore[assignment]
+    env = os.environ if env is None else env
     base = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "vtrain" / "image-layers"
 
