@@ -20,15 +20,19 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check vtrain tests benchmarks
+	$(BIN)/python -m mypy
 	$(BIN)/python -m pytest -q
 
 # The quick loop: everything but the tests marked slow (CI runs `make test`).
 test-fast: $(STAMP)
 	$(BIN)/ruff check vtrain tests benchmarks
+	$(BIN)/python -m mypy
 	$(BIN)/python -m pytest -q -m "not slow"
 
+# Lint and the type check ([tool.mypy] in pyproject.toml: strict for vtrain/, 0 errors).
 lint: $(STAMP)
 	$(BIN)/ruff check vtrain tests benchmarks
+	$(BIN)/python -m mypy
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/startup.py
@@ -36,4 +40,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/hostile_input.py
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache .mypy_cache
