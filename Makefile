@@ -3,13 +3,15 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# The manual's strict build (a broken link, a missing anchor, a stale generated page fail), into build/site.
+MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs
 
-.PHONY: demo test test-fast lint bench install clean
+.PHONY: demo test test-fast lint bench docs install clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,tf]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,tf,docs]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -19,20 +21,26 @@ demo: $(STAMP)
 	$(BIN)/vtrain local configs/quickstart.yaml --output-dir vtrain-out/quickstart
 
 test: $(STAMP)
-	$(BIN)/ruff check vtrain tests benchmarks
+	$(BIN)/ruff check vtrain tests benchmarks docs/generate.py
 	$(BIN)/python -m mypy
+	$(MKDOCS) build --strict --quiet
 	$(BIN)/python -m pytest -q
 
 # The quick loop: everything but the tests marked slow (CI runs `make test`).
 test-fast: $(STAMP)
-	$(BIN)/ruff check vtrain tests benchmarks
+	$(BIN)/ruff check vtrain tests benchmarks docs/generate.py
 	$(BIN)/python -m mypy
+	$(MKDOCS) build --strict --quiet
 	$(BIN)/python -m pytest -q -m "not slow"
 
 # Lint and the type check ([tool.mypy] in pyproject.toml: strict for vtrain/, 0 errors).
 lint: $(STAMP)
-	$(BIN)/ruff check vtrain tests benchmarks
+	$(BIN)/ruff check vtrain tests benchmarks docs/generate.py
 	$(BIN)/python -m mypy
+
+# The manual at http://127.0.0.1:8000, rebuilt as docs/ changes.
+docs: $(STAMP)
+	$(MKDOCS) serve
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/startup.py

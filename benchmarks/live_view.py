@@ -36,10 +36,10 @@ def cpu() -> float:
 
 
 def measure(job_file: Path, out: Path) -> dict[str, float]:
-    from vtrain.commands._watch import Watch
     from vtrain.jobfile.load import load_config
     from vtrain.local.options import RunOptions
     from vtrain.local.runner import run_local
+    from vtrain.view.live import Watch
 
     master, slave = pty.openpty()
     os.set_blocking(master, False)

@@ -28,7 +28,8 @@ DTENSOR = "dtensor"
 DTENSOR_MESH_ENV = "VTRAIN_DTENSOR_MESH"
 #: Logical CPU devices a DTensor replica makes (`vtrain local` sets it: mesh size / replicas).
 LOCAL_DEVICES_ENV = "VTRAIN_LOCAL_DEVICES"
-SCHEDULING_STRATEGIES = ("standard", "spot", "flex_start")
+FLEX_START = "flex_start"  # the scheduling strategy that needs one machine type everywhere
+SCHEDULING_STRATEGIES = ("standard", "spot", FLEX_START)
 
 #: Labels: https://cloud.google.com/resource-manager/docs/labels-overview (≤ 64 labels, ≤ 63 chars).
 #: Env, package URIs, display name: https://cloud.google.com/vertex-ai/docs/reference/rest/v1/CustomJobSpec

@@ -197,7 +197,7 @@ class JobFailed(VtrainError):
         self.exit_code = exit_code
 
 
-#: The exit code of a wait that ran out while the job is live (README: exit codes).
+#: The exit code of a wait that ran out while the job is live (docs/reference/errors.md).
 WAIT_TIMEOUT_EXIT_CODE = 12
 
 

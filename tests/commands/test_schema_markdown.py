@@ -1,4 +1,5 @@
-"""The README's job-file reference table is `vtrain schema --markdown`'s output, between its markers.
+"""The manual's job-file reference table (docs/reference/job-file.md) is `vtrain schema --markdown`'s output,
+between its markers.
 Regenerate it after an intended change with `UPDATE_GOLDEN=1` (as the golden request files)."""
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from vtrain.cli import cli
 from vtrain.jobfile.json_schema import key_paths
 from vtrain.jobfile.reference import BEGIN, END
 
-README = REPO / "README.md"
+PAGE = REPO / "docs" / "reference" / "job-file.md"
 
 
 def _generated() -> str:
@@ -23,17 +24,17 @@ def _generated() -> str:
     return result.stdout
 
 
-def test_the_readme_table_is_the_generated_one() -> None:
-    text = README.read_text(encoding="utf-8")
-    assert text.count(BEGIN) == 1 and text.count(END) == 1, f"README.md needs one {BEGIN} … {END} block"
+def test_the_docs_table_is_the_generated_one() -> None:
+    text = PAGE.read_text(encoding="utf-8")
+    assert text.count(BEGIN) == 1 and text.count(END) == 1, f"{PAGE} needs one {BEGIN} … {END} block"
     head, rest = text.split(BEGIN)
     block, tail = rest.split(END)
     want = "\n" + _generated()
     if os.environ.get("UPDATE_GOLDEN") == "1":
-        README.write_text(head + BEGIN + want + END + tail, encoding="utf-8")
+        PAGE.write_text(head + BEGIN + want + END + tail, encoding="utf-8")
         block = want
-    assert block == want, "README.md's job-file table is stale: run `UPDATE_GOLDEN=1` on this test to regenerate it"
-    assert head.rstrip().endswith("## Job file reference (version 1)")
+    assert block == want, f"{PAGE}'s table is stale: run `UPDATE_GOLDEN=1` on this test to regenerate it"
+    assert head.startswith("# Job file reference (version 1)\n")
 
 
 def test_the_table_names_every_key_and_where_plain_fields_go() -> None:

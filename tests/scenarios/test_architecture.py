@@ -107,13 +107,15 @@ def _reaches(start: str) -> set[str]:
 #: The stages, lowest first. A module may import from a stage below its own, or from its own unit;
 #: units side by side in one stage (request | estimate, cloud | local) do not import each other.
 STAGES: list[dict[str, tuple[str, ...]]] = [
-    {"ground": ("vtrain", "vtrain.errors", "vtrain.constants", "vtrain.catalog", "vtrain.userpaths",
-                "vtrain.foreign", "vtrain.proctree", "vtrain.network", "vtrain.handle", "vtrain.durations", "vtrain.tuning")},
+    {"ground": ("vtrain", "vtrain.errors", "vtrain.constants", "vtrain.strategies", "vtrain.catalog",
+                "vtrain.userpaths", "vtrain.foreign", "vtrain.proctree", "vtrain.network", "vtrain.handle",
+                "vtrain.durations", "vtrain.tuning")},
     {"replica": ("vtrain.runtime", "vtrain.diloco")},  # inside replicas; they ship together
     {"trainer": ("vtrain.trainer",)},
     {"jobfile": ("vtrain.jobfile",)},
     {"request": ("vtrain.request",), "estimate": ("vtrain.estimate",)},
     {"cloud": ("vtrain.cloud",), "local": ("vtrain.local",)},
+    {"view": ("vtrain.view",)},  # what a person watching a run sees: reads local and cloud rows
     {"emulator": ("vtrain.emulator",)},
     {"commands": ("vtrain.commands",)},
     {"faces": ("vtrain.cli", "vtrain.__main__")},
@@ -159,7 +161,8 @@ def test_every_import_follows_the_stage_order() -> None:
 
 def test_the_top_level_stays_small() -> None:
     top = sorted(p.stem for p in PACKAGE.glob("*.py"))
-    assert len(top) <= 12, top  # the 11 of the last round + foreign (printing what others wrote)
+    # the 11 of the last round + foreign (printing what others wrote) + strategies (the strategies table)
+    assert len(top) <= 13, top
 
 
 def test_the_job_model_imports_nothing_that_uses_it() -> None:
@@ -167,7 +170,7 @@ def test_the_job_model_imports_nothing_that_uses_it() -> None:
     # userpaths (path checks, symlink-loop-safe resolve) and tuning.model (the `tuning:` part of the job
     # model) import nothing of vtrain either
     allowed = {"vtrain.catalog", "vtrain.constants", "vtrain.errors", "vtrain.jobfile.yamlpos", "vtrain.userpaths",
-               "vtrain.tuning.model"}
+               "vtrain.tuning.model", "vtrain.strategies"}
     assert model <= allowed, model
     assert _reaches("vtrain.userpaths") == set()
     assert _reaches("vtrain.tuning.model") == set()
@@ -243,3 +246,30 @@ def test_errors_show_themselves(capsys: object) -> None:
         "job.yaml:1:1: warning: c: hmm",
         "error: 1 problem in the job file",
     ]
+
+
+def test_no_strategy_name_is_compared_outside_the_strategies_table() -> None:
+    """A strategy is a row of vtrain.strategies: modules read its fields, never compare its name."""
+    import re
+
+    compared = re.compile(r"""strategy\w* *(==|!=|in) *[("']""")
+    found = [f"{path.relative_to(PACKAGE.parent)}:{n}: {line.strip()}"
+             for path in sorted(PACKAGE.rglob("*.py")) if path.name != "strategies.py"
+             for n, line in enumerate(path.read_text().splitlines(), 1) if compared.search(line)]
+    assert found == []
+
+
+def test_the_strategies_table_names_every_strategy_the_job_file_accepts() -> None:
+    from vtrain import strategies
+    from vtrain.constants import STRATEGIES
+
+    assert tuple(strategies.BY_NAME) == STRATEGIES
+    assert [r.name for r in strategies.TABLE if r.auto] == ["auto"]
+    for row in strategies.TABLE:  # every row the runtime can build has a builder
+        assert row.auto or row.builds in _builders(), row
+
+
+def _builders() -> set[str]:
+    from vtrain.runtime import tfsetup
+
+    return set(tfsetup._BUILDERS)

@@ -113,3 +113,14 @@ label_filter_option = click.option(
     callback=_label_callback,
     help="Only jobs with this label (repeatable; ANDed), e.g. --label vtrain-submit-id=ID.",
 )
+
+
+def watch_options(fn: Any) -> Any:
+    """--plain and --progress-every, as `vtrain local` has them."""
+    fn = click.option("--progress-every", callback=duration_callback, default="30s", show_default=True,
+                      metavar="DURATION", help="Plain output: at most one progress line this often, when "
+                      "something changed.")(fn)  # fmt: skip
+    return click.option("--plain", is_flag=True, help="Plain lines instead of the live view on a terminal (as when "
+                        "not a terminal or in CI).")(fn)  # fmt: skip
+
+

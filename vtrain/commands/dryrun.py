@@ -35,9 +35,10 @@ def _summary(config: object) -> str:
         if pool.tpu_topology:
             machine += f" ({pool.tpu_topology})"
         parts.append(f"{pool.role} {pool.replicas} × {machine}")
-    if config.dtensor is not None and config.distribution_strategy == "dtensor":
-        dims = " x ".join(f"{name} {size}" for name, size in config.dtensor.mesh)
-        parts.append(f"dtensor mesh {dims} = {config.dtensor.size} devices")
+    dtensor = config.used_dtensor
+    if dtensor is not None:
+        dims = " x ".join(f"{name} {size}" for name, size in dtensor.mesh)
+        parts.append(f"dtensor mesh {dims} = {dtensor.size} devices")
     tuning = config.tuning
     if tuning is not None:
         parts.append(f"tuning {tuning.metric.name} ({tuning.metric.goal}) by {tuning.algorithm} search over "

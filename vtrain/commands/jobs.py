@@ -10,8 +10,7 @@ from typing import Any
 
 import click
 
-from vtrain.commands._options import echo_json, label_filter_option, output_option
-from vtrain.commands._vertexwatch import watch_options
+from vtrain.commands._options import echo_json, label_filter_option, output_option, watch_options
 from vtrain.commands.vertex import _JOB, _POLL, _short, _time, _where
 
 #: Vertex JobState names without the JOB_STATE_ prefix (tests keep this in step with aiplatform_v1).
@@ -79,8 +78,8 @@ def _fields(job: Any) -> list[tuple[str, str]]:
 
 def _watch(handle: Any, poll: float, plain: bool, progress_every: float, output: str) -> None:
     """`status --watch`: the view until the job ends (a tuning job: its status line)."""
-    from vtrain.commands._vertexwatch import can_watch, watch_job
     from vtrain.commands.vertex import _StatusLine
+    from vtrain.view.vertex import can_watch, watch_job
 
     try:
         if can_watch(handle):

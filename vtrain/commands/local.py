@@ -93,7 +93,7 @@ def local(job_file: str, output_dir: str | None, max_replicas: int | None, timeo
                   timeout=timeout, startup_timeout=startup_timeout or 120.0, allow_credentials=allow_credentials,
                   output=output, stream_logs=stream_logs, restart_policy=restart_policy)
         return
-    from vtrain.commands._watch import Watch, live_possible
+    from vtrain.view.live import Watch, live_possible
 
     logs = sys.stderr if output == "json" else sys.stdout
     view = Watch(live=not plain and live_possible(sys.stderr), logs=logs, follow=follow, verbose=verbose,
@@ -154,7 +154,7 @@ def check_follow(config: Any, follow: tuple[str, ...], max_replicas: int | None)
 
 def tell_where(job: Any, view: Any, labels: list[str]) -> None:
     """Draw the run's timeline and say where its full logs are (the lines the view did not show)."""
-    from vtrain.local.timeline import draw_run
+    from vtrain.view.timeline import draw_run
 
     if not job.run_dir.is_dir():  # a temporary output dir, removed on success
         return

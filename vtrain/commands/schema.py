@@ -1,5 +1,5 @@
 """`vtrain schema`: the job file's JSON Schema, for editors and other tools, or (`--markdown`) the
-README's job-file reference table, both generated from the schema's nodes."""
+manual's job-file reference table, both generated from the schema's nodes."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ def schema(markdown: bool) -> None:
     Save it next to your job file and point your editor at it: `vtrain schema >
     vtrain.schema.json`, then start the job file with
     `# yaml-language-server: $schema=vtrain.schema.json` (as `vtrain init` does).
-    With --markdown, print the README's table of every key instead.
+    With --markdown, print the table of every key (the manual's job file reference) instead.
     """
     if markdown:
         from vtrain.jobfile.reference import markdown_table

@@ -24,7 +24,7 @@ def timeline(target: str, out_dir: Path | None, poll: float, project: str | None
     dir (its latest run). Anything else is a Vertex job ID or name: its lanes come from its Cloud
     Logging lines (first to last line of each replica; Vertex reports no steps there).
     """
-    from vtrain.local.timeline import draw_run
+    from vtrain.view.timeline import draw_run
 
     path = Path(target).expanduser()
     if path.is_dir():
@@ -54,7 +54,7 @@ def _vertex(job: str, out_dir: Path | None, poll: float, project: str | None, re
     from vtrain.cloud.target import Where
     from vtrain.constants import JOB_ID_PATTERN, JOB_NAME_PATTERN
     from vtrain.errors import UsageError
-    from vtrain.local.timeline import draw_run, result_from_logs
+    from vtrain.view.timeline import draw_run, result_from_logs
 
     if not re.fullmatch(f"{JOB_ID_PATTERN}|{JOB_NAME_PATTERN}", job.strip()):  # before any lookup or API call
         raise UsageError(f"{job!r} is neither a folder nor a Vertex job ID (digits) or name "

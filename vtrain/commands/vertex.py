@@ -26,9 +26,9 @@ from vtrain.commands._options import (
     project_option,
     region_option,
     set_option,
+    watch_options,
 )
 from vtrain.commands._recover import recover_options, submit_recovering
-from vtrain.commands._vertexwatch import watch_options
 
 _JOB_FILE = click.argument("job_file", metavar="JOB.yaml", type=UserPath(dir_okay=False))
 
@@ -163,8 +163,8 @@ def _echo_checks(report: Any) -> None:
 def _wait(job: Any, output: str, timeout: float | None, poll: float, stream_logs: bool, plain: bool = False,
           progress_every: float = 30.0) -> None:  # fmt: skip
     from vtrain.cloud.submit import job_dict, watch
-    from vtrain.commands._vertexwatch import can_watch, watch_job
     from vtrain.handle import raise_for_state
+    from vtrain.view.vertex import can_watch, watch_job
 
     status = _StatusLine(job.job_id, live=not stream_logs)
     on_log = (lambda line: click.echo(line, err=output == "json")) if stream_logs else None

@@ -15,7 +15,7 @@ Each cause with its code and message, and where the wording comes from:
 - preempted: code 8, a Spot preemption; Vertex's exact wording is not documented (not confirmed).
 
 `vtrain.cloud.failures.classify_failure` is tested against these (tests/emulator/test_failures.py).
-A job past `scheduling.timeout` and JOB_STATE_EXPIRED are not emulated (see the README).
+A job past `scheduling.timeout` and JOB_STATE_EXPIRED are not emulated (see docs/guides/emulator.md).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ a wrong entry in vtrain's rules cannot hide behind the same entry here. Sources:
 - wording: Vertex answers `Accelerator "NVIDIA_TESLA_K80" is not supported for machine type
   "n1-standard-4"` (GoogleCloudPlatform/vertex-ai-samples#213) and `Both `accelerator_type` and
   `accelerator_count` should be specified or none.` (PrefectHQ/prefect-gcp#175). The other messages
-  follow that pattern; their exact text is not confirmed (see the README).
+  follow that pattern; their exact text is not confirmed (see docs/guides/emulator.md).
 """
 
 from __future__ import annotations

@@ -69,7 +69,7 @@ def job_cluster(config: JobConfig, reducer_machine: str | None = None) -> JobClu
 
 
 def is_diloco(config: JobConfig) -> bool:
-    return config.distribution_strategy == "diloco"
+    return config.strategy.traffic == "diloco"
 
 
 def exchanging_pools(config: JobConfig) -> list[PoolConfig]:
@@ -86,7 +86,7 @@ def estimate_hint(config: JobConfig) -> str | None:
     """
     if config.reduction_server is not None and config.reduction_server.replicas != 0:
         return None
-    if config.distribution_strategy in ("dtensor", "diloco"):
+    if config.strategy.traffic in ("dtensor", "diloco"):
         return None  # no ring all-reduce of whole gradients between the replicas to speed up
     if config.parameter_servers is not None and config.parameter_servers.replicas != 0:
         return None

@@ -1,7 +1,7 @@
 """One job file and the user's numbers → the whole advice: exchange model, memory fit, precision,
 parallelism, money. What `vtrain estimate` prints (as text or JSON) and what the SDK returns.
 
-The JSON shape (`Report.to_dict`) is documented in the README ("Which parallelism? `vtrain estimate`")
+The JSON shape (`Report.to_dict`) is documented in the manual (docs/guides/choosing-parallelism.md)
 and its keys only grow: the ring vs Reduction Server keys of the first version stay where they were.
 """
 
@@ -115,7 +115,7 @@ def _notes(config: JobConfig, cluster: JobCluster, params: int) -> list[str]:
                    f"parallel over its {cluster.workers} learners; pool 0 ({cluster.syncer_machine}) is the "
                    f"syncer, holding about {held / 1e9:.2f} GB (fp32 parameters, outer momentum, residual) plus "
                    f"up to max_staleness = {config.diloco.max_staleness} rounds of updates")
-    if config.dtensor is not None and config.distribution_strategy == "dtensor":
+    if config.used_dtensor is not None:
         out.append("this job trains with DTensor: the ring and Reduction Server columns show what data parallel "
                    "over its replicas would exchange; its own mesh's numbers are under `dtensor`")
     if config.parameter_servers is not None and config.parameter_servers.replicas != 0:
@@ -189,15 +189,16 @@ def advise(config: JobConfig, inputs: Inputs, job: str = "") -> Report:
 def _job_mesh(config: JobConfig, est: Estimate, need: MemoryNeed, fits: list[Fit]) -> MeshPlan | None:
     """A DTensor job's own mesh on its machines. A CPU replica's logical devices share its host RAM:
     each one is given its share of it."""
-    if config.dtensor is None or config.distribution_strategy != "dtensor" or not fits or not config.dtensor.mesh:
+    dtensor = config.used_dtensor
+    if dtensor is None or not fits or not dtensor.mesh:
         return None
     replicas = max(1, est.workers)
     device = fits[0].device
     if device.kind == "cpu":
-        per = max(1, config.dtensor.size // replicas)
+        per = max(1, dtensor.size // replicas)
         memory = device.memory_bytes / per if device.memory_bytes is not None else None
     else:
         per, memory = max(1, device.per_replica), device.memory_bytes
-    return mesh_plan(config.dtensor.mesh, replicas=replicas, devices_per_replica=per, state_bytes=need.state,
+    return mesh_plan(dtensor.mesh, replicas=replicas, devices_per_replica=per, state_bytes=need.state,
                      activations=need.activations, grad_bytes=est.gradient_bytes, device_bytes=memory,
                      nic_gbps=est.worker_gbps, alpha_s=est.alpha_s)

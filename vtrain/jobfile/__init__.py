@@ -6,6 +6,6 @@
 - :mod:`.model`       the job model (frozen dataclasses), importing nothing that uses it
 - :mod:`.rules`       cross-field checks against Vertex's rules
 - :mod:`.json_schema` the JSON Schema, generated from the nodes
-- :mod:`.reference`   the README's job-file reference table (`vtrain schema --markdown`), from the nodes
+- :mod:`.reference`   the manual's job-file reference table (`vtrain schema --markdown`), from the nodes
 - :mod:`.load`        a file (and `--set` overrides) through all of them: `load_config`
 """

@@ -16,9 +16,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from vtrain.catalog import GPU_MACHINES, GPU_TYPES, is_tpu_machine
-from vtrain.constants import DEFAULT_REGION, DILOCO_DEFAULTS, DilocoKnobs
+from vtrain.constants import DEFAULT_REGION, DILOCO, DILOCO_DEFAULTS, DTENSOR, DilocoKnobs
 from vtrain.errors import Problem
 from vtrain.jobfile.yamlpos import Positions
+from vtrain.strategies import Strategy
+from vtrain.strategies import get as strategy_row
 from vtrain.tuning.model import TuningConfig, build_tuning
 from vtrain.userpaths import absolute
 
@@ -211,6 +213,21 @@ class JobConfig:
         if ("region",) in self.positions.values or self.region != DEFAULT_REGION:
             return self.region
         return None
+
+    @property
+    def strategy(self) -> Strategy:
+        """The row of :mod:`vtrain.strategies` that `distribution_strategy` names."""
+        return strategy_row(self.distribution_strategy)
+
+    @property
+    def used_dtensor(self) -> DtensorConfig | None:
+        """The `dtensor:` block when the strategy reads it; None for a strategy that has no mesh."""
+        return self.dtensor if self.strategy.block == DTENSOR else None
+
+    @property
+    def used_diloco(self) -> DilocoConfig | None:
+        """The `diloco:` settings when the strategy reads them; None for any other strategy."""
+        return self.diloco if self.strategy.block == DILOCO else None
 
     def training_replicas(self) -> int:
         """Replicas of pools 0 and 1: the ones that all-reduce gradients."""

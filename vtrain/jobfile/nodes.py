@@ -89,7 +89,7 @@ def _type_name(value: Any) -> str:
 @dataclass(frozen=True, kw_only=True)
 class Declared:
     """What a key declares besides its shape, written once where :mod:`vtrain.jobfile.schema` names it:
-    the JSON Schema (`vtrain schema`), the README's reference table (`vtrain schema --markdown`) and the
+    the JSON Schema (`vtrain schema`), the manual's reference table (`vtrain schema --markdown`) and the
     guard tests read it from here, so a key's documentation cannot drift from the key.
 
     `default` is what the job model builds when the key is left out (None: nothing, or no single value);

@@ -1,9 +1,10 @@
-"""The README's job-file reference table (`vtrain schema --markdown`), generated from the schema's nodes.
+"""The manual's job-file reference table (`vtrain schema --markdown`, in docs/reference/job-file.md),
+generated from the schema's nodes.
 
 Each row is one key as :mod:`vtrain.jobfile.schema` declares it: its value's shape, its default, its
 doc, and, where the request builder names it, the Vertex field it becomes. The pools' keys are one
 row each (`cluster.*.KEY`), since every pool (and `diloco.second_learner_pool`) shares them. A test
-fails when the README's copy of the table differs from this output, so the table cannot go stale.
+fails when the manual's copy of the table differs from this output, so the table cannot go stale.
 """
 
 from __future__ import annotations

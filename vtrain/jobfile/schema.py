@@ -6,7 +6,7 @@ normalized (durations in seconds, enum words lower-case, env values as text),
 ready for :mod:`vtrain.jobfile.model` to turn into dataclasses.
 
 Each key is declared once, here (or in :mod:`vtrain.jobfile.schema_blocks`): its shape, and on the
-same node its doc, default and examples, which the JSON Schema and the README's reference table
+same node its doc, default and examples, which the JSON Schema and the manual's reference table
 are generated from.
 """
 
@@ -171,7 +171,7 @@ JOB_SCHEMA = Obj(
                     },
                     required=("repository",),
                     doc="Build a container image from `package` on `image` (the base) and push it, with no Docker "
-                    "daemon: the pools run it (containerSpec) instead of a staged package (see the README's "
+                    "daemon: the pools run it (containerSpec) instead of a staged package (see the guide "
                     "\"Custom containers without Docker\").",
                 ),
                 "module": Str(examples=("trainer.task",),

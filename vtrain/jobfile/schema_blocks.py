@@ -138,8 +138,8 @@ DILOCO_SCHEMA = Obj(
                              minimum=1, examples=(100,)),
         "outer_lr": _knob(Number, "Outer learning rate of the syncer's Nesterov step on the averaged parameter "
                           "change.", "outer_lr", above=0, examples=(0.7,)),
-        "outer_momentum": _knob(Number, "Outer Nesterov momentum in [0, 1); tune it with outer_lr (the README's "
-                                "DiLoCo section has what was measured).", "outer_momentum", minimum=0, below=1,
+        "outer_momentum": _knob(Number, "Outer Nesterov momentum in [0, 1); tune it with outer_lr (the DiLoCo guide "
+                                "has what was measured).", "outer_momentum", minimum=0, below=1,
                                 examples=(0.9,)),
         "min_quorum": _knob(Int, "Merge once this many learners have sent (default: every learner alive).",
                             "min_quorum", minimum=1, examples=(1,)),
@@ -167,7 +167,7 @@ DILOCO_SCHEMA = Obj(
                                     "cluster.workers'."),
     },
     doc="distribution_strategy: diloco: learners train alone and exchange parameter changes with a CPU syncer every "
-    "inner_steps steps (see the README's \"Training with DiLoCo\"). The knobs reach every replica as VTRAIN_DILOCO.",
+    "inner_steps steps (see the guide \"Training with DiLoCo\"). The knobs reach every replica as VTRAIN_DILOCO.",
 )
 
 DTENSOR_SCHEMA = Obj(
@@ -183,7 +183,7 @@ DTENSOR_SCHEMA = Obj(
     },
     required=("mesh",),
     doc="distribution_strategy: dtensor: model parallelism with tf.experimental.dtensor, the model's weights "
-    "sharded over a mesh of every replica's devices (see the README's \"Training a model that does not fit one "
+    "sharded over a mesh of every replica's devices (see the guide \"Training a model that does not fit one "
     "device\"). The mesh reaches every replica as VTRAIN_DTENSOR_MESH; runtime.dtensor_mesh() builds it.",
 )
 
@@ -236,5 +236,5 @@ TUNING_SCHEMA = Obj(
     required=("metric", "parameters", "max_trials"),
     aliases={"metrics": "metric"},
     doc="Makes the job a hyperparameter tuning study (a Vertex HyperparameterTuningJob): each trial runs this job "
-    "with the parameters' values as --NAME=VALUE arguments (see the README's \"Tuning hyperparameters\").",
+    "with the parameters' values as --NAME=VALUE arguments (see the guide \"Tuning hyperparameters\").",
 )

@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from vtrain import strategies
 from vtrain.constants import (
     AIP_OUTPUT_DIRS,
     DILOCO_SYNCER_MODULE,
@@ -101,7 +102,8 @@ def dtensor_mesh_text(p: Plan) -> str | None:
     """A DTensor job's mesh (``batch=2,model=2``), as the job file sent it to the chief; None otherwise."""
     first = p.pools[0] if p.pools else {}
     env = pool_env(first)
-    if env.get(STRATEGY_ENV) != DTENSOR or not env.get(DTENSOR_MESH_ENV, "").strip():
+    row = strategies.named(env.get(STRATEGY_ENV, ""))
+    if row is None or row.block != DTENSOR or not env.get(DTENSOR_MESH_ENV, "").strip():
         return None
     return env[DTENSOR_MESH_ENV]
 

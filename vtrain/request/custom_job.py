@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from vtrain import catalog
-from vtrain.constants import DILOCO_ENV, DILOCO_SYNCER_MODULE, DTENSOR, DTENSOR_MESH_ENV, STRATEGY_ENV
+from vtrain.constants import DILOCO_ENV, DILOCO_SYNCER_MODULE, DTENSOR_MESH_ENV, STRATEGY_ENV
 from vtrain.jobfile.model import JobConfig, PoolConfig
 
 if TYPE_CHECKING:
@@ -120,14 +120,14 @@ def _pool_spec(config: JobConfig, pool: PoolConfig, package_uris: Sequence[str],
     args = list(pool.args if pool.args is not None else trainer.args)
     env = {**trainer.env, **(pool.env or {}), STRATEGY_ENV: config.distribution_strategy}
     syncer = False
-    if config.diloco is not None and config.distribution_strategy == "diloco":
-        env[DILOCO_ENV] = json.dumps(config.diloco.settings(), sort_keys=True, separators=(",", ":"))
+    if config.used_diloco is not None:
+        env[DILOCO_ENV] = json.dumps(config.used_diloco.settings(), sort_keys=True, separators=(",", ":"))
         syncer = pool.role == "chief"  # pool 0 runs vtrain's syncer, with the trainer's packages and env
         args = [] if syncer else args
-    if config.dtensor is not None and config.distribution_strategy == DTENSOR:
+    if config.used_dtensor is not None:
         from vtrain.runtime.dtensor_env import format_mesh  # the text runtime.dtensor_mesh() parses
 
-        env[DTENSOR_MESH_ENV] = format_mesh(config.dtensor.mesh)
+        env[DTENSOR_MESH_ENV] = format_mesh(config.used_dtensor.mesh)
     image = pool.container or trainer.container
     if trainer.build is not None and pool.container is None:  # the image vtrain builds on this pool's base
         from vtrain.request.image import IMAGE_PYTHON

@@ -68,7 +68,8 @@ where, format, hash; standard library only), and for model
 parallelism :mod:`.dtensor` (``dtensor_mesh()``: the mesh and DTensor's multi-client set-up),
 :mod:`.dtensor_env` (its pure part), :mod:`.dtensor_layouts` (layouts, sharded variables and input)
 and :mod:`.dtensor_checkpoint` (per-client sharded checkpoints). It ships to replicas
-with nothing else of vtrain but :mod:`vtrain.errors`, :mod:`vtrain.constants` and :mod:`vtrain.diloco`.
+with nothing else of vtrain but :mod:`vtrain.errors`, :mod:`vtrain.constants`, :mod:`vtrain.strategies` and
+:mod:`vtrain.diloco`.
 """
 
 from __future__ import annotations

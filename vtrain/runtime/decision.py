@@ -15,17 +15,14 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from vtrain.constants import DTENSOR as DTENSOR_STRATEGY
-from vtrain.constants import STRATEGIES
+from vtrain import strategies
 from vtrain.errors import RuntimeMismatch
 
 log = logging.getLogger("vtrain.runtime")
 
 DEFAULT_COLLECTIVE_TIMEOUT = 300.0
-#: The strategies a replica understands: the job file's. dtensor builds no tf.distribute strategy
-#: (:func:`vtrain.runtime.dtensor_mesh` makes the mesh).
-DTENSOR = DTENSOR_STRATEGY
-RUNTIME_STRATEGIES = STRATEGIES
+#: The strategies a replica understands: the job file's (the rows of vtrain.strategies).
+RUNTIME_STRATEGIES = tuple(strategies.BY_NAME)
 
 
 @dataclass(frozen=True)
@@ -42,8 +39,13 @@ class Decision:
     collective_timeout: float | None = None
 
     @property
+    def row(self) -> strategies.Strategy:
+        """The strategy's row in :mod:`vtrain.strategies` (``default`` has one too)."""
+        return strategies.get(self.strategy)
+
+    @property
     def multi_worker(self) -> bool:
-        return self.strategy in ("multi_worker_mirrored", "parameter_server")
+        return self.row.multi_worker
 
 
 @dataclass(frozen=True)
@@ -114,7 +116,8 @@ def _role(env: Mapping[str, str]) -> tuple[str, int, bool, int, bool]:
     tf_config = _tf_config(env)
     cluster = tf_config.get("cluster", {})
     task_type, task_index = _task(env, tf_config)
-    if _asked(env) == "diloco":
+    asked = strategies.named(_asked(env))
+    if asked is not None and asked.standalone_replicas:
         # Pool 0 is the syncer; the learners (pools 1 and 2: TF_CONFIG's worker and ps) are standalone
         # trainers, and the first learner plays the chief (it writes the final model).
         learners = max(1, len(cluster.get("worker", [])) + len(cluster.get("ps", [])))
@@ -141,7 +144,8 @@ def choose_strategy(env: Mapping[str, str], gpus: int, tpu: bool) -> Decision:
     silently training something else (e.g. N independent copies of the model).
     """
     asked = _asked(env)
-    if asked not in RUNTIME_STRATEGIES:
+    row = strategies.BY_NAME.get(asked)
+    if row is None:
         raise RuntimeMismatch(
             f"VTRAIN_DISTRIBUTION_STRATEGY={asked!r} is not one of: {', '.join(RUNTIME_STRATEGIES)}"
         )
@@ -154,7 +158,7 @@ def choose_strategy(env: Mapping[str, str], gpus: int, tpu: bool) -> Decision:
         comm = "NCCL" if gpus > 0 else "RING"
         return decide("multi_worker_mirrored", reason, communication=comm, collective_timeout=_timeout(env))
 
-    if asked == "diloco" and task_type == "chief":
+    if row.standalone_replicas and task_type == "chief":
         raise RuntimeMismatch(
             "VTRAIN_DISTRIBUTION_STRATEGY=diloco: pool 0 (the chief) runs the syncer, `python -m vtrain.diloco`, "
             "not the trainer; the trainer runs on the worker pool(s)"
@@ -162,18 +166,18 @@ def choose_strategy(env: Mapping[str, str], gpus: int, tpu: bool) -> Decision:
     if task_type == "evaluator":
         # TF's side-car evaluator is not part of the training cluster: it must not join collectives.
         return decide("default", "evaluator task: side-car evaluation outside the training cluster")
-    if asked == "diloco":
+    if row.standalone_replicas:
         inside = f"MirroredStrategy over {gpus} local GPUs" if gpus > 1 else "the default strategy"
-        return decide("diloco", f"DiLoCo learner {task_type}-{task_index} of {num_workers}: standalone, "
+        return decide(row.name, f"DiLoCo learner {task_type}-{task_index} of {num_workers}: standalone, "
                                 f"{inside}; exchanges with the syncer every inner_steps steps")
     where = f"TF_CONFIG lists {num_workers} chief/worker task(s)" + (" and ps tasks" if has_ps else "")
-    if asked == DTENSOR:
+    if row.builds == "mesh":
         if has_ps:
             raise RuntimeMismatch("VTRAIN_DISTRIBUTION_STRATEGY=dtensor but TF_CONFIG lists ps tasks, which a "
                                   "DTensor mesh has no place for; remove the parameter servers")
-        return decide(DTENSOR, f"DTensor client {task_type}-{task_index} of {num_workers}: the mesh comes from "
+        return decide(row.name, f"DTensor client {task_type}-{task_index} of {num_workers}: the mesh comes from "
                                "runtime.dtensor_mesh(), not a tf.distribute strategy")
-    if asked == "auto":
+    if row.auto:
         if tpu:
             return decide("tpu", "a TPU is attached to this replica")
         if has_ps:
@@ -184,27 +188,27 @@ def choose_strategy(env: Mapping[str, str], gpus: int, tpu: bool) -> Decision:
             return decide("mirrored", f"{gpus} local GPUs")
         return decide("default", f"one replica, {gpus} GPU(s), no TPU: TensorFlow's default strategy")
 
-    if asked == "tpu" and not tpu:
+    if row.tpu and not tpu:
         raise RuntimeMismatch(
             "VTRAIN_DISTRIBUTION_STRATEGY=tpu but no TPU is visible (no TPU_CONFIG/TPU_NAME, "
             "no libtpu with TPU devices); use a TPU machine type or another strategy"
         )
-    if asked == "parameter_server" and not has_ps:
+    if row.parameter_servers == "needs" and not has_ps:
         raise RuntimeMismatch(
             "VTRAIN_DISTRIBUTION_STRATEGY=parameter_server but TF_CONFIG lists no ps tasks; "
             "add cluster.parameter_servers to the job file"
         )
-    if asked != "parameter_server" and has_ps:
+    if row.parameter_servers != "needs" and has_ps:
         raise RuntimeMismatch(
             f"VTRAIN_DISTRIBUTION_STRATEGY={asked} but TF_CONFIG lists ps tasks, which only "
             "parameter_server uses; remove the parameter servers or use parameter_server"
         )
-    if asked in ("one_device", "mirrored") and num_workers > 1:
+    if row.hosts == "one" and num_workers > 1:
         raise RuntimeMismatch(
             f"VTRAIN_DISTRIBUTION_STRATEGY={asked} trains on one machine, but {where}: each "
             "replica would train its own copy; use multi_worker_mirrored or a single replica"
         )
-    if asked == "multi_worker_mirrored":
+    if row.builds == "MultiWorkerMirroredStrategy":
         return mwms(where if num_workers > 1 else "asked for; one worker (no TF_CONFIG)")
     return decide(asked, "asked for by VTRAIN_DISTRIBUTION_STRATEGY")
 
@@ -241,8 +245,8 @@ def decide(env: Mapping[str, str] | None = None) -> Decision:
     """The decision for this process: probes GPUs (imports TensorFlow) only when it matters."""
     env = os.environ if env is None else env
     tpu = detect_tpu(env) is not None
-    asked = (env.get("VTRAIN_DISTRIBUTION_STRATEGY") or "auto").strip().lower()
-    needs_gpus = not tpu and asked in ("auto", "multi_worker_mirrored", "multi-worker-mirrored", "diloco")
+    row = strategies.named(_asked(env))
+    needs_gpus = not tpu and row is not None and row.probes_gpus
     return choose_strategy(env, _gpu_count() if needs_gpus else 0, tpu)
 
 

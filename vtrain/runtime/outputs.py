@@ -222,6 +222,6 @@ def _atomic_backup_class(module: ModuleType) -> Any:
 def _learner_dir() -> str | None:
     """'worker-0' for a DiLoCo learner (its own checkpoints), None otherwise."""
     d = _cached()[0]
-    return f"{d.task_type}-{d.task_index}" if d.strategy == "diloco" else None
+    return f"{d.task_type}-{d.task_index}" if d.row.standalone_replicas else None
 
 

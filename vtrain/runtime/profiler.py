@@ -204,7 +204,10 @@ def _precision(model: Any) -> str:
 
 
 def _exchange(strategy_name: str, replicas: int, grad: int) -> dict[str, Any]:
-    if strategy_name == "parameter_server":
+    from vtrain import strategies
+
+    row = strategies.named(strategy_name)
+    if row is not None and row.traffic == "parameter_server":
         return {"kind": "parameter_server", "bytes_per_step": grad,
                 "note": "each worker pushes its gradients to the parameter servers and pulls the variables back"}
     ring = 2 * (replicas - 1) / replicas * grad if replicas > 1 else 0.0

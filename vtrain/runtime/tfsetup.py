@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Callable
 from functools import cache
 from types import ModuleType
 from typing import Any, cast
@@ -37,57 +38,88 @@ def _normalise_tf_config() -> None:
     log.info("vtrain: TF_CONFIG uses `master`; rewrote it as `chief` for TensorFlow")
 
 
-def _build(d: Decision) -> Any:
-    if d.strategy == "dtensor":
-        raise RuntimeMismatch(
-            "VTRAIN_DISTRIBUTION_STRATEGY=dtensor has no tf.distribute strategy: call runtime.dtensor_mesh() "
-            "instead of runtime.strategy() (and runtime.dtensor.client_id() == 0 instead of runtime.info().is_chief)"
+def _mesh(d: Decision, tf: Any) -> Any:
+    raise RuntimeMismatch(
+        f"VTRAIN_DISTRIBUTION_STRATEGY={d.strategy} has no tf.distribute strategy: call runtime.dtensor_mesh() "
+        "instead of runtime.strategy() (and runtime.dtensor.client_id() == 0 instead of runtime.info().is_chief)"
+    )
+
+
+def _tpu(d: Decision, tf: Any) -> Any:
+    tpu_arg = "local" if detect_tpu() == "local" else None
+    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu_arg)
+    tf.config.experimental_connect_to_cluster(resolver)
+    tf.tpu.experimental.initialize_tpu_system(resolver)
+    return tf.distribute.TPUStrategy(resolver)
+
+
+def _multi_worker_mirrored(d: Decision, tf: Any) -> Any:
+    impl = tf.distribute.experimental.CommunicationImplementation[d.communication or "AUTO"]
+    options = tf.distribute.experimental.CommunicationOptions(
+        implementation=impl, timeout_seconds=d.collective_timeout
+    )
+    return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+
+
+def _parameter_server(d: Decision, tf: Any) -> Any:
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    if d.task_type in ("worker", "ps"):
+        # The documented pattern: workers and ps only serve; the chief (coordinator) drives
+        # training, and the job ends when the primary replica exits.
+        server = tf.distribute.Server(
+            resolver.cluster_spec(),
+            job_name=d.task_type,
+            task_index=d.task_index,
+            protocol=resolver.rpc_layer or "grpc",
+            start=True,
         )
+        log.info("vtrain: %s %d serving for the coordinator; blocks until the job ends", d.task_type, d.task_index)
+        server.join()
+        raise SystemExit(0)
+    return tf.distribute.ParameterServerStrategy(resolver)
+
+
+def _learner(d: Decision, tf: Any) -> Any:
+    """A standalone learner (DiLoCo): its own local GPUs mirrored, never a cluster across learners."""
+    if len(tf.config.list_physical_devices("GPU")) > 1:
+        return tf.distribute.MirroredStrategy()
+    return tf.distribute.get_strategy()
+
+
+def _one_device(d: Decision, tf: Any) -> Any:
+    device = "/gpu:0" if tf.config.list_physical_devices("GPU") else "/cpu:0"
+    return tf.distribute.OneDeviceStrategy(device)
+
+
+#: One builder per value of :attr:`vtrain.strategies.Strategy.builds` (auto is decided before building).
+_BUILDERS: dict[str, Callable[[Decision, Any], Any]] = {
+    "mesh": _mesh,
+    "TPUStrategy": _tpu,
+    "MultiWorkerMirroredStrategy": _multi_worker_mirrored,
+    "ParameterServerStrategy": _parameter_server,
+    "MirroredStrategy": lambda d, tf: tf.distribute.MirroredStrategy(),
+    "learner": _learner,
+    "OneDeviceStrategy": _one_device,
+    "default": lambda d, tf: tf.distribute.get_strategy(),
+}
+
+
+def _build(d: Decision) -> Any:
+    builder = _BUILDERS[d.row.builds]
+    if builder is _mesh:
+        return _mesh(d, None)  # before importing TensorFlow: the mistake is the trainer's call
     import tensorflow as tf
 
-    if d.strategy == "tpu":
-        tpu_arg = "local" if detect_tpu() == "local" else None
-        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu_arg)
-        tf.config.experimental_connect_to_cluster(resolver)
-        tf.tpu.experimental.initialize_tpu_system(resolver)
-        return tf.distribute.TPUStrategy(resolver)
-    if d.strategy == "multi_worker_mirrored":
-        impl = tf.distribute.experimental.CommunicationImplementation[d.communication or "AUTO"]
-        options = tf.distribute.experimental.CommunicationOptions(
-            implementation=impl, timeout_seconds=d.collective_timeout
-        )
-        return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
-    if d.strategy == "parameter_server":
-        resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
-        if d.task_type in ("worker", "ps"):
-            # The documented pattern: workers and ps only serve; the chief (coordinator) drives
-            # training, and the job ends when the primary replica exits.
-            server = tf.distribute.Server(
-                resolver.cluster_spec(),
-                job_name=d.task_type,
-                task_index=d.task_index,
-                protocol=resolver.rpc_layer or "grpc",
-                start=True,
-            )
-            log.info("vtrain: %s %d serving for the coordinator; blocks until the job ends", d.task_type, d.task_index)
-            server.join()
-            raise SystemExit(0)
-        return tf.distribute.ParameterServerStrategy(resolver)
-    if d.strategy == "mirrored" or (d.strategy == "diloco" and len(tf.config.list_physical_devices("GPU")) > 1):
-        return tf.distribute.MirroredStrategy()  # a DiLoCo learner: never a cluster across learners
-    if d.strategy == "one_device":
-        device = "/gpu:0" if tf.config.list_physical_devices("GPU") else "/cpu:0"
-        return tf.distribute.OneDeviceStrategy(device)
-    return tf.distribute.get_strategy()
+    return builder(d, tf)
 
 
 @cache
 def _cached() -> tuple[Decision, Any]:
     d = decide()
-    if d.strategy in ("multi_worker_mirrored", "parameter_server"):
+    if d.multi_worker:
         _normalise_tf_config()
     log.info("vtrain: %s/%d using %s strategy (%s)", d.task_type, d.task_index, d.strategy, d.reason)
-    if d.strategy == "default":
+    if d.row.builds == "default":
         log.info("vtrain: no distribution needed; using tf.distribute.get_strategy()")
     built = _build(d)
     from vtrain.runtime import profiler

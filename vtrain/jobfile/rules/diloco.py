@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from vtrain import catalog
-from vtrain.constants import DILOCO_SYNCER_MODULE
+from vtrain.constants import DILOCO, DILOCO_SYNCER_MODULE
 from vtrain.jobfile.model import JobConfig
 from vtrain.jobfile.rules.base import Rules, pool_path
 
@@ -13,7 +13,7 @@ MAX_FRAGMENTS = 1024
 
 def check_diloco(r: Rules, config: JobConfig) -> None:
     d = config.diloco
-    if config.distribution_strategy != "diloco":
+    if config.strategy.block != DILOCO:
         if d is not None:
             r.add(("diloco",), f"diloco settings are only for distribution_strategy: diloco (this job uses "
                                f"{config.distribution_strategy}); set it, or remove the diloco block")

@@ -78,7 +78,7 @@ def _devices(pool: PoolConfig) -> int | None:
 
 def check_dtensor(r: Rules, config: JobConfig) -> None:
     d = config.dtensor
-    if config.distribution_strategy != DTENSOR:
+    if config.strategy.block != DTENSOR:
         if d is not None:
             r.add(("dtensor",), f"the dtensor block is only for distribution_strategy: dtensor (this job uses "
                                 f"{config.distribution_strategy}); set it, or remove the dtensor block")

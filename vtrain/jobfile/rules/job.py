@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from vtrain import catalog
-from vtrain.constants import DILOCO_ENV, MAX_DISPLAY_NAME, MAX_ENV, MAX_LABELS, STRATEGY_ENV, VTRAIN_LABELS
+from vtrain.constants import FLEX_START, MAX_DISPLAY_NAME, MAX_ENV, MAX_LABELS, STRATEGY_ENV, VTRAIN_LABELS
 from vtrain.jobfile.model import JobConfig
 from vtrain.jobfile.nodes import did_you_mean
 from vtrain.jobfile.rules.base import (
@@ -131,7 +131,7 @@ def check_env(r: Rules, config: JobConfig) -> None:
         if not _ENV_NAME.match(key):
             r.add(("trainer", "env", key), _env_name_message(key))
     over: dict[str, int] = {}
-    added = {STRATEGY_ENV: ""} | ({DILOCO_ENV: ""} if config.distribution_strategy == "diloco" else {})
+    added = dict.fromkeys((STRATEGY_ENV, *config.strategy.env), "")  # what the builder adds to every pool
     for pool in config.pools():
         merged = {**base, **(pool.env or {}), **added}
         for key in pool.env or {}:
@@ -154,10 +154,10 @@ def _env_name_message(key: str) -> str:
 
 def check_scheduling(r: Rules, config: JobConfig) -> None:
     sched = config.scheduling
-    if sched.max_wait_s is not None and sched.strategy != "flex_start":
+    if sched.max_wait_s is not None and sched.strategy != FLEX_START:
         r.add(("scheduling", "max_wait"), "max_wait only applies to strategy: flex_start; set "
                                           "scheduling.strategy: flex_start or remove max_wait")
-    if sched.strategy == "flex_start":
+    if sched.strategy == FLEX_START:
         machines = {(p.machine_type, p.accelerator, p.accelerator_count) for p in config.pools()}
         if len(machines) > 1:
             r.add(("scheduling", "strategy"), "flex_start needs the same machine (type and accelerators) in every "

@@ -199,36 +199,37 @@ def _check_image(r: Rules, path: PathKey, image: str, pools: list[PoolConfig], b
 
 
 def check_strategy(r: Rules, config: JobConfig) -> None:
-    strategy = config.distribution_strategy
+    """The cluster fits the strategy: what each row of vtrain.strategies says it needs, refuses or wastes."""
+    row = config.strategy
+    name = row.name
     path = ("distribution_strategy",)
     replicas = config.training_replicas()
     has_workers = config.workers is not None and bool(config.workers.replicas)
     is_tpu = catalog.is_tpu_machine(config.chief.machine_type)
     has_ps = config.parameter_servers is not None and bool(config.parameter_servers.replicas)
-    if strategy == "auto":
+    if row.auto:
         return
-    if is_tpu and strategy != "tpu":
-        r.add(path, f"the chief is a TPU machine, so the strategy must be tpu (or auto), not {strategy}")
-    elif strategy == "tpu" and not is_tpu:
-        r.add(path, "strategy tpu needs a TPU machine (cloud-tpu, ct4p-*, ct5p-*, ct5lp-*, ct6e-*) for the chief")
-    elif strategy == "parameter_server" and not has_ps:
-        r.add(path, "strategy parameter_server needs cluster.parameter_servers; add them or use "
-                    "multi_worker_mirrored")
-    elif strategy == "dtensor":
-        return  # its cluster is checked with its mesh: vtrain.jobfile.rules.dtensor
-    elif has_ps and strategy != "parameter_server":
+    if is_tpu and not row.tpu:
+        r.add(path, f"the chief is a TPU machine, so the strategy must be tpu (or auto), not {name}")
+    elif row.tpu and not is_tpu:
+        r.add(path, f"strategy {name} needs a TPU machine (cloud-tpu, ct4p-*, ct5p-*, ct5lp-*, ct6e-*) for the chief")
+    elif row.parameter_servers == "needs" and not has_ps:
+        r.add(path, f"strategy {name} needs cluster.parameter_servers; add them or use multi_worker_mirrored")
+    elif row.own_cluster_rules:
+        return  # its cluster is checked with its own block (dtensor: vtrain.jobfile.rules.dtensor)
+    elif has_ps and row.parameter_servers != "needs":
         r.add(path, f"the cluster has parameter servers, so the strategy must be parameter_server (or auto), "
-                    f"not {strategy}")
-    elif strategy == "multi_worker_mirrored" and not has_workers:
-        r.add(path, "strategy multi_worker_mirrored needs cluster.workers; add workers or use mirrored")
-    elif strategy in ("mirrored", "one_device") and replicas != 1:
-        r.add(path, f"strategy {strategy} runs on one machine but chief + workers have {replicas} replicas; "
+                    f"not {name}")
+    elif row.hosts == "many" and not has_workers:
+        r.add(path, f"strategy {name} needs cluster.workers; add workers or use mirrored")
+    elif row.hosts == "one" and replicas != 1:
+        r.add(path, f"strategy {name} runs on one machine but chief + workers have {replicas} replicas; "
                     "use multi_worker_mirrored")
-    elif strategy == "mirrored" and config.chief.gpus < 2:
-        r.warn(path, f"mirrored on {config.chief.gpus or 'no'} GPU(s) does not distribute anything; "
+    elif row.local_gpus == "many" and config.chief.gpus < 2:
+        r.warn(path, f"{name} on {config.chief.gpus or 'no'} GPU(s) does not distribute anything; "
                      "one_device is equivalent")
-    elif strategy == "one_device" and config.chief.gpus > 1:
-        r.warn(path, f"one_device uses 1 of the chief's {config.chief.gpus} GPUs; use mirrored")
+    elif row.local_gpus == "one" and config.chief.gpus > 1:
+        r.warn(path, f"{name} uses 1 of the chief's {config.chief.gpus} GPUs; use mirrored")
 
 
 

@@ -1,4 +1,4 @@
-"""The rows of a Vertex job's view (vtrain.cloud.vertex.progress): log entries in Cloud Logging's shapes
+"""The rows of a Vertex job's view (vtrain.view.vertex_rows): log entries in Cloud Logging's shapes
 (and as the emulator writes them) to steps, steps/s and restarts; the job's state to each row's."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from google.cloud.aiplatform_v1 import CustomJob
 
-from vtrain.cloud.vertex.progress import JobProgress, row_state, run_seconds, step_record, tasks_of
-from vtrain.commands._watch import Watch
-from vtrain.local.progress import plain_line
 from vtrain.runtime.steplog import line
+from vtrain.view.lines import plain_line
+from vtrain.view.live import Watch
+from vtrain.view.vertex_rows import JobProgress, row_state, run_seconds, step_record, tasks_of
 
 
 def entry(task: str, message: str | None = None, *, payload: dict[str, Any] | None = None,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from vtrain.local.progress import changed, clock, is_native_log, plain_line, replica_text
+from vtrain.view.lines import changed, clock, is_native_log, plain_line, replica_text
 
 # Lines a TensorFlow 2.21 quickstart replica printed here (`make demo`), prefixes removed.
 NATIVE = [

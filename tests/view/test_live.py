@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 
 from tests.local.test_local_run import TWO_WORKERS, cli_env, job_file
-from vtrain.commands._watch import Watch, live_possible
 from vtrain.local.env import Replica
-from vtrain.local.timeline import png, timeline
+from vtrain.view.live import Watch, live_possible
+from vtrain.view.timeline import png, timeline
 
 STEPS = ["--steps=all", "--count=40", "--step-seconds=0.1", "--native-log=all"]
 FAULT = ["--fault", "worker-0:kill@step:10"]

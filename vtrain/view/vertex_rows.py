@@ -81,7 +81,7 @@ class JobProgress:
         self._lock = threading.Lock()
         self._reducers = reducers
         self._replicas: dict[str, _Replica] = {t: _Replica() for t in tasks_of(job.proto)}
-        self.steps_seen = 0  # step lines read (for the measurements in the README)
+        self.steps_seen = 0  # step lines read (for the measurements in docs/guides/running-locally.md)
 
     def add(self, entry: dict[str, Any]) -> bool:
         """Take a log entry in; True when it was a step line (the view shows it: a caller need not)."""
@@ -95,7 +95,7 @@ class JobProgress:
         return True
 
     def progress(self) -> dict[str, Any]:
-        """What :class:`vtrain.commands._watch.Watch` shows: LocalJob.progress()'s shape."""
+        """What :class:`vtrain.view.live.Watch` shows: LocalJob.progress()'s shape."""
         state = self._job.state
         rows = []
         with self._lock:

@@ -6,11 +6,11 @@ a second shows one row per replica (state, step, steps/s, restarts) and the elap
 own `[vtrain]` lines print above it, and the replicas' output goes to their log files only, unless
 `--follow LABEL` or `--verbose` asks for it. Elsewhere a run prints as before: each replica's
 Python lines prefixed `[chief-0]` (TensorFlow's C++ logging is kept in the files and counted, see
-:mod:`vtrain.local.progress`) and a `[vtrain] progress …` line when something changed, at most
+:mod:`vtrain.view.lines`) and a `[vtrain] progress …` line when something changed, at most
 every `--progress-every`.
 
 The view reads :meth:`~vtrain.local.job.LocalJob.progress` (for a Vertex job
-:meth:`vtrain.cloud.vertex.progress.JobProgress.progress`, the same rows) from its own thread; the CPU that
+:meth:`vtrain.view.vertex_rows.JobProgress.progress`, the same rows) from its own thread; the CPU that
 thread uses is measured (:attr:`Watch.cpu_seconds`, time.thread_time) so its cost is known.
 """
 
@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Collection
 from typing import IO, Any
 
-from vtrain.local.progress import changed, clock, is_native_log, plain_line, rate_text
+from vtrain.view.lines import changed, clock, is_native_log, plain_line, rate_text
 
 REFRESH_S = 1.0  # the clock shows seconds; rich redraws 3 rows in ~3.5 ms here (benchmarks/live_view.py)
 

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from vtrain.cli import cli
-from vtrain.local.timeline import draw_run, html, png, result_from_logs, runs, timeline
+from vtrain.view.timeline import draw_run, html, png, result_from_logs, runs, timeline
 
 RESULT: dict[str, Any] = {
     "name": "local-1", "display_name": "demo", "state": "JOB_STATE_FAILED", "seconds": 20.0,

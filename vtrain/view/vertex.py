@@ -1,7 +1,7 @@
 """Watching a Vertex AI job (`submit --wait`, `status --watch`) in the view `vtrain local` has.
 
-The rows (:class:`vtrain.cloud.vertex.progress.JobProgress`) come from the job's state and the step
-lines its replicas log; the view (:class:`vtrain.commands._watch.Watch`) is the local one: a live
+The rows (:class:`vtrain.view.vertex_rows.JobProgress`) come from the job's state and the step
+lines its replicas log; the view (:class:`vtrain.view.live.Watch`) is the local one: a live
 table on a terminal, a `[vtrain] progress …` line elsewhere when something changed (at most every
 --progress-every), then a last one with the end state. Off a terminal the state changes print as
 before (`ID  RUNNING  2m10s`). A HyperparameterTuningJob has no replicas of its own: it keeps the
@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import sys
 from typing import Any
-
-import click
 
 
 def can_watch(job: Any) -> bool:
@@ -27,8 +25,8 @@ def watch_job(job: Any, *, timeout: float | None, poll: float, plain: bool, prog
     view's thread spent. `stream_logs` also prints every log line but the step lines (the rows show those);
     `state_line` (a plain `vtrain.commands.vertex._StatusLine`) says the state changes off a terminal."""
     from vtrain.cloud.vertex.client import _has_reducers
-    from vtrain.cloud.vertex.progress import JobProgress
-    from vtrain.commands._watch import Watch, live_possible
+    from vtrain.view.live import Watch, live_possible
+    from vtrain.view.vertex_rows import JobProgress
 
     live = not plain and live_possible(sys.stderr)
     tracker = JobProgress(job, reducers=_has_reducers(job.proto))
@@ -50,15 +48,4 @@ def watch_job(job: Any, *, timeout: float | None, poll: float, plain: bool, prog
     return state, view.cpu_seconds
 
 
-def watch_options(fn: Any) -> Any:
-    """--plain and --progress-every, as `vtrain local` has them."""
-    from vtrain.commands._options import duration_callback
-
-    fn = click.option("--progress-every", callback=duration_callback, default="30s", show_default=True,
-                      metavar="DURATION", help="Plain output: at most one progress line this often, when "
-                      "something changed.")(fn)  # fmt: skip
-    return click.option("--plain", is_flag=True, help="Plain lines instead of the live view on a terminal (as when "
-                        "not a terminal or in CI).")(fn)  # fmt: skip
-
-
-__all__ = ["can_watch", "watch_job", "watch_options"]
+__all__ = ["can_watch", "watch_job"]

@@ -7,7 +7,7 @@ oneDNN custom operations are on…``, ``E0000 … cuda_dnn.cc …] … cuInit �
 ~120 of the latter, which read like failures and bury the result; they stay in the replica's
 log file (every line always does) and are only counted on the terminal.
 
-Pure: the CLI (:mod:`vtrain.commands.watchview`) calls these with what
+Pure: the CLI (:mod:`vtrain.view.live`) calls these with what
 :meth:`vtrain.local.job.LocalJob.progress` returns.
 """
 

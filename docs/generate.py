@@ -1,0 +1,288 @@
+"""The manual's generated parts: an mkdocs hook (mkdocs.yml `hooks:`) and a script.
+
+Three reference pages hold a generated block between markers, committed so they read on GitHub too:
+the job file (`vtrain schema --markdown`), errors and exit codes (vtrain/errors.py's tree and
+vtrain/handle.py's table), environment variables (every name vtrain's code reads or sets, each with
+what it means). The hook fails the build when a block differs from what the code says now, or when
+the code reads a variable this file does not describe; `python docs/generate.py` rewrites the
+blocks. The SDK page is filled in at build time: one mkdocstrings entry per name of `vtrain.__all__`.
+
+This file is no page of the site (mkdocs.yml excludes it) and no part of the package.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from vtrain.errors import VtrainError
+
+REPO = Path(__file__).resolve().parents[1]
+END = "<!-- end generated -->"
+SDK_MARKER = "<!-- vtrain.__all__ -->"
+
+
+# ---------------------------------------------------------------- errors and exit codes
+
+def _first_paragraph(obj: object) -> str:
+    doc = inspect.getdoc(obj) or ""
+    return " ".join(doc.split("\n\n", 1)[0].split())
+
+
+def _exit_code(cls: type[VtrainError]) -> str:
+    from vtrain import errors
+
+    if cls is errors.Interrupted:
+        return f"{128 + signal.SIGINT} (Ctrl-C), {128 + signal.SIGTERM} (SIGTERM)"
+    if issubclass(cls, errors.WaitTimeout):
+        return str(errors.WAIT_TIMEOUT_EXIT_CODE)
+    if issubclass(cls, errors.JobFailed):
+        return "the job's end state (above)"
+    return str(cls.exit_code)
+
+
+def errors_block() -> str:
+    """The exit codes table (vtrain/handle.py's states, the error classes' codes), then every class of
+    vtrain/errors.py's tree, depth first."""
+    from vtrain import errors, handle
+
+    codes: dict[int, list[str]] = {
+        0: ["the command did what it was asked; a job it waited for ended `JOB_STATE_SUCCEEDED`"],
+        errors.VtrainError.exit_code: ["any other error: one line, no traceback"],
+        errors.ConfigError.exit_code: [f"an invalid job file or command line (`{errors.ConfigError.__name__}`, "
+                                       f"`{errors.UsageError.__name__}`)"],
+        errors.WAIT_TIMEOUT_EXIT_CODE: ["a wait ran out while the job is still live (`--wait-timeout`; "
+                                        "`status --exit-code` before the end)"],
+        128 + signal.SIGINT: ["Ctrl-C stopped `package` or `submit` (`local` ends the job CANCELLED: "
+                              f"{handle.EXIT_CODES[handle.CANCELLED]})"],
+        128 + signal.SIGTERM: ["SIGTERM stopped `package` or `submit`"],
+    }
+    for state, code in handle.EXIT_CODES.items():
+        if code:
+            codes.setdefault(code, []).append(f"the job ended `{state}`")
+    codes.setdefault(handle.OTHER_EXIT_CODE, []).append("any other end state")
+    lines = ["| exit | when |", "|---|---|"]
+    lines += [f"| {code} | {'; '.join(whens)} |" for code, whens in sorted(codes.items())]
+    lines += ["", "| error | exit | what it means |", "|---|---|---|"]
+
+    def walk(cls: type[errors.VtrainError], depth: int) -> None:
+        indent = "&nbsp;" * 4 * (depth - 1) + "└ " if depth else ""
+        lines.append(f"| {indent}`{cls.__name__}` | {_exit_code(cls)} | {_first_paragraph(cls)} |")
+        for sub in sorted(cls.__subclasses__(), key=lambda c: c.__name__):
+            if sub.__module__ == errors.__name__:
+                walk(sub, depth + 1)
+
+    walk(errors.VtrainError, 0)
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- environment variables
+
+#: Every environment variable vtrain reads or sets, by who sets it. The hook fails the build when the
+#: code names one that is not here (add it), or when one here is named nowhere in vtrain/ (remove it).
+ENVIRONMENT: dict[str, dict[str, str]] = {
+    "You set (the CLI and the SDK read them)": {
+        "VTRAIN_PROJECT": "The Google Cloud project, after `--project` and the job file's `project`; then "
+                          "GOOGLE_CLOUD_PROJECT, then gcloud's configuration.",
+        "VTRAIN_REGION": "The Vertex AI region, after `--region` and the job file's `region`; then "
+                         "GOOGLE_CLOUD_REGION, gcloud's `ai/region`, then us-central1.",
+        "VTRAIN_API_ENDPOINT": "The Vertex AI endpoint (as `--api-endpoint`): `host:port` or a URL; "
+                               "`http://127.0.0.1:PORT` for `vtrain emulator`.",
+        "VTRAIN_NETWORK_TIMEOUT": "Seconds each attempt of a call to Vertex AI, Cloud Logging or Cloud Storage "
+                                  "may take (default 30).",
+        "VTRAIN_CACHE_DIR": "Where `vtrain local` caches trainer environments, sdists and downloads "
+                            "(default `$XDG_CACHE_HOME/vtrain`, else `~/.cache/vtrain`).",
+        "VTRAIN_STATE_DIR": "Where `vtrain submit` keeps the ids of creates whose answer was lost "
+                            "(default `$XDG_STATE_HOME/vtrain`, else `~/.local/state/vtrain`).",
+        "GOOGLE_CLOUD_PROJECT": "The project, when neither `--project`, the job file nor VTRAIN_PROJECT names one.",
+        "GOOGLE_CLOUD_REGION": "The region, after VTRAIN_REGION.",
+        "GOOGLE_APPLICATION_CREDENTIALS": "A service account key file for Google's clients (else "
+                                          "`gcloud auth application-default login`'s credentials).",
+        "CLOUDSDK_CONFIG": "gcloud's configuration folder, read for the project and `ai/region` "
+                           "(default `~/.config/gcloud`); CLOUDSDK_CORE_PROJECT and CLOUDSDK_AI_REGION beat "
+                           "its files, as in gcloud.",
+        "CLOUDSDK_ACTIVE_CONFIG_NAME": "Which gcloud configuration is active.",
+        "STORAGE_EMULATOR_HOST": "Send Cloud Storage calls to an emulator (gcp-storage-emulator) instead.",
+        "XDG_CACHE_HOME": "The base of the default VTRAIN_CACHE_DIR.",
+        "XDG_STATE_HOME": "The base of the default VTRAIN_STATE_DIR.",
+        "CI": "When set, `vtrain local`, `submit --wait` and `status --watch` print plain lines instead of "
+              "the live view.",
+        "TERM": "`dumb`: plain lines instead of the live view.",
+    },
+    "You set in the job's env (`trainer.env`, a pool's `env`); the runtime reads them in each replica": {
+        "VTRAIN_MIXED_PRECISION": "Overrides `runtime.mixed_precision(policy)`: `auto`, `mixed_bfloat16`, "
+                                  "`mixed_float16` or `float32`.",
+        "VTRAIN_COLLECTIVE_TIMEOUT": "Seconds before a collective gives up, so a dead peer fails the job instead "
+                                     "of hanging it (default 300; 0 turns it off).",
+        "VTRAIN_PROFILE_DIR": "Where the rehearsal profile is written (default: the run folder; `0` or `off`: "
+                              "nowhere).",
+        "VTRAIN_STEP_LOG": "`0` turns off the step lines `report_step` logs on Vertex AI for `submit --wait`'s "
+                           "view; `1` turns them on elsewhere (the emulator's `--run-jobs` does).",
+        "VTRAIN_STEP_LOG_EVERY": "At most one step line every this many seconds per replica (default 5).",
+        "VTRAIN_DILOCO_TOKEN": "The secret DiLoCo learners show the syncer (default: derived from CLOUD_ML_JOB_ID).",
+        "VTRAIN_LOG_LEVEL": "The DiLoCo syncer's log level (default INFO).",
+        "VTRAIN_LOCAL_DEVICES": "DTensor: how many devices each replica makes (`vtrain local` sets it for CPU "
+                                "replicas; the job's own value wins).",
+    },
+    "vtrain sets them in each replica (from the job file)": {
+        "VTRAIN_DISTRIBUTION_STRATEGY": "The job file's `distribution_strategy`, which `runtime.strategy()` builds.",
+        "VTRAIN_DTENSOR_MESH": "The `dtensor.mesh`, e.g. `batch=2,model=4`, for `runtime.dtensor_mesh()`.",
+        "VTRAIN_DILOCO": "The job file's `diloco:` block as JSON.",
+    },
+    "`vtrain local` sets them in each replica (Vertex AI does not)": {
+        "VTRAIN_RESTART_COUNT": "How often this replica was restarted in place in this attempt of the job.",
+        "VTRAIN_JOB_ATTEMPT": "1, then 2 after a whole-job retry, and so on.",
+        "VTRAIN_STATUS_FILE": "Where `runtime.report_step` writes the step this replica last finished "
+                              "(the live view's step column).",
+        "CUDA_VISIBLE_DEVICES": "The machine's GPUs split across the replicas.",
+    },
+    "`vtrain.runtime` sets them inside a replica, for TensorFlow": {
+        "DTENSOR_CLIENT_ID": "DTensor: this replica's client index, derived by `runtime.dtensor_mesh()` from "
+                             "TF_CONFIG (or CLUSTER_SPEC) unless already set.",
+        "DTENSOR_NUM_CLIENTS": "DTensor: how many clients (the training replicas).",
+        "DTENSOR_JOB_NAME": "DTensor: the clients' job name.",
+        "DTENSOR_JOBS": "DTensor: every client's address, chief first.",
+        "DTENSOR_GPU_USE_NCCL_COMMUNICATION": "DTensor on GPUs: collectives through NCCL (`1` unless set).",
+        "TF_USE_LEGACY_KERAS": "`1`: `tf.keras` is tf_keras (Keras 2); `runtime.keras()` sets it under "
+                               "multi-worker strategies, where Keras 3's model.fit fails.",
+    },
+    "Vertex AI sets them in each replica (`vtrain local` sets the same)": {
+        "CLUSTER_SPEC": "Vertex's description of the cluster and of this replica's task.",
+        "TF_CONFIG": "The cluster for TensorFlow (chief, worker, ps); only when the job has more than one replica.",
+        "AIP_MODEL_DIR": "Where the chief saves the model (`base_output_dir`/model/).",
+        "AIP_CHECKPOINT_DIR": "Where checkpoints go (`base_output_dir`/checkpoints/).",
+        "AIP_TENSORBOARD_LOG_DIR": "Where TensorBoard logs go (`base_output_dir`/logs/).",
+        "CLOUD_ML_JOB_ID": "The job's id.",
+        "CLOUD_ML_TRIAL_ID": "A tuning trial's id.",
+        "CLOUD_ML_HP_METRIC_FILE": "Where `runtime.report_metric` writes a tuning trial's metric "
+                                   "(default /tmp/hypertune/output.metrics).",
+    },
+}
+
+#: The names the scan counts as environment variables (quoted strings in vtrain/ equal to one).
+_ENV_NAME = re.compile(r"^(?:(?:VTRAIN_|AIP_|CLOUD_ML_|CLOUDSDK_|GOOGLE_|DTENSOR_|XDG_)[A-Z0-9_]+|TF_CONFIG|"
+                       r"CLUSTER_SPEC|STORAGE_EMULATOR_HOST|CUDA_VISIBLE_DEVICES|TF_USE_LEGACY_KERAS|CI|TERM)$")
+#: String constants that look like a variable's name but are not one.
+_NOT_ENV = {"VTRAIN_LABELS", "VTRAIN_IGNORE", "AIP_OUTPUT_DIRS"}
+
+
+def _source() -> str:
+    return "\n".join(p.read_text(encoding="utf-8") for p in sorted((REPO / "vtrain").rglob("*.py")))
+
+
+def environment_in_code(source: str) -> set[str]:
+    """Every quoted string in vtrain/'s source that is an environment variable's name."""
+    quoted = set(re.findall(r"[\"']([A-Z][A-Z0-9_]*)[\"']", source))
+    return {name for name in quoted if _ENV_NAME.match(name)} - _NOT_ENV
+
+
+def environment_problems() -> list[str]:
+    """What ENVIRONMENT lacks (a name the code uses) or keeps too long (a name vtrain/ no longer has)."""
+    documented = {name for group in ENVIRONMENT.values() for name in group}
+    source = _source()
+    words = set(re.findall(r"\b[A-Z][A-Z0-9_]+\b", source))
+    problems = [f"vtrain/ uses {name}: describe it in docs/generate.py's ENVIRONMENT"
+                for name in sorted(environment_in_code(source) - documented)]
+    problems += [f"docs/generate.py's ENVIRONMENT describes {name}, which vtrain/ no longer names: remove it"
+                 for name in sorted(documented - words)]
+    return problems
+
+
+def environment_block() -> str:
+    lines: list[str] = []
+    for group, names in ENVIRONMENT.items():
+        lines += [f"## {group}", "", "| variable | meaning |", "|---|---|"]
+        lines += [f"| `{name}` | {meaning} |" for name, meaning in names.items()]
+        lines.append("")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- the pages and the hook
+
+def _job_file_block() -> str:
+    """`vtrain schema --markdown`'s output, as the command prints it."""
+    from click.testing import CliRunner
+
+    from vtrain.cli import cli
+
+    result = CliRunner().invoke(cli, ["schema", "--markdown"])
+    if result.exit_code:
+        raise RuntimeError(f"vtrain schema --markdown failed: {result.output}")
+    return result.stdout
+
+
+#: page -> (the marker its block starts after, the block's generator)
+PAGES: dict[str, tuple[str, Callable[[], str]]] = {
+    "docs/reference/job-file.md": ("<!-- generated by vtrain schema --markdown -->", _job_file_block),
+    "docs/reference/errors.md": ("<!-- generated by docs/generate.py from vtrain/errors.py -->", errors_block),
+    "docs/reference/environment.md": ("<!-- generated by docs/generate.py from ENVIRONMENT -->", environment_block),
+}
+
+
+def refreshed(page: str) -> tuple[str, str]:
+    """The page as it is, and as it should be with its block generated now."""
+    begin, generate = PAGES[page]
+    text = (REPO / page).read_text(encoding="utf-8")
+    if text.count(begin) != 1 or text.count(END) != 1:
+        raise ValueError(f"{page} needs one {begin} … {END} block")
+    head, rest = text.split(begin)
+    _, tail = rest.split(END)
+    return text, head + begin + "\n" + generate() + END + tail
+
+
+def stale() -> list[str]:
+    """One line per generated page that differs from the code, and per undescribed variable."""
+    found = [f"{page} is stale: run `python docs/generate.py`" for page in PAGES if len(set(refreshed(page))) == 2]
+    return found + environment_problems()
+
+
+def sdk_directives() -> str:
+    """An mkdocstrings entry per public name (vtrain.__all__), under the module that defines it."""
+    import vtrain
+
+    entries = []
+    for name in sorted(n for n in vtrain.__all__ if not n.startswith("_")):
+        obj = getattr(vtrain, name)
+        entries.append(f"::: {obj.__module__}.{name}\n    options:\n      heading: vtrain.{name}\n"
+                       f"      toc_label: {name}\n")
+    return "\n".join(entries)
+
+
+def on_pre_build(config: Any) -> None:  # mkdocs hook
+    from mkdocs.exceptions import PluginError
+
+    sys.path.insert(0, str(REPO))
+    problems = stale()
+    if problems:
+        raise PluginError("\n".join(problems))
+
+
+def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:  # mkdocs hook
+    if SDK_MARKER in markdown:
+        return markdown.replace(SDK_MARKER, sdk_directives())
+    return markdown
+
+
+def main() -> int:
+    sys.path.insert(0, str(REPO))
+    for page in PAGES:
+        old, new = refreshed(page)
+        if old != new:
+            (REPO / page).write_text(new, encoding="utf-8")
+            print(f"rewrote {page}")
+    problems = environment_problems()
+    for line in problems:
+        print(line, file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    importlib.invalidate_caches()
+    raise SystemExit(main())
