@@ -197,7 +197,7 @@ def prepare_trainer(
 
 
 def run_local(
-    config: Any,
+    config: JobConfig | str | os.PathLike[str] | Mapping[str, Any],
     *,
     options: RunOptions | None = None,
     out: IO[str] | None = None,
@@ -207,7 +207,8 @@ def run_local(
 ) -> LocalJob:
     """Start a job on this machine and return its handle (RUNNING); `wait()` for the end.
 
-    `config` is a JobConfig or a job-file path (loaded for the local target); `options` how the
+    `config` is a JobConfig, or what :func:`~vtrain.load_config` takes (a job file's path, its YAML text,
+    a mapping), loaded for the local target; `options` how the
     run behaves (:class:`~vtrain.local.options.RunOptions`; the keywords of earlier versions,
     ``timeout=600, keep=False, ...``, are its fields and still accepted). Replica logs go to
     `out` prefixed `[chief-0]` (None: only to files), launcher notices to `notices`; `on_line` as in
