@@ -54,10 +54,12 @@ def _available(name: str) -> bool:
 
 def _shown(text: str) -> str:
     """vtrain's own lines (errors, retries) through the redaction every output uses: an endpoint or a
-    bucket URL given with user:password@ must not be echoed into a CI log."""
+    bucket URL given with user:password@ must not be echoed into a CI log. Each line made printable
+    (a retry line carries the server's words; an error's lines are printable already)."""
+    from vtrain.foreign import printable_lines
     from vtrain.request.redact import redact_strings
 
-    return str(redact_strings(text))
+    return "".join(f"{line}\n" for line in printable_lines(redact_strings(text)))
 
 
 class LazyGroup(click.Group):
@@ -102,7 +104,8 @@ class LazyGroup(click.Group):
     def invoke(self, ctx: click.Context) -> object:
         from vtrain import network
 
-        previous = network.set_sink(lambda line: click.echo(_shown(line), err=True))  # retries say so on stderr
+        # retries say so on stderr
+        previous = network.set_sink(lambda line: click.echo(_shown(line), err=True, nl=False))
         stack = contextlib.ExitStack()
         try:
             with stack:

@@ -96,3 +96,7 @@ class DilocoKnobs:
 
 #: The same defaults as a mapping (the schema's documentation and the tests read them).
 DILOCO_DEFAULTS: dict[str, object] = asdict(DilocoKnobs())
+
+#: The JSON Schema `vtrain init` writes beside the job file, and the modeline that points editors at it.
+SCHEMA_FILE = "vtrain.schema.json"
+MODELINE = f"# yaml-language-server: $schema={SCHEMA_FILE}"

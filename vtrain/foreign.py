@@ -7,7 +7,13 @@ retitles the window, a CSI clears it, a carriage return moves the cursor back ov
 such character escaped (``\\x1b``, ``\\r``, ``\\u202e``), on every output path, terminal or not,
 so what is printed is exactly one line of visible characters that cannot move the cursor.
 
-Imports nothing of vtrain: every stage may print through it.
+Imports nothing of vtrain: every stage may print through it, and it ships to the replicas with the
+runtime (errors, the DiLoCo syncer's lines about its peers).
+
+The rule, in one place (docs/guides/foreign-text.md): vtrain composes a line from its own words and
+foreign parts, each foreign part through :func:`printable` (or :func:`prefixed` for text of many
+lines: each line gets vtrain's prefix). Files vtrain keeps (a replica's log under the run dir) stay
+byte for byte; whatever is printed from them goes through here.
 """
 
 from __future__ import annotations
@@ -71,4 +77,11 @@ def printable_lines(text: str | bytes, *, limit: int | None = LINE_LIMIT) -> lis
     return [printable(p[:-1] if p.endswith("\r") else p, limit=limit) for p in parts]
 
 
-__all__ = ["LINE_LIMIT", "printable", "printable_lines"]
+def prefixed(prefix: str, text: str | bytes, *, limit: int | None = LINE_LIMIT) -> list[str]:
+    """`text` as lines, each ``prefix`` + the line made printable: a multi-line log entry keeps vtrain's
+    ``[chief-0] `` prefix on every line, so no line of it can pass for one of vtrain's own. Empty text
+    is one line with the prefix alone."""
+    return [f"{prefix}{line}" for line in printable_lines(text, limit=limit) or [""]]
+
+
+__all__ = ["LINE_LIMIT", "prefixed", "printable", "printable_lines"]

@@ -131,7 +131,8 @@ def test_a_base_on_another_registry_is_streamed_across_and_only_its_config_read(
                          module="trainer.task")
         built = build_image(spec, make_trainer(tmp_path / "t"), tmp_path / "out", base_client)
         config_digest = built.base.manifest["config"]["digest"]
-        assert seen == ["GET base/py/manifests/base", f"GET base/py/blobs/{config_digest}"]
+        # /v2/ first (is it a registry?), then the manifest and the config: never a base layer
+        assert seen == ["GET ", "GET base/py/manifests/base", f"GET base/py/blobs/{config_digest}"]
         pushed = push_image(built, RegistryClient(other.host), base_client)
         base = pushed.blobs[0]
         assert base["action"] == "copied"
@@ -293,6 +294,7 @@ class _TokenRegistry(BaseHTTPRequestHandler):
 
     def _answer(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
         self.send_response(status)
+        self.send_header("Docker-Distribution-API-Version", "registry/2.0")
         for name, value in (headers or {}).items():
             self.send_header(name, value)
         self.send_header("Content-Length", str(len(body)))

@@ -267,7 +267,7 @@ def test_runtime_sdist_installs_and_imports(tmp_path: Path) -> None:
                      for p in (REPO / "vtrain" / sub).glob("*.py"))
     assert [m for m in members if not m.startswith(("PKG-INFO", "setup.cfg", "vtrain.egg-info/"))] == sorted([
         "pyproject.toml", "vtrain/__init__.py", "vtrain/constants.py", "vtrain/errors.py",
-        "vtrain/strategies.py", "vtrain/py.typed", *runtime])
+        "vtrain/strategies.py", "vtrain/foreign.py", "vtrain/py.typed", *runtime])
     target = tmp_path / "site"
     subprocess.run(
         [
@@ -287,7 +287,8 @@ def test_runtime_sdist_installs_and_imports(tmp_path: Path) -> None:
     )
     out = subprocess.run(
         [sys.executable, "-c", "import sys, vtrain, vtrain.runtime; print(vtrain.__version__, vtrain.__file__, "
-         "all(m in ('vtrain', 'vtrain.constants', 'vtrain.errors', 'vtrain.strategies', 'vtrain.runtime') or "
+         "all(m in ('vtrain', 'vtrain.constants', 'vtrain.errors', 'vtrain.foreign', 'vtrain.strategies', "
+         "'vtrain.runtime') or "
          "m.startswith('vtrain.runtime.') for m in sys.modules if m.startswith('vtrain')))"],
         env={"PYTHONPATH": str(target), "PATH": os.environ.get("PATH", "")},
         cwd=tmp_path,

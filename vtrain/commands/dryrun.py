@@ -9,6 +9,7 @@ import click
 
 from vtrain.commands._options import UserPath, output_option, project_option, region_option, set_option
 from vtrain.errors import ConfigError
+from vtrain.foreign import printable
 
 if TYPE_CHECKING:
     from vtrain.jobfile.model import JobConfig
@@ -97,11 +98,11 @@ def _validate_one(
     if output == "github":
         for warning in config.warnings:
             click.echo(warning.github())
-        click.echo(f"{job_file}: valid: {_summary(config)}")
+        click.echo(printable(f"{job_file}: valid: {_summary(config)}"))  # a file name a glob found, a name
         return
     for warning in config.warnings:
         click.echo(str(warning), err=True)
-    click.echo(f"{job_file}: valid: {_summary(config)}")
+    click.echo(printable(f"{job_file}: valid: {_summary(config)}"))  # a file name a glob found, a name
 
 
 def _where_render_looks(config: Any, job_file: str) -> None:

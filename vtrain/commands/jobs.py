@@ -12,6 +12,7 @@ import click
 
 from vtrain.commands._options import echo_json, label_filter_option, output_option, watch_options
 from vtrain.commands.vertex import _JOB, _POLL, _short, _time, _where
+from vtrain.foreign import printable
 
 #: Vertex JobState names without the JOB_STATE_ prefix (tests keep this in step with aiplatform_v1).
 JOB_STATES = (
@@ -152,8 +153,8 @@ def status(
 
         rows = _fields(handle)
         width = max(len(k) for k, _ in rows)
-        for key, value in rows:
-            click.echo(f"{key:<{width}}  {value}")
+        for key, value in rows:  # the values are Vertex's answer (an error message, a display name)
+            click.echo(f"{key:<{width}}  {printable(str(value))}")
         echo_trials(handle)
     if state_exit_code:
         raise SystemExit(handle.exit_code)
@@ -259,7 +260,7 @@ def list_jobs(
         return
     rows = [("ID", "STATE", "CREATED", "NAME")]
     rows += [(j.job_id, _short(j.state), _time(_iso(j.proto, "create_time")),
-              j.display_name + (" (tuning)" if getattr(j, "kind", "") == "tuning" else "")) for j in jobs]
+              printable(j.display_name) + (" (tuning)" if getattr(j, "kind", "") == "tuning" else "")) for j in jobs]
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     for row in rows:
         click.echo("  ".join(c.ljust(w) for c, w in zip(row[:3], widths, strict=True)) + "  " + row[3])

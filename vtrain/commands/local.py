@@ -162,7 +162,9 @@ def tell_where(job: Any, view: Any, labels: list[str]) -> None:
         drawn = draw_run(job.run_dir, job.summary)
     except Exception as err:  # noqa: BLE001 - a picture that fails must not change the run's outcome
         drawn = []
-        click.echo(f"[vtrain] could not draw the timeline: {err}", err=True)
+        from vtrain.foreign import printable
+
+        click.echo(f"[vtrain] could not draw the timeline: {printable(str(err))}", err=True)  # may quote result.json
     hidden = ""
     if view.hidden:
         native = f", {view.native} of them TensorFlow C++ logging" if view.native else ""

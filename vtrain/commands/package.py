@@ -70,6 +70,7 @@ def package(job_file: str, allow_credentials: bool, target: str, output: str, ov
         trainer.module,
         allow_credentials=allow_credentials,
         progress=output == "text",
+        skip=config.job_files(),
     )
     if output == "json":
         echo_json(describe(objects))

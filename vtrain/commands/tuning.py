@@ -10,6 +10,7 @@ from typing import IO, Any
 import click
 
 from vtrain.errors import JobFailed
+from vtrain.foreign import printable
 
 
 class LiveTable:
@@ -35,9 +36,10 @@ class LiveTable:
             self.shown = len(lines)
 
     def write(self, text: str) -> int:
+        shown = "\n".join(printable(part) for part in text.split("\n"))  # a trial's error quotes its trainer
         with self.lock:
             self._erase()
-            self.stream.write(text)
+            self.stream.write(shown)
             self._draw()
             self.stream.flush()
         return len(text)

@@ -60,6 +60,7 @@ from vtrain.diloco.merge_rules import MergeRules
 from vtrain.diloco.outer import Outer
 from vtrain.diloco.settings import Settings
 from vtrain.diloco.storage import Store
+from vtrain.foreign import printable
 
 log = logging.getLogger("vtrain.diloco")
 
@@ -444,7 +445,7 @@ def summary_line(stats: dict[str, Any]) -> str:
     resumed = f", resumed at {stats['resumed_from']}" if stats.get("resumed_from") else ""
     if stats.get("rounds_lost"):
         resumed += f", {stats['rounds_lost']} round(s) lost with the syncer and redone"
-    per = ", ".join(f"{name} {n}" for name, n in sorted(stats.get("learners", {}).items()))
+    per = ", ".join(f"{printable(name)} {n}" for name, n in sorted(stats.get("learners", {}).items()))  # peers' names
     return (f"rounds {stats.get('rounds')} ({stats['merges']} merges{resumed}); stale deltas merged "
             f"{stats['stale_merged']}, dropped {stats['stale_dropped']}; grace skipped {stats['grace_skipped']}; "
             f"longest stall {stats['max_stall']:.2f} s; refused {stats['rejected']}; deltas per learner: {per}")

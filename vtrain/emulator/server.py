@@ -319,8 +319,9 @@ class Handler(BaseHTTPRequestHandler):
 
 def _printable(text: str) -> str:
     """A request target fit for one log line: control characters escaped, length capped."""
-    shown = text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
-    return shown if len(shown) <= 200 else shown[:200] + "..."
+    from vtrain.foreign import printable
+
+    return printable(text, limit=200)
 
 
 def _error_body(code: int) -> dict[str, Any]:

@@ -16,14 +16,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from vtrain.constants import MODELINE, SCHEMA_FILE  # also the trainer selection's: never packaged
 from vtrain.durations import PATTERN as _DURATION_PATTERN  # the one grammar
 from vtrain.jobfile import nodes, schema
 from vtrain.jobfile.yamlpos import PathKey
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
-#: The modeline `vtrain init` writes; yaml-language-server resolves a relative path from the job file.
-SCHEMA_FILE = "vtrain.schema.json"
-MODELINE = f"# yaml-language-server: $schema={SCHEMA_FILE}"
+# The modeline `vtrain init` writes (MODELINE): yaml-language-server resolves a relative path from the job file.
 
 
 def _any_case(word: str) -> str:

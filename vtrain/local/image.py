@@ -130,7 +130,7 @@ def build_local(config: JobConfig, cache: Path, *, allow_credentials: bool = Fal
 
     package = config.trainer.package
     assert package is not None and config.trainer.module
-    scan = scan_trainer(package, allow_credentials=allow_credentials)
+    scan = scan_trainer(package, allow_credentials=allow_credentials, skip=config.job_files())
     check_module(scan, config.trainer.module)
     planned = planned_images(config)
     out: dict[str, LocalImage] = {}

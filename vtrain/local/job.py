@@ -23,6 +23,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from vtrain import proctree
 from vtrain.errors import BackendError
+from vtrain.foreign import printable, printable_lines
 from vtrain.handle import CANCELLED, CANCELLING, FAILED, PENDING, RUNNING, SUCCEEDED, JobHandle, Waiting
 from vtrain.local import env as localenv
 from vtrain.local.env import Plan, Replica
@@ -151,7 +152,7 @@ class LocalJob(JobHandle):
                 where = f.tell()
                 line = f.readline()
                 if line.endswith("\n"):
-                    yield line[:-1]
+                    yield printable(line[:-1])
                 elif follow and not self._finished.is_set():
                     f.seek(where)  # nothing, or half a line: wait for the rest
                     pause = waiting.check(self._state) if waiting is not None else 0.2
@@ -254,12 +255,12 @@ class LocalJob(JobHandle):
 
     def _copy(self, p: Proc, pipe: IO[bytes], log: SharedLog, stream: str) -> None:
         for raw in pipe:
-            log.write(raw)
+            log.write(raw)  # the replica's own log: byte for byte
             text = raw.decode(errors="replace").rstrip("\r\n")
             p.tail.append(text)
             if stream == "stderr" and text.strip():
-                p.last_stderr = text.strip()
-            line = f"[{p.label}] {text}"
+                p.last_stderr = printable(text.strip())
+            line = f"[{p.label}] {printable(text)}"  # job.log and `out` are vtrain's lines: no \r over the prefix
             with self._lock:
                 self._job_log.write(line + "\n")
                 self._job_log.flush()
@@ -362,12 +363,12 @@ class LocalJob(JobHandle):
         if p.reader is not None:
             self._stop([q for q in self._procs if q is not p])
             p.reader.join(timeout=5)
-        tail = list(p.tail)
+        tail = [printable(line) for line in p.tail]
         with contextlib.suppress(OSError), open(p.log_path, "rb") as f:  # every line read so far
             f.seek(max(0, f.seek(0, os.SEEK_END) - 65536))
-            tail = f.read().decode(errors="replace").splitlines()
+            tail = printable_lines(f.read())  # split at newlines only: a \r is shown, not obeyed
         self.error_reason = p.last_stderr
-        lines = [headline or f"{p.label} {describe_exit(p.returncode)}",
+        lines = [printable(headline) if headline else f"{p.label} {describe_exit(p.returncode)}",
                  f"last lines of {p.label} (full log: {p.log_path}):"]
         lines += [f"  | {line}" for line in tail[-TAIL_LINES:]]
         return "\n".join(lines)

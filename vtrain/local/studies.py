@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from vtrain.errors import BackendError, WaitTimeout
+from vtrain.foreign import printable
 from vtrain.handle import (
     CANCELLED,
     CANCELLING,
@@ -352,7 +353,7 @@ class LocalTuningJob(JobHandle):
 
         def forward(replica: Any, text: str, stream: str) -> None:
             if self._out is not None:
-                self._out.write(f"[trial-{trial_id} {replica.label}] {text}\n")
+                self._out.write(f"[trial-{trial_id} {replica.label}] {printable(text)}\n")
                 self._out.flush()
             if self._on_line is not None:
                 self._on_line(trial_id, replica, text, stream)

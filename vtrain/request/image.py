@@ -61,4 +61,4 @@ def planned_images(config: JobConfig) -> dict[str, str]:
 
     package = config.trainer.package
     assert package is not None
-    return {base: planned_image(spec, package) for base, spec in image_specs(config).items()}
+    return {base: planned_image(spec, package, skip=config.job_files()) for base, spec in image_specs(config).items()}

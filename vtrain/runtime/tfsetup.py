@@ -125,14 +125,28 @@ def _cached() -> tuple[Decision, Any]:
     from vtrain.runtime import profiler
 
     profiler.started(d.strategy, built.num_replicas_in_sync)  # what the profile's steps span
-    imported = sys.modules.get("keras")
-    if d.multi_worker and imported is not None and not _legacy_keras() and _keras_major(imported) >= 3:
-        log.warning(
-            "vtrain: Keras 3 is imported, and its model.fit fails under %s (keras-team/keras#20585); "
-            "train with `keras = vtrain.runtime.keras()` (tf_keras) or a custom loop",
-            d.strategy,
-        )
+    warning = keras3_warning(d, sys.modules.get("__main__"))
+    if warning:
+        log.warning("%s", warning)
     return d, built
+
+
+def keras3_warning(d: Decision, main: ModuleType | None) -> str | None:
+    """The warning that Keras 3's model.fit fails under this strategy, when it applies; else None.
+
+    It applies when the trainer's entry module itself holds Keras 3 (`import keras`, `from tensorflow
+    import keras` at its top): TensorFlow >= 2.16 imports Keras 3 on its own, so `keras` in
+    sys.modules says nothing about what the trainer trains with, and a trainer that takes
+    `vtrain.runtime.keras()` (tf_keras here) is fine. Said by the chief only: once per job, not once
+    per replica."""
+    if not (d.multi_worker and d.is_chief) or _legacy_keras() or main is None:
+        return None
+    held = [v for v in list(vars(main).values()) if isinstance(v, ModuleType)
+            and str(getattr(v, "__name__", "")).split(".")[0] == "keras"]
+    if not any(_keras_major(v) >= 3 for v in held):
+        return None
+    return (f"vtrain: the trainer imports Keras 3, and its model.fit fails under {d.strategy} "
+            "(keras-team/keras#20585); train with `keras = vtrain.runtime.keras()` (tf_keras) or a custom loop")
 
 
 def _legacy_keras() -> bool:
@@ -173,7 +187,8 @@ def is_chief() -> bool:
 def _keras_major(module: ModuleType) -> int:
     if module.__name__.split(".")[0] == "tf_keras":
         return 2
-    return int(str(getattr(module, "__version__", "3")).split(".")[0])
+    major = str(getattr(module, "__version__", "3")).split(".")[0]
+    return int(major) if major.isdigit() else 3
 
 
 def _check_keras_fits(module: ModuleType, d: Decision) -> None:

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from vtrain.cloud.vertex.logreader import SCOPES, JobLogReader
-from vtrain.cloud.vertex.logs import entry_parts, replica_label, task_name
+from vtrain.cloud.vertex.logs import entry_parts, log_line, replica_label, task_name
 from vtrain.cloud.vertex.retry import (
     RetryPolicy,
     TransientExhausted,
@@ -133,8 +133,7 @@ class VertexJob(JobHandle):
             timestamp, name, message = entry_parts(entry)
             if task and name != task:
                 return None
-            line = f"[{replica_label(name, reducers)}] {message}"
-            return f"{timestamp} {line}" if timestamps else line
+            return log_line(replica_label(name, reducers), message, timestamp if timestamps else None)
 
         return format
 

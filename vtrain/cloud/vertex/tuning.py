@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from vtrain.cloud.vertex.client import SUBMIT_LABEL, VertexBackend, VertexJob
-from vtrain.cloud.vertex.logs import entry_parts, replica_label
+from vtrain.cloud.vertex.logs import entry_parts, log_line, replica_label
 from vtrain.errors import BackendError
 from vtrain.handle import TERMINAL_STATES
 from vtrain.network import reached_server
@@ -106,8 +106,7 @@ class VertexTuningJob(VertexJob):
                 return None
             trial = (entry.get("labels") or {}).get(_TRIAL_LABEL)
             label = replica_label(name)
-            line = f"[trial-{trial} {label}] {message}" if trial else f"[{label}] {message}"
-            return f"{timestamp} {line}" if timestamps else line
+            return log_line(f"trial-{trial} {label}" if trial else label, message, timestamp if timestamps else None)
 
         backend = self._backend
         return iter_log_lines(

@@ -86,6 +86,15 @@ def _check_partition(r: Rules, pool: PoolConfig) -> None:
                     f"{fix}")
 
 
+def mount_point_like(point: str) -> str | None:
+    """The valid mount point nearest `point`: its directory names with what a name cannot hold turned into
+    '-', the empty, '.' and '..' ones left out ('../../etc' → 'etc', '/data' → 'data', 'my data' → 'my-data');
+    None when no name is left to suggest."""
+    names = [re.sub(r"[^A-Za-z0-9._-]+", "-", part).strip("-") for part in point.split("/")]
+    kept = "/".join(n for n in names if n.strip(".-"))
+    return kept if kept and _MOUNT_POINT.match(kept) else None
+
+
 def _check_mounts(r: Rules, pool: PoolConfig, key: str, host: str, root: str) -> None:
     seen: dict[str, int] = {}
     for i, mount in enumerate(getattr(pool, key)):
@@ -96,9 +105,10 @@ def _check_mounts(r: Rules, pool: PoolConfig, key: str, host: str, root: str) ->
             r.add((*where, i, "path"), f"the exported path must start with '/'; write '/{mount['path']}'")
         point = mount["mount_point"]
         if not _MOUNT_POINT.match(point) or ".." in point.split("/"):
-            fixed = re.sub(r"[^A-Za-z0-9._/-]", "-", point).strip("/").replace("..", "-") or "data"
+            fixed = mount_point_like(point)
             r.add((*where, i, "mount_point"), f"'{point}' is not a directory name under {root}/ (letters, digits, "
-                                              f". _ - and /, no leading /, no ..); try '{fixed}'")
+                                              f". _ - and /, no leading /, no ..)"
+                                              + (f"; try '{fixed}'" if fixed else ""))
         elif point in seen:
             r.add((*where, i, "mount_point"), f"{root}/{point} is already the mount point of {key}[{seen[point]}]; "
                                               "give each mount its own")

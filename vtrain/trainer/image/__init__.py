@@ -10,7 +10,8 @@ pushed over the OCI distribution API with no Docker daemon.
     build      planned_image (offline), build_image, push_image, build_and_push
 
 The image's layout: every layer is a plain directory on ``PYTHONPATH``, ahead of the base's own
-packages: ``/opt/vtrain/trainer`` (the trainer's files as selected for the sdist, ``src/`` on the
+packages: ``/opt/vtrain/trainer`` (the trainer's files exactly as its sdist holds them, one
+selection: :func:`vtrain.trainer.packaging.trainer_files`; ``src/`` on the
 path instead for a src layout), ``/opt/vtrain/runtime`` (vtrain's runtime) and ``/opt/vtrain/deps``
 (``pip install --target`` of the requirements). A directory rather than an installed wheel, so
 that no build backend runs (the layer is exactly the files the content hash covers, built the
