@@ -59,7 +59,7 @@ def _shown(text: str) -> str:
     from vtrain.foreign import printable_lines
     from vtrain.request.redact import redact_strings
 
-    return "".join(f"{line}\n" for line in printable_lines(redact_strings(text)))
+    return "".join(f"{line}\n" for line in printable_lines(redact_strings(text), limit=None))
 
 
 class LazyGroup(click.Group):

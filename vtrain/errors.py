@@ -130,8 +130,7 @@ class ConfigError(VtrainError):
         """Every problem and warning at its file:line:col, then how many."""
         out = file or sys.stderr
         for problem in self.problems + self.warnings:
-            for line in _lines(str(problem)):
-                print(line, file=out)
+            print(str(problem), file=out)  # printable already
         print(f"error: {self.args[0]}", file=out)
 
 

@@ -34,6 +34,8 @@ def _escaped(char: str) -> str:
     if named is not None:
         return named
     code = ord(char)
+    if 0xDC80 <= code <= 0xDCFF:  # a byte that was not UTF-8, kept by surrogateescape (a file name)
+        return f"\\x{code - 0xDC00:02x}"
     if code <= 0xFF:
         return f"\\x{code:02x}"
     return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
@@ -49,18 +51,23 @@ def printable(text: str | bytes, *, limit: int | None = LINE_LIMIT) -> str:
     """
     if isinstance(text, bytes):
         text = text.decode("utf-8", "backslashreplace")
-    elif not text.isascii() or not text.isprintable():
-        text = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    if text.isascii() and text.isprintable():
-        shown = text
-    else:
-        shown = "".join(
-            _escaped(c) if (c.isascii() and not c.isprintable()) or unicodedata.category(c) in _HIDDEN else c
-            for c in text
-        )
-    if limit is not None and len(shown) > limit:
-        return f"{shown[:limit]}… ({len(shown) - limit:,} more characters)"
-    return shown
+    more = 0
+    if limit is not None and len(text) > limit:  # escape only what is shown: a 100 MB line costs no more
+        text, more = text[:limit], len(text) - limit
+    if text.isprintable():  # no character of Unicode's Other or Separator classes but the space: as it is
+        return f"{text}… ({more:,} more characters)" if more else text
+    pieces: list[str] = []
+    size = 0
+    for used, char in enumerate(text):
+        piece = _escaped(char) if (char.isascii() and not char.isprintable()) or unicodedata.category(
+            char) in _HIDDEN else char  # fmt: skip
+        if limit is not None and size + len(piece) > limit:  # the escapes made it longer: cut here
+            more += len(text) - used
+            break
+        pieces.append(piece)
+        size += len(piece)
+    shown = "".join(pieces)
+    return f"{shown}… ({more:,} more characters)" if more else shown
 
 
 def printable_lines(text: str | bytes, *, limit: int | None = LINE_LIMIT) -> list[str]:

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from tests.helpers import write_job
 from tests.trainer.image_helpers import (
+    FAKE_LIBC,
     Registry,
     make_trainer,
     make_wheel,
@@ -92,7 +93,7 @@ def test_the_emulator_runs_the_pushed_image_from_its_layers(tmp_path: Path, regi
     from vtrain.emulator.local_jobs import EmulatedRunner
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    push_base(registry.client(), "base/python", [("usr/bin/python3", b"#!/bin/sh\n", True)], tmp_path)
+    push_base(registry.client(), "base/python", [("usr/bin/python3", b"#!/bin/sh\n", True), FAKE_LIBC], tmp_path)
     path = _job(tmp_path, image=f"{registry.host}/base/python:base", repository=f"{registry.host}/team/trainer")
     runner = EmulatedRunner(cache_dir=tmp_path / "cache", output_root=tmp_path / "runs")
     with Emulator(runner=runner, pending_seconds=0.05) as emu:

@@ -108,8 +108,8 @@ def _reaches(start: str) -> set[str]:
 #: units side by side in one stage (request | estimate, cloud | local) do not import each other.
 STAGES: list[dict[str, tuple[str, ...]]] = [
     {"ground": ("vtrain", "vtrain.errors", "vtrain.constants", "vtrain.strategies", "vtrain.catalog",
-                "vtrain.userpaths", "vtrain.foreign", "vtrain.proctree", "vtrain.network", "vtrain.handle",
-                "vtrain.durations", "vtrain.tuning")},
+                "vtrain.userpaths", "vtrain.foreign", "vtrain.foreigndata", "vtrain.proctree", "vtrain.network",
+                "vtrain.handle", "vtrain.durations", "vtrain.tuning")},
     {"replica": ("vtrain.runtime", "vtrain.diloco")},  # inside replicas; they ship together
     {"trainer": ("vtrain.trainer",)},
     {"jobfile": ("vtrain.jobfile",)},
@@ -162,7 +162,8 @@ def test_every_import_follows_the_stage_order() -> None:
 def test_the_top_level_stays_small() -> None:
     top = sorted(p.stem for p in PACKAGE.glob("*.py"))
     # the 11 of the last round + foreign (printing what others wrote) + strategies (the strategies table)
-    assert len(top) <= 13, top
+    # + foreigndata (reading what others wrote: bounded, each field checked)
+    assert len(top) <= 14, top
 
 
 def test_the_job_model_imports_nothing_that_uses_it() -> None:
@@ -206,13 +207,7 @@ def test_every_module_imports_on_its_own() -> None:
 #: Modules past MAX_LINES that a review kept whole, each with its reason. MAX_LINES is a prompt to look for a
 #: concept inside a module, never a reason to split one by size: a module over it is either split along a
 #: concept or named here with why it is one concept.
-REVIEWED_LONG: dict[str, str] = {
-    # Merged while their branch is still open; split along their concepts (gitignore rules, credential
-    # detection; the registry's proofs) once it closes.
-    "vtrain.trainer.select": "pending split: ignore rules and credential detection are concepts of their own",
-    "vtrain.trainer.packaging": "pending review after the image-contents merge",
-    "vtrain.trainer.image.registry": "pending review after the image-contents merge",
-}
+REVIEWED_LONG: dict[str, str] = {}
 
 
 def test_long_modules_were_reviewed() -> None:

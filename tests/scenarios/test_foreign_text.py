@@ -169,3 +169,18 @@ def test_a_trainer_cannot_drive_the_terminal_of_vtrain_local(tmp_path: Path, mod
     assert "\x1b" not in (run_dir / "job.log").read_text(encoding="utf-8")  # vtrain's composed log: escaped
     result = json.loads((run_dir / "result.json").read_text(encoding="utf-8"))
     assert_clean(result["error"])
+
+
+def test_the_diloco_syncer_names_its_peers_escaped() -> None:
+    import logging
+
+    from vtrain.diloco.__main__ import PrintableFormatter
+    from vtrain.diloco.syncer import summary_line
+
+    record = logging.LogRecord("vtrain.diloco", logging.INFO, __file__, 1, "vtrain.diloco: %s registered", (HOSTILE,),
+                               None)  # fmt: skip
+    line = PrintableFormatter("%(message)s").format(record)
+    assert line == f"vtrain.diloco: {SHOWN} registered"
+    stats = {"rounds": [3], "merges": 3, "stale_merged": 0, "stale_dropped": 0, "grace_skipped": 0, "max_stall": 0.0,
+             "rejected": 0, "learners": {HOSTILE: 3}}  # fmt: skip
+    assert_clean(summary_line(stats))

@@ -234,7 +234,17 @@ def _service_account(config: JobConfig, target: Target, credentials: Any) -> Che
         return Check("service account", FAIL, f"cannot reach IAM at {endpoint} ({type(err).__name__})")
     if tested.status_code >= 400 and tested.status_code != 403:
         return Check("service account", FAIL, f"IAM answered {tested.status_code} for {email}: {_message(tested)}")
-    granted = tested.json().get("permissions", []) if tested.status_code < 400 else []
+    granted: list[str] = []
+    if tested.status_code < 400:
+        from vtrain.foreigndata import Doc, Unreadable, parse_json
+
+        source = "IAM's testIamPermissions answer"
+        try:
+            answer = Doc(parse_json(tested.content, source, max_bytes=1 << 20), source).require_object()
+            granted = [item.string(limit=200) for item in answer.items("permissions")]
+        except Unreadable as err:
+            return Check("service account", WARN, f"{err}; whether you may act as {email} ({ACT_AS}) is not checked, "
+                                                  "and a job running as it fails at create if you may not")
     if ACT_AS not in granted:
         grant = f"gcloud iam service-accounts add-iam-policy-binding {email} --member=user:YOU"
         return Check("service account", FAIL, f"you may not act as {email} (no {ACT_AS}), which a job running as it "
@@ -244,10 +254,12 @@ def _service_account(config: JobConfig, target: Target, credentials: Any) -> Che
 
 
 def _message(response: Any) -> str:
+    from vtrain.foreign import printable
+
     try:
-        return str(response.json()["error"]["message"])
-    except Exception:  # not Google's error shape
-        return response.reason or "no message"
+        return printable(str(response.json()["error"]["message"]), limit=500)
+    except Exception:  # not Google's error shape (HTML, an array, too deep to parse)
+        return printable(str(response.reason or "no message"), limit=200)
 
 
 # ---- quota --------------------------------------------------------------------------------------

@@ -36,7 +36,8 @@ class LiveTable:
             self.shown = len(lines)
 
     def write(self, text: str) -> int:
-        shown = "\n".join(printable(part) for part in text.split("\n"))  # a trial's error quotes its trainer
+        # a trial's error quotes its trainer
+        shown = "\n".join(printable(part, limit=None) for part in text.split("\n"))
         with self.lock:
             self._erase()
             self.stream.write(shown)

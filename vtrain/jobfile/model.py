@@ -100,6 +100,7 @@ class BuildConfig:
     requirements: tuple[str, ...] = ()
     python_version: str | None = None
     dependencies: bool = True
+    platform: str | None = None
 
 
 @dataclass(frozen=True)

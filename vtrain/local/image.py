@@ -141,12 +141,14 @@ def build_local(config: JobConfig, cache: Path, *, allow_credentials: bool = Fal
                 notice(f"the image's Python is {spec.python_version}, this machine's {here}: its requirements are "
                        f"installed here for {here}")
             layers = [trainer_layer(scan, Path(tmp)), runtime_layer(Path(tmp))]
-            deps = requirements_layer(spec.requirements, here, platforms=spec.platforms, index_args=spec.index_args,
-                                      cache=cache / "image-layers", dependencies=spec.dependencies)
+            deps = requirements_layer(spec.requirements, here, index_args=spec.index_args,
+                                      cache=cache / "image-layers", dependencies=spec.dependencies,
+                                      constraints=spec.constraints)
             if deps is not None:
                 layers.insert(0, deps)
             root = _unpack([layer.path for layer in layers], cache, _key(layers))
-            out[planned[base]] = _local(planned[base], root, python_path(src_layout(scan)))
+            out[planned[base]] = _local(planned[base], root,
+                                        python_path(src_layout(scan), here if deps is not None else None))
             notice(f"image {planned[base]}: its layers unpacked in {root}")
     return out
 

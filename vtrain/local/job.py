@@ -152,7 +152,7 @@ class LocalJob(JobHandle):
                 where = f.tell()
                 line = f.readline()
                 if line.endswith("\n"):
-                    yield printable(line[:-1])
+                    yield printable(line[:-1], limit=None)  # bounded when written
                 elif follow and not self._finished.is_set():
                     f.seek(where)  # nothing, or half a line: wait for the rest
                     pause = waiting.check(self._state) if waiting is not None else 0.2

@@ -83,9 +83,9 @@ def job_spec_from_env(env: Mapping[str, str]) -> Mapping[str, Any] | None:
     try:
         job = json.loads(env.get("CLUSTER_SPEC", "") or "{}").get("job")
         spec = json.loads(job) if isinstance(job, str) else job
-        return spec if isinstance(spec, dict) else None
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):  # RecursionError: JSON nested past the parser's depth
         return None
+    return spec if isinstance(spec, Mapping) else None
 
 
 def _join(base: str, *parts: str) -> str:

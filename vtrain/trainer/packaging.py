@@ -32,8 +32,7 @@ import shutil
 import sys
 import tarfile
 import tempfile
-import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -41,17 +40,16 @@ from typing import TYPE_CHECKING
 from vtrain import __version__
 from vtrain.errors import PackagingError
 from vtrain.foreign import printable
+from vtrain.trainer.backend import run_backend
+from vtrain.trainer.credentials import check_contents, credential_reason
 from vtrain.trainer.entrymodule import entry_module_problem, syntax_problem
 from vtrain.trainer.sdistfiles import record_drops, recorded_drops, sdist_digest
 from vtrain.trainer.select import (
     Scan,
-    check_contents,
     check_package_dir,
-    credential_reason,
     hash_entries,
     open_regular,
     readable_errors,
-    scan_package,
     select_files,
 )
 from vtrain.trainer.staging import StagedObject, StagingTarget, check_target, lookup, parse_staging, stage
@@ -59,6 +57,19 @@ from vtrain.userpaths import describe_oserror
 
 if TYPE_CHECKING:
     from google.cloud import storage
+
+
+def scan_package(package_dir: Path, *, skip: Iterable[Path] = ()) -> Scan:
+    """Select the files that will be packaged (excludes applied) and hash them all; reads only.
+
+    Anything the walk cannot read (a directory or file this user may not read, a path past the
+    OS's length limit) is a one-line PackagingError, never a silently smaller package; so is a
+    selected file whose name is not UTF-8, which no sdist (a tar of UTF-8 names) can carry.
+    """
+    scan = check_contents(select_files(package_dir, skip=skip))
+    with readable_errors(scan.root):
+        scan.digest = hash_entries((rel, scan.root / rel) for rel in scan.files)
+    return scan
 
 
 def dist_name(package_dir: Path) -> str:
@@ -221,57 +232,6 @@ def _build_scan(scan: Scan, name: str, out_dir: Path, isolation: bool | None, *,
         final = out_dir / f"{name}-{digest}.tar.gz"
         shutil.move(built, final)
     return final, dropped
-
-
-def run_backend(source_dir: Path, out_dir: Path, *, isolation: bool | None = None) -> Path:
-    """Build an sdist with the project's own PEP 517 backend.
-
-    ``isolation=None`` builds in this interpreter when the backend's requirements are already
-    installed (fast, offline) and otherwise in an isolated environment, which pip fills from
-    the package index.
-    """
-    from build import BuildBackendException, BuildException, FailedProcessError, ProjectBuilder
-    from build.env import DefaultIsolatedEnv
-
-    try:
-        with warnings.catch_warnings():
-            # The backend's own warnings (setuptools "beta" notices) are noise to a vtrain user.
-            warnings.simplefilter("ignore")
-            builder = ProjectBuilder(source_dir, runner=_captured_runner)
-            if isolation is None:
-                isolation = bool(builder.check_dependencies("sdist"))
-            if not isolation:
-                return Path(builder.build("sdist", out_dir))
-            with DefaultIsolatedEnv() as env:
-                builder = ProjectBuilder.from_isolated_env(env, source_dir, runner=_captured_runner)
-                env.install(builder.build_system_requires)
-                env.install(builder.get_requires_for_build("sdist"))
-                return Path(builder.build("sdist", out_dir))
-    except BuildBackendException as err:
-        raise PackagingError(f"building the sdist failed: {err}{_tail(err.exception)}") from err
-    except FailedProcessError as err:  # pip could not install the build requirements
-        raise PackagingError(f"building the sdist failed: {err}{_tail(err.exception)}") from err
-    except (BuildException, OSError) as err:
-        raise PackagingError(f"building the sdist failed: {err}") from err
-
-
-def _captured_runner(cmd: Sequence[str], cwd: str | None = None,
-                     extra_environ: Mapping[str, str] | None = None) -> None:
-    """Run a backend hook quietly, keeping its output for the error message if it fails."""
-    import subprocess
-
-    env = dict(os.environ)
-    env.update(extra_environ or {})
-    subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=True)
-
-
-def _tail(exc: BaseException | None, lines: int = 15) -> str:
-    output = getattr(exc, "output", None) or getattr(exc, "stdout", None)
-    if not output:
-        return ""
-    text = output.decode(errors="replace") if isinstance(output, bytes) else str(output)
-    tail = [line for line in text.strip().splitlines() if line.strip()][-lines:]
-    return "\n" + "\n".join(f"  | {line}" for line in tail)
 
 
 # --- vtrain's own runtime -----------------------------------------------------------------------

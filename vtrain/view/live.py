@@ -93,7 +93,7 @@ class Watch:
     def _print(self, line: str, stream: IO[str]) -> None:
         # composed of printable parts already; this keeps it so whatever the caller did (a log entry of
         # several lines comes with the prefix on each line)
-        line = "\n".join(printable(part) for part in line.split("\n"))
+        line = "\n".join(printable(part, limit=None) for part in line.split("\n"))
         with self._lock:
             if self._console is not None:
                 self._console.print(line, soft_wrap=True)  # above the live table

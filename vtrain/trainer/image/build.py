@@ -43,8 +43,10 @@ from vtrain.trainer.image.layers import (
     src_layout,
     trainer_layer,
 )
+from vtrain.trainer.image.libc import arch_of, platform_tags, read_libc
 from vtrain.trainer.image.reference import ImageRef, parse_reference, parse_repository
 from vtrain.trainer.image.registry import Credentials, RegistryClient
+from vtrain.trainer.image.requirements import declared_requirements
 from vtrain.trainer.image.wheels import requirements_layer
 from vtrain.trainer.packaging import check_module, trainer_files
 
@@ -127,6 +129,16 @@ def read_base(client: RegistryClient, ref: ImageRef, os_name: str = "linux", arc
     return BaseImage(ref=ref, media_type=kind, manifest=document, config=config, digest=digest)
 
 
+def base_platform(base: BaseImage, client: RegistryClient, *, cache: Path | None = None) -> str:
+    """The newest wheel platform tag `base` runs, read from its C library (its layers, bottom-up, until
+    one has it; cached by its config digest)."""
+    layers = [(str(d.get("mediaType", "")), str(d["digest"]), partial(client.open_blob, base.ref.repository,
+                                                                       str(d["digest"])))
+              for d in base.manifest.get("layers", [])]
+    found = read_libc(layers, str(base.ref), str(base.manifest["config"]["digest"]), cache=cache)
+    return found.tag(arch_of(base.config))
+
+
 def _json(body: bytes, what: str) -> dict[str, Any]:
     try:
         data = json.loads(body)
@@ -149,12 +161,16 @@ def build_image(spec: ImageSpec, package_dir: Path, out_dir: Path, base_client: 
     base = read_base(base_client, base_ref)
     version = python_version(base.config, str(base_ref), spec.python_version)
     layers = [trainer_layer(scan, out_dir), runtime_layer(out_dir)]
-    deps = requirements_layer(spec.requirements, version, platforms=spec.platforms, index_args=spec.index_args,
-                              cache=cache, refresh=refresh, dependencies=spec.dependencies)
-    if deps is not None:
-        layers.insert(0, deps)  # least often changed first: the trainer's layer, the most often, last
+    declared = declared_requirements(scan.root, scan.files, scan.digest, cache=cache)
+    if spec.requirements or declared:
+        platforms = platform_tags(spec.platform or base_platform(base, base_client, cache=cache))
+        deps = requirements_layer(spec.requirements, version, platforms=platforms, index_args=spec.index_args,
+                                  cache=cache, refresh=refresh, dependencies=spec.dependencies, declared=declared,
+                                  constraints=spec.constraints, provided=spec.provided)
+        if deps is not None:
+            layers.insert(0, deps)  # least often changed first: the trainer's layer, the most often, last
     src = src_layout(scan)
-    config = canonical(image_config(base.config, spec, layers, src_layout=src))
+    config = canonical(image_config(base.config, spec, layers, src_layout=src, python_version=version))
     manifest = image_manifest(base.manifest, f"sha256:{hashlib.sha256(config).hexdigest()}", len(config), layers)
     tag = image_tag(spec, scan.digest, runtime_digest(), src_layout=src)
     return BuiltImage(spec=spec, target=target.with_tag(tag), base=base, layers=layers, config=config,
