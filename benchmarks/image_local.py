@@ -67,7 +67,7 @@ def timed_run(job: Path, cache: Path, out: Path, containers: str) -> tuple[float
     state = handle.wait(timeout=600)
     if state != "JOB_STATE_SUCCEEDED":
         sys.exit(f"{containers}: {state}: {handle.error}")
-    return time.perf_counter() - start, float(handle.result["seconds"])
+    return time.perf_counter() - start, float(handle.summary["seconds"])
 
 
 def start_overhead(tmp: Path, host: str, repeat: int) -> None:

@@ -72,7 +72,8 @@ class LazyGroup(click.Group):
         if cmd_name not in COMMANDS or not _available(cmd_name):
             return None
         module_name, attr = COMMANDS[cmd_name].split(":", 1)
-        return getattr(importlib.import_module(module_name), attr)
+        command: click.Command = getattr(importlib.import_module(module_name), attr)
+        return command
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         # A real argv cannot hold NUL (exec passes C strings), but the SDK's callers and CliRunner can;

@@ -167,11 +167,11 @@ def test_faults_reach_the_containers_process_and_steps_reach_the_view(tmp_path: 
     job = run_local(load_config(path, target="local"), cache_dir=tmp_path / "cache", output_dir=tmp_path / "run",
                     containers="always", faults=faults, out=out)
     assert job.wait(timeout=120) == "JOB_STATE_SUCCEEDED", job.error
-    restarts = job.result["restarts"]["restarts"]
+    restarts = job.summary["restarts"]["restarts"]
     assert restarts["chief-0"] == 1 and restarts["worker-0"] == 1
     out.seek(0)
     assert "[worker-0] got SIGTERM in 0" in out.read().splitlines()  # its handler ran, in the container (pid 1)
-    assert [step for _, step in job.result["steps"]["chief-0"]][:3] == [1, 2, 3]  # the status file, bound in
+    assert [step for _, step in job.summary["steps"]["chief-0"]][:3] == [1, 2, 3]  # the status file, bound in
     assert _leftovers(tmp_path / "cache") == []
 
 

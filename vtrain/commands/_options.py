@@ -82,7 +82,7 @@ def duration_callback(ctx: click.Context, param: click.Parameter, value: str | N
     """A click callback for DURATION options (90s, 30m, 2h, 1h30m), in seconds; usage error if bad."""
     if value is None:
         return None
-    from vtrain.jobfile.schema import parse_duration
+    from vtrain.jobfile.nodes import parse_duration
 
     seconds = parse_duration(value)
     if seconds is None or seconds <= 0:

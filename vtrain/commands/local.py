@@ -126,7 +126,7 @@ def local(job_file: str, output_dir: str | None, max_replicas: int | None, timeo
         except KeyboardInterrupt:
             job.cancel(force=True)
             state = job.wait()
-    result = job.result
+    result = job.summary
     tell_where(job, view, [q for q in result["replicas"]])
     if output == "json":
         click.echo(json.dumps(result, indent=2))
@@ -163,7 +163,7 @@ def tell_where(job: Any, view: Any, labels: list[str]) -> None:
     if not job.run_dir.is_dir():  # a temporary output dir, removed on success
         return
     try:
-        drawn = draw_run(job.run_dir, job.result)
+        drawn = draw_run(job.run_dir, job.summary)
     except Exception as err:  # noqa: BLE001 - a picture that fails must not change the run's outcome
         drawn = []
         from vtrain.foreign import printable

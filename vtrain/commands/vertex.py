@@ -200,7 +200,7 @@ def status_elapsed(job: Any) -> float:
     proto = job.proto
     if "start_time" not in proto or "end_time" not in proto:
         return 0.0
-    return max((proto.end_time - proto.start_time).total_seconds(), 0.0)
+    return float(max((proto.end_time - proto.start_time).total_seconds(), 0.0))
 
 
 @click.command()

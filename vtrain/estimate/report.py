@@ -193,15 +193,16 @@ def advise(config: JobConfig, inputs: Inputs, job: str = "") -> Report:
 def _job_mesh(config: JobConfig, est: Estimate, need: MemoryNeed, fits: list[Fit]) -> MeshPlan | None:
     """A DTensor job's own mesh on its machines. A CPU replica's logical devices share its host RAM:
     each one is given its share of it."""
-    if config.used_dtensor is None or not fits or not config.used_dtensor.mesh:
+    dtensor = config.used_dtensor
+    if dtensor is None or not fits or not dtensor.mesh:
         return None
     replicas = max(1, est.workers)
     device = fits[0].device
     if device.kind == "cpu":
-        per = max(1, config.dtensor.size // replicas)
+        per = max(1, dtensor.size // replicas)
         memory = device.memory_bytes / per if device.memory_bytes is not None else None
     else:
         per, memory = max(1, device.per_replica), device.memory_bytes
-    return mesh_plan(config.dtensor.mesh, replicas=replicas, devices_per_replica=per, state_bytes=need.state,
+    return mesh_plan(dtensor.mesh, replicas=replicas, devices_per_replica=per, state_bytes=need.state,
                      activations=need.activations, grad_bytes=est.gradient_bytes, device_bytes=memory,
                      nic_gbps=est.worker_gbps, alpha_s=est.alpha_s)

@@ -78,7 +78,7 @@ class LocalJob(JobHandle):
         self._job_log = open(self.run_dir / "job.log", "w", encoding="utf-8")  # noqa: SIM115
         self.started_at = 0.0
         self.ended_at = 0.0
-        self.result: dict[str, Any] = {}
+        self.summary: dict[str, Any] = {}  # what result.json says once the job ended
         self.error_reason = ""  # the failed replica's last stderr line (a trial's infeasibleReason)
         self.restarts = RestartSupervisor(
             procs, job_id=name, run_dir=run_dir, policy=policy or policy_for_job(plan.job, [p.label for p in procs]),
@@ -197,7 +197,8 @@ class LocalJob(JobHandle):
             self._finished.wait(self._options.kill_grace + 5)
 
     def _supervise(self) -> None:
-        state, error = FAILED, "the launcher stopped unexpectedly"
+        state: str = FAILED
+        error: str | None = "the launcher stopped unexpectedly"
         try:
             try:
                 self._spawn_all()
@@ -277,7 +278,7 @@ class LocalJob(JobHandle):
         if p.returncode is not None or p.popen is None:
             return False
         try:
-            info = os.waitid(os.P_PID, p.popen.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            info: object = os.waitid(os.P_PID, p.popen.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
         except ChildProcessError:
             info = True  # already reaped
         if not info:
@@ -406,7 +407,7 @@ class LocalJob(JobHandle):
     def _finish(self, state: str, error: str | None) -> None:
         if state == CANCELLED or (self._cancel and state != SUCCEEDED):
             state, error = CANCELLED, "cancelled"
-        self.result = {
+        self.summary = {
             "name": self._name,
             "display_name": self.display_name,
             "state": state,
@@ -419,7 +420,7 @@ class LocalJob(JobHandle):
         for line in self.restarts.lines():  # the restarts in words, at the end of the run
             self._event(line)
         with contextlib.suppress(OSError):  # an output dir removed under us must not hang wait()
-            (self.run_dir / "result.json").write_text(json.dumps(self.result, indent=2) + "\n", encoding="utf-8")
+            (self.run_dir / "result.json").write_text(json.dumps(self.summary, indent=2) + "\n", encoding="utf-8")
         self._job_log.close()
         if not self._options.keep:
             for p in self._procs:

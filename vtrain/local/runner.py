@@ -37,9 +37,9 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
-from vtrain.constants import JOB_ATTEMPT_ENV, RESTART_COUNT_ENV, STATUS_FILE_ENV
+from vtrain.constants import JOB_ATTEMPT_ENV, LOCAL_DEVICES_ENV, RESTART_COUNT_ENV, STATUS_FILE_ENV
 from vtrain.errors import BackendError, PackagingError
 from vtrain.local import env as localenv
 from vtrain.local import rundir
@@ -56,6 +56,14 @@ if TYPE_CHECKING:
     from vtrain.local.containers import ContainerHandle, ContainerImage
     from vtrain.local.envcache import TrainerEnv
     from vtrain.local.image import LocalImage
+
+
+class TextSink(Protocol):
+    """Where run_local writes its notices: a text file, or anything with `write` and `flush`."""
+
+    def write(self, text: str, /) -> object: ...
+
+    def flush(self) -> None: ...
 
 
 def _docker_ready() -> str:
@@ -118,7 +126,7 @@ def build_procs(plan: Plan, *, python: str | None, venv: str | None, output_dir:
         vertex = localenv.vertex_env(plan, r, ports, str(output_dir), job_id)
         job_env = localenv.pool_env(pool)
         if devices is not None and r.pool in (0, 1):  # the job's own VTRAIN_LOCAL_DEVICES wins
-            job_env.setdefault(localenv.LOCAL_DEVICES_ENV, str(devices))
+            job_env.setdefault(LOCAL_DEVICES_ENV, str(devices))
         container: ContainerHandle | None = None
         image = (images or {}).get(str((pool.get("containerSpec") or {}).get("imageUri", "")))
         if image is not None or "containerSpec" not in pool:
@@ -215,17 +223,18 @@ def prepare_trainer(
 
 
 def run_local(
-    config: Any,
+    config: JobConfig | str | os.PathLike[str] | Mapping[str, Any],
     *,
     options: RunOptions | None = None,
     out: IO[str] | None = None,
-    notices: IO[str] | None = None,
+    notices: TextSink | None = None,
     on_line: Callable[[Replica, str, str], None] | None = None,
     **keywords: Any,
 ) -> LocalJob:
     """Start a job on this machine and return its handle (RUNNING); `wait()` for the end.
 
-    `config` is a JobConfig or a job-file path (loaded for the local target); `options` how the
+    `config` is a JobConfig, or what :func:`~vtrain.load_config` takes (a job file's path, its YAML text,
+    a mapping), loaded for the local target; `options` how the
     run behaves (:class:`~vtrain.local.options.RunOptions`; the keywords of earlier versions,
     ``timeout=600, keep=False, ...``, are its fields and still accepted). Replica logs go to
     `out` prefixed `[chief-0]` (None: only to files), launcher notices to `notices`; `on_line` as in
@@ -335,9 +344,9 @@ def run_job(
     for text in the_plan.notices:
         notice(text)
     if trainer_env is not None:
-        text = localenv.image_tf_notice(the_plan, _host_tensorflow())
-        if text:
-            notice(text)
+        tf_notice = localenv.image_tf_notice(the_plan, _host_tensorflow())
+        if tf_notice:
+            notice(tf_notice)
     host_env = dict(os.environ)
     requests = {r: localenv.gpus_requested(the_plan.pool_spec(r)) for r in the_plan.replicas}
     gpus, gpu_notices = localenv.assign_gpus(local_gpus(host_env), requests)
@@ -407,10 +416,10 @@ def _packages(config: Any, cache: Path, allow_credentials: bool) -> tuple[list[P
     staged = packaging.build_and_stage(config.trainer.package, str(staging), config.trainer.module,
                                        allow_credentials=allow_credentials, progress=False,
                                        skip=config.job_files())
-    paths = [uri_to_path(s.uri) for s in staged]
-    if any(p is None for p in paths):  # pragma: no cover - a local target gives file:// URIs
+    found = [uri_to_path(s.uri) for s in staged]
+    if any(p is None for p in found):  # pragma: no cover - a local target gives file:// URIs
         raise PackagingError("staging into the local cache did not give local files")
-    return [p for p in paths if p is not None], [s.uri for s in staged]
+    return [p for p in found if p is not None], [s.uri for s in staged]
 
 
 __all__ = ["LocalJob", "RunOptions", "build_procs", "local_gpus", "local_output_dir", "run_job", "run_local"]

@@ -76,11 +76,11 @@ with nothing else of vtrain but :mod:`vtrain.errors`, :mod:`vtrain.constants`, :
 
 from __future__ import annotations
 
+from vtrain.errors import RuntimeMismatch
 from vtrain.runtime.decision import (
     DEFAULT_COLLECTIVE_TIMEOUT,
     Decision,
     Info,
-    RuntimeMismatch,
     choose_strategy,
     decide,
     detect_tpu,

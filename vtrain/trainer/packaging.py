@@ -29,6 +29,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import sys
 import tarfile
 import tempfile
 from collections.abc import Iterable
@@ -76,10 +77,10 @@ def dist_name(package_dir: Path) -> str:
     name = ""
     pyproject = Path(package_dir) / "pyproject.toml"
     if pyproject.is_file():
-        try:
+        if sys.version_info >= (3, 11):
             import tomllib
-        except ModuleNotFoundError:  # Python 3.10
-            import tomli as tomllib  # type: ignore[no-redef]
+        else:  # Python 3.10
+            import tomli as tomllib
         try:
             data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
