@@ -1,6 +1,6 @@
 """`vtrain status`, `logs`, `cancel`, `list`: following jobs that already exist on Vertex AI.
 
-Thin, as :mod:`vtrain.commands.vertex`: parse, call :mod:`vtrain.cloud.submit`, print. Data goes to
+Thin, as :mod:`vtrain.commands.submit`: parse, call :mod:`vtrain.cloud.submit`, print. Data goes to
 stdout (`-o json` for CI); refusals arrive as VtrainError, printed by the CLI as one line.
 """
 
@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from vtrain.commands._options import echo_json, label_filter_option, output_option, watch_options, where_options
-from vtrain.commands.vertex import _JOB, _POLL, _short, _time
+from vtrain.commands.submit import _JOB, _POLL, _short, _time
 from vtrain.foreign import printable
 
 if TYPE_CHECKING:
@@ -82,7 +82,7 @@ def _fields(job: Any) -> list[tuple[str, str]]:
 
 def _watch(handle: Any, poll: float, plain: bool, progress_every: float, output: str) -> None:
     """`status --watch`: the view until the job ends (a tuning job: its status line)."""
-    from vtrain.commands.vertex import _StatusLine
+    from vtrain.commands.submit import _StatusLine
     from vtrain.view.vertex import can_watch, watch_job
 
     try:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from vtrain.commands._options import where_options
-from vtrain.commands.vertex import _POLL
+from vtrain.commands.submit import _POLL
 
 if TYPE_CHECKING:
     from vtrain.cloud.target import Where
