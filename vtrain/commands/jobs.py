@@ -140,7 +140,7 @@ def status(
     scripts can poll a running job; --exit-code maps the state to the exit status instead, and
     --watch waits for the end first (Ctrl-C: exit 130, the job keeps running).
     """
-    from vtrain.cloud.submit import get_job, job_dict
+    from vtrain.cloud.jobs import get_job, job_dict
 
     handle = get_job(job, where, poll=poll)
     if watch:
@@ -183,7 +183,7 @@ def logs(
     """Print a job's log from Cloud Logging, each line prefixed by its replica: [chief-0],
     [worker-1], [ps-0], [evaluator-0] as `vtrain local` prints them, [vertex] for Vertex's own lines.
     JOB is a job ID or a full projects/P/locations/R/customJobs/ID name."""
-    from vtrain.cloud.submit import get_job
+    from vtrain.cloud.jobs import get_job
 
     handle = get_job(job, where, poll=poll)
     if replica is not None:
@@ -202,7 +202,7 @@ def logs(
 def cancel(job: str, output: str, where: Where) -> None:
     """Ask Vertex AI to stop a job (it goes CANCELLING, then CANCELLED). A job that already
     ended is left alone. JOB is a job ID or a full projects/P/locations/R/customJobs/ID name."""
-    from vtrain.cloud.submit import cancel_job, job_dict
+    from vtrain.cloud.jobs import cancel_job, job_dict
 
     handle, sent = cancel_job(job, where)
     if output == "json":
@@ -238,8 +238,8 @@ def list_jobs(
     where: Where,
 ) -> None:
     """List CustomJobs and HyperparameterTuningJobs (marked "(tuning)") in the project and region, newest first."""
-    from vtrain.cloud.submit import job_dict
-    from vtrain.cloud.submit import list_jobs as find_jobs
+    from vtrain.cloud.jobs import job_dict
+    from vtrain.cloud.jobs import list_jobs as find_jobs
 
     terms = [filter_] if filter_ else []
     terms += labels

@@ -53,7 +53,7 @@ def timeline(target: str, out_dir: Path | None, poll: float, where: Where) -> No
 def _vertex(job: str, out_dir: Path | None, poll: float, where: Where) -> list[Path]:
     import re
 
-    from vtrain.cloud.submit import get_job
+    from vtrain.cloud.jobs import get_job
     from vtrain.constants import JOB_ID_PATTERN, JOB_NAME_PATTERN
     from vtrain.errors import UsageError
     from vtrain.view.timeline import draw_run, result_from_logs
