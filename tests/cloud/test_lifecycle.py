@@ -62,7 +62,8 @@ def test_create_makes_the_tensorboard_and_experiment_once_and_the_job_links_them
     ]
     assert f"tensorboard 'vtrain' created: {board}" in err and f"experiment 'churn' created: {experiment}" in err
     (sent,) = emu.jobs()
-    assert (sent.job_spec.tensorboard, sent.job_spec.experiment) == (board, experiment)
+    as_rendered = f"projects/{PROJECT}/locations/us-central1/metadataStores/default/contexts/churn"
+    assert (sent.job_spec.tensorboard, sent.job_spec.experiment) == (board, as_rendered)  # what render shows
 
     # the same file again (another job): both are found, nothing new is made
     code, out, err = run("submit", str(job))
@@ -75,7 +76,7 @@ def test_create_makes_the_tensorboard_and_experiment_once_and_the_job_links_them
     assert code == 0, out + err
     code, out, err = run("diff", str(job), "--last", "--set", "experiment=other")
     other = f"projects/{PROJECT}/locations/us-central1/metadataStores/default/contexts/other"
-    assert code == 1 and f'~ jobSpec.experiment: "{experiment}" -> "{other}"' in out  # submit would make it
+    assert code == 1 and f'~ jobSpec.experiment: "{as_rendered}" -> "{other}"' in out  # submit would make it
 
 
 @pytest.mark.slow

@@ -143,7 +143,8 @@ def _plan(config: JobConfig, target: Target, package_uris: list[str] | None = No
     from vtrain.request.custom_job import trainer_package_uris
 
     uris = trainer_package_uris(config) if package_uris is None else package_uris
-    request = build_request(config, uris, region=target.region)  # regional image URIs follow the region
+    # regional image URIs follow the region; the Experiments contexts name the project
+    request = build_request(config, uris, region=target.region, project=target.project)
     body = with_submit_labels(request.body)
     return SubmitPlan(request.config, target, body, body["labels"][HASH_LABEL], _packages(config, uris),
                       request.kind)
