@@ -314,8 +314,9 @@ def submit_job(
     linked = None
     if plan.config.tensorboard or plan.config.experiment:  # found or made before anything is uploaded
         from vtrain.cloud.vertex.resources import link_resources
+        from vtrain.request.experiment import run_names
 
-        linked = link_resources(backend, plan.config.tensorboard, plan.config.experiment)
+        linked = link_resources(backend, plan.config.tensorboard, plan.config.experiment, run_names(plan.config))
     staged: tuple[StagedObject, ...] = ()
     images: tuple[Pushed, ...] = ()
     trainer = plan.config.trainer

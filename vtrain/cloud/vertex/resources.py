@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from vtrain.cloud.vertex.client import VertexBackend
+    from vtrain.request.experiment import RunNames
 
 #: The display name `tensorboard: create` finds or makes: one instance per project and region,
 #: shared by every job (each job is its own TensorBoard experiment in it).
@@ -46,6 +47,7 @@ class Resolved:
     name: str  # the full resource name the job links to
     created: bool
     display_name: str = ""
+    kind: str = ""  # what it is, for messages ("experiment run"); "" : told by its name
 
 
 def tensorboard_display_name(value: str) -> str | None:
@@ -243,8 +245,9 @@ class Linked:
         return {**body, key: spec}
 
 
-def link_resources(backend: VertexBackend, tensorboard: str | None, experiment: str | None) -> Linked:
-    """Find or make the job's TensorBoard (when named by display name) and Experiment."""
+def link_resources(backend: VertexBackend, tensorboard: str | None, experiment: str | None,
+                   run: RunNames | None = None) -> Linked:  # fmt: skip
+    """Find or make the job's TensorBoard (when named by display name), Experiment and Experiment Run."""
     made: list[Resolved] = []
     board = tensorboard
     if tensorboard:
@@ -256,6 +259,10 @@ def link_resources(backend: VertexBackend, tensorboard: str | None, experiment: 
     if bare_experiment(experiment):
         made.append(ensure_experiment(backend, str(experiment), board))
         context = made[-1].name
+    if run is not None:
+        from vtrain.cloud.vertex.experiment_run import ensure_experiment_run
+
+        made.append(ensure_experiment_run(backend, run, context or run.experiment, board))
     return Linked(board, context, tuple(made))
 
 
