@@ -88,7 +88,7 @@ class TuningStore(JobStore):
                     json_format.ParseDict(item, trial)
                     _stamp(rec, trial)
 
-        return TuningContext(job_id=job_id, cancelled=rec.cancel, stopping=self._closing,
+        return TuningContext(job_id=job_id, cancelled=rec.cancel, stopping=self._closing, api_url=self.api_url,
                              _sink=lambda m, t, s: self._log(rec, m, t, s), _trials=trials,
                              _trial_sink=lambda m, t, s, trial: self._log(rec, m, t, s, {TRIAL_LABEL: trial}))
 

@@ -8,9 +8,10 @@ the names. Only then, and only in the chief, is google-cloud-aiplatform imported
 
 What is logged: params, the trainer's own `--NAME=VALUE` / `--NAME VALUE` arguments (a tuning
 trial's hyperparameters arrive so too), numbers as numbers; metrics, the last value of each metric
-reported through `runtime.report_metric` (so `metric_reporter` too). A logging error is one line on
-stderr, never the training's failure. VTRAIN_EXPERIMENT_API_ENDPOINT (tests, the emulator) sends
-the calls to that endpoint over REST with anonymous credentials.
+reported through `runtime.report_metric` (so `metric_reporter` too), logged at exit (the SDK is imported
+at the first report: exit hooks cannot be added once exit has begun). A logging error is one line on
+stderr, never the training's failure. VTRAIN_EXPERIMENT_API_ENDPOINT (tests, `vtrain emulator
+--run-jobs` sets it) sends the calls to that endpoint over REST with anonymous credentials.
 """
 
 from __future__ import annotations
@@ -84,6 +85,11 @@ def record_metric(name: str, value: float) -> None:
             return
         _registered = True
     if run_of(os.environ) is not None and _is_chief():
+        try:  # now, not at exit: importing it registers exit hooks of its own, refused once exit has begun
+            import google.cloud.aiplatform  # noqa: F401
+        except Exception as err:
+            _warn(os.environ.get(RUN_ENV, ""), err)
+            return
         atexit.register(flush)
 
 
@@ -115,19 +121,27 @@ def flush(env: Mapping[str, str] | None = None, argv: Sequence[str] | None = Non
             from google.auth.credentials import AnonymousCredentials
 
             options.update(api_transport="rest", api_endpoint=endpoint, credentials=AnonymousCredentials())
-        aiplatform.init(**options)
-        target = aiplatform.ExperimentRun(run, experiment=experiment)
+        hidden = {k: os.environ.pop(k) for k in (EXPERIMENT_ENV, RUN_ENV) if k in os.environ}
+        try:  # init reads them before it takes the project (and looks the experiment up with ADC's)
+            aiplatform.init(**options)
+        finally:
+            os.environ.update(hidden)
+        target = aiplatform.ExperimentRun(run, experiment=experiment, project=project, location=location)
         if params:
             target.log_params(params)
         if metrics:
             target.log_metrics(metrics)
         return True
     except Exception as err:  # never the training's failure
-        from vtrain.foreign import printable
-
-        print(f"vtrain.runtime: could not log to the experiment run '{printable(run, limit=200)}': "
-              f"{printable(f'{type(err).__name__}: {err}', limit=500)}", file=sys.stderr)  # fmt: skip
+        _warn(run, err)
         return False
+
+
+def _warn(run: str, err: BaseException) -> None:
+    from vtrain.foreign import printable
+
+    print(f"vtrain.runtime: could not log to the experiment run '{printable(run, limit=200)}': "
+          f"{printable(f'{type(err).__name__}: {err}', limit=500)}", file=sys.stderr, flush=True)  # fmt: skip
 
 
 __all__ = ["ENDPOINT_ENV", "EXPERIMENT_ENV", "RUN_ENV", "flush", "params_of", "record_metric", "run_of"]
