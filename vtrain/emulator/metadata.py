@@ -383,15 +383,16 @@ def _operation(res: MetadataResources, name: str, verb: str, response: str, valu
     """A finished long-running operation, kept so operations.get answers it too."""
     now = _rfc3339()
     kind = "DeleteOperationMetadata" if generic else f"{verb}OperationMetadata"
-    op = {
-        "name": f"{name}/operations/{res.new_id()}",
+    op_name = f"{name}/operations/{res.new_id()}"
+    op: dict[str, Any] = {
+        "name": op_name,
         "metadata": {"@type": f"type.googleapis.com/google.cloud.aiplatform.v1.{kind}",
                      "genericMetadata": {"createTime": now, "updateTime": now}},  # fmt: skip
         "done": True,
         "response": {"@type": f"type.googleapis.com/{response}", **value},
     }
     with res.lock:
-        res.operations[op["name"]] = op
+        res.operations[op_name] = op
     return op
 
 

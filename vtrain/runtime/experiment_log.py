@@ -110,7 +110,7 @@ def flush(env: Mapping[str, str] | None = None, argv: Sequence[str] | None = Non
         return False
     project, location, experiment, run = names
     with _lock:
-        metrics = dict(_metrics)
+        metrics: dict[str, float | int | str] = dict(_metrics)
     params = params_of(sys.argv[1:] if argv is None else argv)
     try:
         from google.cloud import aiplatform
@@ -120,7 +120,8 @@ def flush(env: Mapping[str, str] | None = None, argv: Sequence[str] | None = Non
         if endpoint:
             from google.auth.credentials import AnonymousCredentials
 
-            options.update(api_transport="rest", api_endpoint=endpoint, credentials=AnonymousCredentials())
+            anonymous = AnonymousCredentials()  # type: ignore[no-untyped-call]
+            options.update(api_transport="rest", api_endpoint=endpoint, credentials=anonymous)
         hidden = {k: os.environ.pop(k) for k in (EXPERIMENT_ENV, RUN_ENV) if k in os.environ}
         try:  # init reads them before it takes the project (and looks the experiment up with ADC's)
             aiplatform.init(**options)
