@@ -189,3 +189,13 @@ def test_references_to_missing_resources_are_a_404(emu: Emulator) -> None:
     api.call("POST", "/tensorboards/1/experiments", {}, tensorboardExperimentId="e", status=404)
     api.call("PATCH", "/metadataStores/default/contexts/nope", {"metadata": {}}, status=404)
     api.call("PATCH", "/metadataStores/default/contexts/exp", {}, updateMask="bogus", status=400)
+
+
+def test_entries_list_takes_the_declared_project_ids(emu: Emulator) -> None:
+    """ListLogEntriesRequest declares projectIds (deprecated, not removed): taken like resourceNames."""
+    url = f"{emu.url}/v2/entries:list"
+    body = {"projectIds": ["my-project"], "filter": 'resource.labels.job_id="1"'}
+    assert requests.post(url, json=body).status_code == 200
+    denied = requests.post(url, json={**body, "projectIds": ["denied-project"]})
+    assert denied.status_code == 403 and "logging.logEntries.list" in denied.json()["error"]["message"]
+    assert requests.post(url, json={**body, "projectIds": "my-project"}).status_code == 400  # a list, as declared
