@@ -282,7 +282,14 @@ class Handler(BaseHTTPRequestHandler):
             validation.check_job_name(project, location, job_id)
             store = self.server.store
             if verb == "get":
-                return self._json(store.get(name), int_enums)
+                try:
+                    return self._json(store.get(name), int_enums)
+                except ApiError as err:  # a tuning trial's CustomJob is got as a job too
+                    tuning = self.server.tuning_store
+                    trial = tuning.trial_job(name) if tuning is not None and err.http == 404 else None
+                    if trial is None:
+                        raise
+                    return self._json(trial, int_enums)
             if verb == "cancel":
                 empty_body(body, "CancelCustomJobRequest")
                 store.cancel(name)
