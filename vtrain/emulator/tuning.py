@@ -87,7 +87,7 @@ class TuningStore(JobStore):
                         state = _TRIAL_JOB_STATE.get(trial.state, "JOB_STATE_RUNNING")
                         if state == "JOB_STATE_RUNNING" and rec.job.state in TERMINAL:
                             state = "JOB_STATE_CANCELLED"  # a study that ended stopped its trials
-                        job.state = JobState[state].value
+                        job.state = getattr(JobState, state).value
                         job.create_time.CopyFrom(trial.start_time)
                         job.start_time.CopyFrom(trial.start_time)
                         job.update_time.CopyFrom(trial.end_time if trial.HasField("end_time") else trial.start_time)
