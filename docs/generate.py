@@ -132,6 +132,8 @@ ENVIRONMENT: dict[str, dict[str, str]] = {
         "VTRAIN_LOG_LEVEL": "The DiLoCo syncer's log level (default INFO).",
         "VTRAIN_LOCAL_DEVICES": "DTensor: how many devices each replica makes (`vtrain local` sets it for CPU "
                                 "replicas; the job's own value wins).",
+        "VTRAIN_EXPERIMENT_API_ENDPOINT": "Where the chief logs its Experiment Run (tests, `vtrain emulator`): that "
+                                          "endpoint over REST with anonymous credentials, not Vertex AI's.",
     },
     "vtrain sets them in each replica (from the job file)": {
         "VTRAIN_DISTRIBUTION_STRATEGY": "The job file's `distribution_strategy`, which `runtime.strategy()` builds.",
@@ -154,6 +156,11 @@ ENVIRONMENT: dict[str, dict[str, str]] = {
         "DTENSOR_GPU_USE_NCCL_COMMUNICATION": "DTensor on GPUs: collectives through NCCL (`1` unless set).",
         "TF_USE_LEGACY_KERAS": "`1`: `tf.keras` is tf_keras (Keras 2); `runtime.keras()` sets it under "
                                "multi-worker strategies, where Keras 3's model.fit fails.",
+    },
+    "Vertex AI sets them for a job with `experiment` and `experiment_run` (the SDK reads them)": {
+        "AIP_EXPERIMENT_NAME": "The job's experiment; with AIP_EXPERIMENT_RUN_NAME, the chief's `vtrain.runtime` "
+                               "logs the trainer's arguments as the run's params and its last reported metrics.",
+        "AIP_EXPERIMENT_RUN_NAME": "The job's experiment run (its name or full context name).",
     },
     "Vertex AI sets them in each replica (`vtrain local` sets the same)": {
         "CLUSTER_SPEC": "Vertex's description of the cluster and of this replica's task.",

@@ -30,6 +30,8 @@ DTENSOR_MESH_ENV = "VTRAIN_DTENSOR_MESH"
 LOCAL_DEVICES_ENV = "VTRAIN_LOCAL_DEVICES"
 #: Horovod scripts on vtrain.horovod: one rank per chief/worker replica, no tf.distribute strategy.
 HOROVOD = "horovod"
+#: An Experiment Run's longest context ID, EXPERIMENT-RUN (the SDK's _EXPERIMENT_RUN_MAX_LENGTH, less "-tb-run").
+RUN_ID_MAX = 128 - len("-tb-run")
 FLEX_START = "flex_start"  # the scheduling strategy that needs one machine type everywhere
 SCHEDULING_STRATEGIES = ("standard", "spot", FLEX_START)
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.cloud.test_submit import BASIC, job_text
-from tests.commands.test_cli_vertex import _fast_retries, bucket, emu, run  # noqa: F401 (fixtures)
+from tests.commands.test_cli_vertex import PROJECT, _fast_retries, bucket, emu, run  # noqa: F401 (fixtures)
 from tests.helpers import write_job
 from vtrain.cloud.diff import Change, compare, diff_values
 
@@ -203,3 +203,17 @@ def test_a_built_images_change_shows_as_its_tag_changing(tmp_path: Path) -> None
     assert all(line.endswith("(image content changed: its tag hashes the trainer, runtime and requirements)")
                for line in changed)
     assert all("us-central1-docker.pkg.dev/p/r/t:" in line for line in changed)
+
+
+def test_a_render_names_the_experiment_and_run_in_full_as_submit_sends_them(tmp_path: Path) -> None:
+    """issue 31: `experiment: e` and `experiment_run: r1` render as their full contexts (the project as
+    render resolves it), so a saved render diffs clean against the request submit would send."""
+    job = write_job(tmp_path, job_text(extra="experiment: e\nexperiment_run: r1\n"))
+    saved = render_to(tmp_path, job, "json", "--project", PROJECT)
+    spec = json.loads(saved.read_text())["jobSpec"]
+    contexts = f"projects/{PROJECT}/locations/us-central1/metadataStores/default/contexts"
+    assert (spec["experiment"], spec["experimentRun"]) == (f"{contexts}/e", f"{contexts}/e-r1")
+    code, out, _ = run("diff", str(job), "--against", str(saved), "--project", PROJECT)
+    assert code == 0 and out.splitlines()[-1] == "no changes", out
+    code, out, _ = run("diff", str(job), "--against", str(saved), "--project", PROJECT, "--set", "experiment_run=r2")
+    assert code == 1 and f'~ jobSpec.experimentRun: "{contexts}/e-r1" -> "{contexts}/e-r2"' in out

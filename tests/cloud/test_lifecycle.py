@@ -62,7 +62,8 @@ def test_create_makes_the_tensorboard_and_experiment_once_and_the_job_links_them
     ]
     assert f"tensorboard 'vtrain' created: {board}" in err and f"experiment 'churn' created: {experiment}" in err
     (sent,) = emu.jobs()
-    assert (sent.job_spec.tensorboard, sent.job_spec.experiment) == (board, experiment)
+    as_rendered = f"projects/{PROJECT}/locations/us-central1/metadataStores/default/contexts/churn"
+    assert (sent.job_spec.tensorboard, sent.job_spec.experiment) == (board, as_rendered)  # what render shows
 
     # the same file again (another job): both are found, nothing new is made
     code, out, err = run("submit", str(job))
@@ -75,8 +76,40 @@ def test_create_makes_the_tensorboard_and_experiment_once_and_the_job_links_them
     assert code == 0, out + err
     code, out, err = run("diff", str(job), "--last", "--set", "experiment=other")
     other = f"projects/{PROJECT}/locations/us-central1/metadataStores/default/contexts/other"
-    assert code == 1 and f'~ jobSpec.experiment: "{experiment}" -> "{other}"' in out  # submit would make it
+    assert code == 1 and f'~ jobSpec.experiment: "{as_rendered}" -> "{other}"' in out  # submit would make it
 
+
+@pytest.mark.slow
+def test_submit_makes_the_experiment_run_as_the_sdk_does_once(tmp_path: Path, emu: Emulator, gcs: Any) -> None:
+    """issue 31: `experiment_run: r1` is the SDK's run: a system.ExperimentRun context churn-r1, child of
+    the experiment, backed by a TensorBoard run; the SDK lists it; a second submit finds it all."""
+    gcs.create_bucket("stage-bkt", location="US-CENTRAL1")
+    job = write_job(tmp_path, job_text(extra=LINKED + "tensorboard: create\nexperiment: churn\nexperiment_run: r1\n"))
+    code, out, err = run("submit", str(job))
+    assert code == 0, err
+    number = emu.project_number(PROJECT)
+    store = f"projects/{number}/locations/us-central1/metadataStores/default"
+    contexts = {c["name"]: c for c in emu.contexts()}
+    run_context = contexts[f"{store}/contexts/churn-r1"]
+    assert (run_context["schemaTitle"], run_context["displayName"], run_context["parentContexts"]) == (
+        "system.ExperimentRun", "r1", [f"{store}/contexts/churn"])
+    assert f"experiment run 'r1' created: {store}/contexts/churn-r1" in err
+    (sent,) = emu.jobs()
+    assert sent.job_spec.experiment_run == f"projects/{PROJECT}/locations/us-central1/metadataStores/default/" \
+                                          "contexts/churn-r1"
+    code, out, err = run("submit", str(job))
+    assert code == 0 and f"experiment run 'r1' found: {store}/contexts/churn-r1" in err, err
+    assert len(emu.contexts()) == 2 and len(creates(emu, "/artifacts")) == 1 and len(creates(emu, "/runs")) == 1
+
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import aiplatform
+
+    aiplatform.init(project=PROJECT, location="us-central1", api_transport="rest", api_endpoint=emu.url,
+                    credentials=AnonymousCredentials())  # fmt: skip
+    (row,) = aiplatform.get_experiment_df("churn").to_dict("records")
+    assert (row["run_name"], row["run_type"], row["state"]) == ("r1", "system.ExperimentRun", "RUNNING")
+    backing = aiplatform.ExperimentRun("r1", experiment="churn")._lookup_tensorboard_run_artifact()
+    assert backing is not None and backing.resource.resource_name.endswith("/experiments/churn/runs/r1")
 
 @pytest.mark.slow
 def test_an_existing_instance_is_found_by_its_display_name(tmp_path: Path, emu: Emulator, gcs: Any) -> None:

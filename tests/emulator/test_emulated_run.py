@@ -288,3 +288,26 @@ def test_a_malformed_fault_label_fails_the_job_before_it_runs(tmp_path: Path, en
     assert result.error == ("fault 'worker-0:explode@1s': kind 'explode' is not one of kill, preempt[:GRACE], "
                             "stop:SECONDS")
     assert logged == [("", f"the job's fault labels cannot be used: {result.error}")]  # nothing fetched
+
+
+@pytest.mark.slow
+def test_the_chief_logs_its_experiment_run_which_the_sdk_reads_back(tmp_path: Path, emu: Emulator) -> None:
+    """issue 31 acceptance: `experiment` and `experiment_run: r1`, submitted with --wait to real processes:
+    the run is in get_experiment_df() with the trainer's params and final metric."""
+    job = probe_job(tmp_path, "probe-exp", ["--metric", "loss=0.5", "--metric", "loss=0.25", "--count", "7"],
+                    cluster="", extra="experiment: churn\n        experiment_run: r1")  # fmt: skip
+    code, out, err = run("submit", str(job), "--wait", "--poll", "0.05", "--api-endpoint", emu.url)
+    assert code == 0, err
+    assert "experiment run 'r1' created" in err
+
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import aiplatform
+
+    aiplatform.init(project=PROJECT, location="us-central1", api_transport="rest", api_endpoint=emu.url,
+                    credentials=AnonymousCredentials())  # fmt: skip
+    job_id = re.search(rf"^Submitted {NAME_RE}", out, re.M).group(1)  # type: ignore[union-attr]
+    log = run("logs", job_id, "--api-endpoint", emu.url)[1]
+    (row,) = aiplatform.get_experiment_df("churn").to_dict("records")
+    assert "metric.loss" in row, log
+    assert (row["run_name"], row["metric.loss"], row["param.count"], row["param.metric"]) == ("r1", 0.25, 7,
+                                                                                             "loss=0.25")

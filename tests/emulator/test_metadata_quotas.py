@@ -45,7 +45,7 @@ def test_tensorboards_are_created_by_operation_listed_by_display_name_and_read(e
     assert len(list(boards.list_tensorboards(request={"parent": parent, "page_size": 1}))) == 2  # paged
     assert list(boards.list_tensorboards(parent=emu.parent("other-project"))) == []
     with pytest.raises(gexc.BadRequest):
-        list(boards.list_tensorboards(request={"parent": parent, "filter": "labels.a=b"}))
+        list(boards.list_tensorboards(request={"parent": parent, "filter": "run_count>1"}))
     with pytest.raises(gexc.BadRequest, match="display_name is required"):
         boards.create_tensorboard(parent=parent, tensorboard=v1.Tensorboard()).result()
     with pytest.raises(gexc.NotFound):

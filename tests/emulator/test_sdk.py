@@ -77,3 +77,21 @@ def test_hyperparameter_tuning_job_run(sdk: tuple[Any, Emulator]) -> None:
     tuning.run(sync=True)
     assert tuning.state.name == "JOB_STATE_SUCCEEDED"
     assert len(tuning.trials) == 2 and all(t.start_time and t.end_time and t.custom_job for t in tuning.trials)
+
+
+def test_a_trials_custom_job_is_got_like_any_job(sdk: tuple[Any, Emulator]) -> None:
+    """issue 31: Trial.custom_job names a CustomJob; `get` on it answers it (it was a 404)."""
+    aiplatform, _ = sdk
+    from google.cloud.aiplatform import hyperparameter_tuning as hpt
+
+    trial_job = aiplatform.CustomJob(display_name="trial", worker_pool_specs=POOLS)
+    tuning = aiplatform.HyperparameterTuningJob(
+        display_name="sdk-tune-2", custom_job=trial_job, metric_spec={"loss": "minimize"},
+        parameter_spec={"x": hpt.IntegerParameterSpec(min=1, max=3, scale="linear")},
+        max_trial_count=1, parallel_trial_count=1)
+    tuning.run(sync=True)
+    (trial,) = tuning.trials
+    job = aiplatform.CustomJob.get(trial.custom_job)
+    assert job.resource_name == trial.custom_job and job.display_name == f"sdk-tune-2-trial-{trial.id}"
+    assert job.job_spec.worker_pool_specs[0].machine_spec.machine_type == "n1-standard-4"
+    assert job.start_time == trial.start_time and job.state.name in ("JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED")

@@ -203,3 +203,37 @@ def test_a_bad_mount_point_gets_a_valid_suggestion_or_none(point: str, suggested
         assert one(f"cluster:\n  chief: {{machine_type: n1-standard-4, nfs_mounts: [{{server: 10.0.0.2, path: /s, "
                    f"mount_point: '{point}'}}, {{server: 10.0.0.2, path: /t, mount_point: '{suggested[5:-1]}'}}]}}\n"
                    "network: projects/1/global/networks/v\n").path.endswith("[0].mount_point")  # the fix is valid
+
+
+# ---- issue 31: the Experiments contexts, composed as the SDK composes them ------------------------
+FULL = "projects/my-project/locations/us-central1/metadataStores/default/contexts"
+
+
+@pytest.mark.parametrize(("keys", "experiment", "run"), [
+    ("experiment: my-exp\nexperiment_run: run-7\n", f"{FULL}/my-exp", f"{FULL}/my-exp-run-7"),
+    (f"experiment: {FULL}/my-exp\nexperiment_run: run-7\n", f"{FULL}/my-exp", f"{FULL}/my-exp-run-7"),
+    (f"experiment: my-exp\nexperiment_run: {FULL}/my-exp-r1\n", f"{FULL}/my-exp", f"{FULL}/my-exp-r1"),
+    ("experiment: my-exp\n", f"{FULL}/my-exp", None),
+])  # fmt: skip
+def test_a_run_by_name_is_the_sdks_context_and_the_experiment_is_sent_in_full(
+        keys: str, experiment: str, run: str | None) -> None:  # fmt: skip
+    from google.cloud.aiplatform.metadata.experiment_run_resource import _format_experiment_run_resource_id
+
+    config = parse_config(text(keys + "cluster:\n  chief: {machine_type: n1-standard-4}\n"), "job.yaml")
+    spec = build_request(config, project="my-project").body["jobSpec"]
+    assert (spec["experiment"], spec.get("experimentRun")) == (experiment, run)
+    if "experiment_run: run-7" in keys:  # the SDK's own composition: start_run("run-7") in my-exp
+        assert run == f"{FULL}/{_format_experiment_run_resource_id('my-exp', 'run-7')}"
+    unresolved = build_request(config).body["jobSpec"]  # no project anywhere: submit fills the bare names
+    assert "experiment" not in unresolved or "/" in keys.split("\n")[0]
+
+
+@pytest.mark.parametrize(("keys", "words"), [
+    ("experiment: e\nexperiment_run: Run_7\n", "a run name is lowercase letters, digits and '-'"),
+    ("experiment: e\nexperiment_run: Run_7\n", "try 'run-7'"),
+    (f"experiment: {'e' * 100}\nexperiment_run: {'r' * 30}\n", "at most 121"),
+    ("experiment_run: run-7\n", "set experiment too"),
+])  # fmt: skip
+def test_a_bad_run_name_is_refused_at_its_key(keys: str, words: str) -> None:
+    problem = one(keys + "cluster:\n  chief: {machine_type: n1-standard-4}\n")
+    assert problem.path == "experiment_run" and words in problem.message, problem

@@ -302,4 +302,4 @@ def render_body(job_file: str | Path, overrides: Iterable[str], where: Any) -> d
     from vtrain.request.build import build_request
 
     config = load_config(job_file, overrides)
-    return build_request(config, region=where.region_for(config)).body
+    return build_request(config, region=where.region_for(config), project=where.project_for(config)).body

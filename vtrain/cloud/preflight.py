@@ -403,7 +403,7 @@ def run_preflight(
     if body is None:
         from vtrain.request.build import build_request
 
-        body = build_request(config, region=target.region).body
+        body = build_request(config, region=target.region, project=target.project).body
     checks.append(_quota(body, target, credentials, backend))
     if config.tensorboard:
         checks.append(_tensorboard(config, backend))

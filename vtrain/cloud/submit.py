@@ -143,7 +143,8 @@ def _plan(config: JobConfig, target: Target, package_uris: list[str] | None = No
     from vtrain.request.custom_job import trainer_package_uris
 
     uris = trainer_package_uris(config) if package_uris is None else package_uris
-    request = build_request(config, uris, region=target.region)  # regional image URIs follow the region
+    # regional image URIs follow the region; the Experiments contexts name the project
+    request = build_request(config, uris, region=target.region, project=target.project)
     body = with_submit_labels(request.body)
     return SubmitPlan(request.config, target, body, body["labels"][HASH_LABEL], _packages(config, uris),
                       request.kind)
@@ -312,9 +313,10 @@ def submit_job(
             return SubmitResult(live, plan, skipped=True, preflight=report)
     linked = None
     if plan.config.tensorboard or plan.config.experiment:  # found or made before anything is uploaded
-        from vtrain.cloud.vertex.resources import link_resources
+        from vtrain.cloud.vertex.experiment_run import link_resources
+        from vtrain.request.experiment import run_names
 
-        linked = link_resources(backend, plan.config.tensorboard, plan.config.experiment)
+        linked = link_resources(backend, plan.config.tensorboard, plan.config.experiment, run_names(plan.config))
     staged: tuple[StagedObject, ...] = ()
     images: tuple[Pushed, ...] = ()
     trainer = plan.config.trainer

@@ -40,9 +40,9 @@ def render(
         click.echo(str(warning), err=True)
     # The project and region `submit` would use, so the rendered request is the one it sends.
     where = Where(project, region)
-    request = build_request(config, region=where.region_for(config))
+    request = build_request(config, region=where.region_for(config), project=where.project_for(config))
     config = request.config
-    text = render_job(request.body, output, show_secrets=show_secrets, project=where.project_for(config),
+    text = render_job(request.body, output, show_secrets=show_secrets, project=config.project,
                       region=config.region)
     click.echo(text, nl=False)
     hint = _estimate_hint(config)

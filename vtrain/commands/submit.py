@@ -317,7 +317,7 @@ def submit(
         click.echo(f"preflight: {warning}", err=True)
     job, target = result.job, result.plan.target
     for made in result.linked:  # found or made before staging
-        kind = "tensorboard" if "/tensorboards/" in made.name else "experiment"
+        kind = made.kind or ("tensorboard" if "/tensorboards/" in made.name else "experiment")
         click.echo(f"{kind} '{made.display_name}' {'created' if made.created else 'found'}: {made.name}", err=True)
     for role, obj in zip(("trainer", "runtime"), result.staged, strict=False):
         click.echo(f"{role:<8} {'uploaded' if obj.uploaded else 'already staged':<15} {obj.uri}", err=True)

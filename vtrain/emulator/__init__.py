@@ -126,6 +126,7 @@ class Emulator:
                 target=self._server.serve_forever, args=(0.05,), name="vertex-emulator", daemon=True
             )
             self._thread.start()
+        self.store.api_url = self.tuning_store.api_url = self.url
         return self
 
     def stop(self) -> None:

@@ -106,8 +106,10 @@ class _Parser:
     """expression := and; and := or (AND or)*; or := unary (OR unary)*; unary := (NOT | -) unary | primary;
     primary := ( expression ) | term. OR binds tighter than AND (AIP-160)."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, term: Callable[[re.Match[str]], Predicate] | None = None,
+                 term_re: re.Pattern[str] = _TERM_RE, example: str = "state=JOB_STATE_RUNNING") -> None:
         self.text, self.pos, self.depth = text, 0, 0
+        self.term, self.term_re, self.example = term or _term, term_re, example
 
     def fail(self, why: str) -> Exception:
         return invalid_argument(f"Invalid filter at character {self.pos + 1}: {why} in '{self.text[:200]}'.")
@@ -171,13 +173,13 @@ class _Parser:
             self.pos += 1
             self.depth -= 1
             return pred
-        m = _TERM_RE.match(self.text, self.pos)
+        m = self.term_re.match(self.text, self.pos)
         if not m:
             if self.text.count('"', self.pos) % 2:
                 raise self.fail("unterminated string")
-            raise self.fail("expected a term such as state=JOB_STATE_RUNNING")
+            raise self.fail(f"expected a term such as {self.example}")
         self.pos = m.end()
-        return _term(m)
+        return self.term(m)
 
 
 def compile_filter(text: str) -> Predicate:

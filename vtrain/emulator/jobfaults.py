@@ -67,7 +67,7 @@ class FailingRunner:
         if self.fault.cause in BEFORE_RUNNING:
             ctx.log(f"the emulator fails this job on purpose (--fail-jobs {self.fault}): {message}", task="")
             return RunResult(FAILED, message, cause.code)
-        inner_ctx = RunContext(ctx.job_id, threading.Event(), ctx.stopping, ctx._sink)
+        inner_ctx = RunContext(ctx.job_id, threading.Event(), ctx.stopping, ctx._sink, ctx.api_url)
         result: list[RunResult] = []
         worker = threading.Thread(target=lambda: result.append(self.inner(job, inner_ctx)), daemon=True)
         worker.start()

@@ -179,7 +179,8 @@ class EmulatedRunner:
             ctx.log(text, task=task_of(replica.pool, replica.index), severity=severity_of(stream))
 
         options = self.options.replace(output_dir=output_dir, faults=faults)
-        return run_job(with_step_log(body), trainer_env=trainer_env, options=options, job_id=ctx.job_id, notice=notice,
+        body = with_experiment_run(with_step_log(body), ctx.api_url)
+        return run_job(body, trainer_env=trainer_env, options=options, job_id=ctx.job_id, notice=notice,
                        on_line=forward, images=images)
 
 
@@ -195,6 +196,29 @@ def with_step_log(body: dict[str, Any]) -> dict[str, Any]:
         spec = pool.get("pythonPackageSpec", pool.get("containerSpec"))
         if spec is not None and not any(e.get("name") == STEP_LOG_ENV for e in spec.get("env", [])):
             spec.setdefault("env", []).append({"name": STEP_LOG_ENV, "value": "1"})
+    return out
+
+
+def with_experiment_run(body: dict[str, Any], api_url: str) -> dict[str, Any]:
+    """The job with what Vertex gives the replicas of a job with an experiment run (AIP_EXPERIMENT_NAME,
+    AIP_EXPERIMENT_RUN_NAME, as the SDK reads them), and this emulator's endpoint for the chief to log to
+    (VTRAIN_EXPERIMENT_API_ENDPOINT). A job without both is unchanged."""
+    import copy
+
+    from vtrain.runtime.experiment_log import ENDPOINT_ENV, EXPERIMENT_ENV, RUN_ENV
+
+    spec = body.get("jobSpec", {})
+    if not (spec.get("experiment") and spec.get("experimentRun")):
+        return body
+    extra = {EXPERIMENT_ENV: spec["experiment"], RUN_ENV: spec["experimentRun"]}
+    if api_url:
+        extra[ENDPOINT_ENV] = api_url
+    out = copy.deepcopy(body)
+    for pool in out["jobSpec"].get("workerPoolSpecs", []):
+        target = pool.get("pythonPackageSpec", pool.get("containerSpec"))
+        if target is not None:
+            own = {e.get("name") for e in target.get("env", [])}
+            target.setdefault("env", []).extend({"name": k, "value": v} for k, v in extra.items() if k not in own)
     return out
 
 

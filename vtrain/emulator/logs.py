@@ -17,13 +17,15 @@ from vtrain.emulator.wire import check_fields, json_body
 _LOG_JOB = re.compile(r'resource\.labels\.job_id\s*=\s*"?([0-9]+)"?')
 _LOG_AFTER = re.compile(r'timestamp\s*(>=?)\s*"([^"]+)"')
 #: entries:list fields and their JSON types, as ListLogEntriesRequest declares them.
-FIELDS = {"resourceNames": "strings", "filter": "string", "orderBy": "string", "pageToken": "string",
-          "pageSize": "int32"}
+#: projectIds is deprecated ("Use resource_names instead"), still declared and taken: each is projects/ID.
+FIELDS = {"resourceNames": "strings", "projectIds": "strings", "filter": "string", "orderBy": "string",
+          "pageToken": "string", "pageSize": "int32"}
 
 
 def list_logs(server: Any, body: bytes) -> dict[str, Any]:
     request = check_fields(json_body(body, "ListLogEntriesRequest"), FIELDS, "ListLogEntriesRequest")
-    for resource in request.get("resourceNames", []):
+    resources = list(request.get("resourceNames", [])) + [f"projects/{p}" for p in request.get("projectIds", [])]
+    for resource in resources:
         project = resource.split("/")[1] if resource.startswith("projects/") else ""
         if project in server.deny_projects:
             raise permission_denied("logging.logEntries.list", resource, domain="logging.googleapis.com")

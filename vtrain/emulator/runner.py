@@ -56,6 +56,9 @@ class RunContext:
     cancelled: threading.Event = field(default_factory=threading.Event)
     stopping: threading.Event = field(default_factory=threading.Event)
     _sink: Callable[[str, str, str], None] = lambda message, task, severity: None
+    #: The emulator's own endpoint (``http://127.0.0.1:PORT``): where a job's replicas reach its API (the
+    #: chief logs its Experiment Run there); "" when the runner is used without a server.
+    api_url: str = ""
 
     def log(self, message: str, *, task: str = "workerpool0-0", severity: str = "INFO") -> None:
         self._sink(message, task, severity)

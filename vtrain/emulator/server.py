@@ -10,8 +10,8 @@ Routes (as `JobServiceClient(transport="rest")` calls them):
     POST   /v2/entries:list                                   Cloud Logging, the runner's log
     GET    /v1/projects/-/serviceAccounts/EMAIL               IAM (see iam.py), for preflight
     POST   /v1/projects/-/serviceAccounts/EMAIL:testIamPermissions
-    ...    /v1/projects/P/locations/L/tensorboards[/ID]           TensorBoards (see metadata.py)
-    ...    /v1/projects/P/locations/L/metadataStores[/S/contexts] Experiments (see metadata.py)
+    ...    /v1/projects/P/locations/L/tensorboards/...            TensorBoards and their data (see metadata.py)
+    ...    /v1/projects/P/locations/L/metadataStores/...          Experiments: contexts, artifacts, executions
     GET    /v1/projects/P/locations/global/services/S/quotaInfos  Cloud Quotas (see quotas.py), for preflight
 
 The client asks for `$alt=json;enum-encoding=int`; the answer then carries enums as
@@ -251,7 +251,8 @@ class Handler(BaseHTTPRequestHandler):
         if iam.handles(path):
             return iam.route(self.command, path, body, self.server.service_accounts, self.server.deny_projects)
         if metadata.handles(path):
-            return metadata.route(self.server, self.command, path, query, body)
+            multi = parse_qs(urlsplit(self.path).query, keep_blank_values=True)  # batchRead repeats timeSeries
+            return metadata.route(self.server, self.command, path, query, body, multi)
         if quotas.handles(path):
             return quotas.route(self.server, self.command, path, query)
         m = _COLLECTION.match(path)
@@ -283,7 +284,14 @@ class Handler(BaseHTTPRequestHandler):
             validation.check_job_name(project, location, job_id)
             store = self.server.store
             if verb == "get":
-                return self._json(store.get(name), int_enums)
+                try:
+                    return self._json(store.get(name), int_enums)
+                except ApiError as err:  # a tuning trial's CustomJob is got as a job too
+                    tuning = self.server.tuning_store
+                    trial = tuning.trial_job(name) if tuning is not None and err.http == 404 else None
+                    if trial is None:
+                        raise
+                    return self._json(trial, int_enums)
             if verb == "cancel":
                 empty_body(body, "CancelCustomJobRequest")
                 store.cancel(name)

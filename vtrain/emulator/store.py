@@ -73,6 +73,7 @@ class JobStore:
         self._jobs: dict[str, _Record] = {}
         self._seq = itertools.count(1)
         self._closing = threading.Event()
+        self.api_url = ""  # the server's endpoint, set by Emulator.start (RunContext.api_url)
 
     # ---- API operations -------------------------------------------------------------
     def create(self, project: str, location: str, job: Any) -> Any:
@@ -223,7 +224,7 @@ class JobStore:
 
     def _context(self, rec: _Record, job_id: str) -> RunContext:
         """What the runner gets (a TuningStore's runner also publishes trials through it)."""
-        return RunContext(job_id=job_id, cancelled=rec.cancel, stopping=self._closing,
+        return RunContext(job_id=job_id, cancelled=rec.cancel, stopping=self._closing, api_url=self.api_url,
                           _sink=lambda m, t, s: self._log(rec, m, t, s))
 
     def _finish_cancelled(self, rec: _Record) -> None:

@@ -68,6 +68,34 @@ class TuningStore(JobStore):
     def _wrap(self, pb: Any) -> Any:
         return HyperparameterTuningJob.wrap(pb)
 
+    def trial_job(self, name: str) -> Any | None:
+        """The CustomJob a trial names (`Trial.custom_job`), as `customJobs.get` answers it: the trial job
+        spec, the trial's times, its state as a job's; None when no trial names it."""
+        from google.cloud.aiplatform_v1.types import JobState
+
+        from vtrain.emulator.projects import canonical
+
+        wanted = canonical(name)
+        with self._lock:
+            for rec in self._jobs.values():
+                for trial in rec.job.trials:
+                    if trial.custom_job and canonical(trial.custom_job) == wanted:
+                        job = CustomJob.pb()()
+                        job.name = trial.custom_job
+                        job.display_name = f"{rec.job.display_name}-trial-{trial.id}"[:128]
+                        job.job_spec.CopyFrom(rec.job.trial_job_spec)
+                        state = _TRIAL_JOB_STATE.get(trial.state, "JOB_STATE_RUNNING")
+                        if state == "JOB_STATE_RUNNING" and rec.job.state in TERMINAL:
+                            state = "JOB_STATE_CANCELLED"  # a study that ended stopped its trials
+                        job.state = getattr(JobState, state).value
+                        job.create_time.CopyFrom(trial.start_time)
+                        job.start_time.CopyFrom(trial.start_time)
+                        job.update_time.CopyFrom(trial.end_time if trial.HasField("end_time") else trial.start_time)
+                        if trial.HasField("end_time"):
+                            job.end_time.CopyFrom(trial.end_time)
+                        return job
+        return None
+
     def _set_state(self, rec: _Record, state: str, error: str | None = None, code: int = 0) -> None:
         super()._set_state(rec, state, error, code)
         if rec.job.state in TERMINAL:  # a study that ended leaves no trial running
@@ -88,12 +116,14 @@ class TuningStore(JobStore):
                     json_format.ParseDict(item, trial)
                     _stamp(rec, trial)
 
-        return TuningContext(job_id=job_id, cancelled=rec.cancel, stopping=self._closing,
+        return TuningContext(job_id=job_id, cancelled=rec.cancel, stopping=self._closing, api_url=self.api_url,
                              _sink=lambda m, t, s: self._log(rec, m, t, s), _trials=trials,
                              _trial_sink=lambda m, t, s, trial: self._log(rec, m, t, s, {TRIAL_LABEL: trial}))
 
 
 _TRIAL_ENDED = {4, 5}  # Trial.State SUCCEEDED (4) and INFEASIBLE (5)
+#: A trial's CustomJob state by Trial.State: SUCCEEDED (4) succeeded, INFEASIBLE (5) failed, others running.
+_TRIAL_JOB_STATE = {4: "JOB_STATE_SUCCEEDED", 5: "JOB_STATE_FAILED"}
 TRIAL_INFEASIBLE = 5
 
 

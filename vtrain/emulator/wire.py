@@ -214,5 +214,17 @@ def page_params(query: dict[str, str]) -> tuple[int, str]:
     return size, token
 
 
+def parse_message(doc: Any, message: Any, what: str) -> dict[str, Any]:
+    """`doc` parsed strictly into the proto-plus `message` type, then back to its JSON form: an unknown
+    field or a wrong type is one 400 naming `what`."""
+    from google.protobuf import json_format
+
+    try:
+        parsed = json_format.ParseDict(doc, message.pb()())
+    except (json_format.ParseError, TypeError, AttributeError) as err:
+        raise invalid_argument(f"Invalid JSON payload received for {what}. {str(err)[:300]}") from None
+    return dict(json_format.MessageToDict(parsed))
+
+
 __all__ = ["MAX_BODY", "MAX_DEPTH", "Refused", "body_length", "check_fields", "empty_body", "error_body", "json_body",
-           "page_params", "read_body", "reason_phrase"]
+           "page_params", "parse_message", "read_body", "reason_phrase"]

@@ -115,10 +115,14 @@ JOB_SCHEMA = Obj(
                                     "my-experiment", "churn-model"),
                           doc="The Vertex AI Experiment the job logs to: a name (lowercase letters, digits and '-', "
                           "at most 128; found in the job's region at submit, created if missing) or its full name, "
-                          "projects/P/locations/R/metadataStores/default/contexts/EXPERIMENT, in the job's region."),
-        "experiment_run": Str(examples=("projects/my-project/locations/us-central1/metadataStores/default/contexts/"
-                                        "my-experiment-run-1",),
-                              doc="The Experiment Run of `experiment` the job logs to: the same metadata store, "
+                          "projects/P/locations/R/metadataStores/default/contexts/EXPERIMENT, in the job's region. "
+                          "The request (and `render`, once the project is known) carries the full name."),
+        "experiment_run": Str(examples=("run-7", "projects/my-project/locations/us-central1/metadataStores/default/"
+                                        "contexts/my-experiment-run-1"),  # fmt: skip
+                              doc="The Experiment Run of `experiment` the job logs to: the run's name (lowercase "
+                              "letters, digits and '-', as `aiplatform.start_run(NAME)` takes it; its context is "
+                              "EXPERIMENT-NAME, made at submit if missing) or its full name, the experiment's "
+                              "metadata store, "
                               "contexts/EXPERIMENT-RUN (the experiment's name, a dash, the run's)."),
         "protected_artifact_location_id": Str(examples=("europe-west4",),
                                               doc="Region to keep the job's protected artifacts in, when it is not "

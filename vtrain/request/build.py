@@ -51,11 +51,15 @@ class Request:
 
 
 def build_request(
-    config: JobConfig, package_uris: Sequence[str] | None = None, *, region: str | None = None
+    config: JobConfig, package_uris: Sequence[str] | None = None, *, region: str | None = None,
+    project: str | None = None,
 ) -> Request:
-    """The request for `config` in `region` (None: the file's own). Pure: no I/O."""
+    """The request for `config` in `region` (None: the file's own), for `project` (None: the file's own;
+    it names the Experiments contexts of `experiment: NAME`). Pure: no I/O."""
     if region and region != config.region:
         config = replace(config, region=region)
+    if project and project != config.project:
+        config = replace(config, project=project)
     kind = kind_of(config)
     body = build_tuning_dict(config, package_uris) if kind == TUNING_JOB else build_job_dict(config, package_uris)
     return Request(kind, body, config)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from vtrain import catalog
@@ -43,6 +43,14 @@ PLAIN_FIELDS: tuple[tuple[str, str], ...] = (
     ("labels", "labels"),
     ("kms_key", "encryptionSpec.kmsKeyName"),
 )
+
+
+def _composed() -> dict[str, Callable[[JobConfig], Any]]:
+    """Plain fields whose request value is composed from the config, not copied: the Experiments
+    contexts, whose bare names become full ones once the project is known (None: left out)."""
+    from vtrain.request.experiment import experiment_context, run_context
+
+    return {"experiment": experiment_context, "experiment_run": run_context}
 
 
 def executor_image(config: JobConfig, pool: PoolConfig) -> str:
@@ -211,9 +219,10 @@ def build_job_dict(config: JobConfig, package_uris: Sequence[str] | None = None)
     if scheduling:
         spec["scheduling"] = scheduling
     body: dict[str, Any] = {"displayName": config.name, "jobSpec": spec}
+    composed = _composed()
     for attribute, path in PLAIN_FIELDS:
-        value = getattr(config, attribute)
-        if value and not (attribute == "experiment" and "/" not in value):  # a bare name: submit fills its full one
+        value = composed[attribute](config) if attribute in composed else getattr(config, attribute)
+        if value:
             _put(body, path, value)
     psc = config.psc_interface
     if psc is not None:  # field 21, the last of CustomJobSpec's

@@ -101,6 +101,9 @@ def report_metric(name: str, value: float, step: int | None = None, checkpoint_p
         "checkpoint_path": checkpoint_path,
     }
     _WRITER.add(metric_file(), entry)
+    from vtrain.runtime.experiment_log import record_metric
+
+    record_metric(name, number)  # the run's final metrics, logged at exit when the job has an experiment run
 
 
 def read_reports(path: str | os.PathLike[str]) -> list[Report]:

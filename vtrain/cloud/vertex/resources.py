@@ -46,6 +46,7 @@ class Resolved:
     name: str  # the full resource name the job links to
     created: bool
     display_name: str = ""
+    kind: str = ""  # what it is, for messages ("experiment run"); "" : told by its name
 
 
 def tensorboard_display_name(value: str) -> str | None:
@@ -241,22 +242,6 @@ class Linked:
         if self.experiment:
             spec.setdefault("experiment", self.experiment)
         return {**body, key: spec}
-
-
-def link_resources(backend: VertexBackend, tensorboard: str | None, experiment: str | None) -> Linked:
-    """Find or make the job's TensorBoard (when named by display name) and Experiment."""
-    made: list[Resolved] = []
-    board = tensorboard
-    if tensorboard:
-        display = tensorboard_display_name(tensorboard)
-        if display is not None:
-            made.append(ensure_tensorboard(backend, display))
-            board = made[-1].name
-    context = None
-    if bare_experiment(experiment):
-        made.append(ensure_experiment(backend, str(experiment), board))
-        context = made[-1].name
-    return Linked(board, context, tuple(made))
 
 
 def filled_at_submit(config: Any, region: str, spec: str = "jobSpec") -> dict[str, str]:

@@ -37,6 +37,7 @@ _LUSTRE_FS = re.compile(r"^[A-Za-z][A-Za-z0-9]{0,7}$")
 _VOLUME_HANDLE = re.compile(r"^[a-z][a-z0-9.:-]{0,62}/[a-z0-9-]+/[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 _NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 _ATTACHMENT = re.compile(r"^projects/[^/]+/regions/(?P<region>[^/]+)/networkAttachments/(?P<name>[^/]+)$")
+_RUN_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 _CONTEXT = re.compile(r"^projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)/metadataStores/(?P<store>[^/]+)"
                       r"/contexts/(?P<name>[^/]+)$")
 
@@ -193,9 +194,12 @@ def check_services(r: Rules, config: JobConfig) -> None:
                                                   "letters, digits and -)")
     short = config.experiment is not None and "/" not in config.experiment  # a name submit finds or makes
     experiment = None if short else _check_context(r, config, "experiment")
-    run = _check_context(r, config, "experiment_run")
+    run_name = config.experiment_run if config.experiment_run and "/" not in config.experiment_run else None
+    run = None if run_name else _check_context(r, config, "experiment_run")
     if config.experiment_run and not config.experiment:
         r.add(("experiment_run",), "an experiment run belongs to an experiment: set experiment too")
+    elif run_name is not None:
+        _check_run_name(r, run_name, config.experiment if short else experiment["name"] if experiment else None)
     elif short and run is not None and not run["name"].startswith(f"{config.experiment}-"):
         r.add(("experiment_run",), f"the run must be contexts/{config.experiment}-RUN (the experiment's name, a dash, "
                                    "the run's)")
@@ -216,6 +220,19 @@ def check_services(r: Rules, config: JobConfig) -> None:
         elif location == config.region:
             r.warn(path, f"{location} is the job's own region, where the artifacts are kept anyway; Vertex wants this "
                          "key only for another region: remove it")
+
+
+def _check_run_name(r: Rules, run: str, experiment: str | None) -> None:
+    """`experiment_run: RUN`, the run's own name: its context is EXPERIMENT-RUN, as the SDK names it."""
+    from vtrain.constants import RUN_ID_MAX
+
+    if not _RUN_NAME.match(run):
+        fixed = re.sub(r"[^a-z0-9-]", "-", run.lower()).strip("-") or "run-1"
+        r.add(("experiment_run",), f"a run name is lowercase letters, digits and '-' (not starting with '-'): its "
+                                   f"context is EXPERIMENT-RUN; got '{run}', try '{fixed}'")
+    elif experiment is not None and len(f"{experiment}-{run}") > RUN_ID_MAX:
+        r.add(("experiment_run",), f"the run's context ID '{experiment}-{run}' has {len(experiment) + len(run) + 1} "
+                                   f"characters; the SDK allows at most {RUN_ID_MAX}: shorten the run's name")
 
 
 def _check_context(r: Rules, config: JobConfig, key: str) -> re.Match[str] | None:

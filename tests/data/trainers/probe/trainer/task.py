@@ -67,6 +67,7 @@ def main() -> None:
                    help="--fail/--raise only in the first N runs of the replica (VTRAIN_RESTART_COUNT < N); 0: always")
     p.add_argument("--steps", default="", help="replicas that report steps 1..--count (runtime.report_step)")
     p.add_argument("--count", type=int, default=10)
+    p.add_argument("--metric", action="append", default=[], help="NAME=VALUE reported by runtime.report_metric")
     p.add_argument("--step-seconds", type=float, default=0.1)
     p.add_argument("--ignore-term", default="", help="replicas that ignore SIGTERM")
     p.add_argument("--daemonize", default="", help="replicas that leave a daemon behind (double fork + setsid)")
@@ -120,6 +121,11 @@ def main() -> None:
             time.sleep(args.step_seconds)
             report_step(step)
             print(f"{me} step {step}", flush=True)
+    for item in args.metric:
+        from vtrain.runtime import report_metric
+
+        name, value = item.split("=", 1)
+        report_metric(name, float(value))
     failing = not args.fail_times or restarts < args.fail_times
     if failing and ((args.fail and picked(args.fail, me)) or (args.raise_ and picked(args.raise_, me))):
         time.sleep(args.fail_after)
