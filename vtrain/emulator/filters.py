@@ -104,8 +104,9 @@ class _Parser:
     """expression := and; and := or (AND or)*; or := unary (OR unary)*; unary := (NOT | -) unary | primary;
     primary := ( expression ) | term. OR binds tighter than AND (AIP-160)."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, term: Callable[[re.Match[str]], Predicate] = _term) -> None:
         self.text, self.pos, self.depth = text, 0, 0
+        self.term = term
 
     def fail(self, why: str) -> Exception:
         return invalid_argument(f"Invalid filter at character {self.pos + 1}: {why} in '{self.text[:200]}'.")
@@ -175,13 +176,14 @@ class _Parser:
                 raise self.fail("unterminated string")
             raise self.fail("expected a term such as state=JOB_STATE_RUNNING")
         self.pos = m.end()
-        return _term(m)
+        return self.term(m)
 
 
-def compile_filter(text: str) -> Predicate:
-    """Compile once per request; an empty filter matches everything."""
+def compile_filter(text: str, term: Callable[[re.Match[str]], Predicate] = _term) -> Predicate:
+    """Compile once per request; an empty filter matches everything. `term`: another collection's fields
+    (the ModelService's, vtrain.emulator.models), in the same grammar."""
     if len(text) > MAX_FILTER:
         raise invalid_argument(f"Invalid filter: longer than {MAX_FILTER} characters.")
     if not text.strip():
         return lambda job: True
-    return _Parser(text).parse()
+    return _Parser(text, term).parse()

@@ -1,0 +1,56 @@
+"""`vtrain model upload JOB_ID`: register a succeeded job's model (the job file's `model:` block) in
+Vertex AI Model Registry, for a submit that did not wait. `submit --wait` does the same by itself."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from vtrain.commands._options import UserPath, echo_json, output_option, set_option
+from vtrain.commands.vertex import _JOB, _where
+
+
+@click.group()
+def model() -> None:
+    """The model a job trains, in Vertex AI Model Registry."""
+
+
+def echo_registered(registered: Any, project: str, output: str) -> None:
+    """One line per outcome: uploaded, or the version an earlier upload made (and why it was found)."""
+    if output == "json":
+        echo_json({"model": registered.model, "versionId": registered.version_id, "name": registered.name,
+                   "uploaded": registered.uploaded, "console": registered.console_url(project)})
+        return
+    if registered.uploaded:
+        click.echo(f"model registered: {registered.name}")
+    else:
+        click.echo(f"model not uploaded again: {registered.name} ({registered.why})")
+    click.echo(f"  console: {registered.console_url(project)}")
+
+
+@model.command()
+@_JOB
+@click.option("--file", "-f", "job_file", default="vtrain.yaml", show_default=True, metavar="JOB.yaml",
+              type=UserPath(dir_okay=False), help="The job file whose `model:` block says how to register it.")
+@output_option("text", "json")
+@set_option
+@_where
+def upload(job: str, job_file: str, output: str, overrides: tuple[str, ...], project: str | None, region: str | None,
+           api_endpoint: str | None) -> None:  # fmt: skip
+    """Upload JOB's model dir (AIP_MODEL_DIR: model/ under its base output directory) as the job file's
+    `model:` block says. Only a job that SUCCEEDED; idempotent (a version this job, or an identical run,
+    made is named, not uploaded again)."""
+    from vtrain.cloud.registry import register_model
+    from vtrain.cloud.submit import get_job
+    from vtrain.cloud.target import Where
+    from vtrain.errors import ConfigError, Problem
+    from vtrain.jobfile.load import load_config
+
+    config = load_config(job_file, overrides)
+    if config.model is None:
+        raise ConfigError([Problem("model", "the job file has no model: block; add one to say how to register "
+                                            "the job's model", job_file)])
+    handle = get_job(job, Where(project, region, api_endpoint))
+    registered = register_model(handle._backend, config, handle)
+    echo_registered(registered, handle.project, output)
