@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from vtrain.local.faults import DEFAULT_PREEMPT_GRACE, FaultSpec
@@ -46,6 +47,8 @@ class RunOptions:
     restart_policy: str = "vertex"  # "vertex": restart as Vertex AI does; "never": the first failure fails
     faults: Sequence[FaultSpec] = ()  # signals to inject (vtrain.local.faults)
     preempt_grace: float = DEFAULT_PREEMPT_GRACE  # SIGTERM → SIGKILL of a `preempt` fault without its own
+    #: After the chief succeeded: the output dir → a problem that fails the run (`model:`'s SavedModel check).
+    check_output: Callable[[Path], str | None] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "faults", tuple(self.faults))  # a list given stays the caller's
