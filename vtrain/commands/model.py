@@ -51,6 +51,7 @@ def upload(job: str, job_file: str, output: str, overrides: tuple[str, ...], pro
     if config.model is None:
         raise ConfigError([Problem("model", "the job file has no model: block; add one to say how to register "
                                             "the job's model", job_file)])
-    handle = get_job(job, Where(project, region, api_endpoint))
+    # A bare job ID is looked up where the job file says (flags first), as submit created it.
+    handle = get_job(job, Where(project or config.project, region or config.written_region(), api_endpoint))
     registered = register_model(handle._backend, config, handle)
     echo_registered(registered, handle.project, output)
