@@ -274,7 +274,8 @@ MODEL_SCHEMA = Obj(
         "version_aliases": ListOf(Str(), single_ok=True, vtrain_only=_UPLOAD, examples=(["candidate"],),
                                   doc="Aliases of the uploaded version (models/ID@ALIAS), each "
                                   "[a-z][a-zA-Z0-9-]{0,126}[a-z0-9]; `default` is Vertex's own."),
-        "parent": Str(vtrain_only=_UPLOAD, examples=("projects/my-project/locations/us-central1/models/1234567890", "1234567890"),
+        "parent": Str(vtrain_only=_UPLOAD,
+                      examples=("projects/my-project/locations/us-central1/models/1234567890", "1234567890"),
                       doc="An existing model (its ID, or projects/P/locations/R/models/ID in the job's region) "
                       "to add this job's model to as a new version."),
         "new_version_each_run": Bool(default=False, vtrain_only=_UPLOAD,
