@@ -34,7 +34,7 @@ def check_model(r: Rules, config: JobConfig) -> None:
     if model is None:
         return
     if not config.base_output_dir:
-        r.add(("model",), "model: registers AIP_MODEL_DIR, which Vertex sets only under base_output_dir: set "
+        r.add(("model",), "the model to register is AIP_MODEL_DIR, which Vertex sets only under base_output_dir: set "
                           "base_output_dir: gs://BUCKET/PATH", at=("name",))
     if not model.display_name.strip() or len(model.display_name) > MAX_DISPLAY_NAME:
         r.add(("model", "display_name"), f"a model's display name is 1 to {MAX_DISPLAY_NAME} characters, got "
@@ -46,7 +46,7 @@ def check_model(r: Rules, config: JobConfig) -> None:
     for i, alias in enumerate(model.version_aliases):
         where = ("model", "version_aliases", i)
         if alias == "default":
-            r.add(where, "the alias `default` is Vertex's own (it moves to a model's default version); pick another")
+            r.add(where, "the alias `default` is Vertex's own (it moves to a model's default version); use another name")
         elif not _ALIAS.match(alias):
             fixed = re.sub(r"[^a-zA-Z0-9-]", "-", alias).strip("-")
             fixed = (fixed if fixed[:1].islower() else f"v{fixed}")[:127].rstrip("-") or "candidate"
