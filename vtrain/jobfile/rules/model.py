@@ -46,7 +46,7 @@ def check_model(r: Rules, config: JobConfig) -> None:
     for i, alias in enumerate(model.version_aliases):
         where = ("model", "version_aliases", i)
         if alias == "default":
-            r.add(where, "the alias `default` is Vertex's own (it moves to a model's default version); use another name")
+            r.add(where, "the alias `default` is Vertex's own (it moves to a model's default version); use another")
         elif not _ALIAS.match(alias):
             fixed = re.sub(r"[^a-zA-Z0-9-]", "-", alias).strip("-")
             fixed = (fixed if fixed[:1].islower() else f"v{fixed}")[:127].rstrip("-") or "candidate"
