@@ -8,8 +8,8 @@ import re
 from vtrain import catalog
 from vtrain.constants import MAX_DISPLAY_NAME, MAX_LABELS
 from vtrain.jobfile.model import JobConfig, ModelConfig
-from vtrain.jobfile.rules.base import _LABEL_KEY, _LABEL_VALUE, Rules, with_suggestion
 from vtrain.jobfile.nodes import did_you_mean
+from vtrain.jobfile.rules.base import _LABEL_KEY, _LABEL_VALUE, Rules, with_suggestion
 
 #: Labels vtrain puts on every model version it uploads (the upload's idempotency keys).
 MODEL_JOB_LABEL = "vtrain-job-id"
