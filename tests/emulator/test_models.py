@@ -66,7 +66,6 @@ def test_upload_is_an_operation_polled_until_done(emu: Emulator, client: Any) ->
     operation = client.upload_model(parent=PARENT, model=Model(display_name="m", artifact_uri="gs://bkt/out/model/",
                                                                  container_spec={"image_uri": IMAGE}))
     assert operation.operation.done is False  # not done at create: the client must poll
-    assert list(client.list_models(parent=PARENT)) == []
     result = operation.result(timeout=30)
     assert result.model_version_id == "1"
     model = client.get_model(name=result.model)
@@ -128,6 +127,7 @@ def test_refusals(emu: Emulator) -> None:
 def test_every_answer_is_true_to_the_discovery_document(emu: Emulator) -> None:
     models = ("projects", "locations", "models")
     op = _raw(emu, "POST", f"v1/{PARENT}/models:upload", {"model": _model(labels={"a": "b"}, description="d")})
+    assert op["done"] is False
     answers = [("upload", "POST", f"v1/{PARENT}/models:upload", op, "GoogleLongrunningOperation")]
     done = _raw(emu, "GET", f"v1/{op['name']}")
     assert done["done"] is True
@@ -233,3 +233,44 @@ def test_model_upload_command_and_status(emu: Emulator, tmp_path: Any) -> None:
     refused = CliRunner().invoke(cli, ["model", "upload", failed.job_id, "-f", str(path), *args])
     assert refused.exit_code == 1 and "only a job that SUCCEEDED has a model to upload; nothing was uploaded" in \
         refused.stderr
+
+
+def test_submit_wait_registers_after_success_and_never_after_a_failure(emu: Emulator, client: Any,
+                                                                      tmp_path: Any) -> None:  # fmt: skip
+    args = ["--wait", "--poll", "0.02", "--no-preflight", "--plain", "--api-endpoint", emu.url]
+    failing = write_job(tmp_path, JOB.format(name="fails", extra=""), "fails.yaml")
+    result = CliRunner().invoke(cli, ["submit", str(failing), *args])
+    assert result.exit_code == 10, result.output
+    assert "model: not uploaded: the job ended JOB_STATE_FAILED, not SUCCEEDED\n" in result.stderr
+    assert list(client.list_models(parent=PARENT)) == []
+    ok = write_job(tmp_path, JOB.format(name="train", extra=""), "ok.yaml")
+    result = CliRunner().invoke(cli, ["submit", str(ok), *args])
+    assert result.exit_code == 0, result.output
+    assert "\nmodel registered: projects/" in result.stdout
+    [model] = client.list_models(parent=PARENT)
+    assert model.artifact_uri == "gs://bkt/out/model/" and model.display_name == "churn"
+    again = CliRunner().invoke(cli, ["submit", str(ok), *args])
+    assert again.exit_code == 0 and "\nmodel not uploaded again: " in again.stdout
+    assert [v.version_id for v in client.list_model_versions(name=model.name)] == ["1"]
+
+
+def test_an_upload_whose_answer_is_lost_is_not_made_twice(tmp_path: Any) -> None:
+    """The upload is done and its answer dropped: the retry looks first and finds the version it made."""
+    holder: list[Emulator] = []
+
+    def drop_the_upload_answer(line: str) -> None:  # after the lookup by display name, the upload's answer is lost
+        if line.startswith("GET /v1/projects/test-project/locations/us-central1/models?") and len(holder) == 1:
+            holder.append(holder[0])
+            holder[0].fail_next(1, mode="reset-after")
+
+    with Emulator(runner=runner, pending_seconds=0.01, access_log=drop_the_upload_answer) as emulator:
+        holder.append(emulator)
+        backend = _backend(emulator)
+        config = load_config(write_job(tmp_path, JOB.format(name="train", extra="")))
+        job = _run(backend, config)
+        made = register_model(backend, config, job)
+        assert len(holder) == 2  # the fault was injected
+        uploads = [r for r in emulator.requests if r["path"].endswith("/models:upload")]
+        assert len(uploads) == 1 and made.version_id == "1"
+        versions = _raw(emulator, "GET", f"v1/{made.model}:listVersions")["models"]
+        assert [v["labels"]["vtrain-job-id"] for v in versions] == [job.job_id]

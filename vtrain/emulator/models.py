@@ -10,8 +10,8 @@
     POST /v1/projects/P/locations/L/models/ID:mergeVersionAliases   add (or `-alias`: remove) aliases of a version
 
 As on Vertex, an upload is a long-running operation: the answer to the upload is `done: false`, and the
-model exists once a GET of the operation reports it done (the first GET, so every client polls at least
-once). `parentModel` makes a new version of that model (versionId 2, 3, ...); the first version carries
+model exists from the next ModelService request on (the operation's GET then reports it done), so every
+client polls at least once, and one that lost the upload's answer finds the model when it looks. `parentModel` makes a new version of that model (versionId 2, 3, ...); the first version carries
 the alias `default`, which stays with the default version; an alias names one version of a model at a
 time. List filters, as the Discovery document says: `model`, `display_name` (`displayName`), `labels.K`,
 `labels:K` (listVersions: labels only); page size 100 by default and at most (larger is cut to 100).
@@ -81,6 +81,14 @@ class ModelRegistry:
             self.operations[op_name] = op
             self._pending[op_name] = (model_name, version, parent)
         return op
+
+    def settle(self) -> None:
+        """Finish every upload still pending: the emulator's uploads take until the next request (a client
+        that lost the upload's answer finds the model on its next look, as on Vertex)."""
+        with self._lock:
+            pending = list(self._pending)
+        for op_name in pending:
+            self.poll(op_name)
 
     def poll(self, op_name: str) -> dict[str, Any] | None:
         """The operation; a pending upload is finished by this GET (the model appears now)."""
@@ -211,6 +219,8 @@ def route(server: Any, command: str, path: str, query: dict[str, str], body: byt
     project, location = m.group(1), m.group(2)
     check_parent(project, location)
     parent = f"projects/{project_number(project)}/locations/{location}"
+    if not _UPLOAD.match(path):
+        reg.settle()  # an upload is done by the next request: the operation's GET, or any other
     if _UPLOAD.match(path):
         if command != "POST":
             raise not_found(f"Method {command} not found for {path}.")
