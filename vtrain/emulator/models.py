@@ -11,7 +11,8 @@
 
 As on Vertex, an upload is a long-running operation: the answer to the upload is `done: false`, and the
 model exists from the next ModelService request on (the operation's GET then reports it done), so every
-client polls at least once, and one that lost the upload's answer finds the model when it looks. `parentModel` makes a new version of that model (versionId 2, 3, ...); the first version carries
+client polls at least once, and one that lost the upload's answer finds the model when it looks.
+`parentModel` makes a new version of that model (versionId 2, 3, ...); the first version carries
 the alias `default`, which stays with the default version; an alias names one version of a model at a
 time. List filters, as the Discovery document says: `model`, `display_name` (`displayName`), `labels.K`,
 `labels:K` (listVersions: labels only); page size 100 by default and at most (larger is cut to 100).
