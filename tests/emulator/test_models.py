@@ -274,3 +274,35 @@ def test_an_upload_whose_answer_is_lost_is_not_made_twice(tmp_path: Any) -> None
         assert len(uploads) == 1 and made.version_id == "1"
         versions = _raw(emulator, "GET", f"v1/{made.model}:listVersions")["models"]
         assert [v["labels"]["vtrain-job-id"] for v in versions] == [job.job_id]
+
+
+def test_refusals_of_the_commands(emu: Emulator, tmp_path: Any) -> None:
+    args = ["--api-endpoint", emu.url]
+    backend = _backend(emu)
+    path = write_job(tmp_path, JOB.format(name="train", extra=""))
+    job = _run(backend, load_config(path))
+    plain = write_job(tmp_path, JOB.format(name="train", extra="").split("    model:")[0], "plain.yaml")
+    no_block = CliRunner().invoke(cli, ["model", "upload", job.job_id, "-f", str(plain), *args])
+    assert no_block.exit_code == 2
+    assert "model: the job file has no model: block; add one to say how to register the job's model" in \
+        no_block.stderr
+    gcloud = CliRunner().invoke(cli, ["render", str(path), "--model", "-o", "gcloud"])
+    assert gcloud.exit_code == 2 and "--model renders the UploadModel request as json or yaml" in gcloud.stderr
+    # status with no aiplatform.models.list: the job's state still, and one line on stderr
+    emu.deny_permissions("aiplatform.models.list")
+    status = CliRunner().invoke(cli, ["status", job.job_id, "--project", PROJECT, "--region", "us-central1", *args])
+    assert status.exit_code == 0 and "state" in status.stdout and "model " not in status.stdout
+    assert status.stderr.startswith("model: not looked up: ") and "aiplatform.models.list" in status.stderr
+    emu.deny_permissions()
+    upload = CliRunner().invoke(cli, ["model", "upload", job.job_id, "-f", str(path), *args])
+    assert upload.exit_code == 0, upload.output
+
+
+def test_a_job_with_no_base_output_dir_has_no_model_to_upload(emu: Emulator, tmp_path: Any) -> None:
+    backend = _backend(emu)
+    config = load_config(write_job(tmp_path, JOB.format(name="train", extra="")))
+    from dataclasses import replace
+
+    job = _run(backend, replace(config, base_output_dir=None))
+    with pytest.raises(BackendError, match="has no base output directory, so Vertex set no AIP_MODEL_DIR"):
+        register_model(backend, replace(config, base_output_dir=None), job)
