@@ -33,6 +33,9 @@ def check_model(r: Rules, config: JobConfig) -> None:
     model = config.model
     if model is None:
         return
+    if config.tuning is not None:
+        r.add(("model",), "model: registers one job's model, and a tuning: study's trials each write their own: "
+                          "remove one of the two blocks (register the best trial's with a job file of its own)")
     if not config.base_output_dir:
         r.add(("model",), "the model to register is AIP_MODEL_DIR, which Vertex sets only under base_output_dir: set "
                           "base_output_dir: gs://BUCKET/PATH", at=("name",))
