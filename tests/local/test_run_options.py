@@ -24,7 +24,8 @@ from vtrain.local.study_run import run_local_tuning
 #: The keyword defaults of run_local before RunOptions (vtrain 0.1.0's signature).
 BEFORE = {"output_dir": None, "max_replicas": None, "timeout": None, "keep": True, "cache_dir": None,
           "allow_credentials": False, "startup_timeout": 120.0, "worker_grace": 30.0, "kill_grace": 5.0,
-          "restart_policy": "vertex", "faults": (), "preempt_grace": 30.0}
+          "restart_policy": "vertex", "faults": (), "preempt_grace": 30.0,
+          "check_output": None}  # new since: what the output must be (`model:`'s SavedModel check), none by default
 
 
 def container_job(tmp_path: Path) -> Path:

@@ -95,8 +95,6 @@ def _existing(backend: VertexBackend, client: Any, model: str | None, job_id: st
 
 def register_model(backend: VertexBackend, config: JobConfig, job: VertexJob) -> Registered:
     """Upload `job`'s AIP_MODEL_DIR as `config.model` says, or find the version already made."""
-    from vtrain.cloud.submit import HASH_LABEL
-
     if config.model is None:
         raise ConfigError([Problem("model", "the job file has no model: block; add one to register the job's model",
                                    str(config.source) if config.source else None)])
@@ -109,7 +107,7 @@ def register_model(backend: VertexBackend, config: JobConfig, job: VertexJob) ->
     if not base:
         raise BackendError(f"job {job.name} has no base output directory, so Vertex set no AIP_MODEL_DIR: there is "
                            "no model to upload")
-    digest = str(proto.labels.get(HASH_LABEL, ""))
+    digest = str(proto.labels.get(MODEL_HASH_LABEL, ""))  # the job's own label, of the same name
     client = _client(backend)
     made: list[bool] = []
 
@@ -131,6 +129,18 @@ def register_model(backend: VertexBackend, config: JobConfig, job: VertexJob) ->
 
     return backend._call(attempt, action=f"register the model of job {job.name}",  # type: ignore[no-any-return]
                          resource=backend.parent, permission="aiplatform.models.upload")
+
+
+def upload_request(plan: Any) -> dict[str, Any]:
+    """The UploadModel request a succeeding job of this plan (a cloud.submit.SubmitPlan) sends (`model:`),
+    as far as it is known offline."""
+    from vtrain.request.model_upload import upload_url
+
+    target = plan.target
+    body = build_upload(plan.config, project=target.project, config_hash=plan.config_hash)
+    return {"method": "POST", "url": upload_url(target.endpoint, target.project, target.region), "body": body,
+            "addedAtUpload": f"label {MODEL_JOB_LABEL} (the job's ID); parentModel, when a model named "
+                             f"'{plan.config.model.display_name if plan.config.model else ''}' exists in the region"}
 
 
 def _json(doc: dict[str, Any]) -> str:
@@ -160,4 +170,4 @@ def model_of_job(backend: VertexBackend, job_id: str) -> Registered | None:
                          resource=backend.parent, permission="aiplatform.models.list")
 
 
-__all__ = ["Registered", "model_of_job", "register_model"]
+__all__ = ["Registered", "model_of_job", "register_model", "upload_request"]

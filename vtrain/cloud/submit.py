@@ -209,20 +209,11 @@ def dry_run(plan: SubmitPlan, *, allow_credentials: bool = False, show_secrets: 
     if resolved:
         report["resolvedAtSubmit"] = resolved
     if plan.config.model is not None and not plan.is_tuning:
-        report["modelUpload"] = model_upload_request(plan)
+        from vtrain.cloud.registry import upload_request
+
+        report["modelUpload"] = upload_request(plan)
     return report
 
-
-def model_upload_request(plan: SubmitPlan) -> dict[str, Any]:
-    """The UploadModel request a succeeding job of this plan sends (`model:`), as far as it is known offline."""
-    from vtrain.jobfile.rules.model import MODEL_JOB_LABEL
-    from vtrain.request.model_upload import build_upload, upload_url
-
-    target = plan.target
-    body = build_upload(plan.config, project=target.project, config_hash=plan.config_hash)
-    return {"method": "POST", "url": upload_url(target.endpoint, target.project, target.region), "body": body,
-            "addedAtUpload": f"label {MODEL_JOB_LABEL} (the job's ID); parentModel, when a model named "
-                             f"'{plan.config.model.display_name if plan.config.model else ''}' exists in the region"}
 
 
 # ---- submitting -------------------------------------------------------------------------------

@@ -3,30 +3,15 @@ Vertex AI Model Registry, for a submit that did not wait. `submit --wait` does t
 
 from __future__ import annotations
 
-from typing import Any
-
 import click
 
-from vtrain.commands._options import UserPath, echo_json, output_option, set_option
-from vtrain.commands.vertex import _JOB, _where
+from vtrain.commands._options import UserPath, output_option, set_option
+from vtrain.commands.vertex import _JOB, _where, echo_registered
 
 
 @click.group()
 def model() -> None:
     """The model a job trains, in Vertex AI Model Registry."""
-
-
-def echo_registered(registered: Any, project: str, output: str) -> None:
-    """One line per outcome: uploaded, or the version an earlier upload made (and why it was found)."""
-    if output == "json":
-        echo_json({"model": registered.model, "versionId": registered.version_id, "name": registered.name,
-                   "uploaded": registered.uploaded, "console": registered.console_url(project)})
-        return
-    if registered.uploaded:
-        click.echo(f"model registered: {registered.name}")
-    else:
-        click.echo(f"model not uploaded again: {registered.name} ({registered.why})")
-    click.echo(f"  console: {registered.console_url(project)}")
 
 
 @model.command()

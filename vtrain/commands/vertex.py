@@ -206,7 +206,6 @@ def _wait(job: Any, output: str, timeout: float | None, poll: float, stream_logs
 def _register(result: Any, output: str) -> None:
     """After a job with `model:` SUCCEEDED: its model dir in Model Registry (see vtrain.cloud.registry)."""
     from vtrain.cloud.registry import register_model
-    from vtrain.commands.model import echo_registered
 
     job = result.job
     registered = register_model(job._backend, result.plan.config, job)
@@ -214,6 +213,19 @@ def _register(result: Any, output: str) -> None:
         click.echo(f"model: {registered.name} ({'uploaded' if registered.uploaded else registered.why})", err=True)
     else:
         echo_registered(registered, job.project, output)
+
+
+def echo_registered(registered: Any, project: str, output: str) -> None:
+    """One line per outcome: uploaded, or the version an earlier upload made (and why it was found)."""
+    if output == "json":
+        echo_json({"model": registered.model, "versionId": registered.version_id, "name": registered.name,
+                   "uploaded": registered.uploaded, "console": registered.console_url(project)})
+        return
+    if registered.uploaded:
+        click.echo(f"model registered: {registered.name}")
+    else:
+        click.echo(f"model not uploaded again: {registered.name} ({registered.why})")
+    click.echo(f"  console: {registered.console_url(project)}")
 
 
 def status_elapsed(job: Any) -> float:

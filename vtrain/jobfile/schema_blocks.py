@@ -240,7 +240,7 @@ TUNING_SCHEMA = Obj(
 )
 
 
-#: `model.serving_image` aliases: Vertex's prebuilt TensorFlow prediction images (vtrain.catalog.PREDICTION_TF).
+#: `model.serving_image` aliases: Vertex's prebuilt TensorFlow prediction images (vtrain.jobfile.serving.PREDICTION_TF).
 SERVING_IMAGE_EXAMPLES = ("tf2-cpu.2-15", "tf2-gpu.2-15",
                           "us-docker.pkg.dev/my-project/serving/predictor:latest")
 

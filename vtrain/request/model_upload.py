@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vtrain import catalog
+from vtrain.jobfile import serving
 from vtrain.jobfile.model import JobConfig, ModelConfig
 from vtrain.jobfile.rules.model import MODEL_HASH_LABEL, MODEL_JOB_LABEL, training_tf_version
 
@@ -28,9 +28,9 @@ def serving_image_uri(config: JobConfig) -> str:
     assert model is not None
     image = model.serving_image
     if image is None:
-        return catalog.prediction_image_uri("cpu", training_tf_version(config) or "", config.region)
-    alias = catalog.SERVING_ALIAS_RE.match(image)
-    return catalog.prediction_image_uri(alias["family"], alias["version"], config.region) if alias else image
+        return serving.prediction_image_uri("cpu", training_tf_version(config) or "", config.region)
+    alias = serving.SERVING_ALIAS_RE.match(image)
+    return serving.prediction_image_uri(alias["family"], alias["version"], config.region) if alias else image
 
 
 def parent_model(model: ModelConfig, project: str, region: str) -> str | None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
-from vtrain import catalog
 from vtrain.constants import MAX_DISPLAY_NAME, MAX_LABELS
+from vtrain.jobfile import serving
 from vtrain.jobfile.model import JobConfig, ModelConfig
 from vtrain.jobfile.nodes import did_you_mean
 from vtrain.jobfile.rules.base import _LABEL_KEY, _LABEL_VALUE, Rules, with_suggestion
@@ -26,7 +26,7 @@ def training_tf_version(config: JobConfig) -> str | None:
     trainer = config.trainer
     if trainer.container is not None or config.chief.container is not None:
         return None
-    return catalog.training_tf_version(config.chief.image or trainer.image)
+    return serving.training_tf_version(config.chief.image or trainer.image)
 
 
 def check_model(r: Rules, config: JobConfig) -> None:
@@ -72,30 +72,30 @@ def _serving_image(r: Rules, config: JobConfig, model: ModelConfig) -> None:
         if version is None:
             r.add(("model",), "the trainer runs no prebuilt TensorFlow image, so vtrain cannot pick a serving image: "
                               "set model.serving_image (tf2-cpu.2-15, tf2-gpu.2-15 or an image URI)")
-        elif version not in catalog.PREDICTION_TF:
-            newest = catalog.PREDICTION_TF[-1]
+        elif version not in serving.PREDICTION_TF:
+            newest = serving.PREDICTION_TF[-1]
             r.add(("model",), f"the job trains with TensorFlow {version.replace('-', '.')}, which has no prebuilt "
                               f"prediction image (Vertex publishes tf2-cpu/tf2-gpu up to {newest.replace('-', '.')}): "
                               f"set model.serving_image to tf2-cpu.{newest} (check the SavedModel loads there) or an "
                               "image URI")
         return
     if "/" in image:  # a URI: a prebuilt prediction URI must name a version that exists
-        found = catalog.PREDICTION_URI_RE.match(image)
+        found = serving.PREDICTION_URI_RE.match(image)
         if found is None and "/vertex-ai/prediction/tf2-" in image:
             r.add(where, f"'{image}' looks like a prebuilt prediction image but is not one: "
                          "{us,europe,asia}-docker.pkg.dev/vertex-ai/prediction/tf2-cpu.2-NN:latest")
-        elif found is not None and found["version"] not in catalog.PREDICTION_TF:
+        elif found is not None and found["version"] not in serving.PREDICTION_TF:
             r.add(where, f"there is no prebuilt prediction image for TensorFlow {found['version'].replace('-', '.')}; "
-                         f"Vertex publishes {catalog.PREDICTION_TF[0]} to {catalog.PREDICTION_TF[-1]}")
+                         f"Vertex publishes {serving.PREDICTION_TF[0]} to {serving.PREDICTION_TF[-1]}")
         return
-    alias = catalog.SERVING_ALIAS_RE.match(image)
-    if alias is None or alias["version"] not in catalog.PREDICTION_TF:
+    alias = serving.SERVING_ALIAS_RE.match(image)
+    if alias is None or alias["version"] not in serving.PREDICTION_TF:
         if alias is not None:  # a version with no image: the newest there is, not the nearest spelling
-            hint = f" did you mean 'tf2-{alias['family']}.{catalog.PREDICTION_TF[-1]}' (the newest)?"
+            hint = f" did you mean 'tf2-{alias['family']}.{serving.PREDICTION_TF[-1]}' (the newest)?"
         else:
-            hint = did_you_mean(image, catalog.serving_aliases())
+            hint = did_you_mean(image, serving.serving_aliases())
         r.add(where, with_suggestion(f"'{image}' is not a prebuilt prediction image: use tf2-cpu.2-NN or "
-                                     f"tf2-gpu.2-NN ({catalog.PREDICTION_TF[0]} to {catalog.PREDICTION_TF[-1]})"
+                                     f"tf2-gpu.2-NN ({serving.PREDICTION_TF[0]} to {serving.PREDICTION_TF[-1]})"
                                      " or an image URI", hint))
 
 
