@@ -6,7 +6,8 @@ Each case runs in its own child process and reports wall time and the child's pe
 wait4), so the numbers are those of one `vtrain` run. The issue's starting point: 1e6 keys took
 95 s and 1.4 GB before the node-limit error, a FIFO job file hung, and `--plot` on 1e8 workers
 never ended; issue 20 (class 5) added the inputs that are not the job file (`--set`, `--prices`,
-`diff --against`, `diloco.fragments`, `scheduling.fallback`). Targets: every case under 2 s and
+`diff --against`, `diloco.fragments`, `scheduling.fallback`); issue 30 the files others wrote
+(a run's result.json for `vtrain timeline`, a profile for `estimate --from-run`). Targets: every case under 2 s and
 under 200 MB. A case still running after 60 s is killed (exit -9).
 """
 
@@ -98,6 +99,22 @@ def main() -> None:
         fallback = d / "fallback.yaml"
         fallback.write_text(SMALL_JOB + "scheduling:\n  fallback:\n" + "".join(
             f"    - {{region: us-east{1 + i % 4}}}\n" for i in range(2000)), encoding="utf-8")
+        # Issue 30: result.json and profiles, read through vtrain.foreigndata.
+        run = d / "run"
+        (run / "profile").mkdir(parents=True)
+        (run / "result.json").write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
+        huge_run = d / "huge-run"
+        huge_run.mkdir()
+        with (huge_run / "result.json").open("wb") as f:
+            f.truncate(3 * 1024**3)  # 3 GB, sparse
+        fifo_run = d / "fifo-run"
+        fifo_run.mkdir()
+        os.mkfifo(fifo_run / "result.json")
+        (run / "profile" / "chief-0.json").write_text("{" + '"a":{' * 100_000 + "}" * 100_001, encoding="utf-8")
+        big_profile = d / "big-profile" / "profile"
+        big_profile.mkdir(parents=True)
+        with (big_profile / "chief-0.json").open("wb") as f:
+            f.truncate(3 * 1024**3)
         cases = {
             "validate: 1e6 keys (12 MB file)": [PY, "-m", "vtrain", "validate", str(keys)],
             "load_yaml: 1e6 keys, byte limit lifted": [PY, "-c", LIFTED, str(keys)],
@@ -117,6 +134,13 @@ def main() -> None:
             "diff --against 100k-deep JSON": [PY, "-m", "vtrain", "diff", str(small), "--against", str(deep)],
             "validate: diloco.fragments ~1e12": [PY, "-m", "vtrain", "validate", str(fragments)],
             "validate: 2,000 scheduling.fallback entries": [PY, "-m", "vtrain", "validate", str(fallback)],
+            "timeline: 100k-deep result.json": [PY, "-m", "vtrain", "timeline", str(run)],
+            "timeline: 3 GB result.json": [PY, "-m", "vtrain", "timeline", str(huge_run)],
+            "timeline: result.json a FIFO": [PY, "-m", "vtrain", "timeline", str(fifo_run)],
+            "estimate --from-run: 100k-deep profile": [PY, "-m", "vtrain", "estimate", str(small), "--from-run",
+                                                       str(run)],
+            "estimate --from-run: 3 GB profile": [PY, "-m", "vtrain", "estimate", str(small), "--from-run",
+                                                  str(big_profile.parent)],
             "python -c pass (baseline)": [PY, "-c", "pass"],
         }
         print(f"{'case':42s} {'seconds':>8s} {'peak MB':>8s} {'exit':>5s} {'out bytes':>10s}  last line")

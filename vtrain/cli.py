@@ -55,10 +55,12 @@ def _available(name: str) -> bool:
 
 def _shown(text: str) -> str:
     """vtrain's own lines (errors, retries) through the redaction every output uses: an endpoint or a
-    bucket URL given with user:password@ must not be echoed into a CI log."""
+    bucket URL given with user:password@ must not be echoed into a CI log. Each line made printable
+    (a retry line carries the server's words; an error's lines are printable already)."""
+    from vtrain.foreign import printable_lines
     from vtrain.request.redact import redact_strings
 
-    return redact_strings(text)
+    return "".join(f"{line}\n" for line in printable_lines(redact_strings(text), limit=None))
 
 
 class LazyGroup(click.Group):
@@ -71,7 +73,8 @@ class LazyGroup(click.Group):
         if cmd_name not in COMMANDS or not _available(cmd_name):
             return None
         module_name, attr = COMMANDS[cmd_name].split(":", 1)
-        return getattr(importlib.import_module(module_name), attr)
+        command: click.Command = getattr(importlib.import_module(module_name), attr)
+        return command
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         # A real argv cannot hold NUL (exec passes C strings), but the SDK's callers and CliRunner can;
@@ -102,7 +105,8 @@ class LazyGroup(click.Group):
     def invoke(self, ctx: click.Context) -> object:
         from vtrain import network
 
-        previous = network.set_sink(lambda line: click.echo(_shown(line), err=True))  # retries say so on stderr
+        # retries say so on stderr
+        previous = network.set_sink(lambda line: click.echo(_shown(line), err=True, nl=False))
         stack = contextlib.ExitStack()
         try:
             with stack:

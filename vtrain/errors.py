@@ -4,7 +4,10 @@ Everything a user can cause (a bad job file, a missing package directory, a refu
 a failed job) is a :class:`VtrainError`. Each error knows its exit code and prints itself
 (:meth:`VtrainError.show`, after click's ``ClickException.show``): the CLI catches only the base
 and calls ``show``, never branching on the type. Any other exception is a bug and keeps its
-traceback. This module imports nothing of vtrain: it ships to replicas with the runtime.
+traceback. Every line an error prints goes through :func:`vtrain.foreign.printable`: an error
+carries what others wrote (a Vertex or registry message, a trainer's last lines, a file name), and
+none of it may drive the terminal. This module imports nothing of vtrain but :mod:`vtrain.foreign`:
+both ship to replicas with the runtime.
 
     VtrainError                  exit 1 unless noted
     ├── ConfigError              the job file or its overrides are invalid (exit 2; every problem)
@@ -28,6 +31,8 @@ import sys
 from dataclasses import asdict, dataclass
 from typing import TextIO
 
+from vtrain.foreign import printable
+
 
 @dataclass(frozen=True)
 class Problem:
@@ -41,7 +46,7 @@ class Problem:
     severity: str = "error"
 
     def location(self) -> str:
-        parts = [self.file or "<config>"]
+        parts = [printable(self.file) if self.file else "<config>"]  # a file name is anyone's
         if self.line is not None:
             parts.append(str(self.line))
             if self.column is not None:
@@ -51,7 +56,7 @@ class Problem:
     def __str__(self) -> str:
         tag = "" if self.severity == "error" else f"{self.severity}: "
         where = f"{self.path}: " if self.path else ""
-        return f"{self.location()}: {tag}{where}{self.message}"
+        return "\n".join(_lines(f"{self.location()}: {tag}{where}{self.message}"))
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -85,6 +90,15 @@ def _escape_property(text: str) -> str:
     return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
+def _lines(text: str) -> list[str]:
+    """`text` as printable lines, split at newlines only: a carriage return or a Unicode line separator
+    in a message is shown escaped, so it cannot start a line that passes for vtrain's own."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [printable(line) for line in lines]
+
+
 class VtrainError(Exception):
     """Base of every error a user can cause; the CLI prints it without a traceback."""
 
@@ -93,7 +107,7 @@ class VtrainError(Exception):
     def show(self, file: TextIO | None = None) -> None:
         """Print the error for a person: each line as `error: ...` on stderr."""
         out = file or sys.stderr
-        for line in str(self).splitlines() or [type(self).__name__]:
+        for line in _lines(str(self)) or [type(self).__name__]:
             print(f"error: {line}", file=out)
 
 
@@ -116,7 +130,7 @@ class ConfigError(VtrainError):
         """Every problem and warning at its file:line:col, then how many."""
         out = file or sys.stderr
         for problem in self.problems + self.warnings:
-            print(str(problem), file=out)
+            print(str(problem), file=out)  # printable already
         print(f"error: {self.args[0]}", file=out)
 
 
@@ -144,6 +158,11 @@ class PlotError(VtrainError):
 
 class RuntimeMismatch(VtrainError):
     """Inside a replica: the strategy asked for does not fit the environment this replica really has."""
+
+
+class HorovodUnsupported(VtrainError, NotImplementedError):
+    """Inside a replica: a Horovod call vtrain.horovod does not implement (hvd.join, process sets, ...);
+    the message says why and what to do instead."""
 
 
 class Interrupted(VtrainError):

@@ -7,7 +7,13 @@ retitles the window, a CSI clears it, a carriage return moves the cursor back ov
 such character escaped (``\\x1b``, ``\\r``, ``\\u202e``), on every output path, terminal or not,
 so what is printed is exactly one line of visible characters that cannot move the cursor.
 
-Imports nothing of vtrain: every stage may print through it.
+Imports nothing of vtrain: every stage may print through it, and it ships to the replicas with the
+runtime (errors, the DiLoCo syncer's lines about its peers).
+
+The rule, in one place (docs/guides/foreign-text.md): vtrain composes a line from its own words and
+foreign parts, each foreign part through :func:`printable` (or :func:`prefixed` for text of many
+lines: each line gets vtrain's prefix). Files vtrain keeps (a replica's log under the run dir) stay
+byte for byte; whatever is printed from them goes through here.
 """
 
 from __future__ import annotations
@@ -28,6 +34,8 @@ def _escaped(char: str) -> str:
     if named is not None:
         return named
     code = ord(char)
+    if 0xDC80 <= code <= 0xDCFF:  # a byte that was not UTF-8, kept by surrogateescape (a file name)
+        return f"\\x{code - 0xDC00:02x}"
     if code <= 0xFF:
         return f"\\x{code:02x}"
     return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
@@ -43,18 +51,23 @@ def printable(text: str | bytes, *, limit: int | None = LINE_LIMIT) -> str:
     """
     if isinstance(text, bytes):
         text = text.decode("utf-8", "backslashreplace")
-    elif not text.isascii() or not text.isprintable():
-        text = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    if text.isascii() and text.isprintable():
-        shown = text
-    else:
-        shown = "".join(
-            _escaped(c) if (c.isascii() and not c.isprintable()) or unicodedata.category(c) in _HIDDEN else c
-            for c in text
-        )
-    if limit is not None and len(shown) > limit:
-        return f"{shown[:limit]}… ({len(shown) - limit:,} more characters)"
-    return shown
+    more = 0
+    if limit is not None and len(text) > limit:  # escape only what is shown: a 100 MB line costs no more
+        text, more = text[:limit], len(text) - limit
+    if text.isprintable():  # no character of Unicode's Other or Separator classes but the space: as it is
+        return f"{text}… ({more:,} more characters)" if more else text
+    pieces: list[str] = []
+    size = 0
+    for used, char in enumerate(text):
+        piece = _escaped(char) if (char.isascii() and not char.isprintable()) or unicodedata.category(
+            char) in _HIDDEN else char  # fmt: skip
+        if limit is not None and size + len(piece) > limit:  # the escapes made it longer: cut here
+            more += len(text) - used
+            break
+        pieces.append(piece)
+        size += len(piece)
+    shown = "".join(pieces)
+    return f"{shown}… ({more:,} more characters)" if more else shown
 
 
 def printable_lines(text: str | bytes, *, limit: int | None = LINE_LIMIT) -> list[str]:
@@ -71,4 +84,11 @@ def printable_lines(text: str | bytes, *, limit: int | None = LINE_LIMIT) -> lis
     return [printable(p[:-1] if p.endswith("\r") else p, limit=limit) for p in parts]
 
 
-__all__ = ["LINE_LIMIT", "printable", "printable_lines"]
+def prefixed(prefix: str, text: str | bytes, *, limit: int | None = LINE_LIMIT) -> list[str]:
+    """`text` as lines, each ``prefix`` + the line made printable: a multi-line log entry keeps vtrain's
+    ``[chief-0] `` prefix on every line, so no line of it can pass for one of vtrain's own. Empty text
+    is one line with the prefix alone."""
+    return [f"{prefix}{line}" for line in printable_lines(text, limit=limit) or [""]]
+
+
+__all__ = ["LINE_LIMIT", "prefixed", "printable", "printable_lines"]

@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from tests.helpers import write_job
 from tests.trainer.image_helpers import (
+    FAKE_LIBC,
     PASSWORD,
     USER,
     Registry,
@@ -50,7 +51,7 @@ def emu() -> Iterator[Emulator]:
 def setup(tmp_path: Path, registry: Registry, monkeypatch: pytest.MonkeyPatch) -> Path:  # noqa: F811
     """A base image on the registry, a trainer, a requirements file with a local wheel; returns the job file."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    push_base(registry.client(), "base/python", [("usr/bin/python3", b"#!/bin/sh\n", True)], tmp_path)
+    push_base(registry.client(), "base/python", [("usr/bin/python3", b"#!/bin/sh\n", True), FAKE_LIBC], tmp_path)
     make_trainer(tmp_path / "t")
     wheels = make_wheel(tmp_path / "wheels").parent
     make_sdist(wheels)
@@ -122,7 +123,7 @@ def test_a_push_that_cannot_happen_creates_no_job(setup: Path, emu: Emulator, re
 def test_an_unauthorised_registry_is_one_line_exit_1_and_no_job(tmp_path: Path, emu: Emulator,
                                                                 auth_registry: Registry) -> None:  # noqa: F811
     push_base(auth_registry.client(credentials=lambda host: (USER, PASSWORD)), "base/python",
-              [("usr/bin/python3", b"#!/bin/sh\n", True)], tmp_path)
+              [("usr/bin/python3", b"#!/bin/sh\n", True), FAKE_LIBC], tmp_path)
     make_trainer(tmp_path / "t")
     job = write_job(tmp_path, f"""
         name: built

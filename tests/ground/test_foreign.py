@@ -51,3 +51,14 @@ def test_long_lines_are_cut_with_a_count() -> None:
 def test_lines_split_at_newlines_only() -> None:
     assert printable_lines("a\r\nb\nc\rd\n") == ["a", "b", "c\\rd"]
     assert printable_lines(b"one\n\x1b[1mtwo") == ["one", "\\x1b[1mtwo"]
+
+
+def test_any_lone_surrogate_is_shown_not_raised() -> None:
+    assert printable("a\ud800b") == "a\\ud800b"  # not an escaped byte: shown as the code point
+    assert printable("a\udc80b\udcff") == "a\\x80b\\xff"  # escaped bytes of a file name
+
+
+def test_a_huge_hostile_line_is_cut_before_it_is_escaped() -> None:
+    out = printable("\x1b" * 10_000_000, limit=12)  # escaping 10 M characters would take seconds
+    assert out == "\\x1b\\x1b\\x1b… (9,999,997 more characters)"
+    assert printable("ab\x1b", limit=3) == "ab… (1 more characters)"  # the escape would pass the limit

@@ -186,3 +186,20 @@ def test_vtrain_local_says_it_mounts_nothing() -> None:
                   filesystem: f, mount_point: a}]}
         """), "job.yaml", target="local")
     assert any(w.path == "cluster.chief.lustre_mounts" and "mounts nothing" in w.message for w in config.warnings)
+
+
+@pytest.mark.parametrize(("point", "suggested"), [
+    ("../../etc", "try 'etc'"), ("/data", "try 'data'"), ("my data", "try 'my-data'"), ("a/../b", "try 'a/b'"),
+    ("..", None), ("/", None), ("../..", None),
+])  # fmt: skip
+def test_a_bad_mount_point_gets_a_valid_suggestion_or_none(point: str, suggested: str | None) -> None:
+    problem = one("cluster:\n  chief: {machine_type: n1-standard-4, nfs_mounts: [{server: 10.0.0.2, path: /s, "
+                  f"mount_point: '{point}'}}]}}\nnetwork: projects/1/global/networks/v\n")
+    assert problem.path == "cluster.chief.nfs_mounts[0].mount_point"
+    if suggested is None:
+        assert "try" not in problem.message, problem.message
+    else:
+        assert problem.message.endswith(suggested), problem.message
+        assert one(f"cluster:\n  chief: {{machine_type: n1-standard-4, nfs_mounts: [{{server: 10.0.0.2, path: /s, "
+                   f"mount_point: '{point}'}}, {{server: 10.0.0.2, path: /t, mount_point: '{suggested[5:-1]}'}}]}}\n"
+                   "network: projects/1/global/networks/v\n").path.endswith("[0].mount_point")  # the fix is valid

@@ -25,6 +25,7 @@ from vtrain.local.study_run import run_local_tuning
 BEFORE = {"output_dir": None, "max_replicas": None, "timeout": None, "keep": True, "cache_dir": None,
           "allow_credentials": False, "startup_timeout": 120.0, "worker_grace": 30.0, "kill_grace": 5.0,
           "restart_policy": "vertex", "faults": (), "preempt_grace": 30.0,
+          "containers": "auto",  # new since: image jobs in containers where this machine can run them
           "check_output": None}  # new since: what the output must be (`model:`'s SavedModel check), none by default
 
 

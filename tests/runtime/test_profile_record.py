@@ -101,3 +101,11 @@ def test_a_profile_is_written_whole_with_its_version(tmp_path: Path) -> None:
     assert path == str(tmp_path / "profile" / "chief-0.json")
     assert json.loads(Path(path).read_text()) == {"version": PROFILE_VERSION, "replica": "chief-0", "complete": True}
     assert [p.name for p in (tmp_path / "profile").iterdir()] == ["chief-0.json"]  # no temporary file left
+
+
+@pytest.mark.parametrize("spec", ["[" * 100_000 + "]" * 100_000, '{"job": ' + json.dumps("[" * 100_000 + "]" * 100_000)
+                                  + "}", '{"job": [1, 2]}', '{"job": "7"}', "[]"])
+def test_a_cluster_spec_the_replica_cannot_use_has_no_job(spec: str) -> None:
+    """CLUSTER_SPEC is Vertex's, read inside every replica: a deep or odd one is "no job", never a RecursionError."""
+    assert job_spec_from_env({"CLUSTER_SPEC": spec}) is None
+    assert shape_hash(job_spec_from_env({"CLUSTER_SPEC": spec})) is None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -66,3 +67,19 @@ def test_the_launcher_reads_status_without_tensorflow() -> None:
     code = "import sys, vtrain.local.faults, vtrain.local.restarts; print(any('tensorflow' in m for m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert done.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("content", ['{"step": 1e999}', '{"step": true}', '{"step": -2}', '{"step": NaN}',
+                                     '{"step": 3, "first": 1e999}', '{"step": 3, "restarts": "1"}', "[1]",
+                                     "[" * 100_000 + "]" * 100_000, '{"step": 3, "pad": "' + "x" * 70_000 + '"}'])
+def test_a_status_file_the_trainer_mangled_is_no_report(tmp_path: Path, content: str) -> None:
+    """The trainer owns its status file: whatever it holds, the launcher reads "no report", never an exception."""
+    path = tmp_path / "status.json"
+    path.write_text(content, encoding="utf-8")
+    assert read_status(path) is None
+
+
+def test_a_status_file_replaced_by_a_fifo_does_not_hang_the_launcher(tmp_path: Path) -> None:
+    path = tmp_path / "status.json"
+    os.mkfifo(path)
+    assert read_status(path) is None

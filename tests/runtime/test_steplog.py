@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import REPO
 from vtrain.runtime import recovery, steplog
-from vtrain.runtime.steplog import StepLog, enabled, every, parse, record_of
+from vtrain.runtime.steplog import BadStepLine, StepLog, enabled, every, parse, record_of
 
 
 @pytest.mark.parametrize(("env", "on"), [
@@ -61,17 +61,39 @@ def test_every_step_when_every_is_zero() -> None:
     assert out.getvalue().startswith('{"vtrain":"step","step":5,"first":5,"epoch":0,"since":')
 
 
-@pytest.mark.parametrize("text", ["", "step 4", '{"vtrain": "other", "step": 4}', '{"vtrain": "step"}',
-                                  '{"vtrain": "step", "step": "four"}', '{"vtrain": "step", "step": 4',
-                                  '["vtrain", "step"]', '{"step": 4}'])
+@pytest.mark.parametrize("text", ["", "step 4", '{"vtrain": "other", "step": 4}', '{"vtrain": "step", "step": 4',
+                                  '["vtrain", "step"]', '{"step": 4}', '[' * 3000 + '"vtrain"' + ']' * 3000,
+                                  '{"x": "vtrain", "pad": "' + "y" * 5000 + '"}'])
 def test_other_lines_are_no_step(text: str) -> None:
     assert parse(text) is None
 
 
 def test_a_parsed_json_payload_is_read_too() -> None:
-    assert record_of({"vtrain": "step", "step": 3.0, "restarts": "1", "time": "5"}) == {"step": 3, "restarts": 1,
-                                                                                          "time": 5.0}
+    """Cloud Logging keeps a jsonPayload's numbers as doubles: a whole 3.0 is step 3."""
+    assert record_of({"vtrain": "step", "step": 3.0, "restarts": 1.0, "time": 5}) == {"step": 3, "restarts": 1,
+                                                                                        "time": 5.0}
     assert record_of({"message": "hello"}) is None
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ('{"vtrain":"step","step":1e999}', "step is inf; allowed: a whole number from 0 to 2^53"),
+    ('{"vtrain":"step","step":-1e999}', "step is -inf"),
+    ('{"vtrain":"step","step":NaN}', "step is NaN"),
+    ('{"vtrain":"step","step":true}', "step is a boolean (true)"),
+    ('{"vtrain":"step","step":-3}', "step is -3"),
+    ('{"vtrain":"step","step":2.5}', "step is 2.5"),
+    ('{"vtrain":"step","step":"four"}', "step is a string"),
+    ('{"vtrain":"step"}', "step is missing"),
+    ('{"vtrain":"step","step":1' + "0" * 400 + '}', "step is a 401-digit number"),
+    ('{"vtrain":"step","step":4,"restarts":[1]}', "restarts is an array"),
+    ('{"vtrain":"step","step":4,"time":1e999}', "time is inf; allowed: a Unix time"),
+    ('{"vtrain":"step","step":4,"since":"5"}', "since is a string"),
+    ('{"vtrain":"step","step":4,"pad":"' + "x" * 5000 + '"}', "a step line of 5,"),
+])  # fmt: skip
+def test_a_marked_line_with_unusable_numbers_says_what(text: str, said: str) -> None:
+    with pytest.raises(BadStepLine) as caught:
+        parse(text)
+    assert said in str(caught.value) and "\n" not in str(caught.value)
 
 
 def test_report_step_writes_a_line_on_vertex(tmp_path: Path) -> None:

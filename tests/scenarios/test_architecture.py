@@ -108,9 +108,9 @@ def _reaches(start: str) -> set[str]:
 #: units side by side in one stage (request | estimate, cloud | local) do not import each other.
 STAGES: list[dict[str, tuple[str, ...]]] = [
     {"ground": ("vtrain", "vtrain.errors", "vtrain.constants", "vtrain.strategies", "vtrain.catalog",
-                "vtrain.userpaths", "vtrain.foreign", "vtrain.proctree", "vtrain.network", "vtrain.handle",
-                "vtrain.durations", "vtrain.tuning")},
-    {"replica": ("vtrain.runtime", "vtrain.diloco")},  # inside replicas; they ship together
+                "vtrain.userpaths", "vtrain.foreign", "vtrain.foreigndata", "vtrain.proctree", "vtrain.network",
+                "vtrain.handle", "vtrain.durations", "vtrain.tuning")},
+    {"replica": ("vtrain.runtime", "vtrain.diloco", "vtrain.horovod")},  # inside replicas; they ship together
     {"trainer": ("vtrain.trainer",)},
     {"jobfile": ("vtrain.jobfile",)},
     {"request": ("vtrain.request",), "estimate": ("vtrain.estimate",)},
@@ -162,15 +162,16 @@ def test_every_import_follows_the_stage_order() -> None:
 def test_the_top_level_stays_small() -> None:
     top = sorted(p.stem for p in PACKAGE.glob("*.py"))
     # the 11 of the last round + foreign (printing what others wrote) + strategies (the strategies table)
-    assert len(top) <= 13, top
+    # + foreigndata (reading what others wrote: bounded, each field checked)
+    assert len(top) <= 14, top
 
 
 def test_the_job_model_imports_nothing_that_uses_it() -> None:
     model = _reaches("vtrain.jobfile.model")
     # userpaths (path checks, symlink-loop-safe resolve) and tuning.model (the `tuning:` part of the job
     # model) import nothing of vtrain either
-    allowed = {"vtrain.catalog", "vtrain.constants", "vtrain.errors", "vtrain.jobfile.yamlpos", "vtrain.userpaths",
-               "vtrain.tuning.model", "vtrain.strategies"}
+    allowed = {"vtrain.catalog", "vtrain.constants", "vtrain.errors", "vtrain.foreign", "vtrain.jobfile.yamlpos",
+               "vtrain.userpaths", "vtrain.tuning.model", "vtrain.strategies"}
     assert model <= allowed, model
     assert _reaches("vtrain.userpaths") == set()
     assert _reaches("vtrain.tuning.model") == set()
@@ -183,6 +184,7 @@ def test_the_runtime_needs_only_what_ships_with_it() -> None:
     for package in RUNTIME_PACKAGES:
         shipped |= {m for m in MODULES if m == f"vtrain.{package}" or m.startswith(f"vtrain.{package}.")}
     assert _reaches("vtrain.runtime") - {"vtrain"} <= shipped
+    assert _reaches("vtrain.horovod") - {"vtrain"} <= shipped
 
 
 @pytest.mark.slow
@@ -203,9 +205,17 @@ def test_every_module_imports_on_its_own() -> None:
     assert done.stdout.split() == ["ok", str(len(MODULES) - len(runnable))]
 
 
-def test_modules_stay_small() -> None:
-    big = {name: n for name, path in MODULES.items() if (n := len(path.read_text().splitlines())) > MAX_LINES}
-    assert big == {}, f"split these at a seam: {big}"
+#: Modules past MAX_LINES that a review kept whole, each with its reason. MAX_LINES is a prompt to look for a
+#: concept inside a module, never a reason to split one by size: a module over it is either split along a
+#: concept or named here with why it is one concept.
+REVIEWED_LONG: dict[str, str] = {}
+
+
+def test_long_modules_were_reviewed() -> None:
+    big = {name for name, path in MODULES.items() if len(path.read_text().splitlines()) > MAX_LINES}
+    assert big - set(REVIEWED_LONG) == set(), f"past {MAX_LINES} lines: find a concept inside, or list the module " \
+                                             "in REVIEWED_LONG with the reason it is one"
+    assert set(REVIEWED_LONG) - big == set(), "no longer long: drop it from REVIEWED_LONG"
 
 
 def test_every_module_says_what_it_owns() -> None:

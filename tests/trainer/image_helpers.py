@@ -38,6 +38,9 @@ needs_registry = pytest.mark.skipif(
     REGISTRY_BIN is None, reason="docker-registry (the CNCF distribution registry) is not installed: "
     "apt-get install docker-registry (.ci/run does)")
 USER, PASSWORD = "vtrain", "s3cret-pass"
+#: A base's C library as vtrain reads it (its banner): glibc 2.36, so wheels up to manylinux_2_36 fit.
+FAKE_LIBC: Entry = ("usr/lib/x86_64-linux-gnu/libc.so.6",
+                    b"\x7fELF...GNU C Library (Debian GLIBC 2.36-9+deb12u4) stable release version 2.36.\n", False)
 
 
 @dataclass
@@ -156,11 +159,14 @@ def make_trainer(root: Path, *, body: str = "print('trained')\n") -> Path:
     return root
 
 
-def make_wheel(directory: Path, name: str = "tinyreq", version: str = "1.0", requires: tuple[str, ...] = ()) -> Path:
-    """A pure-Python wheel, written by hand: a zip with the module, METADATA, WHEEL and RECORD."""
+def make_wheel(directory: Path, name: str = "tinyreq", version: str = "1.0", requires: tuple[str, ...] = (),
+               extra: dict[str, str] | None = None) -> Path:
+    """A pure-Python wheel, written by hand: a zip with the module, METADATA, WHEEL and RECORD (and
+    `extra` files, such as a .pth file, at the wheel's root)."""
     directory.mkdir(parents=True, exist_ok=True)
     dist = f"{name}-{version}.dist-info"
     files = {
+        **(extra or {}),
         f"{name}.py": f"VALUE = {version!r}\n",
         f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
                             + "".join(f"Requires-Dist: {r}\n" for r in requires),

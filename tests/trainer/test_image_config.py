@@ -76,10 +76,13 @@ def test_the_python_version_comes_from_the_config_never_a_guess() -> None:
 def test_the_config_keeps_the_base_and_appends_vtrains() -> None:
     spec = _spec(args=("--epochs", "2"), env=(("LANG", "C.UTF-8"), ("SEED", "1")))
     layers = [_layer("requirements", "1"), _layer("runtime", "2"), _layer("trainer", "3")]
-    new = cfg.image_config(BASE_CONFIG, spec, layers, epoch=0)
+    new = cfg.image_config(BASE_CONFIG, spec, layers, epoch=0, python_version="3.11")
     inner = new["config"]
-    assert inner["Env"] == ["PATH=/usr/bin", "LANG=C.UTF-8", "SEED=1",
-                            "PYTHONPATH=/opt/vtrain/trainer:/opt/vtrain/runtime:/opt/vtrain/deps:/base/lib"]
+    # the requirements' site dir is the user site of PYTHONUSERBASE (so its .pth files run), and on PYTHONPATH
+    assert inner["Env"] == ["LANG=C.UTF-8", "SEED=1",
+                            "PYTHONPATH=/opt/vtrain/trainer:/opt/vtrain/runtime:"
+                            "/opt/vtrain/deps/lib/python3.11/site-packages:/base/lib",
+                            "PYTHONUSERBASE=/opt/vtrain/deps", "PATH=/opt/vtrain/deps/bin:/usr/bin"]
     assert inner["Entrypoint"] == ["python3", "-m", "trainer.task"]
     assert inner["Cmd"] == ["--epochs", "2"]
     assert inner["WorkingDir"] == "/opt/vtrain/trainer"
@@ -88,9 +91,11 @@ def test_the_config_keeps_the_base_and_appends_vtrains() -> None:
     assert [h["created_by"] for h in new["history"]][0] == "base"
     assert len(new["history"]) == 4 and new["created"] == "1970-01-01T00:00:00Z"
     assert BASE_CONFIG["config"]["Cmd"] == ["bash"]  # the base's config is left as read
-    assert "Cmd" not in cfg.image_config(BASE_CONFIG, _spec(), layers)["config"]  # no `bash` as arguments
-    src = cfg.image_config(BASE_CONFIG, _spec(), layers, src_layout=True)["config"]["Env"][-1]
-    assert src.startswith("PYTHONPATH=/opt/vtrain/trainer/src:")
+    assert "Cmd" not in cfg.image_config(BASE_CONFIG, _spec(), layers, python_version="3.11")["config"]  # no `bash`
+    env = cfg.image_config(BASE_CONFIG, _spec(), layers, src_layout=True, python_version="3.11")["config"]["Env"]
+    assert [e for e in env if e.startswith("PYTHONPATH=/opt/vtrain/trainer/src:")]
+    plain = cfg.image_config(BASE_CONFIG, _spec(), layers[1:])["config"]["Env"]  # no requirements: no deps dir
+    assert plain == ["PATH=/usr/bin", "LANG=C", "PYTHONPATH=/opt/vtrain/trainer:/opt/vtrain/runtime:/base/lib"]
 
 
 @pytest.mark.parametrize(("base_type", "manifest_type", "config_type", "layer_type"), [

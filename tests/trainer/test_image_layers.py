@@ -13,7 +13,7 @@ import pytest
 from tests.trainer.image_helpers import make_sdist, make_trainer, make_wheel
 from vtrain.errors import PackagingError
 from vtrain.trainer.image import layers, wheels
-from vtrain.trainer.select import scan_package
+from vtrain.trainer.packaging import scan_package
 
 
 def _tree(tmp: Path) -> Path:
@@ -98,7 +98,8 @@ def test_files_that_look_like_credentials_are_refused(tmp_path: Path) -> None:
     (root / "id_rsa").write_text("key")
     with pytest.raises(PackagingError, match="refusing to package 1 file .* look like credentials"):
         layers.scan_trainer(root)
-    assert "id_rsa" in layers.scan_trainer(root, allow_credentials=True).files
+    # allowed: the image takes what the sdist holds (setuptools leaves a root id_rsa out of it)
+    assert layers.scan_trainer(root, allow_credentials=True).credentials == [("id_rsa", "SSH key")]
 
 
 def test_the_runtime_layer_is_what_the_runtime_sdist_ships(tmp_path: Path) -> None:
@@ -122,7 +123,7 @@ def test_requirements_become_one_cached_layer(tmp_path: Path, monkeypatch: pytes
     assert first is not None
     with tarfile.open(first.path) as tar:
         names = {m.name for m in tar.getmembers()}
-    assert f"{layers.DEPS_DIR}/tinyreq.py" in names
+    assert f"{layers.DEPS_DIR}/lib/python3.11/site-packages/tinyreq.py" in names  # a site dir: .pth files run
     assert not any(n.endswith(".pyc") for n in names)
 
     def no_pip(*args: object, **kwargs: object) -> None:
@@ -139,10 +140,11 @@ def test_an_sdist_only_requirement_fails_with_one_line_naming_it(tmp_path: Path)
     make_sdist(tmp_path / "dists")
     index = ("--no-index", "--find-links", str(tmp_path / "dists"))
     with pytest.raises(PackagingError) as err:
-        wheels.requirements_layer(["onlysdist"], "3.10", index_args=index, cache=tmp_path / "cache")
+        wheels.requirements_layer(["onlysdist"], "3.10", index_args=index, cache=tmp_path / "cache",
+                                  platforms=("manylinux2014_x86_64",))
     message = str(err.value)
     assert "\n" not in message
-    assert "'onlysdist' has no wheel for Python 3.10 on manylinux2014_x86_64" in message
+    assert "'onlysdist' has no wheel for Python 3.10 (cp310) on manylinux2014_x86_64" in message
 
 
 def test_without_dependencies_exactly_the_list_is_installed(tmp_path: Path) -> None:
@@ -154,7 +156,7 @@ def test_without_dependencies_exactly_the_list_is_installed(tmp_path: Path) -> N
                                       dependencies=False)
     assert layer is not None
     with tarfile.open(layer.path) as tar:
-        assert f"{layers.DEPS_DIR}/needsdep.py" in tar.getnames()
+        assert f"{layers.DEPS_DIR}/lib/python3.11/site-packages/needsdep.py" in tar.getnames()
 
 
 def test_pip_failures_read_as_one_line() -> None:
@@ -164,8 +166,10 @@ def test_pip_failures_read_as_one_line() -> None:
     assert wheels.pip_failure("ERROR: something odd\n", "3.10", ("p",)).endswith("failed: ERROR: something odd")
 
 
-def test_scripts_get_a_portable_shebang(tmp_path: Path) -> None:
+def test_scripts_get_a_portable_shebang_in_the_deps_bin(tmp_path: Path) -> None:
     (tmp_path / "bin").mkdir()
     (tmp_path / "bin" / "tool").write_bytes(b"#!/work/venv/bin/python\nimport tool\n")
-    wheels._fix_scripts(tmp_path)
-    assert (tmp_path / "bin" / "tool").read_bytes() == b"#!/usr/bin/env python3\nimport tool\n"
+    (tmp_path / "tool.py").write_text("")
+    entries = {name: value for name, value, _ in wheels._layer_entries(tmp_path, "3.11")}
+    assert entries[f"{layers.DEPS_DIR}/bin/tool"] == b"#!/usr/bin/env python3\nimport tool\n"
+    assert f"{layers.DEPS_DIR}/lib/python3.11/site-packages/tool.py" in entries

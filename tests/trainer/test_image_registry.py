@@ -42,7 +42,8 @@ BASE_FILES = [("etc/base-release", b"tiny base\n", False), ("usr/bin/hello", b"#
 def _spec(reg: Registry, wheels: Path | None = None, **kw: object) -> ImageSpec:
     extra: dict[str, object] = {}
     if wheels is not None:
-        extra = {"requirements": ("tinyreq==1.0",), "index_args": ("--no-index", "--find-links", str(wheels))}
+        extra = {"requirements": ("tinyreq==1.0",), "index_args": ("--no-index", "--find-links", str(wheels)),
+                 "platform": "manylinux_2_17_x86_64"}  # the test bases hold no C library to read it from
     fields = {"base": f"{reg.host}/base/py:base", "repository": f"{reg.host}/team/trainer", "module": "trainer.task",
               "args": ("--epochs", "1"), **extra, **kw}
     return ImageSpec(**fields)  # type: ignore[arg-type]
@@ -71,7 +72,9 @@ def test_build_and_push_shows_the_base_layers_then_vtrains(registry: Registry, t
     seen = _inspect(pushed.image.split("@")[0])
     assert seen["Digest"] == pushed.digest
     assert seen["Layers"] == base_layers + [b["digest"] for b in pushed.blobs[1:4]]
-    assert "PYTHONPATH=/opt/vtrain/trainer:/opt/vtrain/runtime:/opt/vtrain/deps" in seen["Env"]  # type: ignore[operator]
+    assert "PYTHONPATH=/opt/vtrain/trainer:/opt/vtrain/runtime:/opt/vtrain/deps/lib/python3.11/site-packages" in \
+        seen["Env"]  # type: ignore[operator]
+    assert "PYTHONUSERBASE=/opt/vtrain/deps" in seen["Env"]  # type: ignore[operator]
     config = _inspect(pushed.image.split("@")[0], "--config")["config"]
     assert config["Entrypoint"] == ["python3", "-m", "trainer.task"]  # type: ignore[index]
     assert config["Cmd"] == ["--epochs", "1"]  # type: ignore[index]
@@ -131,7 +134,8 @@ def test_a_base_on_another_registry_is_streamed_across_and_only_its_config_read(
                          module="trainer.task")
         built = build_image(spec, make_trainer(tmp_path / "t"), tmp_path / "out", base_client)
         config_digest = built.base.manifest["config"]["digest"]
-        assert seen == ["GET base/py/manifests/base", f"GET base/py/blobs/{config_digest}"]
+        # /v2/ first (is it a registry?), then the manifest and the config: never a base layer
+        assert seen == ["GET ", "GET base/py/manifests/base", f"GET base/py/blobs/{config_digest}"]
         pushed = push_image(built, RegistryClient(other.host), base_client)
         base = pushed.blobs[0]
         assert base["action"] == "copied"
@@ -209,9 +213,10 @@ def test_a_base_image_that_does_not_exist_is_one_line(registry: Registry, tmp_pa
 def test_an_sdist_only_requirement_stops_the_build_before_anything_is_sent(
         registry: Registry, tmp_path: Path) -> None:  # noqa: F811
     push_base(registry.client(), "base/py", BASE_FILES, tmp_path)
-    spec = _spec(registry, requirements=("onlysdist",),
+    spec = _spec(registry, requirements=("onlysdist",), platform="manylinux_2_17_x86_64",  # the base has no libc
                  index_args=("--no-index", "--find-links", str(make_sdist(tmp_path / "dists").parent)))
-    with pytest.raises(PackagingError, match=r"^requirement 'onlysdist' has no wheel for Python 3\.11 on "):
+    with pytest.raises(PackagingError, match=r"^requirement 'onlysdist' has no wheel for Python 3\.11 "
+                                             r"\(cp311\) on manylinux_2_17_x86_64 "):
         build_and_push(spec, make_trainer(tmp_path / "t"), cache=tmp_path / "cache")
     assert registry.client().manifest("team/trainer", "latest") is None
     assert requests.get(f"http://{registry.host}/v2/_catalog", timeout=5).json()["repositories"] == ["base/py"]
@@ -293,6 +298,7 @@ class _TokenRegistry(BaseHTTPRequestHandler):
 
     def _answer(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
         self.send_response(status)
+        self.send_header("Docker-Distribution-API-Version", "registry/2.0")
         for name, value in (headers or {}).items():
             self.send_header(name, value)
         self.send_header("Content-Length", str(len(body)))

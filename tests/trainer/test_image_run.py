@@ -68,7 +68,7 @@ def test_the_image_runs_its_trainer_with_the_images_python(registry: Registry, t
                    timeout=120)
     rootfs = bundle / "rootfs"
     assert (rootfs / "opt/vtrain/trainer/trainer/task.py").is_file()
-    assert (rootfs / "opt/vtrain/deps/tinyreq.py").is_file()
+    assert (rootfs / "opt/vtrain/deps/lib/python3.11/site-packages/tinyreq.py").is_file()
     process = json.loads((bundle / "config.json").read_text())["process"]  # umoci's view of the image config
     env = dict(item.split("=", 1) for item in process["env"])
     assert process["args"] == ["python3.11", "-m", "trainer.task", "--epochs", "1"]

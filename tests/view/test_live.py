@@ -231,3 +231,47 @@ class Tty(io.StringIO):
 ])  # fmt: skip
 def test_live_only_on_a_terminal_a_person_watches(env: dict[str, str], tty: bool, live: bool) -> None:
     assert live_possible(Tty() if tty else io.StringIO(), env) is live
+
+
+class _Job:
+    """A job's rows (three replicas) for the view, without a job."""
+
+    def progress(self) -> dict:
+        return {"name": "quickstart-keras", "state": "JOB_STATE_RUNNING", "seconds": 12.0,
+                "replicas": [{"replica": label, "state": "running", "step": 120, "rate": 9.5, "restarts": 0}
+                             for label in ("chief-0", "worker-0", "worker-1")]}  # fmt: skip
+
+
+def test_a_terminal_too_narrow_for_the_table_gets_plain_lines() -> None:
+    logs, err = io.StringIO(), io.StringIO()
+    view = Watch(live=True, logs=logs, err=err, width=20, progress_every=30.0)
+    assert view.watch(_Job(), lambda: "JOB_STATE_SUCCEEDED", last_line=True) == "JOB_STATE_SUCCEEDED"
+    assert not view.live  # no table drawn, wrapped cell by cell into 20 columns
+    lines = err.getvalue().splitlines()
+    assert lines[0] == "[vtrain] the terminal is too narrow for the live view: progress lines every 30 s instead"
+    assert lines[1:] == ["[vtrain] progress 0:12: chief-0 running step 120 (9.5/s); worker-0 running step 120 "
+                         "(9.5/s); worker-1 running step 120 (9.5/s)"]  # fmt: skip
+    view.on_line(CHIEF, "Epoch 1/2", "stdout")  # as off a terminal: the replicas' Python lines are shown
+    assert logs.getvalue() == "[chief-0] Epoch 1/2\n"
+
+    wide = io.StringIO()
+    view = Watch(live=True, logs=io.StringIO(), err=wide, width=100)
+    view.watch(_Job(), lambda: "JOB_STATE_SUCCEEDED")
+    assert view.live and re.search(r"^worker-1\s+running\s+120\s+9\.5/s\s+0$", wide.getvalue(), re.M)
+
+
+def test_the_view_turns_plain_when_the_terminal_is_narrowed() -> None:
+    err = io.StringIO()
+    view = Watch(live=True, logs=io.StringIO(), err=err, width=100)
+
+    def narrowed() -> str:
+        view._console.width = 20  # the user drags the window narrower while the job runs
+        for _ in range(200):  # the view's thread sees it at its next redraw (once a second)
+            if not view.live:
+                break
+            time.sleep(0.05)
+        return "JOB_STATE_SUCCEEDED"
+
+    view.watch(_Job(), narrowed)
+    assert not view.live
+    assert "[vtrain] the terminal is too narrow for the live view" in err.getvalue()

@@ -98,7 +98,8 @@ def test_the_command_redraws_a_run_folder_and_refuses_what_is_none(tmp_path: Pat
     assert done.exit_code == 2 and "'not-a-job' is neither a folder nor a Vertex job ID" in done.stderr
     (run_dir / "result.json").write_text("{")
     done = CliRunner().invoke(cli, ["timeline", str(run_dir)])
-    assert done.exit_code != 0 and "has no readable result.json" in done.stderr and "Traceback" not in done.output
+    assert done.exit_code == 2 and "Traceback" not in done.output
+    assert done.stderr.startswith(f"error: {run_dir / 'result.json'}: unreadable: not JSON at line 1 column 2;")
 
 
 @pytest.mark.parametrize("bad", ["{}", "[]"])
@@ -106,7 +107,8 @@ def test_an_empty_result_draws_an_empty_timeline(tmp_path: Path, bad: str) -> No
     (tmp_path / "result.json").write_text(bad)
     if bad == "[]":
         done = CliRunner().invoke(cli, ["timeline", str(tmp_path)])
-        said = f"error: {tmp_path / 'result.json'} is not a run's result (a JSON object)\n"
-        assert done.exit_code == 1 and done.stderr == said
+        said = (f"error: {tmp_path / 'result.json'}: unreadable: the document is an array; allowed: an object; "
+                "a local run's folder has the result.json `vtrain local` wrote\n")
+        assert done.exit_code == 2 and done.stderr == said
         return
     assert [p.name for p in draw_run(tmp_path)] == ["timeline.html", "timeline.png"]

@@ -47,7 +47,7 @@ def push_images(config: JobConfig, planned: set[str], *, allow_credentials: bool
     pushed: list[Pushed] = []
     for spec in image_specs(config).values():
         result = build_and_push(spec, Path(package), credentials=creds, base_credentials=creds,
-                                allow_credentials=allow_credentials, on_blob=on_blob)
+                                allow_credentials=allow_credentials, on_blob=on_blob, skip=config.job_files())
         name = result.image.split("@", 1)[0]
         if name not in planned:
             raise PackagingError(f"built {name}, but the request names {', '.join(sorted(planned))}: did the trainer "

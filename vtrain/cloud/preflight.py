@@ -108,7 +108,7 @@ def _credentials(target: Target, backend: VertexBackend | None) -> tuple[Any, Ch
     import google.auth
     from google.auth.exceptions import DefaultCredentialsError
 
-    from vtrain.cloud.vertex.client import SCOPES
+    from vtrain.cloud.vertex.logreader import SCOPES
     from vtrain.cloud.vertex.retry import ADC_HELP
 
     try:
@@ -234,7 +234,17 @@ def _service_account(config: JobConfig, target: Target, credentials: Any) -> Che
         return Check("service account", FAIL, f"cannot reach IAM at {endpoint} ({type(err).__name__})")
     if tested.status_code >= 400 and tested.status_code != 403:
         return Check("service account", FAIL, f"IAM answered {tested.status_code} for {email}: {_message(tested)}")
-    granted = tested.json().get("permissions", []) if tested.status_code < 400 else []
+    granted: list[str] = []
+    if tested.status_code < 400:
+        from vtrain.foreigndata import Doc, Unreadable, parse_json
+
+        source = "IAM's testIamPermissions answer"
+        try:
+            answer = Doc(parse_json(tested.content, source, max_bytes=1 << 20), source).require_object()
+            granted = [item.string(limit=200) for item in answer.items("permissions")]
+        except Unreadable as err:
+            return Check("service account", WARN, f"{err}; whether you may act as {email} ({ACT_AS}) is not checked, "
+                                                  "and a job running as it fails at create if you may not")
     if ACT_AS not in granted:
         grant = f"gcloud iam service-accounts add-iam-policy-binding {email} --member=user:YOU"
         return Check("service account", FAIL, f"you may not act as {email} (no {ACT_AS}), which a job running as it "
@@ -244,10 +254,12 @@ def _service_account(config: JobConfig, target: Target, credentials: Any) -> Che
 
 
 def _message(response: Any) -> str:
+    from vtrain.foreign import printable
+
     try:
-        return str(response.json()["error"]["message"])
-    except Exception:  # not Google's error shape
-        return response.reason or "no message"
+        return printable(str(response.json()["error"]["message"]), limit=500)
+    except Exception:  # not Google's error shape (HTML, an array, too deep to parse)
+        return printable(str(response.reason or "no message"), limit=200)
 
 
 # ---- quota --------------------------------------------------------------------------------------
@@ -264,7 +276,7 @@ def _quota(body: dict[str, Any], target: Target, credentials: Any, backend: Vert
     if not needed:
         return Check("quota", PASS, "the job counts against no training quota")
     page = quota.QUOTA_PAGE.format(project=target.project, metric=needed[0].metric)
-    endpoint = target.api_endpoint if target.local else quota.CLOUD_QUOTAS
+    endpoint = target.api_endpoint if target.local and target.api_endpoint else quota.CLOUD_QUOTAS
     try:
         limits = quota.read_limits(AuthorizedSession(credentials), endpoint, target.project, target.region,
                                    [n.metric for n in needed])  # fmt: skip
@@ -361,12 +373,12 @@ def run_preflight(
     if credentials is None:
         names = ["vertex ai"] + (["staging bucket", "service account", "output dir", "quota"] if config else [])
         return Report((*checks, *(Check(n, SKIP, "needs credentials") for n in names)))
-    try:
-        if backend is None:
-            from vtrain.cloud.vertex import VertexBackend
+    if backend is None:  # with credentials in hand, making the client asks nothing yet (it cannot fail here)
+        from vtrain.cloud.vertex import VertexBackend
 
-            backend = VertexBackend.from_endpoint(target.project, target.region, target.api_endpoint,
-                                                  credentials=credentials, retry=RetryPolicy(attempts=2, initial=0.5))
+        backend = VertexBackend.from_endpoint(target.project, target.region, target.api_endpoint,
+                                              credentials=credentials, retry=RetryPolicy(attempts=2, initial=0.5))
+    try:
         backend.list(limit=1)
         checks.append(Check("vertex ai", PASS, f"project {target.project}, region {target.region}: "
                                                f"customJobs.list answers at {target.endpoint}"))  # fmt: skip

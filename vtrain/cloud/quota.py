@@ -24,11 +24,15 @@ parallel trials. A job on a persistent resource is not checked (its machines are
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from vtrain import catalog
+from vtrain.foreign import printable
+from vtrain.foreigndata import Doc, parse_json
+from vtrain.foreigndata import Unreadable as ForeignUnreadable
 
 SERVICE = "aiplatform.googleapis.com"
 CLOUD_QUOTAS = "https://cloudquotas.googleapis.com"
@@ -123,60 +127,111 @@ class Unreadable(Exception):
     """The quotas could not be read: a warning, never a failure."""
 
 
-def region_limit(info: Mapping[str, Any], region: str) -> int | None:
-    """The limit a QuotaInfo sets in `region`: its region entry, else its default; None if neither."""
+#: A page of QuotaInfos is ~100 KB; an answer past this is no Cloud Quotas answer.
+MAX_ANSWER_BYTES = 8 * 1024 * 1024
+_INT64 = re.compile(r"-?[0-9]{1,19}")
+
+
+def _limit(details: Doc) -> int | None:
+    """A QuotaInfo's ``details.value``: an int64 (proto3 JSON may spell it as a string); -1 is unlimited."""
+    value = details.value.get("value")
+    if isinstance(value, str) and _INT64.fullmatch(value.strip()):
+        details = Doc({**details.value, "value": int(value)}, details.source, details.path)
+    return details.integer("value", minimum=-1, whole_floats=True)
+
+
+def region_limit(info: Mapping[str, Any], region: str, source: str = "a QuotaInfo", path: str = "") -> int | None:
+    """The limit a QuotaInfo sets in `region`: its region entry, else its default; None if neither.
+
+    A field of the wrong type or range raises :class:`vtrain.foreigndata.Unreadable` naming it."""
     fallback = None
-    for entry in info.get("dimensionsInfos", []):
-        dims = entry.get("dimensions") or {}
-        value = (entry.get("details") or {}).get("value")
+    for entry in Doc(info, source, path).require_object().items("dimensionsInfos"):
+        entry.require_object()
+        dims = entry.mapping_or_empty("dimensions")
+        value = _limit(entry.mapping_or_empty("details"))
         if value is None:
             continue
-        if dims.get("region") == region:
-            return int(value)
-        if "region" not in dims or region in entry.get("applicableLocations", []):
-            fallback = int(value) if fallback is None else fallback
+        places = [where.string() for where in entry.items("applicableLocations")]
+        if dims.text("region") == region:
+            return value
+        if "region" not in dims.value or region in places:
+            fallback = value if fallback is None else fallback
     return fallback
+
+
+def _body(answer: Any, source: str) -> bytes:
+    """The answer's body, at most MAX_ANSWER_BYTES of it (the response was asked for streamed)."""
+    chunks, size = [], 0
+    try:
+        for chunk in answer.iter_content(65536):
+            size += len(chunk)
+            if size > MAX_ANSWER_BYTES:
+                raise ForeignUnreadable(source, f"more than {MAX_ANSWER_BYTES:,} bytes")
+            chunks.append(chunk)
+    finally:
+        answer.close()
+    return b"".join(chunks)
+
+
+def _page(body: bytes, source: str) -> Doc:
+    if body.lstrip()[:1] == b"<":
+        raise ForeignUnreadable(source, "an HTML page, not JSON (a proxy's or a sign-in page?)")
+    return Doc(parse_json(body, source, max_bytes=MAX_ANSWER_BYTES), source).require_object()
 
 
 def read_limits(session: Any, endpoint: str, project: str, region: str, metrics: Iterable[str],
                 timeout: float = 30) -> dict[str, int | None]:  # fmt: skip
-    """The limit of each metric in `region` (None: no such quota), paging through the service's QuotaInfos."""
+    """The limit of each metric in `region` (None: no such quota), paging through the service's QuotaInfos.
+
+    Every answer is read bounded and checked (:mod:`vtrain.foreigndata`): HTML, an array, a string or
+    ``1e999`` where a limit belongs is :class:`Unreadable`, which preflight turns into its warning."""
     from requests.exceptions import RequestException
 
     wanted = set(metrics)
     url = f"{endpoint}/v1/projects/{project}/locations/global/services/{SERVICE}/quotaInfos"
     found: dict[str, int | None] = dict.fromkeys(wanted)
     token = ""
-    for _ in range(100):  # a bound: the service has a few hundred quotas
+    for number in range(1, 101):  # a bound: the service has a few hundred quotas
         params = {"pageSize": "500", **({"pageToken": token} if token else {})}
+        source = "the Cloud Quotas API's answer" + (f" (page {number})" if number > 1 else "")
         try:
-            answer = session.get(url, params=params, timeout=timeout)
+            answer = session.get(url, params=params, timeout=timeout, stream=True)
+            body = _body(answer, source)
         except RequestException as err:
             raise Unreadable(f"cannot reach the Cloud Quotas API at {endpoint} ({type(err).__name__})") from None
+        except ForeignUnreadable as err:
+            raise Unreadable(str(err)) from None
         if answer.status_code >= 400:
-            raise Unreadable(_refusal(answer))
-        page = answer.json()
-        for info in page.get("quotaInfos", []):
-            if info.get("metric") in wanted:
-                found[info["metric"]] = region_limit(info, region)
-        token = page.get("nextPageToken", "")
+            raise Unreadable(_refusal(answer, body))
+        try:
+            page = _page(body, source)
+            for info in page.items("quotaInfos"):
+                metric = info.require_object().text("metric")
+                if metric in wanted:
+                    found[metric] = region_limit(info.value, region, source, info.path)
+            token = page.text("nextPageToken") or ""
+        except ForeignUnreadable as err:
+            raise Unreadable(str(err)) from None
         if not token:
             break
     return found
 
 
-def _refusal(answer: Any) -> str:
+def _refusal(answer: Any, body: bytes) -> str:
+    message = status = ""
     try:
-        error = answer.json()["error"]
-        message, status = str(error.get("message", "")), str(error.get("status", ""))
-    except Exception:  # not Google's error shape
-        message, status = answer.reason or "", ""
-    if answer.status_code == 403 and ("SERVICE_DISABLED" in str(answer.text) or "has not been used" in message):
+        error = Doc(parse_json(body, "the answer", max_bytes=MAX_ANSWER_BYTES), "the answer").mapping("error")
+        if error is not None:
+            message, status = error.text("message", limit=2000) or "", error.text("status", limit=100) or ""
+    except ForeignUnreadable:  # not Google's error shape
+        message = str(answer.reason or "")
+    if answer.status_code == 403 and (b"SERVICE_DISABLED" in body or "has not been used" in message):
         return ("the Cloud Quotas API is not enabled; `gcloud services enable cloudquotas.googleapis.com` "
                 "lets preflight read the limits")  # fmt: skip
     if answer.status_code == 403:
         return f"you may not read them (no {PERMISSION}; roles/cloudquotas.viewer has it)"
-    return f"the Cloud Quotas API answered {answer.status_code} {status}: {message}".rstrip(": ")
+    said = f"{printable(status, limit=100)}: {printable(message, limit=500)}".strip(": ")
+    return f"the Cloud Quotas API answered {answer.status_code} {said}".rstrip(": ").rstrip()
 
 
 def verdict(needed: list[Need], limits: Mapping[str, int | None], used: Mapping[str, int], jobs: int,

@@ -127,7 +127,7 @@ def register_model(backend: VertexBackend, config: JobConfig, job: VertexJob) ->
         result = operation.result(timeout=UPLOAD_TIMEOUT)
         return Registered(str(result.model), str(result.model_version_id), True)
 
-    return backend._call(attempt, action=f"register the model of job {job.name}",  # type: ignore[no-any-return]
+    return backend._call(attempt, action=f"register the model of job {job.name}",
                          resource=backend.parent, permission="aiplatform.models.upload")
 
 
@@ -166,7 +166,7 @@ def model_of_job(backend: VertexBackend, job_id: str) -> Registered | None:
                 return Registered(str(model.name), str(versions[0].version_id), False)
         return None
 
-    return backend._call(look, action=f"look up the model of job {job_id}",  # type: ignore[no-any-return]
+    return backend._call(look, action=f"look up the model of job {job_id}",
                          resource=backend.parent, permission="aiplatform.models.list")
 
 

@@ -175,19 +175,20 @@ def dry_run(plan: SubmitPlan, *, allow_credentials: bool = False, show_secrets: 
         from vtrain.cloud.images import body_images
         from vtrain.trainer.image.layers import scan_trainer
 
-        scan = scan_trainer(trainer.package, allow_credentials=allow_credentials)
+        scan = scan_trainer(trainer.package, allow_credentials=allow_credentials, skip=plan.config.job_files())
         if trainer.module:
             packaging.check_module(scan, trainer.module)
         extra["images"] = sorted(body_images(plan.body))
     elif trainer.package is not None:
-        scan = packaging.scan_package(trainer.package)
+        scan = packaging.check_contents(packaging.select_files(trainer.package, skip=plan.config.job_files()))
         # trainer.module and the pools' own `module`s: each must be in the package
         modules = dict.fromkeys(m for m in (trainer.module, *(p.module for p in plan.config.pools()
                                                               if p.container is None)) if m)
         for module in modules:
             packaging.check_module(scan, module)  # layout and syntax: what submit checks
         with tempfile.TemporaryDirectory(prefix=packaging.temp_prefix("dry-run")) as tmp:
-            sdist = packaging.build_sdist(trainer.package, Path(tmp), allow_credentials=allow_credentials)
+            sdist = packaging.build_sdist(trainer.package, Path(tmp), allow_credentials=allow_credentials,
+                                          skip=plan.config.job_files())
             for module in modules:
                 packaging.check_sdist(sdist, module)
             if not plan.packages[0].uri.endswith("/" + sdist.name):
@@ -338,6 +339,7 @@ def submit_job(
                 allow_credentials=allow_credentials,
                 progress=progress,
                 client=storage_client,
+                skip=plan.config.job_files(),
             )
         )
         uris = [s.uri for s in staged]

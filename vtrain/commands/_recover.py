@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from vtrain.commands._options import echo_json
+from vtrain.foreign import printable
 
 
 def _seconds(ctx: click.Context, param: click.Parameter, value: str) -> float:
@@ -50,7 +51,8 @@ def submit_recovering(job_file: str, *, recover: int, backoff: float, output: st
 
     def wait(result: Any, number: int) -> str:
         job = result.job
-        click.echo(f"attempt {number}: submitted {job.name} ({job.display_name})", err=output == "json")
+        click.echo(f"attempt {number}: submitted {job.name} ({printable(job.display_name)})",
+                   err=output == "json")
         seen: list[str] = []
 
         def on_state(state: str, elapsed: float) -> None:
@@ -69,14 +71,16 @@ def submit_recovering(job_file: str, *, recover: int, backoff: float, output: st
             raise SystemExit(code) from None
 
     def on_retry(attempt: Any, delay: float, variant: str) -> None:
-        click.echo(f"attempt {attempt.number} ({attempt.job.job_id}) FAILED, retryable: {attempt.verdict.reason}; "
+        reason = printable(attempt.verdict.reason)  # Vertex's words
+        click.echo(f"attempt {attempt.number} ({attempt.job.job_id}) FAILED, retryable: {reason}; "
                    f"resubmitting in {delay:g}s ({variant})", err=True)
 
     attempts = submit_with_recovery(job_file, recover=recover, wait=wait, on_retry=on_retry,
                                     base_backoff=backoff, poll=poll, **kwargs)
     last = attempts[-1]
     if last.verdict is not None and not last.verdict.retryable:
-        click.echo(f"attempt {last.number} FAILED, not retryable ({last.verdict.reason}): not resubmitted", err=True)
+        click.echo(f"attempt {last.number} FAILED, not retryable ({printable(last.verdict.reason)}): "
+                   "not resubmitted", err=True)
     elif last.verdict is not None:
         click.echo(f"attempt {last.number} FAILED, retryable, but --recover {recover} is used up", err=True)
     if output == "json":

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from vtrain.commands._options import echo_json, output_option
+from vtrain.foreign import printable
 
 
 def _size(n: int) -> str:
@@ -39,8 +40,8 @@ def info(output: str) -> None:
     click.echo(f"cache {data['cache_dir']}: {_size(data['size'])}{'' if data['exists'] else ' (not created yet)'}")
     for env in data["envs"]:
         used = f", last used {env['last_used']}" if env["last_used"] else ""
-        click.echo(f"  env {env['key']}  {env['state']:<10} {_size(env['size']):>10}{used}  "
-                   f"{', '.join(env['sdists'])}")
+        click.echo(f"  env {printable(env['key'])}  {env['state']:<10} {_size(env['size']):>10}{used}  "
+                   f"{printable(', '.join(env['sdists']))}")  # names of files in the cache: anyone's
     for name in ("sdists", "downloads", "sdist-files"):
         part = data[name]
         click.echo(f"  {name:<11} {part['files']} file(s), {_size(part['size'])}")
@@ -58,7 +59,7 @@ def clear(output: str) -> None:
         echo_json(data)
         return
     for path in data["removed"]:
-        click.echo(f"removed {path}")
+        click.echo(f"removed {printable(str(path))}")
     for kept in data["kept"]:
-        click.echo(f"kept {kept['path']} ({kept['why']})")
+        click.echo(f"kept {printable(str(kept['path']))} ({kept['why']})")
     click.echo(f"freed {_size(data['freed'])} in {data['cache_dir']}")

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from vtrain.commands._options import UserPath, output_option, project_option, region_option, set_option
 from vtrain.errors import ConfigError
+from vtrain.foreign import printable
+
+if TYPE_CHECKING:
+    from vtrain.jobfile.model import JobConfig
 
 _JOB = click.argument("job_file", metavar="JOB.yaml", type=UserPath(dir_okay=False))
 _TARGET = click.option(
@@ -32,9 +36,10 @@ def _summary(config: object) -> str:
         if pool.tpu_topology:
             machine += f" ({pool.tpu_topology})"
         parts.append(f"{pool.role} {pool.replicas} × {machine}")
-    if config.used_dtensor is not None:
-        dims = " x ".join(f"{name} {size}" for name, size in config.dtensor.mesh)
-        parts.append(f"dtensor mesh {dims} = {config.dtensor.size} devices")
+    dtensor = config.used_dtensor
+    if dtensor is not None:
+        dims = " x ".join(f"{name} {size}" for name, size in dtensor.mesh)
+        parts.append(f"dtensor mesh {dims} = {dtensor.size} devices")
     tuning = config.tuning
     if tuning is not None:
         parts.append(f"tuning {tuning.metric.name} ({tuning.metric.goal}) by {tuning.algorithm} search over "
@@ -93,11 +98,11 @@ def _validate_one(
     if output == "github":
         for warning in config.warnings:
             click.echo(warning.github())
-        click.echo(f"{job_file}: valid: {_summary(config)}")
+        click.echo(printable(f"{job_file}: valid: {_summary(config)}"))  # a file name a glob found, a name
         return
     for warning in config.warnings:
         click.echo(str(warning), err=True)
-    click.echo(f"{job_file}: valid: {_summary(config)}")
+    click.echo(printable(f"{job_file}: valid: {_summary(config)}"))  # a file name a glob found, a name
 
 
 def _where_render_looks(config: Any, job_file: str) -> None:
@@ -181,7 +186,7 @@ def _model_request(request: Any, where: Any, output: str, show: bool) -> None:
     click.echo(render_body(body, output), nl=False)
 
 
-def _estimate_hint(config: object) -> str | None:
+def _estimate_hint(config: JobConfig) -> str | None:
     try:
         from vtrain.estimate import estimate_hint
     except ImportError:

@@ -17,7 +17,7 @@ import click
 from vtrain.commands._options import UserPath, echo_json, output_option, set_option
 
 
-class _LibraryValue(click.ParamType):
+class _LibraryValue(click.ParamType):  # type: ignore[type-arg]  # click 8.1 (allowed) cannot subscript it
     """A flag whose text a vtrain.estimate parser reads; its EstimateError becomes a click usage error."""
 
     def __init__(self, name: str, parse: Callable[[str], Any]) -> None:
@@ -289,9 +289,13 @@ def _show(config: Any, report: Any, plot: str | None, output: str, data: dict[st
     if output == "json":
         echo_json({**data, "tuning": study})
         return
+    from vtrain.foreign import printable_lines
+
+    # The text quotes a run's profiles (replica and device names, their warnings): printable, line by line.
     if head:
-        click.echo(head)
-    click.echo(model.format_report(report))
+        click.echo("\n".join(printable_lines(head)) + ("\n" if head.endswith("\n") else ""))
+    for line in printable_lines(model.format_report(report)):
+        click.echo(line)
     if study is not None:
         from vtrain.tuning.estimate import study_lines
 

@@ -6,12 +6,16 @@ stdout (`-o json` for CI); refusals arrive as VtrainError, printed by the CLI as
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from vtrain.commands._options import echo_json, label_filter_option, output_option, watch_options
-from vtrain.commands.vertex import _JOB, _POLL, _short, _time, _where
+from vtrain.commands._options import echo_json, label_filter_option, output_option, watch_options, where_options
+from vtrain.commands.vertex import _JOB, _POLL, _short, _time
+from vtrain.foreign import printable
+
+if TYPE_CHECKING:
+    from vtrain.cloud.target import Where
 
 #: Vertex JobState names without the JOB_STATE_ prefix (tests keep this in step with aiplatform_v1).
 JOB_STATES = (
@@ -141,7 +145,7 @@ def _iso(proto: Any, field: str) -> str | None:
               "status and exit as --exit-code does.")
 @watch_options
 @_POLL
-@_where
+@where_options
 def status(
     job: str,
     output: str,
@@ -150,9 +154,7 @@ def status(
     plain: bool,
     progress_every: float,
     poll: float,
-    project: str | None,
-    region: str | None,
-    api_endpoint: str | None,
+    where: Where,
 ) -> None:
     """Show a job's state. JOB is a job ID or a full projects/P/locations/R/customJobs/ID name
     (or .../hyperparameterTuningJobs/ID: then the trial table and the best trial too).
@@ -162,9 +164,8 @@ def status(
     --watch waits for the end first (Ctrl-C: exit 130, the job keeps running).
     """
     from vtrain.cloud.submit import get_job, job_dict
-    from vtrain.cloud.target import Where
 
-    handle = get_job(job, Where(project, region, api_endpoint), poll=poll)
+    handle = get_job(job, where, poll=poll)
     if watch:
         _watch(handle, poll, plain, progress_every, output)
         state_exit_code = True
@@ -175,8 +176,8 @@ def status(
 
         rows = _fields(handle)
         width = max(len(k) for k, _ in rows)
-        for key, value in rows:
-            click.echo(f"{key:<{width}}  {value}")
+        for key, value in rows:  # the values are Vertex's answer (an error message, a display name)
+            click.echo(f"{key:<{width}}  {printable(str(value))}")
         echo_trials(handle)
     if state_exit_code:
         raise SystemExit(handle.exit_code)
@@ -193,24 +194,21 @@ def status(
 )
 @click.option("--timestamps", is_flag=True, help="Start each line with its Cloud Logging timestamp.")
 @_POLL
-@_where
+@where_options
 def logs(
     job: str,
     follow: bool,
     replica: str | None,
     timestamps: bool,
     poll: float,
-    project: str | None,
-    region: str | None,
-    api_endpoint: str | None,
+    where: Where,
 ) -> None:
     """Print a job's log from Cloud Logging, each line prefixed by its replica: [chief-0],
     [worker-1], [ps-0], [evaluator-0] as `vtrain local` prints them, [vertex] for Vertex's own lines.
     JOB is a job ID or a full projects/P/locations/R/customJobs/ID name."""
     from vtrain.cloud.submit import get_job
-    from vtrain.cloud.target import Where
 
-    handle = get_job(job, Where(project, region, api_endpoint), poll=poll)
+    handle = get_job(job, where, poll=poll)
     if replica is not None:
         _check_replica(handle, replica)
     try:
@@ -223,14 +221,13 @@ def logs(
 @click.command()
 @_JOB
 @output_option("text", "json")
-@_where
-def cancel(job: str, output: str, project: str | None, region: str | None, api_endpoint: str | None) -> None:
+@where_options
+def cancel(job: str, output: str, where: Where) -> None:
     """Ask Vertex AI to stop a job (it goes CANCELLING, then CANCELLED). A job that already
     ended is left alone. JOB is a job ID or a full projects/P/locations/R/customJobs/ID name."""
     from vtrain.cloud.submit import cancel_job, job_dict
-    from vtrain.cloud.target import Where
 
-    handle, sent = cancel_job(job, Where(project, region, api_endpoint))
+    handle, sent = cancel_job(job, where)
     if output == "json":
         echo_json(job_dict(handle))
     elif sent:
@@ -254,25 +251,21 @@ def cancel(job: str, output: str, project: str | None, region: str | None, api_e
 )
 @label_filter_option
 @output_option("text", "json")
-@_where
+@where_options
 def list_jobs(
     state: str | None,
     limit: int,
     filter_: str | None,
     labels: tuple[str, ...],
     output: str,
-    project: str | None,
-    region: str | None,
-    api_endpoint: str | None,
+    where: Where,
 ) -> None:
     """List CustomJobs and HyperparameterTuningJobs (marked "(tuning)") in the project and region, newest first."""
     from vtrain.cloud.submit import job_dict
     from vtrain.cloud.submit import list_jobs as find_jobs
-    from vtrain.cloud.target import Where
 
     terms = [filter_] if filter_ else []
     terms += labels
-    where = Where(project, region, api_endpoint)
     jobs = find_jobs(where, state=state, limit=limit, filter=" AND ".join(terms) or None)
     if output == "json":
         echo_json([job_dict(j) for j in jobs])
@@ -282,7 +275,7 @@ def list_jobs(
         return
     rows = [("ID", "STATE", "CREATED", "NAME")]
     rows += [(j.job_id, _short(j.state), _time(_iso(j.proto, "create_time")),
-              j.display_name + (" (tuning)" if getattr(j, "kind", "") == "tuning" else "")) for j in jobs]
+              printable(j.display_name) + (" (tuning)" if getattr(j, "kind", "") == "tuning" else "")) for j in jobs]
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     for row in rows:
         click.echo("  ".join(c.ljust(w) for c, w in zip(row[:3], widths, strict=True)) + "  " + row[3])

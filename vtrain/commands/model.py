@@ -3,10 +3,15 @@ Vertex AI Model Registry, for a submit that did not wait. `submit --wait` does t
 
 from __future__ import annotations
 
-import click
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from vtrain.commands._options import UserPath, output_option, set_option
-from vtrain.commands.vertex import _JOB, _where, echo_registered
+import click
+from vtrain.commands._options import UserPath, output_option, set_option, where_options
+from vtrain.commands.vertex import _JOB, echo_registered
+
+if TYPE_CHECKING:
+    from vtrain.cloud.target import Where
 
 
 @click.group()
@@ -20,15 +25,13 @@ def model() -> None:
               type=UserPath(dir_okay=False), help="The job file whose `model:` block says how to register it.")
 @output_option("text", "json")
 @set_option
-@_where
-def upload(job: str, job_file: str, output: str, overrides: tuple[str, ...], project: str | None, region: str | None,
-           api_endpoint: str | None) -> None:  # fmt: skip
+@where_options
+def upload(job: str, job_file: str, output: str, overrides: tuple[str, ...], where: Where) -> None:
     """Upload JOB's model dir (AIP_MODEL_DIR: model/ under its base output directory) as the job file's
     `model:` block says. Only a job that SUCCEEDED; idempotent (a version this job, or an identical run,
     made is named, not uploaded again)."""
     from vtrain.cloud.registry import register_model
     from vtrain.cloud.submit import get_job
-    from vtrain.cloud.target import Where
     from vtrain.errors import ConfigError, Problem
     from vtrain.jobfile.load import load_config
 
@@ -37,6 +40,7 @@ def upload(job: str, job_file: str, output: str, overrides: tuple[str, ...], pro
         raise ConfigError([Problem("model", "the job file has no model: block; add one to say how to register "
                                             "the job's model", job_file)])
     # A bare job ID is looked up where the job file says (flags first), as submit created it.
-    handle = get_job(job, Where(project or config.project, region or config.written_region(), api_endpoint))
+    handle = get_job(job, replace(where, project=where.project or config.project,
+                                  region=where.region or config.written_region()))
     registered = register_model(handle._backend, config, handle)
     echo_registered(registered, handle.project, output)

@@ -10,6 +10,7 @@ from typing import IO, Any
 import click
 
 from vtrain.errors import JobFailed
+from vtrain.foreign import printable
 
 
 class LiveTable:
@@ -35,9 +36,11 @@ class LiveTable:
             self.shown = len(lines)
 
     def write(self, text: str) -> int:
+        # a trial's error quotes its trainer
+        shown = "\n".join(printable(part, limit=None) for part in text.split("\n"))
         with self.lock:
             self._erase()
-            self.stream.write(text)
+            self.stream.write(shown)
             self._draw()
             self.stream.flush()
         return len(text)
@@ -92,7 +95,7 @@ def run_study(config: Any, *, output_dir: str | None, max_parallel: int | None, 
             state = study.wait()
     finally:
         display.close()
-    result = study.result
+    result = study.summary
     if output == "json":
         click.echo(json.dumps(result, indent=2))
     else:

@@ -17,6 +17,15 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 
 from vtrain.errors import DilocoError
+from vtrain.foreign import printable
+
+
+class PrintableFormatter(logging.Formatter):
+    """The syncer's lines name its peers (a learner's name, its manifest's tensor names, a reason it
+    sent): each line of a record is made printable, so a peer's text cannot drive a terminal."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return "\n".join(printable(line) for line in super().format(record).split("\n"))
 
 
 def serve(env: Mapping[str, str]) -> int:
@@ -71,12 +80,14 @@ def serve(env: Mapping[str, str]) -> int:
 
 
 def main() -> None:
-    logging.basicConfig(level=os.environ.get("VTRAIN_LOG_LEVEL", "INFO"),
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    handler = logging.StreamHandler()
+    handler.setFormatter(PrintableFormatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    logging.basicConfig(level=os.environ.get("VTRAIN_LOG_LEVEL", "INFO"), handlers=[handler])
     try:
         code = serve(os.environ)
     except DilocoError as err:
-        print(f"error: {err}", file=sys.stderr, flush=True)
+        err.show(sys.stderr)  # its lines printable
+        sys.stderr.flush()
         code = 1
     sys.exit(code)
 

@@ -188,9 +188,11 @@ class Handler(BaseHTTPRequestHandler):
             self._record(None)
 
     def _record(self, status: int | None) -> None:
-        entry, self._entry = getattr(self, "_entry", None), None
+        entry: list[Any] | None = getattr(self, "_entry", None)
+        self._entry = None
         if entry is not None:
-            self.server.record(*entry, status)
+            method, path, query, body, size = entry
+            self.server.record(method, path, query, body, size, status)
 
     def _answer(self, path: str, query: dict[str, str], body: bytes) -> int | None:
         """Route the request (with any injected fault); the status answered, None if dropped."""
@@ -320,8 +322,9 @@ class Handler(BaseHTTPRequestHandler):
 
 def _printable(text: str) -> str:
     """A request target fit for one log line: control characters escaped, length capped."""
-    shown = text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
-    return shown if len(shown) <= 200 else shown[:200] + "..."
+    from vtrain.foreign import printable
+
+    return printable(text, limit=200)
 
 
 def _error_body(code: int) -> dict[str, Any]:

@@ -14,8 +14,6 @@ that did not succeed) into errors.
 
 from __future__ import annotations
 
-import contextlib
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +22,9 @@ from vtrain.constants import LOCAL_RUNS_DIR, MIN_TIMED_STEPS, PROFILE_FOLDER, PR
 from vtrain.errors import EstimateError
 from vtrain.estimate.memory import Device
 from vtrain.estimate.peaks import GPU_PEAK_TFLOPS, TPU_PEAK_TFLOPS
+from vtrain.estimate.profile import check_profile, read_profile
+from vtrain.foreign import printable
+from vtrain.foreigndata import Doc, Unreadable, kind, read_json, source_name
 
 DEFAULT_UTILISATION = 0.4
 UTILISATION_RANGE = (0.3, 0.6)
@@ -31,6 +32,8 @@ _GRAD = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 _POLICY = {"float32": "fp32", "mixed_bfloat16": "mixed_bf16", "mixed_float16": "mixed_fp16"}
 _SLOTS = {0: "sgd", 1: "momentum", 2: "adam"}
 SUCCEEDED = "JOB_STATE_SUCCEEDED"
+#: A run's result.json: a long run's steps make it a few MB.
+RESULT_MAX_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -107,31 +110,43 @@ def load_run(path: Path, expected_hash: str | None, strict: bool = False) -> Run
     profiles_at = folder / PROFILE_FOLDER if (folder / PROFILE_FOLDER).is_dir() else folder
     for file in sorted(profiles_at.glob("*.json")):
         try:
-            data = json.loads(file.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as err:
-            problem(f"{file}: not a profile ({err}); left out")
+            data = read_profile(file)
+        except Unreadable as err:
+            problem(f"{err}: not a profile; left out")
             continue
-        version = data.get("version") if isinstance(data, dict) else None
-        if not isinstance(version, int) or version != PROFILE_VERSION:
+        version = data.get("version")
+        if not isinstance(version, int) or isinstance(version, bool) or version != PROFILE_VERSION:
             what = "an older" if not isinstance(version, int) or version < PROFILE_VERSION else "a newer"
-            problem(f"{file}: profile version {version} is from {what} vtrain (this one reads {PROFILE_VERSION}); "
-                    "left out, so its inputs fall back to flags and defaults")
+            problem(f"{source_name(file)}: profile version {kind(version)} is from {what} vtrain (this one reads "
+                    f"{PROFILE_VERSION}); left out, so its inputs fall back to flags and defaults")
             continue
-        profiles[str(data.get("replica") or file.stem)] = data
+        try:
+            check_profile(data, source_name(file))
+        except Unreadable as err:  # a profile of this format with a wrong number: no verdict rests on it
+            raise EstimateError(f"--from-run: {err}") from None
+        profiles[printable(str(data.get("replica") or file.stem), limit=100)] = data
     if not profiles:
-        raise EstimateError(f"--from-run {folder}: no readable profile in {profiles_at}"
+        raise EstimateError(f"--from-run {source_name(folder)}: no readable profile in {source_name(profiles_at)}"
                             + (f" ({warnings[-1]})" if warnings else ""))
-    state = None
-    with contextlib.suppress(OSError, ValueError, AttributeError):
-        state = json.loads((folder / "result.json").read_text(encoding="utf-8")).get("state")
-    run = Run(folder, next(iter(profiles.values())).get("job_id"), state, profiles, warnings)
+    state, result_problem = None, False
+    if (folder / "result.json").exists():
+        try:
+            state = Doc(read_json(folder / "result.json", max_bytes=RESULT_MAX_BYTES),
+                        source_name(folder / "result.json")).text("state", limit=100)
+        except Unreadable as err:
+            result_problem = True
+            problem(f"{err}; the run is taken as one that has not ended")
+    job_id = next(iter(profiles.values())).get("job_id")
+    run = Run(folder, None if job_id is None else printable(job_id), state, profiles, warnings)
     found = run.main.get("config_hash")
     if expected_hash and found and found != expected_hash:
-        problem(f"{folder} is a run of another job shape (profile config hash {found}, this job file's "
+        problem(f"{folder} is a run of another job shape (profile config hash {printable(found)}, this job file's "
                 f"{expected_hash}): its measurements are used as they are")
     if state is not None and state != SUCCEEDED:
-        problem(f"{folder} ended {state.removeprefix('JOB_STATE_')}: the measurements it reached are used")
-    elif state is None and profiles_at != folder:  # a copied Vertex job's profiles have no result.json: "complete" says
+        ended = printable(state.removeprefix("JOB_STATE_"))
+        problem(f"{folder} ended {ended}: the measurements it reached are used")
+    elif state is None and profiles_at != folder and not result_problem:
+        # (a copied Vertex job's profiles have no result.json: "complete" says)
         problem(f"{folder} has no result.json (still running, or killed): the measurements it reached are used")
     incomplete = sorted(name for name, p in profiles.items() if not p.get("complete"))
     if incomplete:
@@ -214,7 +229,8 @@ def _optimizer(p: dict[str, Any]) -> tuple[str, str] | None:
         return None
     slots = round(float(opt["slots_per_param"]))
     name = _SLOTS.get(min(slots, 2), "adam")
-    return name, f"{opt.get('name')}: {opt.get('slot_bytes')} B of slots = {opt['slots_per_param']:g} per parameter"
+    called = printable(str(opt.get("name")))
+    return name, f"{called}: {opt.get('slot_bytes')} B of slots = {opt['slots_per_param']:g} per parameter"
 
 
 def measured_inputs(run: Run, device: Device, utilisation: float) -> tuple[dict[str, Source], list[str]]:

@@ -100,6 +100,7 @@ class BuildConfig:
     requirements: tuple[str, ...] = ()
     python_version: str | None = None
     dependencies: bool = True
+    platform: str | None = None
 
 
 @dataclass(frozen=True)
@@ -223,6 +224,11 @@ class JobConfig:
         found = [self.chief, self.workers, self.parameter_servers, self.reduction_server, self.second_learners,
                  self.evaluator]
         return [p for p in found if p is not None and p.replicas != 0]
+
+    def job_files(self) -> tuple[Path, ...]:
+        """The job file itself: never one of the trainer's files, even inside its folder (as `vtrain init`
+        lays it out), so that editing `args` changes neither the sdist's name nor the image's tag."""
+        return (self.source,) if self.source is not None else ()
 
     def written_region(self) -> str | None:
         """The region the job file (or a --set) names; None when only the default applies,

@@ -160,15 +160,25 @@ JOB_SCHEMA = Obj(
                                           "REGION-docker.pkg.dev/PROJECT/REPO/NAME (Artifact Registry, in the "
                                           "job's region); vtrain tags it with the hash of what goes into it."),
                         "requirements": ListOf(Str(), single_ok=True, examples=(["tf-keras==2.17.0"],),
-                                               doc="What pip installs into the image, as wheels for the base's "
-                                               "Python and platform: requirement specifiers, or requirements "
-                                               "files (an entry ending in .txt, relative to this file)."),
+                                               doc="What pip installs into the image besides the trainer's own "
+                                               "declared dependencies, as wheels for the base's Python and "
+                                               "platform: requirement specifiers, or requirements files (an "
+                                               "entry ending in .txt, relative to this file; inside one, -r and "
+                                               "-c may name only files under this file's directory)."),
                         "python_version": Str(examples=("3.11",),
                                               doc="The base image's Python (MAJOR.MINOR), for a base whose config "
                                               "says none (prebuilt images: read from their name)."),
                         "dependencies": Bool(default=True,
                                              doc="Install the requirements' own dependencies too (false: exactly "
-                                             "the list, pip --no-deps, so the base's numpy is not shadowed)."),
+                                             "the list, pip --no-deps). Either way, what a prebuilt TensorFlow "
+                                             "base already has (TensorFlow and its dependencies) is not "
+                                             "installed again unless `requirements` names it."),
+                        "platform": Str(examples=("manylinux_2_35_x86_64",),
+                                        doc="The newest wheel platform tag the base runs: manylinux_2_NN_ARCH "
+                                        "for glibc 2.NN (manylinux2014_ARCH is 2.17), or musllinux_1_N_ARCH; "
+                                        "ARCH x86_64 or aarch64. Wheels for it and every older tag are "
+                                        "allowed. Left out: manylinux_2_31_x86_64 for prebuilt TensorFlow "
+                                        "images, else read from the base's C library as the image is built."),
                     },
                     required=("repository",),
                     doc="Build a container image from `package` on `image` (the base) and push it, with no Docker "
@@ -194,7 +204,8 @@ JOB_SCHEMA = Obj(
                                      doc="TensorFlow strategy the replicas use, given to them as "
                                      f"{STRATEGY_ENV}; auto picks it from each replica's environment (TPU, TF_CONFIG "
                                      "workers, local GPUs); dtensor shards the model over the `dtensor:` block's "
-                                     "mesh."),
+                                     "mesh; horovod runs Horovod scripts on vtrain.horovod (one rank per chief/"
+                                     "worker replica, at most 1 GPU each; docs/guides/horovod.md)."),
         "cluster": Obj(
             {
                 "chief": pool("Pool 0: exactly one replica; its outcome is the job's. " + POOL_DOC),

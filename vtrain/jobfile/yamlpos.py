@@ -44,7 +44,8 @@ class Positions:
     def alias(self, written: PathKey, canonical: PathKey) -> None:
         """Make positions recorded under a key alias (`ps`) findable by the canonical name."""
         n = len(written)
-        for table in (self.values, self.keys, self.texts):
+        tables: tuple[dict[PathKey, Any], ...] = (self.values, self.keys, self.texts)
+        for table in tables:
             for path in [p for p in table if p[:n] == written]:
                 table.setdefault(canonical + path[n:], table[path])
 
@@ -91,11 +92,11 @@ class _BoundedLoader(yaml.SafeLoader):
 
     composed = 0
 
-    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node:
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
         self.composed += 1
         if self.composed > MAX_NODES:
             raise _TooLarge
-        return super().compose_node(parent, index)  # type: ignore[no-any-return]
+        return super().compose_node(parent, index)
 
 
 def _pos(file: str, mark: yaml.Mark | None) -> Position:
@@ -117,6 +118,10 @@ def _yaml_error_problem(err: yaml.YAMLError, file: str) -> Problem:
         text = f"YAML syntax error: {text}" + (f" ({context})" if context else "")
     pos = _pos(file, mark)
     return Problem(path="", message=text, file=file, line=pos.line, column=pos.column)
+
+
+def _escaped(key: str | int) -> str | int:
+    return key.encode("utf-8", "backslashreplace").decode("utf-8") if isinstance(key, str) else key
 
 
 class _Walker:
@@ -151,6 +156,8 @@ class _Walker:
                     self._problem(path, key_node, "mapping keys must be plain scalars")
                     continue
                 key = key if isinstance(key, str) else str(key_node.value)  # `off:` is the key "off", not False
+                if self._not_text(key, (*path, key), key_node):
+                    continue
                 child = (*path, key)
                 if key in result and (id(key_node) not in own or key not in written):
                     pass  # a `<<:` merge supplied it: later entries override, as YAML merge keys do
@@ -169,7 +176,26 @@ class _Walker:
         value = self.loader.construct_object(node, deep=True)
         if not isinstance(value, str) and isinstance(node, yaml.ScalarNode) and node.style is None:
             self.positions.texts[path] = node.value
+        if isinstance(value, str) and self._not_text(value, path, node):
+            return _escaped(value)  # refused above; printable meanwhile
         return value
+
+    def _not_text(self, value: str, path: PathKey, node: yaml.Node) -> bool:
+        """A lone surrogate (a double-quoted "\\ud800" makes one; the reader refuses them written raw) is no
+        text: UTF-8 cannot encode it, so render, a terminal, a file and Vertex would all fail on it later."""
+        if value.isascii():
+            return False
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as err:
+            code = ord(value[err.start])
+            path = tuple(_escaped(k) for k in path)  # a key may hold it: the message must print
+            self._problem(path, node, f"contains a lone surrogate (\\u{code:04x}, from a \\u escape) at character "
+                                      f"{err.start + 1}, which is not text: UTF-8 cannot hold it; remove it, or "
+                                      "write the character itself (or \\U and its 8 hex digits: YAML does not join "
+                                      "a pair of \\u escapes)")
+            return True
+        return False
 
     def _problem(self, path: PathKey, node: yaml.Node, message: str) -> None:
         pos = _pos(self.file, node.start_mark)

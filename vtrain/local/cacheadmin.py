@@ -9,6 +9,9 @@ Under the cache dir (VTRAIN_CACHE_DIR, else $XDG_CACHE_HOME/vtrain, else ~/.cach
     downloads/       prebuilt package_uris fetched from Cloud Storage
     sdist-files/     per trainer layout, the selected files its build backend left out of the sdist
                      (what names the sdist without building it again; `vtrain.trainer.packaging`)
+    image-layers/    built requirements layers of trainer images (`vtrain.trainer.image.wheels`)
+    image-bases/     each base image's C library, by its config digest (`vtrain.trainer.image.libc`)
+    trainer-requires/ a trainer's dependencies as its build backend reported them, by content hash
 
 Only these entries are ever removed, so a cache dir pointed at a folder holding other things
 loses nothing else. An environment a running job uses, or one being built, is kept and named.
@@ -25,7 +28,7 @@ from typing import Any
 
 from vtrain.local.envcache import damage, locked, read_marker, remove
 
-PARTS = ("envs", "sdists", "downloads", "sdist-files")
+PARTS = ("envs", "sdists", "downloads", "sdist-files", "image-layers", "image-bases", "trainer-requires")
 
 
 def _size(path: Path) -> int:
@@ -81,7 +84,7 @@ def _envs(cache_dir: Path) -> list[Path]:
 
 def info(cache_dir: Path) -> dict[str, Any]:
     """Plain data: where the cache is, each environment with its state and size, the other parts."""
-    envs = []
+    envs: list[dict[str, Any]] = []
     for env in _envs(cache_dir):
         marker = read_marker(env) or {}
         use = env.parent / f"{env.name}.use"
@@ -91,7 +94,7 @@ def info(cache_dir: Path) -> dict[str, Any]:
             "sdists": [Path(str(s)).name for s in marker.get("sdists", []) or []],
             "last_used": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(last)) if last else None,
         })
-    parts = {name: {"path": str(cache_dir / name), "size": _size(cache_dir / name),
+    parts: dict[str, dict[str, Any]] = {name: {"path": str(cache_dir / name), "size": _size(cache_dir / name),
                     "files": sum(len(f) for _, _, f in os.walk(cache_dir / name))}
              for name in ("sdists", "downloads")}
     total = sum(e["size"] for e in envs) + sum(p["size"] for p in parts.values())

@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -23,6 +22,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from vtrain import proctree
 from vtrain.errors import BackendError
+from vtrain.foreign import printable, printable_lines
 from vtrain.handle import CANCELLED, CANCELLING, FAILED, PENDING, RUNNING, SUCCEEDED, JobHandle, Waiting
 from vtrain.local import env as localenv
 from vtrain.local.env import Plan, Replica
@@ -38,7 +38,9 @@ if TYPE_CHECKING:
 
 
 def _frozen(p: Proc) -> bool:
-    return p.popen is not None and proctree.frozen(p.popen.pid)
+    """Whether the replica's process is stopped: the container's own process for a container replica."""
+    inside = p.container.pid() if p.container is not None else None
+    return p.popen is not None and proctree.frozen(inside or p.popen.pid)
 
 
 class LocalJob(JobHandle):
@@ -76,7 +78,7 @@ class LocalJob(JobHandle):
         self._job_log = open(self.run_dir / "job.log", "w", encoding="utf-8")  # noqa: SIM115
         self.started_at = 0.0
         self.ended_at = 0.0
-        self.result: dict[str, Any] = {}
+        self.summary: dict[str, Any] = {}  # what result.json says once the job ended
         self.error_reason = ""  # the failed replica's last stderr line (a trial's infeasibleReason)
         self.restarts = RestartSupervisor(
             procs, job_id=name, run_dir=run_dir, policy=policy or policy_for_job(plan.job, [p.label for p in procs]),
@@ -151,7 +153,7 @@ class LocalJob(JobHandle):
                 where = f.tell()
                 line = f.readline()
                 if line.endswith("\n"):
-                    yield line[:-1]
+                    yield printable(line[:-1], limit=None)  # bounded when written
                 elif follow and not self._finished.is_set():
                     f.seek(where)  # nothing, or half a line: wait for the rest
                     pause = waiting.check(self._state) if waiting is not None else 0.2
@@ -195,7 +197,8 @@ class LocalJob(JobHandle):
             self._finished.wait(self._options.kill_grace + 5)
 
     def _supervise(self) -> None:
-        state, error = FAILED, "the launcher stopped unexpectedly"
+        state: str = FAILED
+        error: str | None = "the launcher stopped unexpectedly"
         try:
             try:
                 self._spawn_all()
@@ -253,12 +256,12 @@ class LocalJob(JobHandle):
 
     def _copy(self, p: Proc, pipe: IO[bytes], log: SharedLog, stream: str) -> None:
         for raw in pipe:
-            log.write(raw)
+            log.write(raw)  # the replica's own log: byte for byte
             text = raw.decode(errors="replace").rstrip("\r\n")
             p.tail.append(text)
             if stream == "stderr" and text.strip():
-                p.last_stderr = text.strip()
-            line = f"[{p.label}] {text}"
+                p.last_stderr = printable(text.strip())
+            line = f"[{p.label}] {printable(text)}"  # job.log and `out` are vtrain's lines: no \r over the prefix
             with self._lock:
                 self._job_log.write(line + "\n")
                 self._job_log.flush()
@@ -275,7 +278,7 @@ class LocalJob(JobHandle):
         if p.returncode is not None or p.popen is None:
             return False
         try:
-            info = os.waitid(os.P_PID, p.popen.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            info: object = os.waitid(os.P_PID, p.popen.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
         except ChildProcessError:
             info = True  # already reaped
         if not info:
@@ -284,6 +287,8 @@ class LocalJob(JobHandle):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(p.popen.pid, signal.SIGKILL)
         p.returncode = p.popen.wait()
+        if p.container is not None:  # its runtime is gone: its container (a process of its own) goes too
+            p.container.remove()
         return True
 
     def _watch(self) -> tuple[str, str | None]:
@@ -361,12 +366,12 @@ class LocalJob(JobHandle):
         if p.reader is not None:
             self._stop([q for q in self._procs if q is not p])
             p.reader.join(timeout=5)
-        tail = list(p.tail)
+        tail = [printable(line) for line in p.tail]
         with contextlib.suppress(OSError), open(p.log_path, "rb") as f:  # every line read so far
             f.seek(max(0, f.seek(0, os.SEEK_END) - 65536))
-            tail = f.read().decode(errors="replace").splitlines()
+            tail = printable_lines(f.read())  # split at newlines only: a \r is shown, not obeyed
         self.error_reason = p.last_stderr
-        lines = [headline or f"{p.label} {describe_exit(p.returncode)}",
+        lines = [printable(headline) if headline else f"{p.label} {describe_exit(p.returncode)}",
                  f"last lines of {p.label} (full log: {p.log_path}):"]
         lines += [f"  | {line}" for line in tail[-TAIL_LINES:]]
         return "\n".join(lines)
@@ -391,10 +396,11 @@ class LocalJob(JobHandle):
                     p.returncode = p.popen.returncode  # type: ignore[union-attr]
 
     def _signal(self, p: Proc, sig: int) -> None:
+        """The signal to the replica's process: through its runtime for a container (whose process left the
+        runtime's process group), else to its process group; once, so a handler runs once."""
         assert p.popen is not None
-        if p.container is not None:
-            subprocess.run(["docker", "kill", "--signal", signal.Signals(sig).name, p.container],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=15, check=False)
+        if p.container is not None and p.container.kill(sig) and p.container.pid() is not None:
+            return
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(p.popen.pid, sig)
 
@@ -406,7 +412,7 @@ class LocalJob(JobHandle):
             if problem:
                 self._event(problem)
                 state, error = FAILED, problem
-        self.result = {
+        self.summary = {
             "name": self._name,
             "display_name": self.display_name,
             "state": state,
@@ -419,7 +425,7 @@ class LocalJob(JobHandle):
         for line in self.restarts.lines():  # the restarts in words, at the end of the run
             self._event(line)
         with contextlib.suppress(OSError):  # an output dir removed under us must not hang wait()
-            (self.run_dir / "result.json").write_text(json.dumps(self.result, indent=2) + "\n", encoding="utf-8")
+            (self.run_dir / "result.json").write_text(json.dumps(self.summary, indent=2) + "\n", encoding="utf-8")
         self._job_log.close()
         if not self._options.keep:
             for p in self._procs:

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vtrain.constants import JOB_ATTEMPT_ENV, RESTART_COUNT_ENV
+from vtrain.foreign import printable
 
 MAX_RESTARTS = 5
 MAX_JOB_RETRIES = 3
@@ -154,18 +155,18 @@ def classify_exit(returncode: int, tail: Sequence[str], module: str | None = Non
     lines = [line.strip() for line in tail if line.strip()]
     for line in reversed(lines):
         if "Error while finding module specification for" in line:
-            return Cause(True, f"the entry module cannot be imported: {line}")
+            return Cause(True, f"the entry module cannot be imported: {printable(line)}")
         found = _NO_MODULE.search(line)
         if found and module and (module == found["name"] or module.startswith(found["name"] + ".")):
             return Cause(True, f"the entry module cannot be imported: No module named {found['name']!r}")
     last = next((m for m in map(_EXCEPTION.match, reversed(lines)) if m), None)
     if last is not None and last["name"] in _PERMANENT_EXCEPTIONS:
         what = _PERMANENT_EXCEPTIONS[last["name"]]
-        detail = f"{last['name']}: {last['msg']}" if last["msg"] else last["name"]
+        detail = printable(f"{last['name']}: {last['msg']}" if last["msg"] else last["name"])
         return Cause(True, f"{what} ({detail})")
     if returncode == 2 and any(line.startswith("usage:") for line in lines) and any(": error: " in x for x in lines):
         bad = next(x for x in reversed(lines) if ": error: " in x)
-        return Cause(True, f"the trainer refused its arguments ({bad})")
+        return Cause(True, f"the trainer refused its arguments ({printable(bad)})")
     return Cause(False, f"exited {exit_text(returncode)}")
 
 

@@ -63,7 +63,8 @@ def trainer_package_uris(config: JobConfig) -> list[str]:
     from vtrain.trainer import packaging
 
     staging = config.staging_bucket or ""
-    return [packaging.planned_uri(trainer.package, staging), packaging.planned_runtime_uri(staging)]
+    return [packaging.planned_uri(trainer.package, staging, skip=config.job_files()),
+            packaging.planned_runtime_uri(staging)]
 
 
 def _env_list(env: Mapping[str, str]) -> list[dict[str, str]]:
@@ -280,7 +281,7 @@ def to_proto(body: Mapping[str, Any]) -> CustomJob:
     from google.protobuf import json_format
 
     job = CustomJob()
-    json_format.ParseDict(body, job._pb)
+    json_format.ParseDict(dict(body), job._pb)
     return job
 
 

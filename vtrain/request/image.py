@@ -10,6 +10,7 @@ env value or a pool's args rebuilds nothing. The Reduction Server pool keeps Goo
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vtrain import catalog
@@ -36,11 +37,35 @@ def image_spec(config: JobConfig, base: str) -> ImageSpec:
 
     build = config.trainer.build
     assert build is not None and config.trainer.module
-    reqs, index = read_requirements(build.requirements, [is_requirements_file(e) for e in build.requirements])
+    found = read_requirements(build.requirements, [is_requirements_file(e) for e in build.requirements],
+                              root=job_dir(config))
     return ImageSpec(base=base, repository=build.repository.strip(), module=config.trainer.module,
-                     requirements=reqs, dependencies=build.dependencies,
+                     requirements=found.requirements, dependencies=build.dependencies,
                      python_version=build.python_version or catalog.prebuilt_python(base), python=IMAGE_PYTHON,
-                     index_args=index)
+                     platform=(build.platform or "").strip() or base_platform(base), constraints=found.constraints,
+                     provided=base_packages(base), index_args=found.index_args)
+
+
+def job_dir(config: JobConfig) -> Path:
+    """The job file's directory: requirements files may include only files under it."""
+    return config.source.parent if config.source is not None else Path.cwd()
+
+
+def base_platform(base: str) -> str | None:
+    """The newest wheel platform tag a prebuilt base runs (None: read from the base as it is built)."""
+    from vtrain.trainer.image.libc import PREBUILT_PLATFORM
+
+    return PREBUILT_PLATFORM if catalog.PREBUILT_URI_RE.match(base) else None
+
+
+def base_packages(base: str) -> tuple[str, ...]:
+    """What a prebuilt base already has, as requirements: its TensorFlow (and with it TensorFlow's own
+    dependencies), which the image's requirements layer does not install again. Other bases: nothing known."""
+    found = catalog.PREBUILT_URI_RE.match(base)
+    if found is None:
+        return ()
+    major, minor = found["version"].split("-")
+    return (f"tensorflow=={major}.{minor}.*",)
 
 
 def image_specs(config: JobConfig) -> dict[str, ImageSpec]:
@@ -61,4 +86,4 @@ def planned_images(config: JobConfig) -> dict[str, str]:
 
     package = config.trainer.package
     assert package is not None
-    return {base: planned_image(spec, package) for base, spec in image_specs(config).items()}
+    return {base: planned_image(spec, package, skip=config.job_files()) for base, spec in image_specs(config).items()}

@@ -82,9 +82,10 @@ def job_spec_from_env(env: Mapping[str, str]) -> Mapping[str, Any] | None:
     """The CustomJobSpec Vertex (and `vtrain local`) put in CLUSTER_SPEC's `job`, or None."""
     try:
         job = json.loads(env.get("CLUSTER_SPEC", "") or "{}").get("job")
-        return json.loads(job) if isinstance(job, str) else job
-    except (ValueError, AttributeError):
+        spec = json.loads(job) if isinstance(job, str) else job
+    except (ValueError, AttributeError, RecursionError):  # RecursionError: JSON nested past the parser's depth
         return None
+    return spec if isinstance(spec, Mapping) else None
 
 
 def _join(base: str, *parts: str) -> str:

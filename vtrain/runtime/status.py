@@ -22,9 +22,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -57,14 +57,33 @@ def write_status(path: str | os.PathLike[str], status: Status) -> None:
         raise
 
 
+#: A record is ~100 bytes; the launcher reads at most this much of a file the trainer may have replaced.
+MAX_STATUS_BYTES = 64 * 1024
+
+
 def read_status(path: str | os.PathLike[str]) -> Status | None:
-    """The replica's last report, or None (no file yet, or one that is not a whole record)."""
+    """The replica's last report, or None (no file yet, or one that is not a whole record).
+
+    The trainer owns the file: a FIFO, a huge or deep file, ``"step": 1e999`` or ``true`` is "no report",
+    never a hang or an exception in the launcher (regular files only, bounded, numbers checked)."""
+    from vtrain.runtime.steplog import checked
+
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-        first = data.get("first")
-        return Status(int(data["step"]), int(data.get("restarts", 0)), data.get("epoch"), data.get("time"),
-                      None if first is None else int(first))  # fmt: skip
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            raw = os.read(fd, MAX_STATUS_BYTES + 1)
+        finally:
+            os.close(fd)
+        if len(raw) > MAX_STATUS_BYTES:
+            return None
+        data = json.loads(raw)
+        if not isinstance(data, dict):
+            return None
+        rec = checked(data)
+        return Status(rec["step"], rec.get("restarts", 0), rec.get("epoch"), rec.get("time"), rec.get("first"))
+    except (OSError, ValueError, RecursionError):  # BadStepLine is a ValueError
         return None
 
 

@@ -63,32 +63,83 @@ def line(record: Mapping[str, Any]) -> str:
     return json.dumps({MARK: KIND, **{k: v for k, v in record.items() if v is not None}}, separators=(",", ":"))
 
 
+#: The runtime's lines are ~130 characters; a longer one is not its own (and is not parsed).
+MAX_LINE = 4096
+#: Steps, epochs and restarts are whole numbers below 2^53 (Cloud Logging keeps JSON numbers as doubles).
+MAX_WHOLE = 2**53
+#: ``since``/``time`` are Unix times: from 0 to the year 5138.
+MAX_TIME = 1e11
+
+
+class BadStepLine(ValueError):
+    """A line marked as a step line (``"vtrain": "step"``) whose fields are not the runtime's: what is wrong."""
+
+
 def parse(text: str) -> dict[str, Any] | None:
-    """A step line's record (step an int, the rest as written), or None for any other line."""
+    """A step line's record (step an int, the rest as written), or None for any other line.
+
+    :class:`BadStepLine` for a line marked as one whose numbers are unusable (``"step": 1e999``, ``true``,
+    ``-3``): a watcher says so once and goes on."""
     text = text.strip()
     if not text.startswith("{") or f'"{MARK}"' not in text:
         return None
+    if len(text) > MAX_LINE:
+        if "".join(text[:40].split()).startswith(f'{{"{MARK}":"{KIND}"'):
+            raise BadStepLine(f"a step line of {len(text):,} characters; the runtime's have about 130")
+        return None
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return record_of(data)
 
 
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return f"a boolean ({'true' if value else 'false'})"
+    if isinstance(value, (int, float)):
+        text = repr(value)
+        return {"nan": "NaN"}.get(text, text) if len(text) <= 24 else f"a {len(text)}-digit number"
+    names: dict[type, str] = {str: "a string", list: "an array", dict: "an object"}
+    return names.get(type(value), type(value).__name__)
+
+
+def _whole(data: dict[str, Any], key: str) -> int:
+    value = data[key]
+    if isinstance(value, float) and value.is_integer():  # a jsonPayload's numbers are doubles
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_WHOLE:
+        raise BadStepLine(f"{key} is {_kind(value)}; allowed: a whole number from 0 to 2^53")
+    return value
+
+
+def _seconds(data: dict[str, Any], key: str) -> float:
+    value = data[key]
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= MAX_TIME:
+        raise BadStepLine(f"{key} is {_kind(value)}; allowed: a Unix time in seconds (a finite number ≥ 0)")
+    return float(value)
+
+
 def record_of(data: Any) -> dict[str, Any] | None:
-    """The record of a decoded line (a jsonPayload Cloud Logging parsed may hold it whole)."""
+    """The record of a decoded line (a jsonPayload Cloud Logging parsed may hold it whole); None for
+    anything not marked as a step line, :class:`BadStepLine` for a marked one with unusable fields."""
     if not isinstance(data, dict) or data.get(MARK) != KIND:
         return None
-    try:
-        out: dict[str, Any] = {"step": int(data["step"])}
-        for key in ("first", "epoch", "restarts"):
-            if data.get(key) is not None:
-                out[key] = int(data[key])
-        for key in ("since", "time"):
-            if data.get(key) is not None:
-                out[key] = float(data[key])
-    except (KeyError, TypeError, ValueError):
-        return None
+    return checked(data)
+
+
+def checked(data: dict[str, Any]) -> dict[str, Any]:
+    """`data`'s step, first, epoch, restarts (whole numbers from 0 to 2^53), since and time (Unix times),
+    the ones present; :class:`BadStepLine` saying which is unusable. The status file's format too."""
+    if data.get("step") is None:
+        raise BadStepLine("step is missing; allowed: a whole number from 0 to 2^53")
+    out: dict[str, Any] = {"step": _whole(data, "step")}
+    for key in ("first", "epoch", "restarts"):
+        if data.get(key) is not None:
+            out[key] = _whole(data, key)
+    for key in ("since", "time"):
+        if data.get(key) is not None:
+            out[key] = _seconds(data, key)
     return out
 
 
@@ -146,5 +197,6 @@ def report(step: int, *, first: int, epoch: int | None, restarts: int | None,
         _log[0].record(step, first=first, epoch=epoch, restarts=restarts)
 
 
-__all__ = ["STEP_LOG_ENV", "STEP_LOG_EVERY_ENV", "StepLog", "enabled", "every", "line", "parse", "record_of",
+__all__ = ["MAX_LINE", "BadStepLine", "checked",
+           "STEP_LOG_ENV", "STEP_LOG_EVERY_ENV", "StepLog", "enabled", "every", "line", "parse", "record_of",
            "report"]

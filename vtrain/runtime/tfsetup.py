@@ -11,9 +11,10 @@ import sys
 from collections.abc import Callable
 from functools import cache
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
-from vtrain.runtime.decision import Decision, Info, RuntimeMismatch, _role, decide, detect_tpu
+from vtrain.errors import RuntimeMismatch
+from vtrain.runtime.decision import Decision, Info, _role, decide, detect_tpu
 from vtrain.runtime.restarts import job_attempt, restart_count
 
 log = logging.getLogger("vtrain.runtime")
@@ -85,6 +86,12 @@ def _learner(d: Decision, tf: Any) -> Any:
     return tf.distribute.get_strategy()
 
 
+def _rank(d: Decision, tf: Any) -> Any:
+    """A Horovod rank: a program of its own; vtrain.horovod's optimizer or tape reduces the gradients."""
+    log.info("vtrain: horovod: TensorFlow's default strategy in each rank; import vtrain.horovod as hvd")
+    return tf.distribute.get_strategy()
+
+
 def _one_device(d: Decision, tf: Any) -> Any:
     device = "/gpu:0" if tf.config.list_physical_devices("GPU") else "/cpu:0"
     return tf.distribute.OneDeviceStrategy(device)
@@ -98,6 +105,7 @@ _BUILDERS: dict[str, Callable[[Decision, Any], Any]] = {
     "ParameterServerStrategy": _parameter_server,
     "MirroredStrategy": lambda d, tf: tf.distribute.MirroredStrategy(),
     "learner": _learner,
+    "rank": _rank,
     "OneDeviceStrategy": _one_device,
     "default": lambda d, tf: tf.distribute.get_strategy(),
 }
@@ -124,14 +132,28 @@ def _cached() -> tuple[Decision, Any]:
     from vtrain.runtime import profiler
 
     profiler.started(d.strategy, built.num_replicas_in_sync)  # what the profile's steps span
-    imported = sys.modules.get("keras")
-    if d.multi_worker and imported is not None and not _legacy_keras() and _keras_major(imported) >= 3:
-        log.warning(
-            "vtrain: Keras 3 is imported, and its model.fit fails under %s (keras-team/keras#20585); "
-            "train with `keras = vtrain.runtime.keras()` (tf_keras) or a custom loop",
-            d.strategy,
-        )
+    warning = keras3_warning(d, sys.modules.get("__main__"))
+    if warning:
+        log.warning("%s", warning)
     return d, built
+
+
+def keras3_warning(d: Decision, main: ModuleType | None) -> str | None:
+    """The warning that Keras 3's model.fit fails under this strategy, when it applies; else None.
+
+    It applies when the trainer's entry module itself holds Keras 3 (`import keras`, `from tensorflow
+    import keras` at its top): TensorFlow >= 2.16 imports Keras 3 on its own, so `keras` in
+    sys.modules says nothing about what the trainer trains with, and a trainer that takes
+    `vtrain.runtime.keras()` (tf_keras here) is fine. Said by the chief only: once per job, not once
+    per replica."""
+    if not (d.multi_worker and d.is_chief) or _legacy_keras() or main is None:
+        return None
+    held = [v for v in list(vars(main).values()) if isinstance(v, ModuleType)
+            and str(getattr(v, "__name__", "")).split(".")[0] == "keras"]
+    if not any(_keras_major(v) >= 3 for v in held):
+        return None
+    return (f"vtrain: the trainer imports Keras 3, and its model.fit fails under {d.strategy} "
+            "(keras-team/keras#20585); train with `keras = vtrain.runtime.keras()` (tf_keras) or a custom loop")
 
 
 def _legacy_keras() -> bool:
@@ -172,7 +194,8 @@ def is_chief() -> bool:
 def _keras_major(module: ModuleType) -> int:
     if module.__name__.split(".")[0] == "tf_keras":
         return 2
-    return int(str(getattr(module, "__version__", "3")).split(".")[0])
+    major = str(getattr(module, "__version__", "3")).split(".")[0]
+    return int(major) if major.isdigit() else 3
 
 
 def _check_keras_fits(module: ModuleType, d: Decision) -> None:
@@ -204,12 +227,12 @@ def keras() -> ModuleType:
     if not d.multi_worker and not _legacy_keras():
         import keras as module
 
-        return module
+        return cast(ModuleType, module)  # Keras ships no types
     if not _legacy_keras():
         import keras as module
 
         if _keras_major(module) < 3:  # TF <= 2.15 images ship Keras 2, which works as it is
-            return module
+            return cast(ModuleType, module)
     try:
         import tf_keras
     except ImportError:
@@ -219,4 +242,4 @@ def keras() -> ModuleType:
     if d.multi_worker and not _legacy_keras():
         os.environ["TF_USE_LEGACY_KERAS"] = "1"
         log.info("vtrain: %s with Keras 3 installed: using tf_keras (keras-team/keras#20585)", d.strategy)
-    return tf_keras
+    return cast(ModuleType, tf_keras)

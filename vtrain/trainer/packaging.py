@@ -29,24 +29,28 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import sys
 import tarfile
 import tempfile
-import warnings
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vtrain import __version__
 from vtrain.errors import PackagingError
+from vtrain.foreign import printable
+from vtrain.trainer.backend import run_backend
+from vtrain.trainer.credentials import check_contents, credential_reason
 from vtrain.trainer.entrymodule import entry_module_problem, syntax_problem
 from vtrain.trainer.sdistfiles import record_drops, recorded_drops, sdist_digest
 from vtrain.trainer.select import (
     Scan,
     check_package_dir,
-    credential_reason,
     hash_entries,
+    open_regular,
     readable_errors,
-    scan_package,
+    select_files,
 )
 from vtrain.trainer.staging import StagedObject, StagingTarget, check_target, lookup, parse_staging, stage
 from vtrain.userpaths import describe_oserror
@@ -55,15 +59,28 @@ if TYPE_CHECKING:
     from google.cloud import storage
 
 
+def scan_package(package_dir: Path, *, skip: Iterable[Path] = ()) -> Scan:
+    """Select the files that will be packaged (excludes applied) and hash them all; reads only.
+
+    Anything the walk cannot read (a directory or file this user may not read, a path past the
+    OS's length limit) is a one-line PackagingError, never a silently smaller package; so is a
+    selected file whose name is not UTF-8, which no sdist (a tar of UTF-8 names) can carry.
+    """
+    scan = check_contents(select_files(package_dir, skip=skip))
+    with readable_errors(scan.root):
+        scan.digest = hash_entries((rel, scan.root / rel) for rel in scan.files)
+    return scan
+
+
 def dist_name(package_dir: Path) -> str:
     """The sdist file-name prefix: [project].name normalized as PEP 625 wants, else the dir name."""
     name = ""
     pyproject = Path(package_dir) / "pyproject.toml"
     if pyproject.is_file():
-        try:
+        if sys.version_info >= (3, 11):
             import tomllib
-        except ModuleNotFoundError:  # Python 3.10
-            import tomli as tomllib  # type: ignore[no-redef]
+        else:  # Python 3.10
+            import tomli as tomllib
         try:
             data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
@@ -84,22 +101,53 @@ def _local_skips(target: StagingTarget) -> list[Path]:
     return [target.directory] if target.directory is not None else []
 
 
-def planned_uri(package_dir: Path, staging: str, *, isolation: bool | None = None) -> str:
+def planned_uri(package_dir: Path, staging: str, *, isolation: bool | None = None, skip: Iterable[Path] = ()) -> str:
     """The URI the trainer sdist will have once staged. Sends nothing; reads files, and builds the sdist
-    locally only if this layout was never built (to learn which files the backend keeps)."""
+    locally only if this layout was never built (to learn which files the backend keeps). `skip`: paths
+    that are not the trainer's (the job file)."""
     target = parse_staging(staging)
-    scan = scan_package(package_dir, skip=_local_skips(target))
-    return target.uri_for(planned_name(scan, isolation))
+    scan = trainer_files(package_dir, skip=[*skip, *_local_skips(target)], isolation=isolation)
+    return target.uri_for(sdist_name(scan))
+
+
+def trainer_files(package_dir: Path, *, skip: Iterable[Path] = (), isolation: bool | None = None) -> Scan:
+    """The trainer's files as its sdist holds them: the one selection the sdist and the image share.
+
+    The selection (:func:`~vtrain.trainer.select.select_files`, every file judged for secrets by name
+    and, up to a size, by content) less the files the build backend leaves out of the sdist (recorded
+    for this layout, else learnt by building it here once, sending nothing); `digest` is the hash of
+    exactly those files, streamed (the sdist's name). A file the backend drops is never read whole.
+    """
+    scan = check_contents(select_files(package_dir, skip=skip))
+    dropped = recorded_drops(scan, dist_name(scan.root))
+    if dropped is None:
+        dropped = learn_drops(scan, isolation)
+    gone = set(dropped)
+    kept = replace(scan, files=[rel for rel in scan.files if rel not in gone])
+    kept.digest = sdist_digest(scan.root, kept.files, ())
+    return kept
+
+
+def sdist_name(scan: Scan) -> str:
+    """The trainer sdist's file name, for a :func:`trainer_files` scan."""
+    return f"{dist_name(scan.root)}-{scan.digest}.tar.gz"
 
 
 def planned_name(scan: Scan, isolation: bool | None = None) -> str:
-    """The trainer sdist's file name: from the recorded drops of this layout, else from building it now."""
+    """The trainer sdist's file name for a full scan: from the recorded drops of this layout, else from
+    building it now."""
     dropped = recorded_drops(scan, dist_name(scan.root))
     if dropped is None:
-        with tempfile.TemporaryDirectory(prefix=temp_prefix("dry-run")) as tmp:
-            return _build_scan(scan, dist_name(scan.root), Path(tmp), isolation).name
-    digest = scan.digest if not dropped else sdist_digest(scan.root, scan.files, dropped)
+        dropped = learn_drops(scan, isolation)
+    digest = scan.digest if not dropped and scan.digest else sdist_digest(scan.root, scan.files, dropped)
     return f"{dist_name(scan.root)}-{digest}.tar.gz"
+
+
+def learn_drops(scan: Scan, isolation: bool | None = None) -> list[str]:
+    """Build this layout once, here, to learn which selected files the backend leaves out (recorded for the
+    next plan). The backend picks files by name, never by content: large files are empty stand-ins."""
+    with tempfile.TemporaryDirectory(prefix=temp_prefix("dry-run")) as tmp:
+        return _build_scan(scan, dist_name(scan.root), Path(tmp), isolation, stand_ins=True)[1]
 
 
 def check_module(scan: Scan, module: str) -> None:
@@ -114,13 +162,14 @@ def check_module(scan: Scan, module: str) -> None:
 
 
 def refuse_credentials(scan: Scan) -> None:
-    """A PackagingError listing the files that look like secrets, if any (the sdist and the image alike)."""
+    """A PackagingError listing every file that looks like a secret, if any (the sdist and the image alike):
+    nothing is built or sent. Names are shown escaped (they are the folder's, not vtrain's)."""
     if not scan.credentials:
         return
-    lines = [f"  {rel}: {why}" for rel, why in scan.credentials]
+    lines = [f"  {printable(rel)}: {why}" for rel, why in scan.credentials]
     n = len(lines)
     raise PackagingError(
-        f"refusing to package {n} file{'s' if n != 1 else ''} in {scan.root} that look like "
+        f"refusing to package {n} file{'s' if n != 1 else ''} in {printable(str(scan.root))} that look like "
         "credentials (list them in .vtrainignore, or pass --allow-credentials):\n" + "\n".join(lines)
     )
 
@@ -135,11 +184,11 @@ def build_sdist(
 ) -> Path:
     """Build the trainer into ``out_dir/{dist_name}-{hash}.tar.gz``: the hash of the selected files the
     sdist holds, :func:`planned_uri`'s (the files the backend dropped are recorded for the next plan)."""
-    scan = scan_package(package_dir, skip=skip)
+    scan = check_contents(select_files(package_dir, skip=skip))
     if not allow_credentials:
         refuse_credentials(scan)
     sweep_stale_builds()
-    return _build_scan(scan, dist_name(scan.root), Path(out_dir), isolation)
+    return _build_scan(scan, dist_name(scan.root), Path(out_dir), isolation)[0]
 
 
 #: Temporary build trees are named `vtrain-KIND-PID-…`: one whose PID is dead was left by a killed vtrain.
@@ -157,73 +206,32 @@ def sweep_stale_builds() -> list[Path]:
     return sweep_stale(Path(tempfile.gettempdir()), _STALE_BUILD)
 
 
-def _build_scan(scan: Scan, name: str, out_dir: Path, isolation: bool | None) -> Path:
+def _build_scan(scan: Scan, name: str, out_dir: Path, isolation: bool | None, *,
+                stand_ins: bool = False) -> tuple[Path, list[str]]:
+    """Build the sdist from a copy of the selected files: (the sdist, the selected files it left out).
+    `stand_ins`: files over LARGE_FILE are copied empty (a build only to learn what the backend keeps)."""
+    large = {rel for rel, _ in scan.large} if stand_ins else set()
     with tempfile.TemporaryDirectory(prefix=temp_prefix("build")) as tmp:
         src = Path(tmp) / "src"
-        for rel in scan.files:
-            dest = src / rel
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(scan.root / rel, dest)
+        with readable_errors(scan.root):
+            for rel in scan.files:
+                dest = src / rel
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                if rel in large:
+                    dest.touch()
+                else:
+                    with open_regular(scan.root / rel) as fh, open(dest, "wb") as out:
+                        shutil.copyfileobj(fh, out, 1 << 20)
         built = run_backend(src, Path(tmp) / "dist", isolation=isolation)
         members = set(sdist_members(built))
         dropped = [rel for rel in scan.files if rel not in members]
         # The copies are what was built: hashing them, not the originals, names exactly this sdist.
-        digest = hash_entries((rel, (src / rel).read_bytes()) for rel in scan.files if rel in members)
+        digest = hash_entries((rel, src / rel) for rel in scan.files if rel in members)
         record_drops(scan, name, dropped)
         out_dir.mkdir(parents=True, exist_ok=True)
         final = out_dir / f"{name}-{digest}.tar.gz"
         shutil.move(built, final)
-    return final
-
-
-def run_backend(source_dir: Path, out_dir: Path, *, isolation: bool | None = None) -> Path:
-    """Build an sdist with the project's own PEP 517 backend.
-
-    ``isolation=None`` builds in this interpreter when the backend's requirements are already
-    installed (fast, offline) and otherwise in an isolated environment, which pip fills from
-    the package index.
-    """
-    from build import BuildBackendException, BuildException, FailedProcessError, ProjectBuilder
-    from build.env import DefaultIsolatedEnv
-
-    try:
-        with warnings.catch_warnings():
-            # The backend's own warnings (setuptools "beta" notices) are noise to a vtrain user.
-            warnings.simplefilter("ignore")
-            builder = ProjectBuilder(source_dir, runner=_captured_runner)
-            if isolation is None:
-                isolation = bool(builder.check_dependencies("sdist"))
-            if not isolation:
-                return Path(builder.build("sdist", out_dir))
-            with DefaultIsolatedEnv() as env:
-                builder = ProjectBuilder.from_isolated_env(env, source_dir, runner=_captured_runner)
-                env.install(builder.build_system_requires)
-                env.install(builder.get_requires_for_build("sdist"))
-                return Path(builder.build("sdist", out_dir))
-    except BuildBackendException as err:
-        raise PackagingError(f"building the sdist failed: {err}{_tail(err.exception)}") from err
-    except FailedProcessError as err:  # pip could not install the build requirements
-        raise PackagingError(f"building the sdist failed: {err}{_tail(err.exception)}") from err
-    except (BuildException, OSError) as err:
-        raise PackagingError(f"building the sdist failed: {err}") from err
-
-
-def _captured_runner(cmd: list[str], cwd: str | None = None, extra_environ: dict[str, str] | None = None) -> None:
-    """Run a backend hook quietly, keeping its output for the error message if it fails."""
-    import subprocess
-
-    env = dict(os.environ)
-    env.update(extra_environ or {})
-    subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=True)
-
-
-def _tail(exc: BaseException | None, lines: int = 15) -> str:
-    output = getattr(exc, "output", None) or getattr(exc, "stdout", None)
-    if not output:
-        return ""
-    text = output.decode(errors="replace") if isinstance(output, bytes) else str(output)
-    tail = [line for line in text.strip().splitlines() if line.strip()][-lines:]
-    return "\n" + "\n".join(f"  | {line}" for line in tail)
+    return final, dropped
 
 
 # --- vtrain's own runtime -----------------------------------------------------------------------
@@ -250,8 +258,8 @@ vtrain = ["py.typed"]
 
 #: What replicas import of vtrain, and so all that ships to them: editing the CLI, the rules or the
 #: emulator leaves the runtime sdist's hash (and every job's config hash) as it was.
-RUNTIME_FILES = ("errors.py", "constants.py", "strategies.py", "py.typed")
-RUNTIME_PACKAGES = ("runtime", "diloco")
+RUNTIME_FILES = ("errors.py", "foreign.py", "constants.py", "strategies.py", "py.typed")
+RUNTIME_PACKAGES = ("runtime", "diloco", "horovod")
 _RUNTIME_INIT = '''"""vtrain's runtime as shipped to Vertex AI replicas: `from vtrain import runtime`."""
 
 __version__ = "{version}"
@@ -260,7 +268,7 @@ __version__ = "{version}"
 
 def runtime_entries() -> list[tuple[str, Path | bytes]]:
     """What ships of vtrain, sorted: (path in the sdist, file or content); the sdist and the image alike."""
-    pkg = Path(__file__).resolve().parents[1]  # vtrain/, which runtime/ and diloco/ are in
+    pkg = Path(__file__).resolve().parents[1]  # vtrain/, which runtime/, diloco/ and horovod/ are in
     out: list[tuple[str, Path | bytes]] = [
         ("pyproject.toml", _RUNTIME_PYPROJECT.format(version=__version__).encode()),
         ("vtrain/__init__.py", _RUNTIME_INIT.format(version=__version__).encode()),
@@ -277,8 +285,7 @@ def runtime_entries() -> list[tuple[str, Path | bytes]]:
 
 
 def _runtime_name(entries: list[tuple[str, Path | bytes]]) -> str:
-    digest = hash_entries((rel, v if isinstance(v, bytes) else v.read_bytes()) for rel, v in entries)
-    return f"vtrain-{__version__}-{digest}.tar.gz"
+    return f"vtrain-{__version__}-{hash_entries(entries)}.tar.gz"
 
 
 def planned_runtime_uri(staging: str) -> str:
@@ -327,6 +334,7 @@ def build_and_stage(
     progress: bool = True,
     client: storage.Client | None = None,
     isolation: bool | None = None,
+    skip: Iterable[Path] = (),
 ) -> list[StagedObject]:
     """Build the trainer and runtime sdists and stage both: ``[trainer, runtime]``.
 
@@ -335,7 +343,7 @@ def build_and_stage(
     write access to it, and that both builds succeed. Only then is anything sent.
     """
     target = parse_staging(staging)
-    scan = scan_package(package_dir, skip=_local_skips(target))
+    scan = check_contents(select_files(package_dir, skip=[*skip, *_local_skips(target)]))
     if module is not None:
         check_module(scan, module)
     if not allow_credentials:
@@ -352,14 +360,14 @@ def build_and_stage(
         built: dict[str, Path] = {}
         trainer_name = ""
         if recorded_drops(scan, dist_name(scan.root)) is None:  # a layout never built here: its name needs the build
-            sdist = _build_scan(scan, dist_name(scan.root), Path(tmp), isolation)
+            sdist = _build_scan(scan, dist_name(scan.root), Path(tmp), isolation)[0]
             trainer_name = sdist.name
             built[trainer_name] = sdist
         trainer_name = trainer_name or planned_name(scan, isolation)
         # Content-addressed names: what is already staged needs neither a build nor an upload.
         known = {name: lookup(target, name, client) for name in (trainer_name, runtime_name)}
         if known[trainer_name] is None and trainer_name not in built:
-            sdist = _build_scan(scan, dist_name(scan.root), Path(tmp), isolation)
+            sdist = _build_scan(scan, dist_name(scan.root), Path(tmp), isolation)[0]
             if sdist.name != trainer_name:  # the backend keeps other files than it did (a new version)
                 trainer_name = sdist.name
                 known[trainer_name] = lookup(target, trainer_name, client)
@@ -396,6 +404,7 @@ __all__ = [
     "build_and_stage",
     "build_runtime_sdist",
     "build_sdist",
+    "check_contents",
     "check_module",
     "check_sdist",
     "check_package_dir",
@@ -408,9 +417,12 @@ __all__ = [
     "planned_uri",
     "run_backend",
     "scan_package",
+    "select_files",
     "sdist_digest",
     "sdist_members",
+    "sdist_name",
     "stage",
     "sweep_stale_builds",
     "temp_prefix",
+    "trainer_files",
 ]

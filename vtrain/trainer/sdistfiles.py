@@ -23,9 +23,10 @@ BUILD_CONFIG = ("pyproject.toml", "setup.py", "setup.cfg", "MANIFEST.in")
 
 
 def layout_key(scan: Scan) -> str:
+    config: list[tuple[str, bytes | Path]] = [(rel, scan.root / rel) for rel in BUILD_CONFIG
+                                              if (scan.root / rel).is_file()]
     with readable_errors(scan.root):
-        config = [(rel, (scan.root / rel).read_bytes()) for rel in BUILD_CONFIG if (scan.root / rel).is_file()]
-    return hash_entries([("\0files", "\0".join(scan.files).encode()), *config])
+        return hash_entries([("\0files", "\0".join(scan.files).encode()), *config])
 
 
 def _record(scan: Scan, name: str) -> Path:
@@ -57,10 +58,10 @@ def record_drops(scan: Scan, name: str, dropped: list[str]) -> None:
 
 
 def sdist_digest(root: Path, files: Iterable[str], dropped: Iterable[str]) -> str:
-    """The hash of the selected files the sdist holds (all of them: the scan's own digest)."""
+    """The hash of the selected files the sdist holds (all of them: the scan's own digest), streamed."""
     gone = set(dropped)
     with readable_errors(root):
-        return hash_entries((rel, (root / rel).read_bytes()) for rel in files if rel not in gone)
+        return hash_entries((rel, root / rel) for rel in files if rel not in gone)
 
 
 __all__ = ["BUILD_CONFIG", "layout_key", "record_drops", "recorded_drops", "sdist_digest"]

@@ -9,6 +9,14 @@ Python lines prefixed `[chief-0]` (TensorFlow's C++ logging is kept in the files
 :mod:`vtrain.view.lines`) and a `[vtrain] progress …` line when something changed, at most
 every `--progress-every`.
 
+A terminal too narrow for the table (fewer columns than its rows need without wrapping) gets the
+plain lines instead, from the start or from the moment it is narrowed: a table rich wraps cell by
+cell is unreadable, and its redraws leave its wrapped rows behind.
+
+Every line printed here, and every cell of the table, goes through :func:`vtrain.foreign.printable`:
+a replica's text (or a Vertex log entry's) cannot move the cursor over its `[chief-0] ` prefix,
+retitle or clear the terminal, or pass for a `[vtrain]` line.
+
 The view reads :meth:`~vtrain.local.job.LocalJob.progress` (for a Vertex job
 :meth:`vtrain.view.vertex_rows.JobProgress.progress`, the same rows) from its own thread; the CPU that
 thread uses is measured (:attr:`Watch.cpu_seconds`, time.thread_time) so its cost is known.
@@ -24,6 +32,7 @@ import time
 from collections.abc import Callable, Collection
 from typing import IO, Any
 
+from vtrain.foreign import printable
 from vtrain.view.lines import changed, clock, is_native_log, plain_line, rate_text
 
 REFRESH_S = 1.0  # the clock shows seconds; rich redraws 3 rows in ~3.5 ms here (benchmarks/live_view.py)
@@ -59,7 +68,8 @@ class Watch:
     """The view of one run: give `notices` and `on_line` to run_local, then :meth:`watch` the job."""
 
     def __init__(self, *, live: bool, logs: IO[str], follow: Collection[str] = (), verbose: bool = False,
-                 progress_every: float = 30.0, err: IO[str] | None = None) -> None:  # fmt: skip
+                 progress_every: float = 30.0, err: IO[str] | None = None,
+                 width: int | None = None) -> None:  # fmt: skip
         self.live = live
         self._logs = logs  # where replica lines go (stdout, or stderr with -o json)
         self._err = err or sys.stderr
@@ -77,10 +87,13 @@ class Watch:
         if live:
             from rich.console import Console  # only on a terminal: rich costs ~40 ms to import
 
-            self._console = Console(file=self._err, highlight=False, markup=False, emoji=False)
+            self._console = Console(file=self._err, highlight=False, markup=False, emoji=False, width=width)
 
     # ----------------------------------------------------------------- lines
     def _print(self, line: str, stream: IO[str]) -> None:
+        # composed of printable parts already; this keeps it so whatever the caller did (a log entry of
+        # several lines comes with the prefix on each line)
+        line = "\n".join(printable(part, limit=None) for part in line.split("\n"))
         with self._lock:
             if self._console is not None:
                 self._console.print(line, soft_wrap=True)  # above the live table
@@ -99,6 +112,7 @@ class Watch:
     def on_line(self, replica: Any, text: str, stream: str) -> None:
         """A replica's line (from its reader thread): shown, or kept in its log file only."""
         label = replica.label
+        text = printable(text)
         if self._verbose or label in self._follow:
             self._print(f"[{label}] {text}", self._logs)
             return
@@ -119,9 +133,13 @@ class Watch:
         if self.live:
             from rich.live import Live
 
-            self._live = Live(self._table(job.progress()), console=self._console, auto_refresh=False,
-                              transient=False, redirect_stdout=False, redirect_stderr=False)  # fmt: skip
-            self._live.start()
+            table = self._table(job.progress())
+            if self._fits(table):
+                self._live = Live(table, console=self._console, auto_refresh=False,
+                                  transient=False, redirect_stdout=False, redirect_stderr=False)  # fmt: skip
+                self._live.start()
+            else:
+                self._to_plain()
         thread.start()
         try:
             return wait()
@@ -146,12 +164,16 @@ class Watch:
             try:
                 progress = job.progress()
                 if self.live:
-                    key = (progress["state"], clock(progress["seconds"]),
+                    key = (progress["state"], clock(progress["seconds"]), self._console.width,
                            *((r["state"], r.get("step"), rate_text(r.get("rate")), r["restarts"])
                              for r in progress["replicas"]))  # fmt: skip
                     if key != shown:
+                        table = self._table(progress)
+                        if not self._fits(table):
+                            self._to_plain()
+                            continue
                         with self._lock:
-                            self._live.update(self._table(progress), refresh=True)
+                            self._live.update(table, refresh=True)
                         shown = key
                 elif time.monotonic() - last >= self._every and progress["replicas"] and changed(self._said, progress):
                     self._notice(f"[vtrain] {plain_line(progress)}")
@@ -161,11 +183,31 @@ class Watch:
             finally:
                 self.cpu_seconds += time.thread_time() - begin
 
+    def _fits(self, table: Any) -> bool:
+        """The table's rows fit the terminal's width unwrapped."""
+        from rich.measure import Measurement
+
+        wide = self._console.options.update(max_width=1 << 16)  # measured unclamped, then compared
+        needed = Measurement.get(self._console, wide, table).maximum
+        return bool(needed <= self._console.width)
+
+    def _to_plain(self) -> None:
+        """The terminal is too narrow for the table: plain lines from now on, as off a terminal."""
+        with self._lock:
+            if self._live is not None:
+                with contextlib.suppress(Exception):
+                    self._live.stop()
+                self._live = None
+            self.live, self._console = False, None
+        self._notice(f"[vtrain] the terminal is too narrow for the live view: progress lines every "
+                     f"{self._every:g} s instead")
+
     def _table(self, progress: dict[str, Any]) -> Any:
         from rich.table import Table
 
-        state = str(progress["state"]).removeprefix("JOB_STATE_")
-        table = Table(title=f"{progress.get('name', '')}  {state}  {clock(progress['seconds'])}", title_justify="left",
+        state = printable(str(progress["state"]).removeprefix("JOB_STATE_"))
+        name = printable(str(progress.get("name", "")))
+        table = Table(title=f"{name}  {state}  {clock(progress['seconds'])}", title_justify="left",
                       box=None, pad_edge=False, header_style="bold")  # fmt: skip
         for name, justify in (("replica", "left"), ("state", "left"), ("step", "right"), ("steps/s", "right"),
                               ("restarts", "right")):  # fmt: skip
@@ -173,7 +215,8 @@ class Watch:
         for row in progress["replicas"]:
             step = "-" if row.get("step") is None else str(row["step"])
             restarts = "-" if row.get("restarts") is None else str(row["restarts"])  # a Vertex replica that never said
-            table.add_row(row["replica"], row["state"], step, rate_text(row.get("rate")), restarts)
+            table.add_row(printable(str(row["replica"])), printable(str(row["state"])), step,
+                          rate_text(row.get("rate")), restarts)
         return table
 
 

@@ -15,7 +15,6 @@ identity (SVG ``data-mark``, the matplotlib artist's gid), so what was drawn can
 from __future__ import annotations
 
 import html as htmlmod
-import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from vtrain.errors import BackendError
+from vtrain.foreign import printable
 
 FAULT, RESTART, RETRY, FAILED, RECOVERY, MERGE = "fault", "restart", "retry_job", "failed", "recovery", "merge"
 COLORS = {FAULT: "#d62728", RESTART: "#ff7f0e", RETRY: "#9467bd", FAILED: "#000000", RECOVERY: "#ffbb78",
@@ -83,8 +83,8 @@ def timeline(result: Mapping[str, Any]) -> Timeline:
         text = f"{rec['seconds']:.1f} s" + ("" if redone is None else f", {redone} step(s) redone")
         line.marks.append(Mark(RECOVERY, rec["replica"], until - float(rec["seconds"]), until, text))
     for merge in (result.get("diloco") or {}).get("merges") or []:
-        line.marks.append(Mark(MERGE, merge.get("replica", lanes[0] if lanes else ""), float(merge["at"]),
-                               label=f"quorum {merge.get('quorum', '?')}"))  # fmt: skip
+        line.marks.append(Mark(MERGE, merge.get("replica") or (lanes[0] if lanes else ""), float(merge["at"]),
+                               label=f"quorum {printable(str(merge.get('quorum', '?')), limit=40)}"))  # fmt: skip
     for mark in line.marks:
         if mark.replica not in line.lanes:
             line.lanes.append(mark.replica)
@@ -157,18 +157,19 @@ def html(line: Timeline) -> str:
            'font-size="12">']  # fmt: skip
     for i, lane in enumerate(line.lanes):
         y = _TOP + _LANE * i
-        out.append(f'<text x="8" y="{y + _LANE / 2 + 4}">{htmlmod.escape(lane)}</text>')
+        name = htmlmod.escape(lane)
+        out.append(f'<text x="8" y="{y + _LANE / 2 + 4}">{name}</text>')
         for start, end, code in line.bars.get(lane, []):
             color = "#9ecae1" if code in (0, None) else "#c6dbef"
             out.append(f'<rect x="{x(start)}" y="{y + 8}" width="{max(1.0, x(end) - x(start))}" height="{_LANE - 16}" '
-                       f'fill="{color}" stroke="#3182bd"><title>{lane}: {start:.1f}-{end:.1f} s, exit {code}</title>'
+                       f'fill="{color}" stroke="#3182bd"><title>{name}: {start:.1f}-{end:.1f} s, exit {code}</title>'
                        '</rect>')  # fmt: skip
         points = line.steps.get(lane) or []
         top = max((s for _, s in points), default=0) or 1
         for run in runs(points, line.bars.get(lane, [])):
             path = " ".join(f"{x(at)},{round(y + _LANE - 8 - (_LANE - 16) * s / top, 1)}" for at, s in run)
             out.append(f'<polyline points="{path}" fill="none" stroke="#08519c" stroke-width="1.5">'
-                       f"<title>{lane}: steps (max {top})</title></polyline>")  # fmt: skip
+                       f"<title>{name}: steps (max {top})</title></polyline>")  # fmt: skip
         for mark in (m for m in line.marks if m.replica == lane):
             tip = htmlmod.escape(f"{mark.kind} {lane} at {mark.at:.1f} s {mark.label}".strip())
             attrs = f'data-mark="{htmlmod.escape(mark.key)}" fill="{COLORS[mark.kind]}"'
@@ -221,17 +222,17 @@ def png(line: Timeline, path: Path) -> list[str]:
                 else:
                     ax.plot([mark.at], [y + 0.3], marker=SYMBOLS[mark.kind], color=COLORS[mark.kind], ms=9,
                             ls="none", gid=mark.key)  # fmt: skip
-        ax.set_yticks(range(len(line.lanes)), list(reversed(line.lanes)))
+        ax.set_yticks(range(len(line.lanes)), [lane.replace("$", r"\$") for lane in reversed(line.lanes)])
         ax.set_xlim(0, max(line.seconds, 1e-3))
         ax.set_ylim(-0.7, len(line.lanes) - 0.3)
         ax.set_xlabel("seconds since the replicas started")
-        ax.set_title(line.title, fontsize=10, loc="left")
+        ax.set_title(line.title.replace("$", r"\$"), fontsize=10, loc="left")
         from matplotlib.lines import Line2D
 
         ax.legend(handles=[Line2D([], [], marker=SYMBOLS[k], color=COLORS[k], ls="none", label=k) for k in SYMBOLS],
                   fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))  # fmt: skip
         fig.tight_layout()
-        drawn = [a.get_gid() for a in fig.findobj() if a.get_gid()]
+        drawn = [gid for a in fig.findobj() if (gid := a.get_gid())]
         fig.savefig(path, format="png")
     finally:
         plt.close(fig)
@@ -242,12 +243,14 @@ def draw_run(run_dir: Path, result: Mapping[str, Any] | None = None, into: Path 
     """Write timeline.html (always) and timeline.png (with matplotlib) into `into` (default: `run_dir`, whose
     result.json is read when `result` is None); the files written."""
     if result is None:
+        from vtrain.errors import UsageError
+        from vtrain.foreigndata import Unreadable
+        from vtrain.local.resultfile import read_result
+
         try:
-            result = json.loads((run_dir / "result.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError) as err:
-            raise BackendError(f"{run_dir} has no readable result.json ({err}): is it a local run's folder?") from None
-        if not isinstance(result, dict):
-            raise BackendError(f"{run_dir / 'result.json'} is not a run's result (a JSON object)")
+            result = read_result(run_dir / "result.json")
+        except Unreadable as err:
+            raise UsageError(f"{err}; a local run's folder has the result.json `vtrain local` wrote") from None
     line = timeline(result)
     into = run_dir if into is None else into
     written = []

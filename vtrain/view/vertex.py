@@ -34,7 +34,10 @@ def watch_job(job: Any, *, timeout: float | None, poll: float, plain: bool, prog
     status = None if live else state_line
 
     def on_entry(entry: dict[str, Any], line: str) -> None:
-        if not tracker.add(entry) and stream_logs and line:
+        step_line = tracker.add(entry)
+        for note in tracker.take_notes():
+            view.notices.write(f"[vtrain] note: {note}\n")
+        if not step_line and stream_logs and line:
             view.echo(line)
 
     def wait() -> str:

@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from vtrain.cloud.vertex.logs import entry_parts, replica_label
+from vtrain.foreign import printable
 from vtrain.handle import PENDING, QUEUED, RUNNING, TERMINAL_STATES
 
 RATE_WINDOW_S = 60.0  # steps/s over the lines of the last minute (a line every ~5 s: about 12 points)
@@ -27,7 +28,8 @@ def step_record(entry: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
     """(task, record) for a log entry that is a runtime step line, else None.
 
     The line arrives as text (textPayload, or jsonPayload.message as Vertex writes a replica's
-    output) or, where Cloud Logging parsed the JSON, as the jsonPayload itself."""
+    output) or, where Cloud Logging parsed the JSON, as the jsonPayload itself. A line marked as a
+    step line with unusable numbers raises :class:`~vtrain.runtime.steplog.BadStepLine`."""
     from vtrain.runtime.steplog import parse, record_of
 
     _, task, message = entry_parts(entry)
@@ -82,10 +84,36 @@ class JobProgress:
         self._reducers = reducers
         self._replicas: dict[str, _Replica] = {t: _Replica() for t in tasks_of(job.proto)}
         self.steps_seen = 0  # step lines read (for the measurements in docs/guides/running-locally.md)
+        self.unreadable = 0  # step lines ignored: their numbers were unusable
+        self._notes: list[str] = []
+        self._noted: set[str] = set()
+
+    def take_notes(self) -> list[str]:
+        """What the view should say since the last call (an unreadable step line, once per replica)."""
+        with self._lock:
+            notes, self._notes = self._notes, []
+        return notes
 
     def add(self, entry: dict[str, Any]) -> bool:
-        """Take a log entry in; True when it was a step line (the view shows it: a caller need not)."""
-        found = step_record(entry)
+        """Take a log entry in; True when it was a step line (the view shows it: a caller need not).
+
+        A step line with unusable numbers (``"step": 1e999``) changes no row: it is ignored, with
+        one note per replica (:meth:`take_notes`), and the watch goes on."""
+        from vtrain.runtime.steplog import BadStepLine
+
+        try:
+            found = step_record(entry)
+        except BadStepLine as err:
+            task = entry_parts(entry)[1]
+            who = printable(replica_label(task, self._reducers), limit=80) if task else "a replica"
+            with self._lock:
+                self.unreadable += 1
+                if who not in self._noted:
+                    self._noted.add(who)
+                    self._notes.append(f"{who} logged an unreadable step line ({printable(str(err), limit=200)}); "
+                                       "ignored, its row keeps the last good step (later ones are ignored "
+                                       "without a note)")  # fmt: skip
+            return True
         if found is None:
             return False
         task, record = found
@@ -122,7 +150,7 @@ def run_seconds(proto: Any, now: datetime | None = None) -> float:
     if "start_time" not in proto:
         return 0.0
     end = proto.end_time if "end_time" in proto else (now or datetime.now(timezone.utc))
-    return max((end - proto.start_time).total_seconds(), 0.0)
+    return float(max((end - proto.start_time).total_seconds(), 0.0))
 
 
 __all__ = ["JobProgress", "row_state", "run_seconds", "step_record", "tasks_of"]

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from vtrain.errors import BackendError
+from vtrain.foreign import prefixed, printable
 
 _TASK_RE = re.compile(r"^workerpool([0-3])-([0-9]+)$")
 _REPLICA_RE = re.compile(r"^(chief|worker|ps|reducer|evaluator)-([0-9]+)$")
@@ -81,10 +82,18 @@ def entry_parts(entry: dict[str, Any]) -> tuple[str, str, str]:
     return str(entry.get("timestamp", "")), str(task), str(message).rstrip()
 
 
+def log_line(label: str, message: str, timestamp: str | None = None) -> str:
+    """'[LABEL] MESSAGE' ('TIMESTAMP [LABEL] MESSAGE' with a timestamp) as printed: every part is what
+    Cloud Logging answered, so each is made printable, and a message of several lines gets the prefix
+    on each (none of its lines can pass for another replica's or for vtrain's own)."""
+    head = f"{printable(timestamp)} " if timestamp else ""
+    return "\n".join(prefixed(f"{head}[{printable(label)}] ", message))
+
+
 def format_entry(entry: dict[str, Any]) -> str:
-    """'TIMESTAMP TASK: MESSAGE'."""
+    """'TIMESTAMP TASK: MESSAGE', each part printable."""
     timestamp, task, message = entry_parts(entry)
-    return f"{timestamp} {task}: {message}".strip()
+    return "\n".join(prefixed(f"{printable(timestamp)} {printable(task)}: ", message)).strip()
 
 
 def iter_log_lines(

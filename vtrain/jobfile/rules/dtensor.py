@@ -63,12 +63,38 @@ def nearest_mesh(mesh: Mesh, devices: int, per_replica: int = 1) -> Mesh:
 
 
 def split_mesh(mesh: Mesh, devices: int, per_replica: int) -> Mesh:
-    """The replicas on the outermost dimension, one replica's devices on the innermost, the rest 1."""
+    """The replicas on the outermost dimension, one replica's devices on the innermost, the rest 1.
+
+    A one-dimension mesh gets a `batch` dimension outside it for the replicas (unless it is `batch`)."""
     names = [name for name, _ in mesh] or ["batch", "model"]
     if len(names) == 1:
-        return ((names[0], devices),)
+        if names[0] == "batch" or per_replica < 1 or devices % per_replica or devices == per_replica:
+            return ((names[0], devices),)
+        names = ["batch", names[0]]
     inner = per_replica if per_replica >= 1 and devices % per_replica == 0 else 1
     return ((names[0], devices // inner), *((name, 1) for name in names[1:-1]), (names[-1], inner))
+
+
+def _warn_spanning(r: Rules, mesh: Mesh, replicas: int, per_replica: int, devices_each: str) -> None:
+    """Warn when the innermost mesh dimension (a model dimension: its collectives run every layer) is
+    larger than one replica's devices, so it spans replicas and its collectives cross the network.
+
+    DTensor lays the mesh over the clients' devices in order, client 0's first, the innermost dimension
+    fastest: that dimension stays within a replica only if it fits in one replica's devices. This holds
+    for a mesh of any number of dimensions (`{model: 8}` over two 4-GPU machines as much as
+    `{batch: 1, model: 8}`), GPUs or logical CPU devices alike; a `batch` dimension's all-reduce runs
+    once per step, so it may span replicas."""
+    if not mesh or replicas < 2 or per_replica < 1:
+        return
+    inner_name, inner = mesh[-1]
+    if inner <= per_replica or inner_name == "batch":
+        return
+    fit = split_mesh(mesh, replicas * per_replica, per_replica)
+    r.warn(("dtensor", "mesh", inner_name), f"the innermost dimension {inner_name} ({inner}) spans "
+                                            f"{math.ceil(inner / per_replica)} replicas, so its collectives "
+                                            "(every layer, for tensor parallelism) cross the network; keep "
+                                            f"it within one replica's {devices_each}, e.g. mesh: "
+                                            f"{format_block(fit)}")
 
 
 def _devices(pool: PoolConfig) -> int | None:
@@ -121,7 +147,10 @@ def _check_devices(r: Rules, config: JobConfig, pools: list[PoolConfig], counts:
     written, size = format_block(d.mesh), d.size
     if len(set(counts)) > 1:
         first, other = pools[0], pools[-1]
-        have = lambda n: f"{n} GPU(s)" if n else "no GPU"  # noqa: E731
+
+        def have(n: int | None) -> str:
+            return f"{n} GPU(s)" if n else "no GPU"
+
         r.add(pool_path(other, "accelerator_count"),
               f"every DTensor client brings the same devices to the mesh, but each chief replica has "
               f"{have(counts[0])} and each {other.role} replica {have(counts[-1])}; give cluster.{other.role} the "
@@ -136,14 +165,7 @@ def _check_devices(r: Rules, config: JobConfig, pools: list[PoolConfig], counts:
                                        f"replica(s) x {per_replica} GPU(s) = {devices}; allowed: sizes whose product "
                                        f"is {devices}, e.g. mesh: {format_block(fit)}")
             return
-        inner_name, inner = d.mesh[-1]
-        if replicas > 1 and len(d.mesh) > 1 and inner > per_replica and inner_name != "batch":
-            fit = split_mesh(d.mesh, devices, per_replica)
-            r.warn(("dtensor", "mesh", inner_name), f"the innermost dimension {inner_name} ({inner}) spans "
-                                                    f"{math.ceil(inner / per_replica)} replicas, so its collectives "
-                                                    "(every layer, for tensor parallelism) cross the network; keep "
-                                                    f"it within one replica's {per_replica} GPU(s), e.g. mesh: "
-                                                    f"{format_block(fit)}")
+        _warn_spanning(r, d.mesh, replicas, per_replica, f"{per_replica} GPU(s)")
         return
     if size % replicas:  # CPU machines: mesh size / replicas logical devices each
         each = max(1, round(size / replicas))
@@ -154,6 +176,7 @@ def _check_devices(r: Rules, config: JobConfig, pools: list[PoolConfig], counts:
         return
     vcpus = catalog.vcpus(config.chief.machine_type)
     each = size // replicas
+    _warn_spanning(r, d.mesh, replicas, each, f"{each} logical CPU device(s)")
     if vcpus is not None and each > vcpus:
         r.warn(("dtensor", "mesh"), f"mesh {written} gives each replica {each} logical CPU devices, more than "
                                     f"{config.chief.machine_type}'s {vcpus} vCPUs: they share them and run slower")

@@ -11,12 +11,13 @@ which the proto points at through https://cloud.google.com/kubernetes-engine/doc
 
 from __future__ import annotations
 
+import ipaddress
 import re
 
 from vtrain import catalog
 from vtrain.jobfile.model import JobConfig, PoolConfig, ReservationConfig
+from vtrain.jobfile.nodes import did_you_mean
 from vtrain.jobfile.rules.base import _PROJECT, _REGION, _RESERVATION, Rules, pool_path, with_suggestion
-from vtrain.jobfile.schema import did_you_mean
 from vtrain.jobfile.yamlpos import PathKey
 
 #: MIG profiles (gpu_partition_size) each GPU offers.
@@ -29,6 +30,11 @@ MIG_PROFILES: dict[str, tuple[str, ...]] = {
 }
 _MOUNT_POINT = re.compile(r"^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$")
 _HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.:-]{0,252})$")
+_LABEL = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
+#: Managed Lustre's file system name (the instance's --filesystem): up to 8 letters and digits, a letter first.
+_LUSTRE_FS = re.compile(r"^[A-Za-z][A-Za-z0-9]{0,7}$")
+#: A Managed Lustre volume: PROJECT/ZONE/INSTANCE (as the GKE Lustre CSI driver's volumeHandle).
+_VOLUME_HANDLE = re.compile(r"^[a-z][a-z0-9.:-]{0,62}/[a-z0-9-]+/[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 _NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 _ATTACHMENT = re.compile(r"^projects/[^/]+/regions/(?P<region>[^/]+)/networkAttachments/(?P<name>[^/]+)$")
 _CONTEXT = re.compile(r"^projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)/metadataStores/(?P<store>[^/]+)"
@@ -86,19 +92,63 @@ def _check_partition(r: Rules, pool: PoolConfig) -> None:
                     f"{fix}")
 
 
+def mount_point_like(point: str) -> str | None:
+    """The valid mount point nearest `point`: its directory names with what a name cannot hold turned into
+    '-', the empty, '.' and '..' ones left out ('../../etc' → 'etc', '/data' → 'data', 'my data' → 'my-data');
+    None when no name is left to suggest."""
+    names = [re.sub(r"[^A-Za-z0-9._-]+", "-", part).strip("-") for part in point.split("/")]
+    kept = "/".join(n for n in names if n.strip(".-"))
+    return kept if kept and _MOUNT_POINT.match(kept) else None
+
+
+def _host_problem(value: str, ip_only: bool) -> str | None:
+    """What is wrong with a mount's server (an IP address or host name; `ip_only`: an IP address), or None."""
+    try:
+        ipaddress.ip_address(value)
+        return None
+    except ValueError:
+        pass
+    head, colon, port = value.rpartition(":")
+    if colon and port.isdigit() and head.strip("[]"):
+        above = "; a port is at most 65535 anyway" if int(port) > 65535 else ""
+        return (f"'{value}' has a port (:{port}): the mount uses the file system's standard port, so give the "
+                f"address alone, e.g. '{head.strip('[]')}'{above}")
+    if ip_only:
+        return f"'{value}' is not an IP address (IPv4 such as 10.90.1.4, or IPv6)"
+    labels = value.rstrip(".").split(".")
+    if not value or len(value) > 253 or not all(_LABEL.match(label) for label in labels):
+        return f"'{value}' is not an IP address or host name, e.g. 10.76.0.10"
+    return None
+
+
 def _check_mounts(r: Rules, pool: PoolConfig, key: str, host: str, root: str) -> None:
     seen: dict[str, int] = {}
     for i, mount in enumerate(getattr(pool, key)):
         where = pool_path(pool, key)
-        if not _HOST.match(mount[host]):
-            r.add((*where, i, host), f"'{mount[host]}' is not an IP address or host name, e.g. 10.76.0.10")
+        problem = _host_problem(mount[host], ip_only=key == "lustre_mounts")
+        if problem:
+            r.add((*where, i, host), problem)
+        if key == "lustre_mounts":
+            if not _LUSTRE_FS.match(mount["filesystem"]):
+                fixed = (re.sub(r"[^A-Za-z0-9]", "", mount["filesystem"]).lstrip("0123456789") or "lfs")[:8]
+                r.add((*where, i, "filesystem"), f"'{mount['filesystem']}' is not a Lustre file system name: at most "
+                                                 f"8 letters and digits, starting with a letter (the instance's "
+                                                 f"--filesystem), e.g. '{fixed}'")
+            handle = mount["volume_handle"]
+            if not handle.strip() or not handle.isprintable() or any(c.isspace() for c in handle):
+                r.add((*where, i, "volume_handle"), f"{handle!r} is not a Lustre volume handle: it holds no text or "
+                                                    "spaces; e.g. my-project/us-central1-a/my-lustre")
+            elif not _VOLUME_HANDLE.match(handle):
+                r.warn((*where, i, "volume_handle"), f"'{handle}' does not look like a Managed Lustre volume handle, "
+                                                     "PROJECT/ZONE/INSTANCE (e.g. my-project/us-central1-a/my-lustre)")
         if key == "nfs_mounts" and not mount["path"].startswith("/"):
             r.add((*where, i, "path"), f"the exported path must start with '/'; write '/{mount['path']}'")
         point = mount["mount_point"]
         if not _MOUNT_POINT.match(point) or ".." in point.split("/"):
-            fixed = re.sub(r"[^A-Za-z0-9._/-]", "-", point).strip("/").replace("..", "-") or "data"
+            nearest = mount_point_like(point)
             r.add((*where, i, "mount_point"), f"'{point}' is not a directory name under {root}/ (letters, digits, "
-                                              f". _ - and /, no leading /, no ..); try '{fixed}'")
+                                              f". _ - and /, no leading /, no ..)"
+                                              + (f"; try '{nearest}'" if nearest else ""))
         elif point in seen:
             r.add((*where, i, "mount_point"), f"{root}/{point} is already the mount point of {key}[{seen[point]}]; "
                                               "give each mount its own")
@@ -154,17 +204,17 @@ def check_services(r: Rules, config: JobConfig) -> None:
         if parent != own or not run["name"].startswith(experiment["name"] + "-"):
             r.add(("experiment_run",), f"the run must be {parent}/{experiment['name']}-RUN (its experiment's "
                                        "store, and the experiment's name, a dash, the run's)")
-    where = config.protected_artifact_location_id
-    if where is not None:
+    location = config.protected_artifact_location_id
+    if location is not None:
         path = ("protected_artifact_location_id",)
-        if not _REGION.match(where):
-            r.add(path, with_suggestion(f"'{where}' is not a region name like europe-west4",
-                                        did_you_mean(where, catalog.REGIONS)))
-        elif where not in catalog.REGIONS:
-            r.warn(path, with_suggestion(f"'{where}' is not a known Vertex AI region",
-                                         did_you_mean(where, catalog.REGIONS)))
-        elif where == config.region:
-            r.warn(path, f"{where} is the job's own region, where the artifacts are kept anyway; Vertex wants this "
+        if not _REGION.match(location):
+            r.add(path, with_suggestion(f"'{location}' is not a region name like europe-west4",
+                                        did_you_mean(location, catalog.REGIONS)))
+        elif location not in catalog.REGIONS:
+            r.warn(path, with_suggestion(f"'{location}' is not a known Vertex AI region",
+                                         did_you_mean(location, catalog.REGIONS)))
+        elif location == config.region:
+            r.warn(path, f"{location} is the job's own region, where the artifacts are kept anyway; Vertex wants this "
                          "key only for another region: remove it")
 
 

@@ -6,17 +6,17 @@ import re
 from pathlib import Path
 
 from vtrain import catalog
+from vtrain.constants import MAX_PACKAGE_URIS
 from vtrain.errors import PackagingError
 from vtrain.jobfile.model import JobConfig, PoolConfig
+from vtrain.jobfile.nodes import did_you_mean
 from vtrain.jobfile.rules.base import (
     _MODULE,
-    MAX_PACKAGE_URIS,
     Rules,
     pool_path,
     with_suggestion,
 )
 from vtrain.jobfile.rules.job import check_gcs
-from vtrain.jobfile.schema import did_you_mean
 from vtrain.jobfile.yamlpos import PathKey, format_path
 from vtrain.userpaths import describe_oserror, path_problem
 
@@ -44,6 +44,7 @@ def check_trainer(r: Rules, config: JobConfig) -> None:
                 own = "its own container" if pool.container is not None else "trainer.container"
                 r.add(pool_path(pool, key), f"{key} is for python-package pools, and this pool runs {own}; set "
                                             f"{format_path(pool_path(pool, 'container', 'command'))} instead")
+    check_image_ports(r, config)
     modules = [(pool_path(p, "module"), p.module) for p in pools if p.container is None and p.module is not None]
     for path, module in modules:
         if not _MODULE.match(module):
@@ -156,6 +157,23 @@ def check_image(r: Rules, config: JobConfig) -> None:
             _check_image(r, pool_path(pool, "image"), pool.image, [pool], build)
 
 
+def check_image_ports(r: Rules, config: JobConfig) -> None:
+    """Every container image's registry port is a TCP port (a port above 65535 would fail at the pull)."""
+    from vtrain.trainer.image.reference import port_problem
+
+    found: list[tuple[PathKey, str]] = [(("trainer", "container", "image_uri"), config.trainer.container.image_uri)] \
+        if config.trainer.container is not None else []  # fmt: skip
+    found += [(pool_path(p, "container", "image_uri"), p.container.image_uri) for p in config.pools()
+              if p.container is not None and p.container is not config.trainer.container]
+    if config.trainer.build is None:  # else check_build reads them as base images, ports included
+        found += [(pool_path(p, "image"), p.image) for p in config.pools() if p.image]
+        found += [(("trainer", "image"), config.trainer.image)] if config.trainer.image else []
+    for path, uri in found:
+        problem = port_problem(uri)
+        if problem:
+            r.add(path, f"{problem}; e.g. localhost:5000/REPO/IMAGE:TAG")
+
+
 def _check_image(r: Rules, path: PathKey, image: str, pools: list[PoolConfig], build: bool) -> None:
     alias = catalog.IMAGE_ALIAS_RE.match(image)
     uri = catalog.PREBUILT_URI_RE.match(image)
@@ -216,7 +234,7 @@ def check_strategy(r: Rules, config: JobConfig) -> None:
     elif row.parameter_servers == "needs" and not has_ps:
         r.add(path, f"strategy {name} needs cluster.parameter_servers; add them or use multi_worker_mirrored")
     elif row.own_cluster_rules:
-        return  # its cluster is checked with its own block (dtensor: vtrain.jobfile.rules.dtensor)
+        return  # checked by its own rules (vtrain.jobfile.rules.dtensor, .horovod)
     elif has_ps and row.parameter_servers != "needs":
         r.add(path, f"the cluster has parameter servers, so the strategy must be parameter_server (or auto), "
                     f"not {name}")
@@ -237,7 +255,7 @@ def check_strategy(r: Rules, config: JobConfig) -> None:
 # --------------------------------------------------------------------------- trainer.build
 
 
-def check_reference(r: Rules, path: tuple[str, ...], text: str, what: str) -> None:
+def check_reference(r: Rules, path: PathKey, text: str, what: str) -> None:
     from vtrain.trainer.image.reference import parse_reference
 
     try:
@@ -249,6 +267,7 @@ def check_reference(r: Rules, path: tuple[str, ...], text: str, what: str) -> No
 def check_build(r: Rules, config: JobConfig) -> None:
     """The repository's form and region, and the requirements (files read here, as the build reads them)."""
     from vtrain.jobfile.model import is_requirements_file
+    from vtrain.trainer.image.libc import platform_problem
     from vtrain.trainer.image.reference import parse_repository
     from vtrain.trainer.image.requirements import read_requirements
 
@@ -264,17 +283,20 @@ def check_build(r: Rules, config: JobConfig) -> None:
     if build.python_version is not None and not re.fullmatch(r"3\.[0-9]+", build.python_version.strip()):
         r.add((*path, "python_version"), f"'{build.python_version}' is not a Python version MAJOR.MINOR such as 3.10")
     elif build.python_version is not None:
-        named = {catalog.prebuilt_python(catalog.executor_image_uri(pool.image or config.trainer.image,
+        found = {catalog.prebuilt_python(catalog.executor_image_uri(pool.image or config.trainer.image,
                                                                     pool.hardware, config.region))
                  for pool in config.pools() if pool.role != "reduction_server" and pool.container is None}
-        named.discard(None)
+        named = {py for py in found if py is not None}
         if named and build.python_version.strip() not in named:
             r.warn((*path, "python_version"), f"the base image's name says Python {', '.join(sorted(named))}, not "
                                               f"{build.python_version}: wheels built for another Python may not "
                                               "import; leave python_version out for a prebuilt base")
+    if build.platform is not None and (problem := platform_problem(build.platform)) is not None:
+        r.add((*path, "platform"), problem)
+    root = config.source.parent if config.source is not None else None
     for i, entry in enumerate(build.requirements):
         try:
-            read_requirements([entry], [is_requirements_file(entry)])
+            read_requirements([entry], [is_requirements_file(entry)], root=root)
         except PackagingError as err:
             at = (*path, "requirements", i) if (*path, "requirements", i) in config.positions.values else \
                 (*path, "requirements")

@@ -16,7 +16,7 @@ import hashlib
 import io
 import json
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -43,11 +43,12 @@ from vtrain.trainer.image.layers import (
     src_layout,
     trainer_layer,
 )
+from vtrain.trainer.image.libc import arch_of, platform_tags, read_libc
 from vtrain.trainer.image.reference import ImageRef, parse_reference, parse_repository
 from vtrain.trainer.image.registry import Credentials, RegistryClient
+from vtrain.trainer.image.requirements import declared_requirements
 from vtrain.trainer.image.wheels import requirements_layer
-from vtrain.trainer.packaging import check_module
-from vtrain.trainer.select import scan_package
+from vtrain.trainer.packaging import check_module, trainer_files
 
 
 @dataclass(frozen=True)
@@ -94,11 +95,12 @@ class Pushed:
                    if b["action"] in ("uploaded", "copied") and (not roles or b["role"] in roles))
 
 
-def planned_image(spec: ImageSpec, package_dir: Path) -> str:
-    """``REPOSITORY:TAG`` the image will have: reads the trainer's files, sends nothing."""
+def planned_image(spec: ImageSpec, package_dir: Path, *, skip: Iterable[Path] = ()) -> str:
+    """``REPOSITORY:TAG`` the image will have: reads the trainer's files (the sdist's, as
+    :func:`~vtrain.trainer.packaging.trainer_files` selects them), sends nothing."""
     target = parse_repository(spec.repository)
     parse_reference(spec.base, what="base image")
-    scan = scan_package(package_dir)
+    scan = trainer_files(package_dir, skip=skip)
     return str(target.with_tag(image_tag(spec, scan.digest, runtime_digest(), src_layout=src_layout(scan))))
 
 
@@ -127,6 +129,16 @@ def read_base(client: RegistryClient, ref: ImageRef, os_name: str = "linux", arc
     return BaseImage(ref=ref, media_type=kind, manifest=document, config=config, digest=digest)
 
 
+def base_platform(base: BaseImage, client: RegistryClient, *, cache: Path | None = None) -> str:
+    """The newest wheel platform tag `base` runs, read from its C library (its layers, bottom-up, until
+    one has it; cached by its config digest)."""
+    layers = [(str(d.get("mediaType", "")), str(d["digest"]), partial(client.open_blob, base.ref.repository,
+                                                                       str(d["digest"])))
+              for d in base.manifest.get("layers", [])]
+    found = read_libc(layers, str(base.ref), str(base.manifest["config"]["digest"]), cache=cache)
+    return found.tag(arch_of(base.config))
+
+
 def _json(body: bytes, what: str) -> dict[str, Any]:
     try:
         data = json.loads(body)
@@ -138,21 +150,27 @@ def _json(body: bytes, what: str) -> dict[str, Any]:
 
 
 def build_image(spec: ImageSpec, package_dir: Path, out_dir: Path, base_client: RegistryClient, *,
-                allow_credentials: bool = False, cache: Path | None = None, refresh: bool = False) -> BuiltImage:
-    """Everything the push needs, on disk under `out_dir`; only the base's manifest and config are read."""
+                allow_credentials: bool = False, cache: Path | None = None, refresh: bool = False,
+                skip: Iterable[Path] = ()) -> BuiltImage:
+    """Everything the push needs, on disk under `out_dir`; only the base's manifest and config are read.
+    The trainer's files are checked (entry module, secrets) before the registry is asked anything."""
     target = parse_repository(spec.repository)
     base_ref = parse_reference(spec.base, what="base image")
-    scan = scan_trainer(package_dir, allow_credentials=allow_credentials)
+    scan = scan_trainer(package_dir, allow_credentials=allow_credentials, skip=skip)
     check_module(scan, spec.module)
     base = read_base(base_client, base_ref)
     version = python_version(base.config, str(base_ref), spec.python_version)
     layers = [trainer_layer(scan, out_dir), runtime_layer(out_dir)]
-    deps = requirements_layer(spec.requirements, version, platforms=spec.platforms, index_args=spec.index_args,
-                              cache=cache, refresh=refresh, dependencies=spec.dependencies)
-    if deps is not None:
-        layers.insert(0, deps)  # least often changed first: the trainer's layer, the most often, last
+    declared = declared_requirements(scan.root, scan.files, scan.digest, cache=cache)
+    if spec.requirements or declared:
+        platforms = platform_tags(spec.platform or base_platform(base, base_client, cache=cache))
+        deps = requirements_layer(spec.requirements, version, platforms=platforms, index_args=spec.index_args,
+                                  cache=cache, refresh=refresh, dependencies=spec.dependencies, declared=declared,
+                                  constraints=spec.constraints, provided=spec.provided)
+        if deps is not None:
+            layers.insert(0, deps)  # least often changed first: the trainer's layer, the most often, last
     src = src_layout(scan)
-    config = canonical(image_config(base.config, spec, layers, src_layout=src))
+    config = canonical(image_config(base.config, spec, layers, src_layout=src, python_version=version))
     manifest = image_manifest(base.manifest, f"sha256:{hashlib.sha256(config).hexdigest()}", len(config), layers)
     tag = image_tag(spec, scan.digest, runtime_digest(), src_layout=src)
     return BuiltImage(spec=spec, target=target.with_tag(tag), base=base, layers=layers, config=config,
@@ -206,7 +224,7 @@ def _stream(base_client: RegistryClient, repository: str, digest: str) -> Callab
 def build_and_push(spec: ImageSpec, package_dir: Path, *, credentials: Credentials | None = default_credentials,
                    base_credentials: Credentials | None = default_credentials, allow_credentials: bool = False,
                    cache: Path | None = None, chunk_size: int | None = None,
-                   on_blob: Callable[[dict[str, object]], None] | None = None) -> Pushed:
+                   on_blob: Callable[[dict[str, object]], None] | None = None, skip: Iterable[Path] = ()) -> Pushed:
     """The whole step: build the image on its base and push it. Nothing is sent before every layer is built.
     Credentials default to Google's for Google registries and none elsewhere (None: anonymous)."""
     target = parse_repository(spec.repository)
@@ -216,5 +234,5 @@ def build_and_push(spec: ImageSpec, package_dir: Path, *, credentials: Credentia
         base_ref.registry, base_credentials)
     with tempfile.TemporaryDirectory(prefix="vtrain-image-") as tmp:
         built = build_image(spec, package_dir, Path(tmp), base_client, allow_credentials=allow_credentials,
-                            cache=cache)
+                            cache=cache, skip=skip)
         return push_image(built, client, base_client, on_blob=on_blob)

@@ -25,7 +25,7 @@ from typing import Any
 from vtrain import __version__
 from vtrain.errors import PackagingError
 from vtrain.trainer.image.layers import DEPS_DIR, RUNTIME_DIR, TRAINER_DIR, Layer, source_date_epoch
-from vtrain.trainer.image.wheels import DEFAULT_PLATFORMS, normalized
+from vtrain.trainer.image.wheels import normalized
 from vtrain.trainer.select import hash_entries
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -38,7 +38,7 @@ DOCKER_LAYER = "application/vnd.docker.image.rootfs.diff.tar.gzip"
 MANIFESTS = (OCI_MANIFEST, DOCKER_MANIFEST)
 INDEXES = (OCI_INDEX, DOCKER_LIST)
 #: Bumped when what vtrain puts in an image changes shape, so that old tags are not reused.
-LAYOUT_VERSION = "1"
+LAYOUT_VERSION = "2"  # 2: requirements in a site dir (/opt/vtrain/deps/lib/pythonX.Y/site-packages)
 
 _LABEL = re.compile(r"(?:^|[./_-])python[._-]?version$", re.IGNORECASE)
 _VERSION = re.compile(r"v?(3\.[0-9]+)(?:\.[0-9]+)?(?:[a-z]+[0-9]*)?")
@@ -56,7 +56,9 @@ class ImageSpec:
     requirements: tuple[str, ...] = ()
     dependencies: bool = True  # False: install exactly the requirements (pip --no-deps)
     python_version: str | None = None  # only when the base's config does not say it
-    platforms: tuple[str, ...] = DEFAULT_PLATFORMS
+    platform: str | None = None  # the newest wheel platform tag the base runs; None: read from the base's libc
+    constraints: tuple[str, ...] = ()  # -c lines: versions pip may pick, nothing installed for them
+    provided: tuple[str, ...] = ()  # what the base already has (prebuilt: tensorflow==2.NN.*): not reinstalled
     python: str = "python3"
     workdir: str = f"/{TRAINER_DIR}"
     index_args: tuple[str, ...] = field(default=(), compare=False)  # pip's index options; not part of the tag
@@ -72,7 +74,9 @@ def image_tag(spec: ImageSpec, trainer_digest: str, runtime_digest: str, *, src_
         "requirements": normalized(spec.requirements),
         "dependencies": spec.dependencies,
         "python": spec.python_version or "",
-        "platforms": list(spec.platforms),
+        "platform": spec.platform or "",
+        "constraints": normalized(spec.constraints),
+        "provided": normalized(spec.provided),
         "entrypoint": [spec.python, "-m", spec.module, *spec.args],
         "env": [list(pair) for pair in spec.env],
         "workdir": spec.workdir,
@@ -112,7 +116,8 @@ def python_version(config: dict[str, Any], image: str, override: str | None = No
                          "no python-version label; state the version (e.g. 3.10) with the image's build settings")
 
 
-def _merge_env(base: list[str], env: Sequence[tuple[str, str]], pythonpath: list[str]) -> list[str]:
+def _merge_env(base: list[str], env: Sequence[tuple[str, str]], pythonpath: list[str], *,
+               deps: bool = False) -> list[str]:
     values: dict[str, str] = {}
     for item in base:
         name, _, value = item.partition("=")
@@ -122,18 +127,28 @@ def _merge_env(base: list[str], env: Sequence[tuple[str, str]], pythonpath: list
         values[name] = value
     earlier = values.pop("PYTHONPATH", "")
     values["PYTHONPATH"] = ":".join([*pythonpath, *([earlier] if earlier else [])])
+    if deps:
+        values.pop("PYTHONUSERBASE", None)
+        values["PYTHONUSERBASE"] = f"/{DEPS_DIR}"  # its user site is the requirements' site dir (.pth files work)
+        path = values.pop("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+        values["PATH"] = f"/{DEPS_DIR}/bin:{path}"
     return [f"{name}={value}" for name, value in values.items()]
 
 
-def python_path(src_layout: bool = False) -> list[str]:
+def python_path(src_layout: bool = False, python_version: str | None = None) -> list[str]:
+    """The image's PYTHONPATH: the trainer, vtrain's runtime, and (with the requirements' Python version)
+    their site dir, listed too so that it is found where user site dirs are off (a venv base, ``-s``)."""
+    from vtrain.trainer.image.wheels import site_dir
+
     trainer = [f"/{TRAINER_DIR}/src"] if src_layout else [f"/{TRAINER_DIR}"]
-    return [*trainer, f"/{RUNTIME_DIR}", f"/{DEPS_DIR}"]
+    deps = [f"/{site_dir(python_version)}"] if python_version else []
+    return [*trainer, f"/{RUNTIME_DIR}", *deps]
 
 
 _HISTORY = {
     "trainer": f"vtrain: the trainer's files at /{TRAINER_DIR}",
     "runtime": f"vtrain: vtrain's runtime at /{RUNTIME_DIR}",
-    "requirements": f"vtrain: the requirements' wheels at /{DEPS_DIR}",
+    "requirements": f"vtrain: the requirements' wheels in the site dir of PYTHONUSERBASE=/{DEPS_DIR}",
 }
 
 
@@ -143,11 +158,18 @@ def created(epoch: int | None = None) -> str:
 
 
 def image_config(base_config: dict[str, Any], spec: ImageSpec, layers: Sequence[Layer], *,
-                 src_layout: bool = False, epoch: int | None = None) -> dict[str, Any]:
-    """The new image config: the base's with vtrain's layers, environment and entry point."""
-    config = json.loads(json.dumps(base_config))  # a deep copy: the base's stays as read
+                 src_layout: bool = False, epoch: int | None = None, python_version: str | None = None) -> dict[
+                     str, Any]:
+    """The new image config: the base's with vtrain's layers, environment and entry point. With a
+    requirements layer, `python_version` names its site dir (PYTHONUSERBASE and PYTHONPATH)."""
+    config: dict[str, Any] = json.loads(json.dumps(base_config))  # a deep copy: the base's stays as read
     inner = dict(config.get("config") or {})
-    inner["Env"] = _merge_env(list(inner.get("Env") or []), spec.env, python_path(src_layout))
+    deps = any(layer.role == "requirements" for layer in layers)
+    version = python_version or spec.python_version
+    if deps and not version:
+        raise ValueError("a requirements layer needs the image's Python version")
+    inner["Env"] = _merge_env(list(inner.get("Env") or []), spec.env,
+                              python_path(src_layout, version if deps else None), deps=deps)
     inner["WorkingDir"] = spec.workdir
     inner["Entrypoint"] = [spec.python, "-m", spec.module]
     if spec.args:

@@ -29,8 +29,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from vtrain.trainer.packaging import refuse_credentials, runtime_entries
-from vtrain.trainer.select import Scan, hash_entries, readable_errors, scan_package
+from vtrain.trainer.packaging import refuse_credentials, runtime_entries, trainer_files
+from vtrain.trainer.select import Scan, hash_entries, readable_errors
 
 TAR_GZIP = "application/vnd.oci.image.layer.v1.tar+gzip"
 COMPRESS_LEVEL = 6
@@ -151,10 +151,11 @@ def tree_entries(root: Path, prefix: str) -> list[Entry]:
 # --- what vtrain puts in an image ---------------------------------------------------------------
 
 
-def scan_trainer(package_dir: Path, *, allow_credentials: bool = False) -> Scan:
-    """The trainer's files exactly as the sdist would take them (same ignore rules, same hash),
-    refusing files that look like secrets unless `allow_credentials`."""
-    scan = scan_package(package_dir)
+def scan_trainer(package_dir: Path, *, allow_credentials: bool = False, skip: Iterable[Path] = ()) -> Scan:
+    """The trainer's files exactly as its sdist holds them (:func:`~vtrain.trainer.packaging.trainer_files`:
+    one selection, the same hash), refusing every file that looks like a secret unless `allow_credentials`.
+    `skip`: paths that are not the trainer's (the job file)."""
+    scan = trainer_files(package_dir, skip=skip)
     if not allow_credentials:
         refuse_credentials(scan)
     return scan
@@ -178,7 +179,7 @@ def runtime_files() -> list[Entry]:
 
 def runtime_digest() -> str:
     """The content hash of the runtime's files (as the runtime sdist's name has it)."""
-    return hash_entries((rel, v if isinstance(v, bytes) else v.read_bytes()) for rel, v in runtime_entries())
+    return hash_entries(runtime_entries())
 
 
 def runtime_layer(out_dir: Path) -> Layer:

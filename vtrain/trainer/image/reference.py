@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from urllib.parse import urlsplit
 
 from vtrain.errors import PackagingError
 
@@ -20,6 +21,15 @@ _TAG = re.compile(r"[\w][\w.-]{0,127}")
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 _HOST = re.compile(r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*"
                    r"|\[[0-9a-fA-F:]+\])(?::[0-9]+)?")
+
+
+def port_problem(text: str) -> str | None:
+    """What is wrong with the registry port of image reference `text` (TCP ports are 1 to 65535), or None."""
+    first, slash, _ = text.strip().partition("/")
+    found = re.fullmatch(r"(?:\[[0-9a-fA-F:]+\]|[^:\[\]]+):([0-9]+)", first) if slash else None
+    if found is None or 1 <= int(found[1]) <= 65535:
+        return None
+    return f"registry port {found[1]} in {first!r} is not a TCP port (1 to 65535)"
 
 
 @dataclass(frozen=True)
@@ -62,6 +72,8 @@ def parse_reference(text: str, *, what: str = "image") -> ImageRef:
         registry, path = first, rest
         if not _HOST.fullmatch(registry):
             raise PackagingError(f"{what} {text!r}: {registry!r} is not a registry host[:port]")
+        if port_problem(raw):
+            raise PackagingError(f"{what} {text!r}: {port_problem(raw)}")
     else:
         registry, path = DOCKER_HUB, raw
         if "/" not in path:
@@ -90,6 +102,20 @@ def parse_repository(text: str) -> ImageRef:
 def is_loopback(registry: str) -> bool:
     host = registry.rsplit(":", 1)[0] if not registry.startswith("[") else registry.split("]")[0] + "]"
     return host in ("localhost", "[::1]") or bool(re.fullmatch(r"127\.[0-9]+\.[0-9]+\.[0-9]+", host))
+
+
+def trusted_realm(registry: str, realm: str) -> bool:
+    """The token service is the registry's own: its host, or a host in the registry host's parent domain
+    (``auth.docker.io`` for ``registry-1.docker.io``); for a loopback registry, a loopback host."""
+    host = (urlsplit(realm).hostname or "").lower()
+    mine = registry.rsplit(":", 1)[0].strip("[]").lower() if not registry.startswith("[") else \
+        registry.split("]")[0].strip("[").lower()
+    if is_loopback(registry):
+        return is_loopback(host if ":" not in host else f"[{host}]")
+    if host == mine:
+        return True
+    parent = mine.split(".", 1)[1] if "." in mine else ""
+    return "." in parent and not mine.replace(".", "").isdigit() and host.endswith("." + parent)
 
 
 def base_url(registry: str) -> str:

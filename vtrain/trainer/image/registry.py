@@ -17,6 +17,17 @@ for at most :func:`vtrain.network.deadline`, with a progress line before each re
 be done is one :class:`~vtrain.errors.PackagingError` line: the registry unreachable, access
 refused (401/403), anything else the registry answered, with its own error message.
 
+Trust (issue 29): the client believes only a registry. Before anything else it asks ``/v2/``,
+which must answer 200 or 401 with the ``Docker-Distribution-API-Version`` header (a web server that
+answers 200 to everything is "not a registry", and nothing is pushed); a digest a registry names
+(``Docker-Content-Digest``) must be the one sent or asked for, and a manifest fetched by digest must
+hash to it. Credentials go only to the registry's own URLs (scheme, host and port) and to a token
+service on its host or domain, never over plain http except to this machine; an upload
+``Location`` on another host gets no Authorization header (and one over plain http to another
+machine is refused). Every body is read bounded (a manifest 4 MiB, a token answer 1 MiB, an error
+64 KiB: a 4 GiB answer costs no memory), and an error body of any shape (the OCI ``errors`` list,
+another JSON shape, HTML, text, bytes) becomes one printable line (:func:`vtrain.foreign.printable`).
+
 ``sent`` counts the blob bytes this client sent, the figure the tests and the benchmark report.
 """
 
@@ -26,23 +37,31 @@ import hashlib
 import re
 import time
 from collections.abc import Callable, Iterable
-from typing import Any, BinaryIO
-from urllib.parse import urljoin
+from typing import Any, BinaryIO, TypeAlias
+from urllib.parse import urljoin, urlsplit
 
 import requests
 
 from vtrain import network
 from vtrain.errors import PackagingError
+from vtrain.foreign import printable
+from vtrain.trainer.image import answers
 from vtrain.trainer.image.config import DOCKER_LIST, DOCKER_MANIFEST, OCI_INDEX, OCI_MANIFEST
-from vtrain.trainer.image.reference import base_url, is_loopback
+from vtrain.trainer.image.reference import base_url, is_loopback, trusted_realm
 
 Credentials = Callable[[str], "tuple[str, str] | None"]
 #: A fresh body for each attempt: bytes, or a callable that opens a readable stream.
-Body = "bytes | Callable[[], BinaryIO] | None"
+Body: TypeAlias = "bytes | Callable[[], BinaryIO] | None"
 ACCEPT = ", ".join((OCI_MANIFEST, DOCKER_MANIFEST, OCI_INDEX, DOCKER_LIST))
 _TRANSIENT_STATUS = {429, 500, 502, 503, 504}
 _CHALLENGE = re.compile(r'(\w+)="([^"]*)"')
 MAX_ATTEMPTS = 5
+API_VERSION_HEADER = "Docker-Distribution-API-Version"
+DIGEST_HEADER = "Docker-Content-Digest"
+#: The most a registry answer may hold: a manifest (the distribution registry's own limit is 4 MiB),
+#: a token service's answer (an error body: :data:`~vtrain.trainer.image.answers.ERROR_LIMIT`).
+MANIFEST_LIMIT = 4 << 20
+TOKEN_LIMIT = 1 << 20
 
 
 class _Transient(Exception):
@@ -67,7 +86,7 @@ class _Counted:
         self.raw.close()
 
     def read(self, n: int = -1) -> bytes:
-        data = self.raw.read(n, decode_content=False) if hasattr(self.raw, "stream") else self.raw.read(n)
+        data: bytes = self.raw.read(n, decode_content=False) if hasattr(self.raw, "stream") else self.raw.read(n)
         self.client.sent += len(data)
         return data
 
@@ -85,6 +104,8 @@ class RegistryClient:
         self._login: tuple[str, str] | None | bool = False  # False: not asked yet
         self._tokens: dict[str, str] = {}
         self._basic = False
+        self._verified = False  # /v2/ answered as a registry does
+        self._withheld = ""  # a token service that was not given the credentials, and why
         self.session = session or requests.Session()
         if is_loopback(registry):
             self.session.trust_env = False  # never send loopback traffic through a proxy
@@ -103,6 +124,37 @@ class RegistryClient:
             return {"Authorization": f"Bearer {token}"}
         return {}
 
+    def _own(self, url: str) -> bool:
+        """`url` is on this registry (same scheme, host and port): the only place credentials go."""
+        mine, theirs = urlsplit(self.url), urlsplit(url)
+        return (theirs.scheme, theirs.netloc.lower()) == (mine.scheme, mine.netloc.lower())
+
+    def _refuse_plain_http(self, url: str, what: str) -> None:
+        parts = urlsplit(url)
+        if parts.scheme != "https" and not (parts.scheme == "http" and is_loopback(parts.netloc)):
+            raise PackagingError(f"registry {self.registry}: {what} {printable(url, limit=200)} is not https "
+                                 "(plain http only to this machine); refusing to send anything there")
+
+    def _verify(self) -> None:
+        """Before anything else is sent: /v2/ must answer as an OCI registry does (200, or 401 with a
+        challenge) with the ``Docker-Distribution-API-Version`` header. A web server that answers 200 to
+        everything, a proxy's login page or a typo'd host is refused here, with nothing pushed."""
+        try:
+            answer = self.session.get(f"{self.url}/v2/", timeout=self.timeout, stream=True, allow_redirects=False)
+        except requests.RequestException as err:
+            raise _Transient(network.network_reason(err, self.timeout), err) from err
+        with answer:
+            if answer.status_code in _TRANSIENT_STATUS:
+                raise _Transient(f"{answer.status_code} {answers.message(answer) or printable(answer.reason or '')}",
+                                 answered=True)
+            version = answer.headers.get(API_VERSION_HEADER, "")
+        if answer.status_code not in (200, 401) or not version.strip().startswith("registry/2"):
+            said = f"with {API_VERSION_HEADER}: {printable(version, limit=60)}" if version else \
+                f"without the {API_VERSION_HEADER} header every registry sends"
+            raise PackagingError(f"{self.registry} is not a registry: GET /v2/ answered {answer.status_code} {said}; "
+                                 "check the host of the image repository (nothing was sent)")
+        self._verified = True
+
     def _token(self, challenge: str, scopes: tuple[str, ...]) -> None:
         kind = challenge.split(" ", 1)[0].lower()
         fields = dict(_CHALLENGE.findall(challenge))
@@ -112,57 +164,80 @@ class RegistryClient:
             self._basic = True
             return
         if kind != "bearer" or "realm" not in fields:
-            raise PackagingError(f"registry {self.registry}: unsupported authentication challenge {challenge!r}")
+            raise PackagingError(f"registry {self.registry}: unsupported authentication challenge "
+                                 f"{printable(challenge, limit=200)!r}")
+        realm = fields["realm"]
+        self._refuse_plain_http(realm, "its token service")
         params: list[tuple[str, str]] = [("service", fields["service"])] if "service" in fields else []
         params += [("scope", s) for s in scopes]
+        # The user's credentials go to the registry's own token service only (its host, or a host of its
+        # domain such as auth.docker.io for registry-1.docker.io); any other gets an anonymous request.
+        login = self._user() if trusted_realm(self.registry, realm) else None
+        if login is None and self._user() is not None:
+            self._withheld = (f"the credentials were not sent to the token service {printable(realm, limit=200)}: "
+                              "it is not on the registry's host or domain")
         try:
-            answer = self.session.get(fields["realm"], params=params, auth=self._user(), timeout=self.timeout)
+            answer = self.session.get(realm, params=params, auth=login, timeout=self.timeout, stream=True,
+                                      allow_redirects=False)
         except requests.RequestException as err:
             raise _Transient(network.network_reason(err, self.timeout), err) from err
-        if answer.status_code in (401, 403):
-            whose = "the credentials" if self._user() is not None else "an anonymous token"
-            raise self._refused(answer.status_code, f"the token service refused {whose}")
-        if answer.status_code in _TRANSIENT_STATUS:
-            raise _Transient(f"its token service answered {answer.status_code}", answered=True)
-        try:
-            data = answer.json() if answer.status_code == 200 else None
-        except ValueError:
-            data = None
+        with answer:
+            if answer.status_code in (401, 403):
+                whose = "the credentials" if login is not None else "an anonymous token"
+                raise self._refused(answer.status_code, f"the token service refused {whose}")
+            if answer.status_code in _TRANSIENT_STATUS:
+                raise _Transient(f"its token service answered {answer.status_code}", answered=True)
+            data = answers.parse_json(answers.read(answer, TOKEN_LIMIT, self.registry, "its token service's answer")) \
+                if answer.status_code == 200 else None
         token = (data.get("token") or data.get("access_token")) if isinstance(data, dict) else None
-        if not isinstance(token, str) or not token:
-            raise PackagingError(f"registry {self.registry}: its token service at {fields['realm']} gave no token "
-                                 f"({answer.status_code})")
+        if not isinstance(token, str) or not token or not token.isascii() or not token.isprintable():
+            raise PackagingError(f"registry {self.registry}: its token service at {printable(realm, limit=200)} gave "
+                                 f"no token ({answer.status_code})")
         self._tokens[" ".join(scopes)] = token
 
     def _refused(self, status: int, why: str) -> PackagingError:
         given = "" if self._user() is None else " (credentials were sent)"
+        if self._withheld:
+            given = f" ({self._withheld})"
         word = "unauthorized" if status == 401 else "forbidden"
         return PackagingError(f"registry {self.registry} refused access ({status} {word}): {why}{given}; "
                               "check the credentials and the repository's permissions")
 
     def request(self, method: str, url: str, scopes: tuple[str, ...], *, body: Body = None,
-                headers: dict[str, str] | None = None, stream: bool = False) -> requests.Response:
-        """One attempt (after at most one authentication round); a transient failure raises _Transient."""
+                headers: dict[str, str] | None = None, stream: bool = True) -> requests.Response:
+        """One attempt (after at most one authentication round); a transient failure raises _Transient.
+
+        The answer is always streamed: its body is read by the caller, bounded. Credentials (a token,
+        basic auth) go only to this registry's own URLs: an upload `Location` on another host gets none,
+        and one over plain http (not to this machine) is refused."""
         full = url if url.startswith(("http://", "https://")) else f"{self.url}{url}"
+        own = self._own(full)
+        if not own:
+            self._refuse_plain_http(full, "the upload location")
+        if not self._verified:
+            self._verify()
         for round_ in (0, 1):
-            sent_headers = {**self._auth_headers(scopes), **(headers or {})}
+            sent_headers = {**(self._auth_headers(scopes) if own else {}), **(headers or {})}
             data = body() if callable(body) else body
             try:
-                answer = self.session.request(method, full, data=data, headers=sent_headers, stream=stream,
+                answer = self.session.request(method, full, data=data, headers=sent_headers, stream=True,
                                               timeout=self.timeout, allow_redirects=method == "GET",
-                                              auth=self._user() if self._basic else None)
+                                              auth=self._user() if self._basic and own else None)
             except requests.RequestException as err:
                 raise _Transient(network.network_reason(err, self.timeout), err) from err
             finally:
                 if data is not None and not isinstance(data, bytes) and hasattr(data, "close"):
                     data.close()
-            if answer.status_code == 401 and round_ == 0:
-                self._token(answer.headers.get("WWW-Authenticate", ""), scopes)
+            if answer.status_code == 401 and round_ == 0 and own:
+                challenge = answer.headers.get("WWW-Authenticate", "")
+                answers.discard(answer)
+                self._token(challenge, scopes)
                 continue
             if answer.status_code in (401, 403):
-                raise self._refused(answer.status_code, _message(answer) or "access denied")
+                raise self._refused(answer.status_code, answers.message(answer) or "access denied")
             if answer.status_code in _TRANSIENT_STATUS:
-                raise _Transient(f"{answer.status_code} {_message(answer) or answer.reason}", answered=True)
+                raise _Transient(f"{answer.status_code} {answers.message(answer) or printable(answer.reason or '')}",
+                                 answered=True)
             return answer
         raise AssertionError("unreachable")
 
@@ -190,33 +265,49 @@ class RegistryClient:
 
     def _failed(self, what: str, answer: requests.Response) -> PackagingError:
         return PackagingError(f"registry {self.registry}: {what} failed: {answer.status_code} "
-                              f"{_message(answer) or answer.reason}")
+                              f"{answers.message(answer) or printable(answer.reason or '', limit=200)}")
+
+    def _digest_answered(self, answer: requests.Response, expected: str, what: str) -> None:
+        """A registry that names a digest must name the one sent (or asked for): else it is not storing it."""
+        said = answer.headers.get(DIGEST_HEADER)
+        if said is not None and said.strip() != expected:
+            raise PackagingError(f"registry {self.registry}: {what}: it answered digest {printable(said, limit=80)}, "
+                                 f"not {expected}; it does not hold what was sent")
 
     # --- the operations --------------------------------------------------------------------------
 
     def manifest(self, repository: str, reference: str) -> tuple[str, bytes, str] | None:
-        """(media type, bytes, digest) of a manifest, or None when the registry has none by that name."""
+        """(media type, bytes, digest) of a manifest, or None when the registry has none by that name.
+        Read bounded (MANIFEST_LIMIT); one asked for by digest must hash to it."""
         def attempt() -> tuple[str, bytes, str] | None:
             answer = self.request("GET", f"/v2/{repository}/manifests/{reference}", _pull(repository),
                                   headers={"Accept": ACCEPT})
-            if answer.status_code == 404:
-                return None
-            if answer.status_code != 200:
-                raise self._failed(f"reading manifest {repository}:{reference}", answer)
-            body = answer.content
+            with answer:
+                if answer.status_code == 404:
+                    return None
+                if answer.status_code != 200:
+                    raise self._failed(f"reading manifest {repository}:{reference}", answer)
+                body = answers.read(answer, MANIFEST_LIMIT, self.registry, f"manifest {repository}:{reference}")
+            digest = f"sha256:{hashlib.sha256(body).hexdigest()}"
+            expected = reference if reference.startswith("sha256:") else digest
+            if digest != expected:
+                raise PackagingError(f"registry {self.registry}: manifest {repository}@{reference} is not what its "
+                                     "digest says")
+            self._digest_answered(answer, digest, f"reading manifest {repository}:{reference}")
             kind = answer.headers.get("Content-Type", "").split(";")[0].strip()
-            return kind, body, f"sha256:{hashlib.sha256(body).hexdigest()}"
+            return kind, body, digest
 
         return self.call(f"read manifest {repository}:{reference}", attempt)  # type: ignore[no-any-return]
 
     def blob(self, repository: str, digest: str, limit: int = 16 << 20) -> bytes:
-        """A small blob (a config) read whole, its digest checked."""
+        """A small blob (a config) read whole, bounded, its digest checked."""
         def attempt() -> bytes:
-            answer = self.request("GET", f"/v2/{repository}/blobs/{digest}", _pull(repository), stream=True)
-            if answer.status_code != 200:
-                raise self._failed(f"reading blob {digest[:19]} of {repository}", answer)
-            data = answer.raw.read(limit + 1, decode_content=True)
-            if len(data) > limit or f"sha256:{hashlib.sha256(data).hexdigest()}" != digest:
+            answer = self.request("GET", f"/v2/{repository}/blobs/{digest}", _pull(repository))
+            with answer:
+                if answer.status_code != 200:
+                    raise self._failed(f"reading blob {digest[:19]} of {repository}", answer)
+                data = answers.read(answer, limit, self.registry, f"blob {digest[:19]} of {repository}")
+            if f"sha256:{hashlib.sha256(data).hexdigest()}" != digest:
                 raise PackagingError(f"registry {self.registry}: blob {digest} of {repository} is not what its "
                                      "digest says")
             return data
@@ -224,19 +315,23 @@ class RegistryClient:
         return self.call(f"read blob {digest[:19]}", attempt)  # type: ignore[no-any-return]
 
     def open_blob(self, repository: str, digest: str) -> Any:
-        """A blob's bytes as a stream (urllib3's raw response), for a copy to another registry."""
-        answer = self.request("GET", f"/v2/{repository}/blobs/{digest}", _pull(repository), stream=True)
+        """A blob's bytes as a stream (urllib3's raw response), for a copy to another registry (which checks
+        the digest of what arrives)."""
+        answer = self.request("GET", f"/v2/{repository}/blobs/{digest}", _pull(repository))
         if answer.status_code != 200:
-            raise self._failed(f"reading blob {digest[:19]} of {repository}", answer)
+            with answer:
+                raise self._failed(f"reading blob {digest[:19]} of {repository}", answer)
         return answer.raw
 
     def has_blob(self, repository: str, digest: str) -> bool:
         def attempt() -> bool:
             answer = self.request("HEAD", f"/v2/{repository}/blobs/{digest}", _push(repository))
-            if answer.status_code == 404:
-                return False
-            if answer.status_code >= 400:
-                raise self._failed(f"looking for blob {digest[:19]} in {repository}", answer)
+            with answer:
+                if answer.status_code == 404:
+                    return False
+                if answer.status_code != 200:
+                    raise self._failed(f"looking for blob {digest[:19]} in {repository}", answer)
+            self._digest_answered(answer, digest, f"looking for blob {digest[:19]} in {repository}")
             return True
 
         return self.call(f"look for blob {digest[:19]}", attempt)  # type: ignore[no-any-return]
@@ -247,23 +342,29 @@ class RegistryClient:
         def attempt() -> bool:
             scopes = (*_push(repository), *_pull(source))
             answer = self.request("POST", f"/v2/{repository}/blobs/uploads/?mount={digest}&from={source}", scopes)
-            if answer.status_code == 201:
-                return True
-            if answer.status_code == 202 and answer.headers.get("Location"):
-                self.request("DELETE", urljoin(self.url + "/", answer.headers["Location"]), scopes)
-                return False
-            raise self._failed(f"mounting blob {digest[:19]} from {source} into {repository}", answer)
+            with answer:
+                if answer.status_code == 201:
+                    self._digest_answered(answer, digest, f"mounting blob {digest[:19]} into {repository}")
+                    return True
+                if answer.status_code == 202 and answer.headers.get("Location"):
+                    answers.discard(answer)
+                    with self.request("DELETE", urljoin(self.url + "/", answer.headers["Location"]), scopes) as gone:
+                        answers.discard(gone)
+                    return False
+                raise self._failed(f"mounting blob {digest[:19]} from {source} into {repository}", answer)
 
         return self.call(f"mount blob {digest[:19]}", attempt)  # type: ignore[no-any-return]
 
     def upload(self, repository: str, digest: str, size: int, opener: Callable[[], BinaryIO]) -> None:
         """Send a blob: POST for an upload URL, then one PUT with the digest, or PATCHes of `chunk_size`
-        bytes and a closing PUT. A transient failure starts the upload over."""
+        bytes and a closing PUT. A transient failure starts the upload over. The registry must answer
+        201 and, when it names a digest, the one sent."""
         def attempt() -> None:
             scopes = _push(repository)
-            answer = self.request("POST", f"/v2/{repository}/blobs/uploads/", scopes)
-            if answer.status_code != 202 or not answer.headers.get("Location"):
-                raise self._failed(f"starting the upload of {digest[:19]} to {repository}", answer)
+            with self.request("POST", f"/v2/{repository}/blobs/uploads/", scopes) as answer:
+                if answer.status_code != 202 or not answer.headers.get("Location"):
+                    raise self._failed(f"starting the upload of {digest[:19]} to {repository}", answer)
+                answers.discard(answer)
             location = urljoin(self.url + "/", answer.headers["Location"])
             octets = {"Content-Type": "application/octet-stream"}
             if self.chunk_size is None or size <= self.chunk_size:
@@ -273,25 +374,34 @@ class RegistryClient:
                 with opener() as stream:
                     for start, chunk in _chunks(stream, self.chunk_size):
                         headers = {**octets, "Content-Range": f"{start}-{start + len(chunk) - 1}"}
-                        answer = self.request("PATCH", location, scopes, headers=headers, body=chunk)
-                        self.sent += len(chunk)
-                        if answer.status_code != 202:
-                            raise self._failed(f"uploading {digest[:19]} to {repository}", answer)
+                        with self.request("PATCH", location, scopes, headers=headers, body=chunk) as answer:
+                            self.sent += len(chunk)
+                            if answer.status_code != 202:
+                                raise self._failed(f"uploading {digest[:19]} to {repository}", answer)
+                            answers.discard(answer)
                         location = urljoin(self.url + "/", answer.headers.get("Location", location))
                 answer = self.request("PUT", _with_digest(location, digest), scopes, body=b"")
-            if answer.status_code != 201:
-                raise self._failed(f"finishing the upload of {digest[:19]} to {repository}", answer)
+            with answer:
+                if answer.status_code != 201:
+                    raise self._failed(f"finishing the upload of {digest[:19]} to {repository}", answer)
+                answers.discard(answer)
+            self._digest_answered(answer, digest, f"uploading {digest[:19]} to {repository}")
 
         self.call(f"upload blob {digest[:19]}", attempt)
 
     def put_manifest(self, repository: str, tag: str, media_type: str, body: bytes) -> str:
-        """Tag the image: the manifest goes last, once every blob it names is there. Returns its digest."""
+        """Tag the image: the manifest goes last, once every blob it names is there. Returns its digest
+        (the hash of what was sent; a registry that names another is refused)."""
+        digest = f"sha256:{hashlib.sha256(body).hexdigest()}"
+
         def attempt() -> str:
-            answer = self.request("PUT", f"/v2/{repository}/manifests/{tag}", _push(repository),
-                                  headers={"Content-Type": media_type}, body=body)
-            if answer.status_code not in (200, 201):
-                raise self._failed(f"putting manifest {repository}:{tag}", answer)
-            return answer.headers.get("Docker-Content-Digest") or f"sha256:{hashlib.sha256(body).hexdigest()}"
+            with self.request("PUT", f"/v2/{repository}/manifests/{tag}", _push(repository),
+                              headers={"Content-Type": media_type}, body=body) as answer:
+                if answer.status_code != 201:
+                    raise self._failed(f"putting manifest {repository}:{tag}", answer)
+                answers.discard(answer)
+            self._digest_answered(answer, digest, f"putting manifest {repository}:{tag}")
+            return digest
 
         return self.call(f"put manifest {repository}:{tag}", attempt)  # type: ignore[no-any-return]
 
@@ -316,13 +426,3 @@ def _chunks(stream: BinaryIO, size: int) -> Iterable[tuple[int, bytes]]:
             return
         yield offset, chunk
         offset += len(chunk)
-
-
-def _message(answer: requests.Response) -> str:
-    """The registry's own error message (`{"errors": [{"code", "message"}]}`), when it gave one."""
-    try:
-        errors = answer.json().get("errors") or []
-    except ValueError:
-        return ""
-    first = errors[0] if errors and isinstance(errors[0], dict) else {}
-    return str(first.get("message") or first.get("code") or "")
