@@ -22,13 +22,13 @@ from vtrain.errors import VtrainError
 
 # name -> "module:attribute". A command whose module is not installed is hidden.
 COMMANDS: dict[str, str] = {
-    "validate": "vtrain.commands.dryrun:validate",
-    "render": "vtrain.commands.dryrun:render",
+    "validate": "vtrain.commands.validate:validate",
+    "render": "vtrain.commands.render:render",
     "estimate": "vtrain.commands.estimate:estimate",
     "init": "vtrain.commands.trainer:init",
     "package": "vtrain.commands.package:package",
     "local": "vtrain.commands.local:local",
-    "submit": "vtrain.commands.vertex:submit",
+    "submit": "vtrain.commands.submit:submit",
     "status": "vtrain.commands.jobs:status",
     "logs": "vtrain.commands.jobs:logs",
     "cancel": "vtrain.commands.jobs:cancel",

@@ -1,6 +1,6 @@
 """`vtrain status`, `logs`, `cancel`, `list`: following jobs that already exist on Vertex AI.
 
-Thin, as :mod:`vtrain.commands.vertex`: parse, call :mod:`vtrain.cloud.submit`, print. Data goes to
+Thin, as :mod:`vtrain.commands.submit`: parse, call :mod:`vtrain.cloud.submit`, print. Data goes to
 stdout (`-o json` for CI); refusals arrive as VtrainError, printed by the CLI as one line.
 """
 
@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from vtrain.commands._options import echo_json, label_filter_option, output_option, watch_options, where_options
-from vtrain.commands.vertex import _JOB, _POLL, _short, _time
+from vtrain.commands.submit import _JOB, _POLL, _short, _time
 from vtrain.foreign import printable
 
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ def _model_rows(job: Any) -> list[tuple[str, str]]:
 
 def _watch(handle: Any, poll: float, plain: bool, progress_every: float, output: str) -> None:
     """`status --watch`: the view until the job ends (a tuning job: its status line)."""
-    from vtrain.commands.vertex import _StatusLine
+    from vtrain.commands.submit import _StatusLine
     from vtrain.view.vertex import can_watch, watch_job
 
     try:
@@ -163,7 +163,7 @@ def status(
     scripts can poll a running job; --exit-code maps the state to the exit status instead, and
     --watch waits for the end first (Ctrl-C: exit 130, the job keeps running).
     """
-    from vtrain.cloud.submit import get_job, job_dict
+    from vtrain.cloud.jobs import get_job, job_dict
 
     handle = get_job(job, where, poll=poll)
     if watch:
@@ -206,7 +206,7 @@ def logs(
     """Print a job's log from Cloud Logging, each line prefixed by its replica: [chief-0],
     [worker-1], [ps-0], [evaluator-0] as `vtrain local` prints them, [vertex] for Vertex's own lines.
     JOB is a job ID or a full projects/P/locations/R/customJobs/ID name."""
-    from vtrain.cloud.submit import get_job
+    from vtrain.cloud.jobs import get_job
 
     handle = get_job(job, where, poll=poll)
     if replica is not None:
@@ -225,7 +225,7 @@ def logs(
 def cancel(job: str, output: str, where: Where) -> None:
     """Ask Vertex AI to stop a job (it goes CANCELLING, then CANCELLED). A job that already
     ended is left alone. JOB is a job ID or a full projects/P/locations/R/customJobs/ID name."""
-    from vtrain.cloud.submit import cancel_job, job_dict
+    from vtrain.cloud.jobs import cancel_job, job_dict
 
     handle, sent = cancel_job(job, where)
     if output == "json":
@@ -261,8 +261,8 @@ def list_jobs(
     where: Where,
 ) -> None:
     """List CustomJobs and HyperparameterTuningJobs (marked "(tuning)") in the project and region, newest first."""
-    from vtrain.cloud.submit import job_dict
-    from vtrain.cloud.submit import list_jobs as find_jobs
+    from vtrain.cloud.jobs import job_dict
+    from vtrain.cloud.jobs import list_jobs as find_jobs
 
     terms = [filter_] if filter_ else []
     terms += labels

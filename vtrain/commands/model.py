@@ -7,8 +7,9 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import click
+
 from vtrain.commands._options import UserPath, output_option, set_option, where_options
-from vtrain.commands.vertex import _JOB, echo_registered
+from vtrain.commands.submit import _JOB, echo_registered
 
 if TYPE_CHECKING:
     from vtrain.cloud.target import Where
@@ -30,8 +31,8 @@ def upload(job: str, job_file: str, output: str, overrides: tuple[str, ...], whe
     """Upload JOB's model dir (AIP_MODEL_DIR: model/ under its base output directory) as the job file's
     `model:` block says. Only a job that SUCCEEDED; idempotent (a version this job, or an identical run,
     made is named, not uploaded again)."""
+    from vtrain.cloud.jobs import get_job
     from vtrain.cloud.registry import register_model
-    from vtrain.cloud.submit import get_job
     from vtrain.errors import ConfigError, Problem
     from vtrain.jobfile.load import load_config
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from vtrain.commands._options import where_options
-from vtrain.commands.vertex import _POLL
+from vtrain.commands.submit import _POLL
 
 if TYPE_CHECKING:
     from vtrain.cloud.target import Where
@@ -53,7 +53,7 @@ def timeline(target: str, out_dir: Path | None, poll: float, where: Where) -> No
 def _vertex(job: str, out_dir: Path | None, poll: float, where: Where) -> list[Path]:
     import re
 
-    from vtrain.cloud.submit import get_job
+    from vtrain.cloud.jobs import get_job
     from vtrain.constants import JOB_ID_PATTERN, JOB_NAME_PATTERN
     from vtrain.errors import UsageError
     from vtrain.view.timeline import draw_run, result_from_logs

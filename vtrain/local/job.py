@@ -26,12 +26,12 @@ from vtrain.foreign import printable, printable_lines
 from vtrain.handle import CANCELLED, CANCELLING, FAILED, PENDING, RUNNING, SUCCEEDED, JobHandle, Waiting
 from vtrain.local import env as localenv
 from vtrain.local.env import Plan, Replica
+from vtrain.local.failures import describe_exit, late_peers
 from vtrain.local.faults import FaultScheduler
 from vtrain.local.options import RunOptions
 from vtrain.local.policy import CHIEF_SUCCEEDED, FAIL, RESTART, RETRY_JOB, RestartPolicy, policy_for_job
 from vtrain.local.ports import listening
 from vtrain.local.restarts import TAIL_LINES, JobSide, Proc, RestartSupervisor, SharedLog
-from vtrain.local.why import describe_exit, late_peers
 
 if TYPE_CHECKING:
     from vtrain.handle import LogHook, StateHook

@@ -165,7 +165,7 @@ def _echo_checks(report: Any) -> None:
 
 def _wait(job: Any, output: str, timeout: float | None, poll: float, stream_logs: bool, plain: bool = False,
           progress_every: float = 30.0) -> None:  # fmt: skip
-    from vtrain.cloud.submit import job_dict, watch
+    from vtrain.cloud.jobs import job_dict, watch
     from vtrain.handle import raise_for_state
     from vtrain.view.vertex import can_watch, watch_job
 
@@ -302,8 +302,9 @@ def submit(
     -o json prints the created job. Every job is labelled vtrain-version and
     vtrain-config-hash (a hash of the rendered request, package URIs included).
     """
+    from vtrain.cloud.jobs import job_dict
     from vtrain.cloud.submit import dry_run as plan_dry_run
-    from vtrain.cloud.submit import job_dict, plan_submit, submit_job
+    from vtrain.cloud.submit import plan_submit, submit_job
 
     timeout = wait_timeout
     if dry_run:
