@@ -39,6 +39,7 @@ COMMANDS: dict[str, str] = {
     "diff": "vtrain.commands.diff:diff",
     "doctor": "vtrain.commands.doctor:doctor",
     "timeline": "vtrain.commands.timeline:timeline",
+    "model": "vtrain.commands.model:model",
 }
 
 #: Commands that build, install or upload: SIGTERM cleans up as Ctrl-C does (temporary files

@@ -30,7 +30,8 @@ JOBS = f"/v1/{PARENT}/customJobs"
 TUNING = f"/v1/{PARENT}/hyperparameterTuningJobs"
 IAM = "/v1/projects/-/serviceAccounts/sa@test-project.iam.gserviceaccount.com:testIamPermissions"
 LOGS = "/v2/entries:list"
-POSTS = [JOBS, TUNING, IAM, LOGS, f"{JOBS}/123:cancel"]
+MODELS = f"/v1/{PARENT}/models:upload"
+POSTS = [JOBS, TUNING, IAM, LOGS, f"{JOBS}/123:cancel", MODELS]
 
 
 @pytest.fixture

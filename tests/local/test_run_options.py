@@ -24,7 +24,9 @@ from vtrain.local.study_run import run_local_tuning
 #: The keyword defaults of run_local before RunOptions (vtrain 0.1.0's signature).
 BEFORE = {"output_dir": None, "max_replicas": None, "timeout": None, "keep": True, "cache_dir": None,
           "allow_credentials": False, "startup_timeout": 120.0, "worker_grace": 30.0, "kill_grace": 5.0,
-          "restart_policy": "vertex", "faults": (), "preempt_grace": 30.0}
+          "restart_policy": "vertex", "faults": (), "preempt_grace": 30.0,
+          "containers": "auto",  # new since: image jobs in containers where this machine can run them
+          "check_output": None}  # new since: what the output must be (`model:`'s SavedModel check), none by default
 
 
 def container_job(tmp_path: Path) -> Path:
@@ -66,6 +68,7 @@ def test_run_local_keeps_taking_the_old_keywords(tmp_path: Path, monkeypatch: py
         raise BackendError("stop here")
 
     monkeypatch.setattr(runner, "prepare_trainer", lambda *a: (None, None))
+    monkeypatch.setattr(runner, "prepare_images", lambda *a: None)  # no registry to pull example.com/i:1 from
     monkeypatch.setattr(runner, "run_job", fake_run_job)
     path = container_job(tmp_path)
     with pytest.raises(BackendError):

@@ -210,7 +210,12 @@ def dry_run(plan: SubmitPlan, *, allow_credentials: bool = False, show_secrets: 
     resolved = filled_at_submit(plan.config, plan.target.region, "trialJobSpec" if plan.is_tuning else "jobSpec")
     if resolved:
         report["resolvedAtSubmit"] = resolved
+    if plan.config.model is not None and not plan.is_tuning:
+        from vtrain.cloud.registry import upload_request
+
+        report["modelUpload"] = upload_request(plan)
     return report
+
 
 
 # ---- submitting -------------------------------------------------------------------------------

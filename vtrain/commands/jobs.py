@@ -77,7 +77,30 @@ def _fields(job: Any) -> list[tuple[str, str]]:
     from vtrain.cloud.vertex.resources import job_links
 
     rows.extend(job_links(job))
+    rows.extend(_model_rows(job))
     return rows
+
+
+def _model_rows(job: Any) -> list[tuple[str, str]]:
+    """The model version vtrain registered for a vtrain job that SUCCEEDED (`model:`), if any; a failed
+    lookup (no aiplatform.models.list, say) is one line on stderr, never a failed status."""
+    from vtrain.cloud.submit import HASH_LABEL
+    from vtrain.cloud.vertex.client import VertexJob
+    from vtrain.errors import BackendError
+
+    if not isinstance(job, VertexJob) or "/customJobs/" not in job.name or job.state != "JOB_STATE_SUCCEEDED" \
+            or HASH_LABEL not in job.proto.labels:
+        return []
+    from vtrain.cloud.registry import model_of_job
+
+    try:
+        found = model_of_job(job._backend, job.job_id)
+    except BackendError as err:
+        click.echo(f"model: not looked up: {err}", err=True)
+        return []
+    if found is None:
+        return []
+    return [("model", found.name), ("model console", found.console_url(job.project))]
 
 
 def _watch(handle: Any, poll: float, plain: bool, progress_every: float, output: str) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -21,8 +21,12 @@ _JOB = click.argument("job_file", metavar="JOB.yaml", type=UserPath(dir_okay=Fal
 @project_option
 @region_option
 @click.option("--show-secrets", is_flag=True, help="Print env values whose names look secret instead of <redacted>.")
+@click.option("--model", "model_request", is_flag=True,
+              help="Print the UploadModel request (models:upload) of the job file's `model:` block instead: what a "
+              "succeeding job registers (json or yaml).")
 def render(
-    job_file: str, output: str, overrides: tuple[str, ...], project: str | None, region: str | None, show_secrets: bool
+    job_file: str, output: str, overrides: tuple[str, ...], project: str | None, region: str | None, show_secrets: bool,
+    model_request: bool = False,
 ) -> None:
     """Print the exact CustomJob request, with no cloud access.
 
@@ -42,12 +46,38 @@ def render(
     where = Where(project, region)
     request = build_request(config, region=where.region_for(config), project=where.project_for(config))
     config = request.config
+    if model_request or config.model is not None:
+        _model_request(request, where, output, model_request)
+        if model_request:
+            return
     text = render_job(request.body, output, show_secrets=show_secrets, project=config.project,
                       region=config.region)
     click.echo(text, nl=False)
     hint = _estimate_hint(config)
     if hint:
         click.echo(hint, err=True)
+
+
+def _model_request(request: Any, where: Any, output: str, show: bool) -> None:
+    """`render --model`: the UploadModel body on stdout; without it, one line on stderr saying it exists."""
+    from vtrain.cloud.submit import config_hash
+    from vtrain.errors import UsageError
+    from vtrain.request.model_upload import build_upload
+    from vtrain.request.render import render as render_body
+
+    config = request.config
+    if config.model is None:
+        raise UsageError(f"{config.source}: --model renders the `model:` block's upload, and this job file has none")
+    if not show:
+        click.echo(f"after the job succeeds, model '{config.model.display_name}' is registered: `vtrain render "
+                   "--model` shows that UploadModel request", err=True)
+        return
+    if output == "gcloud":
+        raise UsageError("--model renders the UploadModel request as json or yaml (gcloud has no --config for it)")
+    project = where.project_for(config) or "PROJECT"
+    body = {"parent": f"projects/{project}/locations/{config.region}",
+            **build_upload(config, project=project, config_hash=config_hash(request.body))}
+    click.echo(render_body(body, output), nl=False)
 
 
 def _estimate_hint(config: JobConfig) -> str | None:

@@ -26,6 +26,8 @@ from vtrain.commands._options import (
     where_options,
 )
 from vtrain.commands._recover import recover_options, submit_recovering
+from vtrain.errors import JobFailed
+from vtrain.handle import TERMINAL_STATES
 
 if TYPE_CHECKING:
     from vtrain.cloud.target import Where
@@ -147,6 +149,12 @@ def _echo_dry_run(report: dict[str, Any]) -> None:
     click.echo(f"config hash {report['configHash']}; added when submitting: label {labels}")
     for field, what in report.get("resolvedAtSubmit", {}).items():
         click.echo(f"set when submitting: {field} = {what}")
+    upload = report.get("modelUpload")
+    if upload:
+        click.echo("after the job SUCCEEDED (submit --wait, or `vtrain model upload JOB_ID`):")
+        click.echo(f"{upload['method']} {upload['url']}")
+        click.echo(render(upload["body"], "json", show_secrets=True), nl=False)
+        click.echo(f"added when uploading: {upload['addedAtUpload']}")
 
 
 def _echo_checks(report: Any) -> None:
@@ -188,6 +196,31 @@ def _wait(job: Any, output: str, timeout: float | None, poll: float, stream_logs
         echo_trials(job)
         click.echo(f"{job.name} ended {state} after {_duration(status_elapsed(job))}")
     raise_for_state(job.name, state, job.error)
+
+
+def _register(result: Any, output: str) -> None:
+    """After a job with `model:` SUCCEEDED: its model dir in Model Registry (see vtrain.cloud.registry)."""
+    from vtrain.cloud.registry import register_model
+
+    job = result.job
+    registered = register_model(job._backend, result.plan.config, job)
+    if output == "json":
+        click.echo(f"model: {registered.name} ({'uploaded' if registered.uploaded else registered.why})", err=True)
+    else:
+        echo_registered(registered, job.project, output)
+
+
+def echo_registered(registered: Any, project: str, output: str) -> None:
+    """One line per outcome: uploaded, or the version an earlier upload made (and why it was found)."""
+    if output == "json":
+        echo_json({"model": registered.model, "versionId": registered.version_id, "name": registered.name,
+                   "uploaded": registered.uploaded, "console": registered.console_url(project)})
+        return
+    if registered.uploaded:
+        click.echo(f"model registered: {registered.name}")
+    else:
+        click.echo(f"model not uploaded again: {registered.name} ({registered.why})")
+    click.echo(f"  console: {registered.console_url(project)}")
 
 
 def status_elapsed(job: Any) -> float:
@@ -345,6 +378,17 @@ def submit(
     elif result.skipped:
         click.echo(f"not submitted: {job.name} has the same config hash and is {job.state}", err=True)
     if wait or stream_logs or timeout is not None:
-        _wait(job, output, timeout, poll, stream_logs, plain, progress_every)
+        model = result.plan.config.model
+        try:
+            _wait(job, output, timeout, poll, stream_logs, plain, progress_every)
+        except JobFailed as err:
+            if model is not None and err.state in TERMINAL_STATES:
+                click.echo(f"model: not uploaded: the job ended {err.state}, not SUCCEEDED", err=True)
+            elif model is not None:
+                click.echo(f"model: not uploaded yet: once the job SUCCEEDED, run `vtrain model upload {job.name} "
+                           f"-f {shlex.quote(job_file)}`", err=True)
+            raise
+        if model is not None and not result.plan.is_tuning:
+            _register(result, output)
     elif output == "json":
         echo_json(job_dict(job))

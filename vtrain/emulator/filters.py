@@ -182,10 +182,11 @@ class _Parser:
         return self.term(m)
 
 
-def compile_filter(text: str) -> Predicate:
-    """Compile once per request; an empty filter matches everything."""
+def compile_filter(text: str, term: Callable[[re.Match[str]], Predicate] = _term) -> Predicate:
+    """Compile once per request; an empty filter matches everything. `term`: another collection's fields
+    (the ModelService's, vtrain.emulator.models), in the same grammar."""
     if len(text) > MAX_FILTER:
         raise invalid_argument(f"Invalid filter: longer than {MAX_FILTER} characters.")
     if not text.strip():
         return lambda job: True
-    return _Parser(text).parse()
+    return _Parser(text, term).parse()

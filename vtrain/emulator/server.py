@@ -13,6 +13,7 @@ Routes (as `JobServiceClient(transport="rest")` calls them):
     ...    /v1/projects/P/locations/L/tensorboards/...            TensorBoards and their data (see metadata.py)
     ...    /v1/projects/P/locations/L/metadataStores/...          Experiments: contexts, artifacts, executions
     GET    /v1/projects/P/locations/global/services/S/quotaInfos  Cloud Quotas (see quotas.py), for preflight
+    ...    /v1/projects/P/locations/L/models[...]                 Model Registry (see models.py)
 
 The client asks for `$alt=json;enum-encoding=int`; the answer then carries enums as
 numbers, otherwise (curl) as names; 64-bit integers are strings either way, as in proto3
@@ -44,7 +45,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from google.protobuf import json_format
 
-from vtrain.emulator import guard, iam, metadata, quotas, validation
+from vtrain.emulator import guard, iam, metadata, models, quotas, validation
 from vtrain.emulator.errors import (
     ApiError,
     internal,
@@ -255,6 +256,8 @@ class Handler(BaseHTTPRequestHandler):
             return metadata.route(self.server, self.command, path, query, body, multi)
         if quotas.handles(path):
             return quotas.route(self.server, self.command, path, query)
+        if models.handles(path):
+            return models.route(self.server, self.command, path, query, body)
         m = _COLLECTION.match(path)
         if m:
             project, location = m.groups()
@@ -377,6 +380,7 @@ class EmulatorHTTPServer(ThreadingHTTPServer):
         self.denied_permissions: frozenset[str] = frozenset()  # refused on every project (projects.py)
         self.metadata = metadata.MetadataResources()  # TensorBoards, metadata stores, contexts
         self.quotas = quotas.Quotas()  # Cloud Quotas' limits
+        self.models = models.ModelRegistry()  # Model Registry: models, versions, upload operations
         self._requests_lock = threading.Lock()
 
     def record(self, method: str, path: str, query: dict[str, str], body: bytes, size: int,

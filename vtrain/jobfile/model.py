@@ -142,6 +142,22 @@ class VertexPassthrough:
 
 
 @dataclass(frozen=True)
+class ModelConfig:
+    """`model:`: the job's AIP_MODEL_DIR registered in Model Registry after it succeeds
+    (:mod:`vtrain.request.model_upload` builds the UploadModel request)."""
+
+    display_name: str
+    description: str | None = None
+    serving_image: str | None = None  # an alias (tf2-cpu.2-15) or URI; None: tf2-cpu at the training version
+    predict_route: str | None = None
+    health_route: str | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    version_aliases: tuple[str, ...] = ()
+    parent: str | None = None
+    new_version_each_run: bool = False
+
+
+@dataclass(frozen=True)
 class DilocoConfig(DilocoKnobs):
     """`diloco:` (with `distribution_strategy: diloco`); its second learner pool is JobConfig.second_learners."""
 
@@ -198,6 +214,7 @@ class JobConfig:
     reservation: ReservationConfig | None = None
     tuning: TuningConfig | None = None  # a HyperparameterTuningJob whose trials run this job
     vertex: VertexPassthrough | None = None
+    model: ModelConfig | None = None
     source: Path | None = field(default=None, compare=False)
     positions: Positions = field(default_factory=Positions, compare=False, repr=False)
     warnings: tuple[Problem, ...] = field(default=(), compare=False, repr=False)
@@ -355,6 +372,14 @@ def _resolve_local_dir(raw: str | None, base: Path) -> str | None:
     return raw if path.is_absolute() else str(absolute(base / path))
 
 
+def _model(raw: Mapping[str, Any] | None, job_name: str) -> ModelConfig | None:
+    if raw is None:
+        return None
+    routes = raw.get("routes") or {}
+    return _plain(ModelConfig, raw, display_name=raw.get("display_name") or job_name,
+                  predict_route=routes.get("predict"), health_route=routes.get("health"))
+
+
 def build_config(data: Mapping[str, Any], *, source: Path | None, positions: Positions) -> JobConfig:
     """Dataclasses from schema-checked data (no cross-field validation here)."""
     base = source.parent if source is not None else Path.cwd()
@@ -399,6 +424,7 @@ def build_config(data: Mapping[str, Any], *, source: Path | None, positions: Pos
         psc_interface=_plain(PscInterfaceConfig, psc) if psc else None,
         tuning=build_tuning(data.get("tuning")),
         vertex=VertexPassthrough(**data["vertex"]) if data.get("vertex") else None,
+        model=_model(data.get("model"), data["name"]),
         source=source,
         positions=positions,
     )
@@ -410,6 +436,7 @@ __all__ = [
     "DilocoConfig",
     "DtensorConfig",
     "JobConfig",
+    "ModelConfig",
     "PoolConfig",
     "PscInterfaceConfig",
     "ReservationConfig",

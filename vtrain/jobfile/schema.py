@@ -51,6 +51,7 @@ from vtrain.jobfile.schema_blocks import (  # noqa: F401 - the blocks' words, al
     DILOCO_SCHEMA,
     DTENSOR_SCHEMA,
     IMAGE_EXAMPLES,
+    MODEL_SCHEMA,
     POOL_DOC,
     RESERVATION_AFFINITIES,
     TUNING_ALGORITHMS,
@@ -253,6 +254,7 @@ JOB_SCHEMA = Obj(
         "diloco": DILOCO_SCHEMA,
         "dtensor": DTENSOR_SCHEMA,
         "tuning": TUNING_SCHEMA,
+        "model": MODEL_SCHEMA,
         "vertex": Obj(
             {
                 "job_spec": RawFields(examples=({"models": ["projects/my-project/locations/us-central1/models/m"]},),

@@ -238,3 +238,53 @@ TUNING_SCHEMA = Obj(
     doc="Makes the job a hyperparameter tuning study (a Vertex HyperparameterTuningJob): each trial runs this job "
     "with the parameters' values as --NAME=VALUE arguments (see the guide \"Tuning hyperparameters\").",
 )
+
+
+#: `model.serving_image` aliases: Vertex's prebuilt TensorFlow prediction images (vtrain.jobfile.serving.PREDICTION_TF).
+SERVING_IMAGE_EXAMPLES = ("tf2-cpu.2-15", "tf2-gpu.2-15",
+                          "us-docker.pkg.dev/my-project/serving/predictor:latest")
+
+#: Why `model:` keys leave the CustomJob as it is (tests/request/test_every_key_reaches.py).
+_UPLOAD = "it goes into the UploadModel request sent after the job succeeds (`vtrain render --model`)"
+
+MODEL_SCHEMA = Obj(
+    {
+        "display_name": Str(vtrain_only=_UPLOAD, examples=("churn-classifier",),
+                            doc="The model's name in the Model Registry (at most 128 characters); left out: the "
+                            "job's `name`. A later run with the same display name adds a version to that model."),
+        "description": Str(vtrain_only=_UPLOAD, examples=("Churn classifier trained by vtrain.",),
+                           doc="The model's description."),
+        "serving_image": Str(vtrain_only=_UPLOAD, examples=SERVING_IMAGE_EXAMPLES,
+                             doc="The container that serves predictions: a prebuilt prediction alias tf2-cpu.2-NN "
+                             "or tf2-gpu.2-NN (the regional us/europe/asia image), or any image URI. Left out: "
+                             "tf2-cpu at the training image's TensorFlow version, which must have a prediction "
+                             "image (Vertex publishes them up to 2.15)."),
+        "routes": Obj(
+            {
+                "predict": Str(vtrain_only=_UPLOAD, examples=("/v1/models/churn:predict",),
+                               doc="HTTP path the serving container answers predictions on."),
+                "health": Str(vtrain_only=_UPLOAD, examples=("/v1/models/churn",),
+                              doc="HTTP path of the container's health check."),
+            },
+            doc="The serving container's routes (custom images; the prebuilt ones bring their own).",
+        ),
+        "labels": MapOf(Str(), vtrain_only=_UPLOAD, examples=({"stage": "candidate"},),
+                        doc="Labels on the model version (keys and values lowercase, at most 63 characters). "
+                        "vtrain adds vtrain-job-id and vtrain-config-hash, which make the upload idempotent."),
+        "version_aliases": ListOf(Str(), single_ok=True, vtrain_only=_UPLOAD, examples=(["candidate"],),
+                                  doc="Aliases of the uploaded version (models/ID@ALIAS), each "
+                                  "[a-z][a-zA-Z0-9-]{0,126}[a-z0-9]; `default` is Vertex's own."),
+        "parent": Str(vtrain_only=_UPLOAD,
+                      examples=("projects/my-project/locations/us-central1/models/1234567890", "1234567890"),
+                      doc="An existing model (its ID, or projects/P/locations/R/models/ID in the job's region) "
+                      "to add this job's model to as a new version."),
+        "new_version_each_run": Bool(default=False, vtrain_only=_UPLOAD,
+                                     doc="Upload a new version after every succeeding job. Left false: a job whose "
+                                     "vtrain-config-hash already has a version (the same file and trainer code) "
+                                     "uploads nothing and names that version."),
+    },
+    doc="Register the job's model (AIP_MODEL_DIR, a SavedModel) in Vertex AI Model Registry after the job "
+    "succeeds: `submit --wait` uploads it, `vtrain model upload JOB_ID` does it later; `vtrain local` checks the "
+    "export loads and has a serving signature. Needs base_output_dir (see the guide \"The model in Model "
+    "Registry\").",
+)

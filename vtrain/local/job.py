@@ -407,6 +407,11 @@ class LocalJob(JobHandle):
     def _finish(self, state: str, error: str | None) -> None:
         if state == CANCELLED or (self._cancel and state != SUCCEEDED):
             state, error = CANCELLED, "cancelled"
+        if state == SUCCEEDED and self._options.check_output is not None:  # what the job's output must be
+            problem = self._options.check_output(self.output_dir)
+            if problem:
+                self._event(problem)
+                state, error = FAILED, problem
         self.summary = {
             "name": self._name,
             "display_name": self.display_name,

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from vtrain.local.faults import DEFAULT_PREEMPT_GRACE, FaultSpec
@@ -51,6 +52,8 @@ class RunOptions:
     # An image job's replicas: "auto" in containers where this machine can run them (else on this machine's
     # Python, said once), "always" in containers or not at all, "never" on this machine's Python
     containers: str = "auto"
+    #: After the chief succeeded: the output dir → a problem that fails the run (`model:`'s SavedModel check).
+    check_output: Callable[[Path], str | None] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "faults", tuple(self.faults))  # a list given stays the caller's

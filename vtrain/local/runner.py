@@ -274,8 +274,18 @@ def run_local(
     trainer_env, package_uris = prepare_trainer(config, opts.cache_dir, opts.allow_credentials, notice)
     images = prepare_images(config, opts.cache_dir, opts.allow_credentials, notice, opts.containers)
     job = build_request(config, package_uris).body
+    if config.model is not None and opts.check_output is None:  # what Vertex's prediction container needs
+        opts = opts.replace(check_output=saved_model_check(trainer_env))
     return run_job(job, trainer_env=trainer_env, options=opts, name=config.name, out=out, notice=notice,
                    on_line=on_line, images=images)
+
+
+def saved_model_check(trainer_env: TrainerEnv | None) -> Callable[[Path], str | None]:
+    """`model:`'s check of the export, with the trainer's Python (this one for a trainer with no venv)."""
+    from vtrain.local.savedmodel import check_saved_model
+
+    python = trainer_env.python if trainer_env is not None else sys.executable
+    return lambda output_dir: check_saved_model(output_dir / "model", python)
 
 
 def env_notices(trainer_env: TrainerEnv, notice: Callable[[str], None]) -> None:

@@ -18,6 +18,7 @@ from vtrain.jobfile.rules.dtensor import check_dtensor
 from vtrain.jobfile.rules.horovod import check_horovod
 from vtrain.jobfile.rules.job import check_env, check_job_fields, check_scheduling
 from vtrain.jobfile.rules.machines import check_boot_disk, check_cluster, check_machine
+from vtrain.jobfile.rules.model import check_model
 from vtrain.jobfile.rules.passthrough import check_passthrough
 from vtrain.jobfile.rules.pools import check_pools, check_services
 from vtrain.jobfile.rules.trainer import check_strategy, check_trainer
@@ -72,4 +73,5 @@ def validate(config: JobConfig, *, target: str = "vertex") -> tuple[JobConfig, l
     check_pools(r, config)
     check_services(r, config)
     check_passthrough(r, config)
+    check_model(r, config)
     return config, r.problems

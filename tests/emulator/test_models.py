@@ -1,0 +1,308 @@
+"""The emulator's ModelService through aiplatform_v1's own ModelServiceClient (REST), each answer checked
+against the Discovery document; and vtrain's registration of a job's model (vtrain.cloud.registry)
+against it: idempotent, never for a job that did not succeed."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from tests.emulator.discovery import method_named, path_matches, problems
+from tests.helpers import write_job
+from vtrain.cli import cli
+from vtrain.cloud.registry import model_of_job, register_model
+from vtrain.cloud.vertex import VertexBackend
+from vtrain.cloud.vertex.retry import RetryPolicy
+from vtrain.emulator import Emulator, RunContext, RunResult
+from vtrain.errors import BackendError
+from vtrain.jobfile.load import load_config
+
+PROJECT = "test-project"
+PARENT = f"projects/{PROJECT}/locations/us-central1"
+IMAGE = "us-docker.pkg.dev/vertex-ai/prediction/tf2-cpu.2-15:latest"
+FAST = RetryPolicy(attempts=3, initial=0.01, maximum=0.02)
+
+
+def runner(job: Any, ctx: RunContext) -> RunResult:
+    """Jobs named 'fails' fail, the others succeed at once."""
+    return RunResult("JOB_STATE_FAILED", "boom") if job.display_name == "fails" else RunResult()
+
+
+@pytest.fixture
+def emu() -> Iterator[Emulator]:
+    with Emulator(runner=runner, pending_seconds=0.01, cancel_seconds=0.01) as emulator:
+        yield emulator
+
+
+@pytest.fixture
+def client(emu: Emulator) -> Any:
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud.aiplatform_v1 import ModelServiceClient
+
+    return ModelServiceClient(transport="rest", credentials=AnonymousCredentials(),
+                              client_options={"api_endpoint": emu.url})
+
+
+def _raw(emu: Emulator, verb: str, path: str, body: Any = None) -> Any:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(f"{emu.url}/{path}", data=data, method=verb,
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        return json.loads(answer.read())
+
+
+def _model(**extra: Any) -> dict[str, Any]:
+    return {"displayName": "m", "artifactUri": "gs://bkt/out/model/", "containerSpec": {"imageUri": IMAGE}, **extra}
+
+
+def test_upload_is_an_operation_polled_until_done(emu: Emulator, client: Any) -> None:
+    from google.cloud.aiplatform_v1 import Model
+
+    operation = client.upload_model(parent=PARENT, model=Model(display_name="m", artifact_uri="gs://bkt/out/model/",
+                                                                 container_spec={"image_uri": IMAGE}))
+    assert operation.operation.done is False  # not done at create: the client must poll
+    result = operation.result(timeout=30)
+    assert result.model_version_id == "1"
+    model = client.get_model(name=result.model)
+    assert (model.artifact_uri, list(model.version_aliases), model.version_id) == ("gs://bkt/out/model/",
+                                                                                   ["default"], "1")
+    polls = [r for r in emu.requests if "/operations/" in r["path"]]
+    assert polls and all(r["method"] == "GET" for r in polls)
+
+
+def test_versions_aliases_and_list_filters(emu: Emulator, client: Any) -> None:
+    first = client.upload_model(request={"parent": PARENT, "model": {
+        "display_name": "m", "artifact_uri": "gs://bkt/a/model/", "container_spec": {"image_uri": IMAGE},
+        "labels": {"run": "a"}, "version_aliases": ["candidate"]}}).result(timeout=30)
+    second = client.upload_model(request={"parent": PARENT, "parent_model": first.model, "model": {
+        "display_name": "m", "artifact_uri": "gs://bkt/b/model/", "container_spec": {"image_uri": IMAGE},
+        "labels": {"run": "b"}, "version_aliases": ["candidate"]}}).result(timeout=30)
+    assert (second.model, second.model_version_id) == (first.model, "2")
+    # The alias moves to the newest version; `default` stays with the first.
+    assert client.get_model(name=f"{first.model}@candidate").version_id == "2"
+    assert list(client.get_model(name=f"{first.model}@1").version_aliases) == ["default"]
+    assert client.get_model(name=first.model).artifact_uri == "gs://bkt/a/model/"
+    versions = list(client.list_model_versions(request={"name": first.model, "filter": 'labels.run="b"'}))
+    assert [v.version_id for v in versions] == ["2"]
+    merged = client.merge_version_aliases(name=f"{first.model}@1", version_aliases=["golden"])
+    assert sorted(merged.version_aliases) == ["default", "golden"]
+    # models.list: the default versions; filters as the Discovery document lists them.
+    assert [m.version_id for m in client.list_models(request={"parent": PARENT, "filter": 'display_name="m"'})] == ["1"]
+    assert list(client.list_models(request={"parent": PARENT, "filter": 'displayName="other"'})) == []
+    model_id = first.model.rsplit("/", 1)[1]
+    assert len(list(client.list_models(request={"parent": PARENT, "filter": f"model={model_id}"}))) == 1
+    assert len(list(client.list_models(request={"parent": PARENT, "filter": "labels:run"}))) == 1
+
+
+def test_list_page_size_is_100_by_default_and_at_most(emu: Emulator) -> None:
+    for i in range(101):
+        op = _raw(emu, "POST", f"v1/{PARENT}/models:upload", {"model": _model(displayName=f"m{i}")})
+        _raw(emu, "GET", f"v1/{op['name']}")
+    assert len(_raw(emu, "GET", f"v1/{PARENT}/models")["models"]) == 100
+    page = _raw(emu, "GET", f"v1/{PARENT}/models?pageSize=500")
+    assert len(page["models"]) == 100 and page["nextPageToken"]
+    rest = _raw(emu, "GET", f"v1/{PARENT}/models?pageSize=500&pageToken={page['nextPageToken']}")
+    assert len(rest["models"]) == 1 and "nextPageToken" not in rest
+
+
+def test_refusals(emu: Emulator) -> None:
+    import urllib.error
+
+    for body, why in (({}, "model is required"), ({"model": {"artifactUri": "gs://b/m/"}}, "display_name"),
+                      ({"model": _model(versionAliases=["default"])}, "alias"),
+                      ({"model": _model(), "parentModel": f"{PARENT}/models/404"}, "not found")):
+        with pytest.raises(urllib.error.HTTPError) as err:
+            _raw(emu, "POST", f"v1/{PARENT}/models:upload", body)
+        assert why in err.value.read().decode().lower()
+    with pytest.raises(urllib.error.HTTPError) as err:
+        _raw(emu, "GET", f"v1/{PARENT}/models?filter=state%3D1")
+    assert err.value.code == 400
+
+
+def test_every_answer_is_true_to_the_discovery_document(emu: Emulator) -> None:
+    models = ("projects", "locations", "models")
+    op = _raw(emu, "POST", f"v1/{PARENT}/models:upload", {"model": _model(labels={"a": "b"}, description="d")})
+    assert op["done"] is False
+    answers = [("upload", "POST", f"v1/{PARENT}/models:upload", op, "GoogleLongrunningOperation")]
+    done = _raw(emu, "GET", f"v1/{op['name']}")
+    assert done["done"] is True
+    answers.append(("get", "GET", f"v1/{op['name']}", done, "GoogleLongrunningOperation"))
+    name = done["response"]["model"]
+    assert not problems(done["response"], "GoogleCloudAiplatformV1UploadModelResponse")
+    again = _raw(emu, "POST", f"v1/{PARENT}/models:upload", {"model": _model(), "parentModel": name})
+    _raw(emu, "GET", f"v1/{again['name']}")
+    answers += [
+        ("get", "GET", f"v1/{name}", _raw(emu, "GET", f"v1/{name}"), "GoogleCloudAiplatformV1Model"),
+        ("get", "GET", f"v1/{name}@2", _raw(emu, "GET", f"v1/{name}@2"), "GoogleCloudAiplatformV1Model"),
+        ("list", "GET", f"v1/{PARENT}/models", _raw(emu, "GET", f"v1/{PARENT}/models"),
+         "GoogleCloudAiplatformV1ListModelsResponse"),
+        ("listVersions", "GET", f"v1/{name}:listVersions", _raw(emu, "GET", f"v1/{name}:listVersions"),
+         "GoogleCloudAiplatformV1ListModelVersionsResponse"),
+        ("mergeVersionAliases", "POST", f"v1/{name}@2:mergeVersionAliases",
+         _raw(emu, "POST", f"v1/{name}@2:mergeVersionAliases", {"versionAliases": ["golden"]}),
+         "GoogleCloudAiplatformV1Model"),
+    ]
+    for verb_name, verb, path, answer, ref in answers:
+        resources = (*models, "operations") if "/operations/" in path else models
+        declared = method_named(*resources, name=verb_name)
+        assert declared["httpMethod"] == verb and path_matches(declared["path"], path), (verb_name, path)
+        assert declared["response"]["$ref"] == ref
+        assert problems(answer, ref) == [], (verb_name, answer)
+    assert problems({"displayName": 1}, "GoogleCloudAiplatformV1Model")  # the checker does check
+
+
+# ---- vtrain's registration -------------------------------------------------------------------------
+
+JOB = """
+    name: {name}
+    project: test-project
+    region: us-central1
+    base_output_dir: gs://bkt/out
+    trainer: {{package_uris: [gs://bkt/t.tar.gz], module: trainer.task, image: tf-cpu.2-15}}
+    cluster: {{chief: {{machine_type: n1-standard-4}}}}
+    model: {{display_name: churn, version_aliases: [candidate]{extra}}}
+    """
+
+
+def _backend(emu: Emulator) -> VertexBackend:
+    return VertexBackend.from_endpoint(PROJECT, "us-central1", emu.url, retry=FAST)
+
+
+def _run(backend: VertexBackend, config: Any, digest: str = "0123456789abcdef") -> Any:
+    from vtrain.request.build import build_request
+    from vtrain.request.custom_job import to_proto
+
+    body = build_request(config).body
+    body["labels"] = {**body.get("labels", {}), "vtrain-config-hash": digest}
+    job = backend.create(to_proto(body))
+    job.wait(timeout=60, poll=0.02)
+    return job
+
+
+def test_register_is_idempotent_and_new_versions_only_when_asked(emu: Emulator, client: Any, tmp_path: Any) -> None:
+    backend = _backend(emu)
+    config = load_config(write_job(tmp_path, JOB.format(name="train", extra="")))
+    job = _run(backend, config)
+    made = register_model(backend, config, job)
+    assert made.uploaded and made.version_id == "1"
+    again = register_model(backend, config, job)  # a retry finds the version it made
+    assert (again.uploaded, again.name) == (False, made.name) and job.job_id in again.why
+    second = _run(backend, config)  # an identical run: nothing new
+    same = register_model(backend, config, second)
+    assert (same.uploaded, same.name) == (False, made.name) and "vtrain-config-hash" in same.why
+    changed = _run(backend, config, digest="fedcba9876543210")  # other code: a new version of the same model
+    assert register_model(backend, config, changed).name == f"{made.model}@2"
+    each = load_config(write_job(tmp_path, JOB.format(name="train", extra=", new_version_each_run: true"), "e.yaml"))
+    third = _run(backend, each)
+    assert register_model(backend, each, third).name == f"{made.model}@3"
+    versions = list(client.list_model_versions(name=made.model))
+    assert [v.artifact_uri for v in versions] == ["gs://bkt/out/model/"] * 3
+    assert versions[0].labels["vtrain-job-id"] == job.job_id and versions[2].labels["vtrain-job-id"] == third.job_id
+    assert model_of_job(backend, third.job_id).name == f"{made.model}@3"  # type: ignore[union-attr]
+    assert model_of_job(backend, "123") is None
+
+
+def test_a_failed_job_is_never_uploaded(emu: Emulator, client: Any, tmp_path: Any) -> None:
+    backend = _backend(emu)
+    config = load_config(write_job(tmp_path, JOB.format(name="fails", extra="")))
+    job = _run(backend, config)
+    with pytest.raises(BackendError, match=r"is JOB_STATE_FAILED: only a job that SUCCEEDED has a model to upload"):
+        register_model(backend, config, job)
+    assert list(client.list_models(parent=PARENT)) == []
+
+
+def test_model_upload_command_and_status(emu: Emulator, tmp_path: Any) -> None:
+    backend = _backend(emu)
+    path = write_job(tmp_path, JOB.format(name="train", extra=""))
+    job = _run(backend, load_config(path))
+    args = ["--api-endpoint", emu.url]
+    result = CliRunner().invoke(cli, ["model", "upload", job.job_id, "-f", str(path), *args])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith(f"model registered: projects/{emu.project_number()}/locations/us-central1/models/")
+    again = CliRunner().invoke(cli, ["model", "upload", job.job_id, "-f", str(path), *args])
+    assert again.exit_code == 0 and "model not uploaded again:" in again.stdout
+    status = CliRunner().invoke(cli, ["status", job.job_id, "--project", PROJECT, "--region", "us-central1", *args])
+    assert status.exit_code == 0
+    assert "model          projects/" in status.stdout and "@1\n" in status.stdout
+    failed = _run(backend, load_config(write_job(tmp_path, JOB.format(name="fails", extra=""), "f.yaml")))
+    refused = CliRunner().invoke(cli, ["model", "upload", failed.job_id, "-f", str(path), *args])
+    assert refused.exit_code == 1 and "only a job that SUCCEEDED has a model to upload; nothing was uploaded" in \
+        refused.stderr
+
+
+def test_submit_wait_registers_after_success_and_never_after_a_failure(emu: Emulator, client: Any,
+                                                                      tmp_path: Any) -> None:  # fmt: skip
+    args = ["--wait", "--poll", "0.02", "--no-preflight", "--plain", "--api-endpoint", emu.url]
+    failing = write_job(tmp_path, JOB.format(name="fails", extra=""), "fails.yaml")
+    result = CliRunner().invoke(cli, ["submit", str(failing), *args])
+    assert result.exit_code == 10, result.output
+    assert "model: not uploaded: the job ended JOB_STATE_FAILED, not SUCCEEDED\n" in result.stderr
+    assert list(client.list_models(parent=PARENT)) == []
+    ok = write_job(tmp_path, JOB.format(name="train", extra=""), "ok.yaml")
+    result = CliRunner().invoke(cli, ["submit", str(ok), *args])
+    assert result.exit_code == 0, result.output
+    assert "\nmodel registered: projects/" in result.stdout
+    [model] = client.list_models(parent=PARENT)
+    assert model.artifact_uri == "gs://bkt/out/model/" and model.display_name == "churn"
+    again = CliRunner().invoke(cli, ["submit", str(ok), *args])
+    assert again.exit_code == 0 and "\nmodel not uploaded again: " in again.stdout
+    assert [v.version_id for v in client.list_model_versions(name=model.name)] == ["1"]
+
+
+def test_an_upload_whose_answer_is_lost_is_not_made_twice(tmp_path: Any) -> None:
+    """The upload is done and its answer dropped: the retry looks first and finds the version it made."""
+    holder: list[Emulator] = []
+
+    def drop_the_upload_answer(line: str) -> None:  # after the lookup by display name, the upload's answer is lost
+        if line.startswith("GET /v1/projects/test-project/locations/us-central1/models?") and len(holder) == 1:
+            holder.append(holder[0])
+            holder[0].fail_next(1, mode="reset-after")
+
+    with Emulator(runner=runner, pending_seconds=0.01, access_log=drop_the_upload_answer) as emulator:
+        holder.append(emulator)
+        backend = _backend(emulator)
+        config = load_config(write_job(tmp_path, JOB.format(name="train", extra="")))
+        job = _run(backend, config)
+        made = register_model(backend, config, job)
+        assert len(holder) == 2  # the fault was injected
+        uploads = [r for r in emulator.requests if r["path"].endswith("/models:upload")]
+        assert len(uploads) == 1 and made.version_id == "1"
+        versions = _raw(emulator, "GET", f"v1/{made.model}:listVersions")["models"]
+        assert [v["labels"]["vtrain-job-id"] for v in versions] == [job.job_id]
+
+
+def test_refusals_of_the_commands(emu: Emulator, tmp_path: Any) -> None:
+    args = ["--api-endpoint", emu.url]
+    backend = _backend(emu)
+    path = write_job(tmp_path, JOB.format(name="train", extra=""))
+    job = _run(backend, load_config(path))
+    plain = write_job(tmp_path, JOB.format(name="train", extra="").split("    model:")[0], "plain.yaml")
+    no_block = CliRunner().invoke(cli, ["model", "upload", job.job_id, "-f", str(plain), *args])
+    assert no_block.exit_code == 2
+    assert "model: the job file has no model: block; add one to say how to register the job's model" in \
+        no_block.stderr
+    gcloud = CliRunner().invoke(cli, ["render", str(path), "--model", "-o", "gcloud"])
+    assert gcloud.exit_code == 2 and "--model renders the UploadModel request as json or yaml" in gcloud.stderr
+    # status with no aiplatform.models.list: the job's state still, and one line on stderr
+    emu.deny_permissions("aiplatform.models.list")
+    status = CliRunner().invoke(cli, ["status", job.job_id, "--project", PROJECT, "--region", "us-central1", *args])
+    assert status.exit_code == 0 and "state" in status.stdout and "model " not in status.stdout
+    assert status.stderr.startswith("model: not looked up: ") and "aiplatform.models.list" in status.stderr
+    emu.deny_permissions()
+    upload = CliRunner().invoke(cli, ["model", "upload", job.job_id, "-f", str(path), *args])
+    assert upload.exit_code == 0, upload.output
+
+
+def test_a_job_with_no_base_output_dir_has_no_model_to_upload(emu: Emulator, tmp_path: Any) -> None:
+    backend = _backend(emu)
+    config = load_config(write_job(tmp_path, JOB.format(name="train", extra="")))
+    from dataclasses import replace
+
+    job = _run(backend, replace(config, base_output_dir=None))
+    with pytest.raises(BackendError, match="has no base output directory, so Vertex set no AIP_MODEL_DIR"):
+        register_model(backend, replace(config, base_output_dir=None), job)

@@ -1,0 +1,43 @@
+"""Vertex's prebuilt prediction images: what a model registered from a job (`model:`) is served with, and the
+TensorFlow version a training image names, to match the two. A table beside :mod:`vtrain.catalog`'s
+training images; the rules (:mod:`vtrain.jobfile.rules.model`) and the UploadModel request
+(:mod:`vtrain.request.model_upload`) read it."""
+
+from __future__ import annotations
+
+import re
+
+from vtrain import catalog
+
+#: Prebuilt TensorFlow *prediction* images (what a registered model is served with): tf2-cpu.2-NN and
+#: tf2-gpu.2-NN for these versions, in the us, europe and asia registries; none after 2.15:
+#: https://cloud.google.com/vertex-ai/docs/predictions/pre-built-containers#tensorflow
+PREDICTION_REGISTRY = "docker.pkg.dev/vertex-ai/prediction"
+PREDICTION_TF = tuple(f"2-{n}" for n in range(1, 16))
+#: `model.serving_image` alias grammar: tf2-cpu.2-15, tf2-gpu.2-15.
+SERVING_ALIAS_RE = re.compile(r"^tf2-(?P<family>cpu|gpu)\.(?P<version>\d+-\d+)$")
+PREDICTION_URI_RE = re.compile(
+    r"^(?P<multi>us|europe|asia)-docker\.pkg\.dev/vertex-ai/prediction/"
+    r"tf2-(?P<family>cpu|gpu)\.(?P<version>\d+-\d+):latest$"
+)
+
+
+def serving_aliases() -> list[str]:
+    """Every prebuilt prediction alias, for did-you-mean."""
+    return [f"tf2-{family}.{v}" for family in ("cpu", "gpu") for v in PREDICTION_TF]
+
+
+def prediction_image_uri(family: str, version: str, region: str) -> str:
+    return f"{catalog.multi_region(region)}-{PREDICTION_REGISTRY}/tf2-{family}.{version}:latest"
+
+
+def training_tf_version(image: str | None) -> str | None:
+    """The TensorFlow version (2-NN) a trainer image alias or prebuilt URI names; None left out: the default."""
+    if image is None:
+        return catalog.DEFAULT_TF_VERSION
+    found = catalog.IMAGE_ALIAS_RE.match(image) or catalog.PREBUILT_URI_RE.match(image)
+    return found["version"] if found else None
+
+
+__all__ = ["PREDICTION_REGISTRY", "PREDICTION_TF", "PREDICTION_URI_RE", "SERVING_ALIAS_RE", "prediction_image_uri",
+           "serving_aliases", "training_tf_version"]
