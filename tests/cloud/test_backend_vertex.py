@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -40,10 +39,7 @@ def _runner(job: v1.CustomJob, ctx: RunContext) -> RunResult:
     return RunResult()
 
 
-@pytest.fixture
-def emu() -> Iterator[Emulator]:
-    with Emulator(runner=_runner, pending_seconds=0.05, cancel_seconds=0.05) as emulator:
-        yield emulator
+pytestmark = pytest.mark.emulator(runner=_runner)
 
 
 def backend_for(

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from tests.cloud.test_submit import job_text, runner
-from tests.commands.test_cli_vertex import PROJECT, _point_at, bucket, run  # noqa: F401 - fixtures
+from tests.commands.test_cli_vertex import _point_at, run
 from tests.helpers import write_job
 from vtrain.cli import cli
 from vtrain.cloud.failures import CAUSES, classify_failure

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import socket
 import tracemalloc
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -33,10 +32,7 @@ LOGS = "/v2/entries:list"
 POSTS = [JOBS, TUNING, IAM, LOGS, f"{JOBS}/123:cancel"]
 
 
-@pytest.fixture
-def emu() -> Iterator[Emulator]:
-    with Emulator(runner=sleep_runner(0.1), pending_seconds=0) as emulator:
-        yield emulator
+pytestmark = pytest.mark.emulator(runner=sleep_runner(0.1), pending_seconds=0, cancel_seconds=0.2)
 
 
 def job(**spec: Any) -> dict[str, Any]:
