@@ -3,6 +3,11 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# `make test`: the tests not marked slow run on $(WORKERS) pytest-xdist workers (independent: tmp paths, free
+# ports, per-test environment), then the slow ones (multi-process TensorFlow, kill/restart timing) one at a time,
+# alone on the machine. Both parts always run; --durations lists each part's slowest tests.
+WORKERS ?= 2
+PYTEST  := $(BIN)/python -m pytest -q --durations=30
 # The manual's strict build (a broken link, a missing anchor, a stale generated page fail), into build/site.
 MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs
 
@@ -23,13 +28,13 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check vtrain tests benchmarks docs/generate.py
 	$(MKDOCS) build --strict --quiet
-	$(BIN)/python -m pytest -q
+	$(PYTEST) -n $(WORKERS) -m "not slow"; fast=$$?; $(PYTEST) -m slow; slow=$$?; exit $$((fast || slow))
 
 # The quick loop: everything but the tests marked slow (CI runs `make test`).
 test-fast: $(STAMP)
 	$(BIN)/ruff check vtrain tests benchmarks docs/generate.py
 	$(MKDOCS) build --strict --quiet
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -n $(WORKERS) -m "not slow"
 
 lint: $(STAMP)
 	$(BIN)/ruff check vtrain tests benchmarks docs/generate.py
