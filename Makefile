@@ -3,9 +3,9 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-# `make test`: the tests not marked slow run on $(WORKERS) pytest-xdist workers (independent: tmp paths, free
-# ports, per-test environment), then the slow ones (multi-process TensorFlow, kill/restart timing) one at a time,
-# alone on the machine. Both parts always run; --durations lists each part's slowest tests.
+# `make test`: the tests not marked slow or alone run on $(WORKERS) pytest-xdist workers (independent: tmp
+# paths, free ports, per-test environment), then the others (multi-process TensorFlow, signals to process trees)
+# one at a time, with the machine to themselves. Both parts always run; --durations lists each part's slowest.
 WORKERS ?= 2
 PYTEST  := $(BIN)/python -m pytest -q --durations=30
 # The manual's strict build (a broken link, a missing anchor, a stale generated page fail), into build/site.
@@ -28,13 +28,14 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check vtrain tests benchmarks docs/generate.py
 	$(MKDOCS) build --strict --quiet
-	$(PYTEST) -n $(WORKERS) -m "not slow"; fast=$$?; $(PYTEST) -m slow; slow=$$?; exit $$((fast || slow))
+	$(PYTEST) -n $(WORKERS) -m "not slow and not alone"; a=$$?; $(PYTEST) -m "slow or alone"; b=$$?; exit $$((a || b))
 
 # The quick loop: everything but the tests marked slow (CI runs `make test`).
 test-fast: $(STAMP)
 	$(BIN)/ruff check vtrain tests benchmarks docs/generate.py
 	$(MKDOCS) build --strict --quiet
-	$(BIN)/python -m pytest -q -n $(WORKERS) -m "not slow"
+	$(BIN)/python -m pytest -q -n $(WORKERS) -m "not slow and not alone"; a=$$?; \
+	  $(BIN)/python -m pytest -q -m "alone and not slow"; b=$$?; exit $$((a || b))
 
 lint: $(STAMP)
 	$(BIN)/ruff check vtrain tests benchmarks docs/generate.py

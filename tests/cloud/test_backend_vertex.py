@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import pytest
@@ -18,13 +17,6 @@ from vtrain.handle import EXIT_CODES, WaitTimeout, exit_code, raise_for_state
 
 FAST_RETRY = RetryPolicy(attempts=4, initial=0.01, maximum=0.02)
 POLL = 0.02
-
-
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in list(os.environ):
-        if key.startswith(("GOOGLE_", "CLOUDSDK_", "VTRAIN_")):
-            monkeypatch.delenv(key)
 
 
 def _runner(job: v1.CustomJob, ctx: RunContext) -> RunResult:

@@ -150,6 +150,7 @@ def test_list_label_must_be_key_equals_value() -> None:
         assert code == 2 and "is not KEY=VALUE with a label key" in err, err
 
 
+@pytest.mark.alone
 def test_the_emulator_command_loses_answers_on_request() -> None:
     import os
     import subprocess

@@ -160,8 +160,10 @@ def test_digests_in_answers_must_be_the_ones_sent_or_asked_for() -> None:
             client.manifest("team/trainer", DIGEST)
 
 
+# The peak RSS of this process alone: VmHWM starts afresh at exec, while ru_maxrss keeps the forking parent's
+# (a pytest-xdist worker that ran TensorFlow tests forks at ~900 MB).
 _MEASURE = textwrap.dedent("""
-    import resource, sys
+    import sys
     from vtrain.errors import PackagingError
     from vtrain.trainer.image.registry import RegistryClient
     try:
@@ -169,7 +171,8 @@ _MEASURE = textwrap.dedent("""
         print("ACCEPTED")
     except PackagingError as err:
         print(err)
-    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+    with open("/proc/self/status") as status:
+        print(next(int(line.split()[1]) for line in status if line.startswith("VmHWM:")) // 1024)
 """)
 
 
