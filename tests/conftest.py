@@ -123,6 +123,16 @@ def auth_registry(make_registry: MakeRegistry) -> Registry:
     return make_registry("auth-registry", auth=True)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """A shell that starts a command in the background (`make test &`, a CI step's `cmd &`) ignores SIGINT
+    for it, and an ignored signal stays ignored in every child: the tests that press Ctrl-C on a vtrain they
+    started would wait for nothing. Python's own handler again, so children start with the default."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 #: A test that takes longer than this and is not marked `slow` is named at the end of the run, so
 #: `make test-fast` stays quick; a report, not a failure (timings are not asserted in tests).
 SLOW_SECONDS = 5.0
