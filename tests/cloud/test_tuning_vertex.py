@@ -137,7 +137,7 @@ def emu(make_emulator: MakeEmulator, tmp_path: Path, gcs: Any, monkeypatch: pyte
     gcs.create_bucket("stage-bkt")
     runner = TuningRunner(cache_dir=tmp_path_factory.mktemp("tuning-cache"), output_root=tmp_path / "runs",
                           kill_grace=2)
-    return make_emulator(tuning_runner=runner, point_at=PROJECT)
+    return make_emulator(tuning_runner=runner, pending_seconds=0.05, cancel_seconds=0.05, point_at=PROJECT)
 
 
 @pytest.mark.slow

@@ -37,7 +37,8 @@ NAME_RE = rf"projects/{Emulator.project_number(PROJECT)}/locations/us-central1/c
 
 @pytest.fixture
 def emu(make_emulator: MakeEmulator, tmp_path: Path, env_cache: Path, bucket: Any) -> Emulator:
-    return make_emulator(EmulatedRunner(cache_dir=env_cache, output_root=tmp_path / "runs", kill_grace=2))
+    runner = EmulatedRunner(cache_dir=env_cache, output_root=tmp_path / "runs", kill_grace=2)
+    return make_emulator(runner, pending_seconds=0.05, cancel_seconds=0.05)
 
 
 def probe_job(tmp_path: Path, name: str, args: list[str], cluster: str = "workers: {replicas: 1}",
