@@ -39,6 +39,7 @@ def _clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 def repo() -> Path:
     return REPO
 
+
 pytest_plugins = ["tests.gcs_emulator"]
 
 #: What `emu` passes to the emulator unless an `emulator` mark says otherwise: jobs leave PENDING and
@@ -48,9 +49,9 @@ EMU_DEFAULTS: dict[str, Any] = {"pending_seconds": 0.05, "cancel_seconds": 0.05}
 
 @pytest.fixture
 def make_emulator(monkeypatch: pytest.MonkeyPatch) -> Iterator[MakeEmulator]:
-    """Start emulators; each is stopped at teardown. `runner` and `options` go to `Emulator(...)`;
-    `point_at=PROJECT` also sets VTRAIN_API_ENDPOINT, VTRAIN_PROJECT and VTRAIN_REGION=us-central1, so the CLI
-    and the SDK reach it (and no test asks gcloud)."""
+    """Start emulators; each is stopped at teardown. `runner` and `options` go to `Emulator(...)` (its own
+    defaults, not EMU_DEFAULTS); `point_at=PROJECT` also sets VTRAIN_API_ENDPOINT, VTRAIN_PROJECT and
+    VTRAIN_REGION=us-central1, so the CLI and the SDK reach it (and no test asks gcloud)."""
     from vtrain.emulator import Emulator
 
     with contextlib.ExitStack() as stack:
