@@ -27,18 +27,22 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check vtrain tests benchmarks docs/generate.py
+	$(BIN)/python -m mypy
 	$(MKDOCS) build --strict --quiet
 	$(PYTEST) -n $(WORKERS) -m "not slow and not alone"; a=$$?; $(PYTEST) -m "slow or alone"; b=$$?; exit $$((a || b))
 
 # The quick loop: everything but the tests marked slow (CI runs `make test`).
 test-fast: $(STAMP)
 	$(BIN)/ruff check vtrain tests benchmarks docs/generate.py
+	$(BIN)/python -m mypy
 	$(MKDOCS) build --strict --quiet
 	$(BIN)/python -m pytest -q -n $(WORKERS) -m "not slow and not alone"; a=$$?; \
 	  $(BIN)/python -m pytest -q -m "alone and not slow"; b=$$?; exit $$((a || b))
 
+# Lint and the type check ([tool.mypy] in pyproject.toml: strict for vtrain/, 0 errors).
 lint: $(STAMP)
 	$(BIN)/ruff check vtrain tests benchmarks docs/generate.py
+	$(BIN)/python -m mypy
 
 # The manual at http://127.0.0.1:8000, rebuilt as docs/ changes.
 docs: $(STAMP)
@@ -50,4 +54,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/hostile_input.py
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache .mypy_cache

@@ -62,7 +62,7 @@ def measure(job_file: Path, out: Path) -> dict[str, float]:
     view.watch(job, job.wait)
     run_cpu, wall = cpu() - before, time.monotonic() - wall
     stop.set()
-    return {"state": job.result["state"], "wall_s": wall, "run_cpu_s": run_cpu, "view_cpu_s": view.cpu_seconds,
+    return {"state": job.summary["state"], "wall_s": wall, "run_cpu_s": run_cpu, "view_cpu_s": view.cpu_seconds,
             "share": view.cpu_seconds / run_cpu if run_cpu else float("nan"), "tty_bytes": drained[0]}  # fmt: skip
 
 

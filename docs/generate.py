@@ -97,6 +97,8 @@ ENVIRONMENT: dict[str, dict[str, str]] = {
                                "`http://127.0.0.1:PORT` for `vtrain emulator`.",
         "VTRAIN_NETWORK_TIMEOUT": "Seconds each attempt of a call to Vertex AI, Cloud Logging or Cloud Storage "
                                   "may take (default 30).",
+        "VTRAIN_CONTAINER_RUNTIME": "The OCI runtime `vtrain local` runs image jobs' replicas with (`runc` or "
+                                    "`crun`); unset, the first of them that can run a container here.",
         "VTRAIN_CACHE_DIR": "Where `vtrain local` caches trainer environments, sdists and downloads "
                             "(default `$XDG_CACHE_HOME/vtrain`, else `~/.cache/vtrain`).",
         "VTRAIN_STATE_DIR": "Where `vtrain submit` keeps the ids of creates whose answer was lost "

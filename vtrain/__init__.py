@@ -12,9 +12,27 @@ TensorFlow only by :mod:`vtrain.runtime` inside a trainer.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:  # what a type checker reads; at run time each name is imported on first use (below)
+    from vtrain.cloud.submit import submit as submit
+    from vtrain.errors import BackendError as BackendError
+    from vtrain.errors import ConfigError as ConfigError
+    from vtrain.errors import JobFailed as JobFailed
+    from vtrain.errors import PackagingError as PackagingError
+    from vtrain.errors import VtrainError as VtrainError
+    from vtrain.jobfile.load import load_config as load_config
+    from vtrain.jobfile.model import JobConfig as JobConfig
+    from vtrain.local.options import RunOptions as RunOptions
+    from vtrain.local.runner import run_local as run_local
+    from vtrain.local.study_run import run_local_tuning as run_local_tuning
+    from vtrain.request.build import Request as Request
+    from vtrain.request.build import build_request as build_request
+    from vtrain.request.custom_job import build_job as build_job
+    from vtrain.request.custom_job import build_job_dict as build_job_dict
+    from vtrain.request.render import render as render
 
 _LAZY: dict[str, str] = {
     "load_config": "vtrain.jobfile.load",
@@ -35,13 +53,33 @@ _LAZY: dict[str, str] = {
     "JobFailed": "vtrain.errors",
 }
 
-__all__ = sorted(_LAZY) + ["__version__"]
+#: Written out (not computed from _LAZY) so that type checkers read it; a test holds the two equal.
+__all__ = [
+    "BackendError",
+    "ConfigError",
+    "JobConfig",
+    "JobFailed",
+    "PackagingError",
+    "Request",
+    "RunOptions",
+    "VtrainError",
+    "build_job",
+    "build_job_dict",
+    "build_request",
+    "load_config",
+    "render",
+    "run_local",
+    "run_local_tuning",
+    "submit",
+    "__version__",
+]
 
+if not TYPE_CHECKING:  # hidden from checkers, so that `vtrain.misspelt` is an error there, not Any
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'vtrain' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+    def __getattr__(name: str) -> Any:
+        module = _LAZY.get(name)
+        if module is None:
+            raise AttributeError(f"module 'vtrain' has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        globals()[name] = value
+        return value

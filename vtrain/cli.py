@@ -22,13 +22,13 @@ from vtrain.errors import VtrainError
 
 # name -> "module:attribute". A command whose module is not installed is hidden.
 COMMANDS: dict[str, str] = {
-    "validate": "vtrain.commands.dryrun:validate",
-    "render": "vtrain.commands.dryrun:render",
+    "validate": "vtrain.commands.validate:validate",
+    "render": "vtrain.commands.render:render",
     "estimate": "vtrain.commands.estimate:estimate",
     "init": "vtrain.commands.trainer:init",
     "package": "vtrain.commands.package:package",
     "local": "vtrain.commands.local:local",
-    "submit": "vtrain.commands.vertex:submit",
+    "submit": "vtrain.commands.submit:submit",
     "status": "vtrain.commands.jobs:status",
     "logs": "vtrain.commands.jobs:logs",
     "cancel": "vtrain.commands.jobs:cancel",
@@ -72,7 +72,8 @@ class LazyGroup(click.Group):
         if cmd_name not in COMMANDS or not _available(cmd_name):
             return None
         module_name, attr = COMMANDS[cmd_name].split(":", 1)
-        return getattr(importlib.import_module(module_name), attr)
+        command: click.Command = getattr(importlib.import_module(module_name), attr)
+        return command
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         # A real argv cannot hold NUL (exec passes C strings), but the SDK's callers and CliRunner can;

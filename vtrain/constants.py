@@ -14,7 +14,7 @@ DEFAULT_REGION = "us-central1"
 
 #: `distribution_strategy` values; the job file passes the choice to replicas in STRATEGY_ENV.
 STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker_mirrored", "parameter_server", "tpu", "diloco",
-              "dtensor")
+              "dtensor", "horovod")
 STRATEGY_ENV = "VTRAIN_DISTRIBUTION_STRATEGY"
 #: DiLoCo: pool 0 runs this module (the syncer); every pool gets the `diloco:` settings as JSON in DILOCO_ENV.
 DILOCO = "diloco"
@@ -28,6 +28,8 @@ DTENSOR = "dtensor"
 DTENSOR_MESH_ENV = "VTRAIN_DTENSOR_MESH"
 #: Logical CPU devices a DTensor replica makes (`vtrain local` sets it: mesh size / replicas).
 LOCAL_DEVICES_ENV = "VTRAIN_LOCAL_DEVICES"
+#: Horovod scripts on vtrain.horovod: one rank per chief/worker replica, no tf.distribute strategy.
+HOROVOD = "horovod"
 FLEX_START = "flex_start"  # the scheduling strategy that needs one machine type everywhere
 SCHEDULING_STRATEGIES = ("standard", "spot", FLEX_START)
 

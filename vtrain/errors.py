@@ -160,6 +160,11 @@ class RuntimeMismatch(VtrainError):
     """Inside a replica: the strategy asked for does not fit the environment this replica really has."""
 
 
+class HorovodUnsupported(VtrainError, NotImplementedError):
+    """Inside a replica: a Horovod call vtrain.horovod does not implement (hvd.join, process sets, ...);
+    the message says why and what to do instead."""
+
+
 class Interrupted(VtrainError):
     """Ctrl-C or SIGTERM stopped a command; exit 128 + the signal's number, as a shell reports it."""
 

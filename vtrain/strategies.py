@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from vtrain.constants import DILOCO, DILOCO_ENV, DTENSOR, DTENSOR_MESH_ENV, STRATEGIES
+from vtrain.constants import DILOCO, DILOCO_ENV, DTENSOR, DTENSOR_MESH_ENV, HOROVOD, STRATEGIES
 
 #: How many machines (chief + workers) a strategy trains on: "one" (the chief alone), "many"
 #: (a cluster of chief and workers, at least one worker), or "any".
@@ -25,7 +25,7 @@ ParameterServers = Literal["needs", "refuses", "any"]
 Traffic = Literal["decided_at_runtime", "none", "all_reduce", "parameter_server", "tpu", "diloco", "dtensor"]
 #: What the runtime builds in a replica (vtrain.runtime.tfsetup has one builder per value).
 Builds = Literal["decided_at_runtime", "default", "OneDeviceStrategy", "MirroredStrategy",
-                 "MultiWorkerMirroredStrategy", "ParameterServerStrategy", "TPUStrategy", "learner", "mesh"]
+                 "MultiWorkerMirroredStrategy", "ParameterServerStrategy", "TPUStrategy", "learner", "mesh", "rank"]
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,8 @@ class Strategy:
     standalone_replicas: bool = False
     #: The runtime needs the local GPU count to decide (auto; MWM picks NCCL or RING; DiLoCo mirrors).
     probes_gpus: bool = False
+    #: Vertex's Reduction Server can serve its all-reduce (documented for MultiWorkerMirrored's NCCL).
+    reducers: bool = True
 
     @property
     def auto(self) -> bool:
@@ -74,6 +76,10 @@ TABLE: tuple[Strategy, ...] = (
              standalone_replicas=True, probes_gpus=True),
     Strategy(DTENSOR, "any", "refuses", False, False, DTENSOR, (DTENSOR_MESH_ENV,), "dtensor", "mesh",
              own_cluster_rules=True),
+    # Horovod's API on TensorFlow's collectives (vtrain.horovod): one rank per chief/worker replica, each
+    # with TensorFlow's default strategy; a ring all-reduce the reducers are not documented for.
+    Strategy(HOROVOD, "any", "refuses", False, False, None, (), "all_reduce", "rank", own_cluster_rules=True,
+             reducers=False),
 )
 BY_NAME: dict[str, Strategy] = {row.name: row for row in TABLE}
 #: What the runtime reports when auto resolves to no distribution at all (not a job-file value).

@@ -19,6 +19,7 @@ from google.protobuf import json_format
 import vtrain
 from tests.conftest import REPO
 from tests.helpers import write_job
+from vtrain.cloud.jobs import watch
 from vtrain.cloud.submit import (
     HASH_LABEL,
     VERSION_LABEL,
@@ -27,7 +28,6 @@ from vtrain.cloud.submit import (
     plan_submit,
     submit_job,
     version_label,
-    watch,
 )
 from vtrain.cloud.target import Target, Where
 from vtrain.cloud.vertex import SUBMIT_LABEL, VertexJob, replica_label, task_name
@@ -314,7 +314,9 @@ CLOUD_REGION = os.environ.get("VTRAIN_CLOUD_REGION", "us-central1")
 @pytest.mark.cloud
 @pytest.mark.skipif(not (CLOUD and CLOUD_PROJECT), reason="set VTRAIN_CLOUD_TESTS=1 and VTRAIN_CLOUD_PROJECT")
 def test_cloud_list_and_dry_run(tmp_path: Path) -> None:
-    jobs = SUBMIT.list_jobs(Where(CLOUD_PROJECT, CLOUD_REGION), limit=1)
+    from vtrain.cloud.jobs import list_jobs
+
+    jobs = list_jobs(Where(CLOUD_PROJECT, CLOUD_REGION), limit=1)
     assert len(jobs) <= 1 and all(j.name.startswith("projects/") for j in jobs)
     plan = plan_submit(write_job(tmp_path, job_text()), where=Where(project=CLOUD_PROJECT, region=CLOUD_REGION))
     assert dry_run(plan)["request"]["url"].startswith(f"https://{CLOUD_REGION}-aiplatform.googleapis.com/")

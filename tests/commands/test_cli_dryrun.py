@@ -141,7 +141,7 @@ def test_subprocess_cli_has_no_traceback_and_no_tensorflow(tmp_path: Path) -> No
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     probe = subprocess.run(
-        [sys.executable, "-c", "import sys, vtrain.cli, vtrain.commands.dryrun, vtrain.request.custom_job, "
+        [sys.executable, "-c", "import sys, vtrain.cli, vtrain.commands.render, vtrain.request.custom_job, "
          "vtrain.request.render;"
          "print(sorted(m for m in sys.modules if m.startswith(('tensorflow', 'google.cloud.', 'google.protobuf'))))"],
         capture_output=True, text=True, cwd=REPO, env={"PYTHONPATH": str(REPO)}, check=True,

@@ -124,8 +124,8 @@ def test_replicas_fit_the_int64_replica_count() -> None:
         ("name: on\n", ("name", 1, "expected text, got a boolean; YAML reads yes/no/on/off/true/false as booleans, "
                                    "quote the text: 'on'")),
         ("distribution_strategy: 3\n", ("distribution_strategy", 1, "expected text (one of: auto, one_device, "
-                                        "mirrored, multi_worker_mirrored, parameter_server, tpu, diloco, dtensor), "
-                                        "got a number")),
+                                        "mirrored, multi_worker_mirrored, parameter_server, tpu, diloco, dtensor, "
+                                        "horovod), got a number")),
         ("enable_web_access: 'yes'\n", ("enable_web_access", 1, "expected true or false, got the text 'yes'")),
         ("labels: [a, b]\n", ("labels", 1, "expected a mapping of names to values, got a list")),
         ("labels: {team: 3}\n", ("labels.team", 1, "expected text, got a number; quote it: '3'")),

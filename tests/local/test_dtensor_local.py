@@ -126,7 +126,7 @@ def test_a_killed_replica_restarts_the_job_from_the_sharded_checkpoint(
 ) -> None:
     job, out, (chief, worker) = run(tmp_path, "worker-0:kill@step:4",
                                     extra="scheduling: {restart_job_on_worker_restart: true}")
-    assert job.result["restarts"]["restarts"] == {"chief-0": 1, "worker-0": 1}  # the whole job, as Vertex
+    assert job.summary["restarts"]["restarts"] == {"chief-0": 1, "worker-0": 1}  # the whole job, as Vertex
     # A checkpoint every 2 steps; the kill is sent when step 4 is reported, and a loaded machine may run a
     # step or two more first: the job resumes from a complete checkpoint before the 8th (last) step.
     assert chief["resumed_from"] == worker["resumed_from"] and chief["resumed_from"] in (2, 4, 6)

@@ -60,7 +60,8 @@ def _job(tmp_path: Path, *, image: str = "tf-cpu.2-17", repository: str = "us-ce
 def test_local_runs_the_entry_point_on_the_images_own_layers(tmp_path: Path) -> None:
     path = _job(tmp_path)
     out, notices = (tmp_path / "out.txt").open("w+"), (tmp_path / "notices.txt").open("w+")
-    job = run_local(load_config(path, target="local"), cache_dir=tmp_path / "cache", out=out, notices=notices)
+    job = run_local(load_config(path, target="local"), cache_dir=tmp_path / "cache", out=out, notices=notices,
+                    containers="never")  # host mode (tests/local/test_local_containers.py: containers)
     assert job.wait(timeout=120) == "JOB_STATE_SUCCEEDED"
     out.seek(0)
     lines = sorted(out.read().splitlines())
@@ -80,7 +81,8 @@ def test_local_runs_the_entry_point_on_the_images_own_layers(tmp_path: Path) -> 
 def test_a_requirement_the_image_lacks_fails_locally(tmp_path: Path) -> None:
     path = _job(tmp_path, body="import absent_requirement\n")
     out = (tmp_path / "out.txt").open("w+")
-    job = run_local(load_config(path, target="local"), cache_dir=tmp_path / "cache", out=out, restart_policy="never")
+    job = run_local(load_config(path, target="local"), cache_dir=tmp_path / "cache", out=out, restart_policy="never",
+                    containers="never")
     assert job.wait(timeout=120) == "JOB_STATE_FAILED"
     assert "No module named 'absent_requirement'" in (job.error or "")
 

@@ -40,7 +40,7 @@ def start(tmp_path: Path, cache: Path, args: list[str], cluster: str = TWO_WORKE
 
 
 def restarts(job: LocalJob) -> dict[str, int]:
-    return {k: v for k, v in job.result["restarts"]["restarts"].items() if v}
+    return {k: v for k, v in job.summary["restarts"]["restarts"].items() if v}
 
 
 def until(check: Callable[[], object], timeout: float = 60) -> None:
@@ -64,8 +64,8 @@ def test_a_failed_worker_is_restarted_in_place_and_the_job_succeeds(tmp_path: Pa
                                                 "--sleep=chief-0", "--seconds=3"])
     assert job.wait(timeout=60) == "JOB_STATE_SUCCEEDED", job.error
     assert "[vtrain] worker-1 exited 3; restarting 1/5\n" in notices.getvalue()
-    assert restarts(job) == {"worker-1": 1} and job.result["restarts"]["attempts"] == 1
-    [event] = [e for e in job.result["restarts"]["events"] if e["action"] == "restart"]
+    assert restarts(job) == {"worker-1": 1} and job.summary["restarts"]["attempts"] == 1
+    [event] = [e for e in job.summary["restarts"]["events"] if e["action"] == "restart"]
     assert (event["replica"], event["exit_code"], event["permanent"], event["count"]) == ("worker-1", 3, False, 1)
     # In place: the same port, cluster spec and working dir (Vertex keeps the hostname), the count told.
     first, again = (json.loads((dump / name).read_text()) for name in ("worker-1.json", "worker-1.restart1.json"))
@@ -103,7 +103,7 @@ def test_a_permanent_error_fails_at_once_without_a_restart(tmp_path: Path, cache
     assert re.match(r"(chief|worker)-\d exited 2: permanent error, the trainer refused its arguments \(.*task.py: "
                     r"error: unrecognized arguments: --no-such-flag\)\n", error), error
     assert "failing the job without a restart" in notices.getvalue()
-    assert restarts(job) == {} and job.result["restarts"]["attempts"] == 1
+    assert restarts(job) == {} and job.summary["restarts"]["attempts"] == 1
     assert job.replica_log("chief-0").read_text().count("usage:") <= 1  # it ran once (if at all)
     assert_clean(job)
 
@@ -120,7 +120,7 @@ def test_exhausted_restarts_retry_the_whole_job_then_fail_with_the_count(tmp_pat
     for n in (1, 2, 3):
         assert f"[vtrain] worker-0 exited 3 after 5 restarts; retrying the whole job {n}/3\n" in said
     assert "failing the job" in said.splitlines()[-2] and "restarts: worker-0 20 (attempt 4 of the job)" in said
-    summary = job.result["restarts"]
+    summary = job.summary["restarts"]
     assert summary["attempts"] == 4 and restarts(job) == {"worker-0": 20}
     # A whole-job retry starts every replica again, counting from 0, told the attempt.
     assert out.getvalue().count("[chief-0] chief-0 restart 0, job attempt") == 4
@@ -146,7 +146,7 @@ def test_never_keeps_fail_fast(tmp_path: Path, cache: Path) -> None:
     assert job.wait(timeout=60) == "JOB_STATE_FAILED"
     assert (job.error or "").startswith("worker-1 exited 3\nlast lines of worker-1")
     assert "[vtrain] worker-1 exited 3; failing the job (--restart-policy never)" in notices.getvalue()
-    assert restarts(job) == {} and job.result["restarts"]["policy"] == "never"
+    assert restarts(job) == {} and job.summary["restarts"]["policy"] == "never"
     assert job.replica_log("worker-1").read_text().count("starting") == 1
     assert_clean(job)
 
@@ -201,10 +201,10 @@ def test_faults_kill_preempt_and_freeze_at_steps(tmp_path: Path, cache: Path) ->
     assert re.search(r"fault worker-0:stop:1s@step:3: SIGSTOP worker-0 at step \d+ for 1s", said)
     assert "[vtrain] fault worker-0:stop:1s@step:3: SIGCONT worker-0 after 1s" in said
     assert restarts(job) == {"chief-0": 1, "worker-1": 1}  # a frozen replica is no failure
-    fired = {f["spec"]: f for f in job.result["faults"]}
+    fired = {f["spec"]: f for f in job.summary["faults"]}
     assert set(fired) == set(faults) and fired["worker-1:kill@step:5"]["at_step"] >= 5
     # The probe starts again at step 1: every step the killed run did is redone, and that is measured.
-    recoveries = {r["replica"]: r for r in job.result["restarts"]["recoveries"]}
+    recoveries = {r["replica"]: r for r in job.summary["restarts"]["recoveries"]}
     assert recoveries["worker-1"]["resumed_at_step"] == 1 and recoveries["worker-1"]["steps_redone"] >= 5
     assert "worker-1 resumed at step 1 " in said
     assert_clean(job)
@@ -216,7 +216,7 @@ def test_faults_after_a_duration_and_twice_on_one_replica(tmp_path: Path, cache:
                             "worker-0:kill@0.5s"), worker_grace=1)  # fmt: skip
     assert job.wait(timeout=60) == "JOB_STATE_SUCCEEDED", job.error
     assert "[vtrain] worker-0 exited 137 (SIGKILL); restarting 2/5" in notices.getvalue()
-    assert restarts(job) == {"worker-0": 2} and len(job.result["faults"]) == 2
+    assert restarts(job) == {"worker-0": 2} and len(job.summary["faults"]) == 2
     assert_clean(job)
 
 
@@ -286,8 +286,8 @@ def test_a_worker_killed_mid_run_resumes_from_its_backup(tmp_path: Path, cache: 
                             package=KERAS, faults=("worker-1:kill@step:40",))
     assert job.wait(timeout=240) == "JOB_STATE_SUCCEEDED", job.error
     assert "[vtrain] worker-1 exited 137 (SIGKILL); restarting 1/5" in notices.getvalue()
-    assert restarts(job)["worker-1"] == 1 and job.result["restarts"]["attempts"] == 1
-    recovered = {r["replica"]: r for r in job.result["restarts"]["recoveries"]}
+    assert restarts(job)["worker-1"] == 1 and job.summary["restarts"]["attempts"] == 1
+    recovered = {r["replica"]: r for r in job.summary["restarts"]["recoveries"]}
     assert 30 < recovered["worker-1"]["resumed_at_step"] <= 40  # after the epoch-1 backup (step 30), not at 1
     log = job.replica_log("worker-1").read_text()
     assert log.count("Epoch 1/3") == 1 and log.count("Epoch 2/3") == 2 and "restarts 1" in log
@@ -312,7 +312,7 @@ def test_a_preempted_chief_saves_on_sigterm_and_resumes(tmp_path: Path, cache: P
     assert not list((tmp_path / "out" / "checkpoints" / "steps").glob("ckpt-[1-9]?.index"))  # no step backup before
     resumed = [int(m) for m in re.findall(r"\[chief-0\].*resuming at step (\d+)", out.getvalue())]
     assert len(resumed) == 1 and resumed[0] >= 30
-    chief = {r["replica"]: r for r in job.result["restarts"]["recoveries"]}["chief-0"]
+    chief = {r["replica"]: r for r in job.summary["restarts"]["recoveries"]}["chief-0"]
     assert chief["steps_redone"] == 0
     shas = weights(tmp_path / "out")
     assert len(shas) == 3 and len(set(shas)) == 1, "replicas ended with different weights"

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from tests.helpers import write_job
-from vtrain.errors import BackendError, WaitTimeout
+from vtrain.errors import BackendError, JobFailed, WaitTimeout
 from vtrain.local.runner import LocalJob, run_local
 
 REPO = Path(__file__).resolve().parents[2]
@@ -158,7 +158,7 @@ def test_a_packaging_mistake_fails_locally(tmp_path: Path, cache: Path) -> None:
     assert (job.error or "").startswith("chief-0 exited 1: permanent error, a module cannot be imported "
                                         "(ImportError: cannot import name 'helper' from 'trainer'")
     assert "ImportError: cannot import name 'helper' from 'trainer'" in (job.error or "").splitlines()[-1]
-    assert job.result["restarts"]["restarts"] == {"chief-0": 0} and job.result["restarts"]["attempts"] == 1
+    assert job.summary["restarts"]["restarts"] == {"chief-0": 0} and job.summary["restarts"]["attempts"] == 1
 
 
 # --------------------------------------------------------------------------- behaving like a job
@@ -177,6 +177,9 @@ def test_a_raising_trainer_fails_the_job_with_its_traceback(tmp_path: Path, cach
     assert "Traceback (most recent call last)" in error
     # The reason a trial reports (infeasibleReason) is its last stderr line, not whichever pipe was read last.
     assert job.error_reason == "RuntimeError: probe worker-1 was told to raise"
+    with pytest.raises(JobFailed) as failed:  # result(): the handle's method, JobFailed unless SUCCEEDED
+        job.result(timeout=1)
+    assert failed.value.exit_code == 10 and "worker-1 exited 1" in str(failed.value)
     assert_clean(job)
 
 
@@ -192,8 +195,8 @@ def test_success_follows_the_chief(tmp_path: Path, cache: Path) -> None:
     # The evaluator is stopped at once; worker-0's failure after the chief's success does not count;
     # worker-1 is stopped after the grace period.
     assert time.monotonic() - started < 10
-    assert job.result["replicas"]["chief-0"] == 0
-    assert job.result["replicas"]["worker-1"] == -signal.SIGTERM
+    assert job.summary["replicas"]["chief-0"] == 0
+    assert job.summary["replicas"]["worker-1"] == -signal.SIGTERM
     assert_clean(job)
 
 
@@ -239,8 +242,18 @@ def test_timeout_kills_whole_process_groups(tmp_path: Path, cache: Path) -> None
     assert job.error == "timed out after 3 s (--timeout / scheduling.timeout)"
     forked = [int(pid) for pid in re.findall(r"forked (\d+)", out.getvalue())]
     assert len(forked) == 3
-    assert job.result["replicas"]["worker-0"] == -signal.SIGKILL  # ignored SIGTERM: killed after the grace
+    assert job.summary["replicas"]["worker-0"] == -signal.SIGKILL  # ignored SIGTERM: killed after the grace
     assert_clean(job, forked)
+
+
+def test_result_waits_and_returns_the_state(tmp_path: Path, cache: Path) -> None:
+    """Issue 30, class 7: `job.result()` is the handle's method (it was a dict of the run's summary, so
+    calling it raised TypeError); the summary is `job.summary`, as result.json has it."""
+    job, _ = start(tmp_path, cache, [], TWO_WORKERS)
+    assert job.result(timeout=60) == "JOB_STATE_SUCCEEDED"
+    assert job.summary["state"] == "JOB_STATE_SUCCEEDED"
+    assert json.loads((job.run_dir / "result.json").read_text(encoding="utf-8")) == job.summary
+    assert_clean(job)
 
 
 def test_cancel(tmp_path: Path, cache: Path) -> None:
@@ -268,7 +281,8 @@ def test_max_replicas_and_container_pools(tmp_path: Path, cache: Path, monkeypat
         cluster: {chief: {machine_type: n1-standard-4}}
         """, "container.yaml")
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    with pytest.raises(BackendError, match="runs containers with docker, which is not installed here"):
+    with pytest.raises(BackendError, match="cannot run this job's image in a container here: neither docker nor "
+                       "podman is installed; umoci"):  # no runtime either (tests/local/test_local_containers.py)
         run_local(container, output_dir=tmp_path / "c", cache_dir=cache)
 
 

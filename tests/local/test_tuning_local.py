@@ -17,6 +17,7 @@ import pytest
 
 from tests.conftest import REPO
 from tests.local.test_local_run import alive
+from vtrain.errors import JobFailed
 from vtrain.handle import CANCELLED, FAILED, SUCCEEDED
 from vtrain.local.study_run import run_local_tuning
 
@@ -113,6 +114,25 @@ def test_failed_trials_count_against_the_budget(tmp_path: Path, cache: Path) -> 
     assert [t.state for t in study.trials] == ["SUCCEEDED", "INFEASIBLE", "SUCCEEDED", "INFEASIBLE"]
     assert "failing on purpose" in (study.trials[1].error or "")
     assert study.exit_code == 10
+    with pytest.raises(JobFailed) as info:
+        study.result()  # issue 30, class 7: the handle's method, no longer hidden by the summary dict
+    assert info.value.exit_code == 10 and study.summary["state"] == FAILED
+
+
+@pytest.mark.slow
+def test_a_study_s_result_and_wait_hooks_are_the_handle_s(tmp_path: Path, cache: Path) -> None:
+    """Issue 30, class 7: `study.result()` waits and returns the state; `wait` takes the handle's hooks
+    (on_state, on_log) like every other handle; the summary is `study.summary`, as its JSON file has it."""
+    path = job(tmp_path, GRID.replace("max_trials: 4", "max_trials: 2"))
+    study = run_local_tuning(path, output_dir=tmp_path / "out", cache_dir=cache)
+    states: list[str] = []
+    lines: list[str] = []
+    assert study.wait(timeout=120, on_state=lambda state, elapsed: states.append(state), on_log=lines.append) \
+        == SUCCEEDED
+    assert states[-1] == SUCCEEDED and any("trial 1" in line for line in lines)
+    assert study.result() == SUCCEEDED
+    assert study.summary["state"] == SUCCEEDED
+    assert json.loads((tmp_path / "out" / "vtrain-tuning.json").read_text(encoding="utf-8")) == study.summary
 
 
 @pytest.mark.slow

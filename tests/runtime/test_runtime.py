@@ -132,6 +132,8 @@ EXPLICIT_OK = [
     ("MIRRORED", {}, 2, True, "mirrored"),  # explicit beats the TPU auto would pick
     ("parameter_server", {"TF_CONFIG": tf_config(PS, "chief")}, 0, False, "parameter_server"),
     ("tpu", {}, 0, True, "tpu"),
+    ("horovod", {"TF_CONFIG": tf_config(CW, "worker")}, 0, False, "horovod"),
+    ("horovod", {}, 0, False, "horovod"),
     ("auto", {}, 0, False, "default"),
     ("", {}, 0, False, "default"),
 ]
@@ -150,7 +152,8 @@ EXPLICIT_BAD = [
     ("parameter_server", {}, False, "lists no ps tasks"),
     ("multi_worker_mirrored", {"TF_CONFIG": tf_config(PS, "chief")}, False, "only parameter_server uses"),
     ("tpu", {}, False, "no TPU is visible"),
-    ("horovod", {}, False, "is not one of: auto, one_device"),
+    ("hogwild", {}, False, "is not one of: auto, one_device"),
+    ("horovod", {"TF_CONFIG": tf_config(PS, "chief")}, False, "only parameter_server uses"),
 ]
 
 
@@ -314,7 +317,7 @@ def test_real_strategies_on_cpu() -> None:
 import json
 from vtrain import runtime
 from vtrain.runtime import tfsetup
-for asked in ("auto", "one_device", "mirrored"):
+for asked in ("auto", "one_device", "mirrored", "horovod"):
     s = tfsetup._build(runtime.choose_strategy({"VTRAIN_DISTRIBUTION_STRATEGY": asked}, 0, False))
     print(asked, type(s).__name__, s.num_replicas_in_sync)
 s = runtime.strategy()  # VTRAIN_DISTRIBUTION_STRATEGY from the environment: multi_worker_mirrored
@@ -334,6 +337,7 @@ print("keras", runtime.keras().__name__)
     assert lines["auto"] == "_DefaultDistributionStrategy 1"
     assert lines["one_device"] == "OneDeviceStrategy 1"
     assert lines["mirrored"] == "MirroredStrategy 1"
+    assert lines["horovod"] == "_DefaultDistributionStrategy 1"  # each rank alone; vtrain.horovod reduces
     name, info = lines["env"].split(" ", 1)
     assert name == "True"  # tf.distribute.MultiWorkerMirroredStrategy
     assert json.loads(info) == {

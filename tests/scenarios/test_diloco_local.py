@@ -65,7 +65,7 @@ def test_a_diloco_job_runs_locally_and_learners_end_equal(tmp_path: Path, templa
     job, out = run_diloco(tmp_path, template, "--epochs=2, --steps-per-epoch=20", extra=extra)
     lead, other = weights(tmp_path)
     assert lead["is_chief"] and lead["strategy"] == "diloco"
-    assert set(job.result["replicas"].values()) == {0}  # the syncer outlived every learner: none was stopped
+    assert set(job.summary["replicas"].values()) == {0}  # the syncer outlived every learner: none was stopped
     assert lead["sha256"] == other["sha256"]  # every learner ends with the global model
     summary = syncer_summary(tmp_path)
     assert summary["rounds"] == [4] and summary["learners"] == {"workerpool1-0": 4, "workerpool1-1": 4}
@@ -82,8 +82,8 @@ def test_a_killed_learner_is_restarted_and_rejoins(tmp_path: Path) -> None:
     # 200 steps (~2 s): long enough that the launcher sees step 55 before the learner is done
     job, _ = run_diloco(tmp_path, "custom-loop", "--epochs=2, --steps-per-epoch=100, --checkpoint-every=10",
                         fault="worker-1:kill@step:55")
-    assert job.result["restarts"]["restarts"].get("worker-1") == 1  # restarted in place, once
-    assert not job.result["restarts"]["restarts"].get("chief-0")  # the syncer merged around it
+    assert job.summary["restarts"]["restarts"].get("worker-1") == 1  # restarted in place, once
+    assert not job.summary["restarts"]["restarts"].get("chief-0")  # the syncer merged around it
     lead, other = weights(tmp_path)
     assert lead["sha256"] == other["sha256"]  # the restarted learner rejoined: both end with the global model
     assert set(syncer_summary(tmp_path)["learners"]) == {"workerpool1-0", "workerpool1-1"}
@@ -98,7 +98,7 @@ def test_a_killed_or_preempted_syncer_is_restarted_and_resumes_from_its_checkpoi
     # default 60 s: no periodic checkpoint is due, the SIGTERM handler writes one on the way out.
     job, _ = run_diloco(tmp_path, "custom-loop", "--epochs=2, --steps-per-epoch=100",
                         extra=f", checkpoint_every: {every}", fault=f"chief-0:{fault}@step:3")
-    restarts = job.result["restarts"]
+    restarts = job.summary["restarts"]
     assert restarts["restarts"].get("chief-0") == 1, restarts
     assert not restarts["restarts"].get("worker-0") and not restarts["restarts"].get("worker-1")
     (recovery,) = [r for r in restarts["recoveries"] if r["replica"] == "chief-0"]
@@ -118,7 +118,7 @@ def test_a_keras_learner_killed_mid_fit_restores_its_backup_then_rejoins_with_th
     # (stale) local weights with the syncer's global model.
     job, out = run_diloco(tmp_path, "keras", "--epochs=2, --steps-per-epoch=60, --backup-every=10",
                           fault="worker-1:kill@step:45")
-    restarts = job.result["restarts"]
+    restarts = job.summary["restarts"]
     assert restarts["restarts"].get("worker-1") == 1 and not restarts["restarts"].get("chief-0"), restarts
     (recovery,) = [r for r in restarts["recoveries"] if r["replica"] == "worker-1"]
     assert recovery["resumed_at_step"] > 40  # from its step-40 backup (or later), not from scratch

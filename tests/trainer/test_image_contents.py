@@ -23,6 +23,7 @@ from vtrain import network
 from vtrain.cli import cli
 from vtrain.constants import MODELINE, SCHEMA_FILE
 from vtrain.errors import PackagingError
+from vtrain.trainer import credentials as C
 from vtrain.trainer import packaging as P
 from vtrain.trainer import select as S
 from vtrain.trainer.image.layers import TRAINER_DIR, scan_trainer
@@ -58,14 +59,14 @@ def _notes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 @pytest.mark.parametrize("rel", [*SECRETS, *MORE_SECRETS])
 def test_each_class_of_credential_is_named(rel: str) -> None:
-    assert S.credential_name_reason(rel) is not None
+    assert C.credential_name_reason(rel) is not None
 
 
 @pytest.mark.parametrize("rel", ["credentials.py", "trainer/keys.py", "environment.yaml", ".env.example",
                                  ".env.example~", "README.md~", "notes.bak", "docker/config.json", "ssh.py",
                                  "trainer/token.py", "monkey.txt"])
 def test_ordinary_files_are_not_credentials(rel: str) -> None:
-    assert S.credential_name_reason(rel) is None
+    assert C.credential_name_reason(rel) is None
 
 
 def test_content_signatures_are_found_across_chunk_borders_and_not_in_large_files(tmp_path: Path) -> None:
@@ -74,8 +75,8 @@ def test_content_signatures_are_found_across_chunk_borders_and_not_in_large_file
     (root / "trainer" / "blob.txt").write_bytes(b"x" * ((1 << 20) - 10) + marker)  # split by the 1 MiB chunk
     with open(root / "big.txt", "wb") as fh:  # past the scan limit: judged by its name only
         fh.write(marker)
-        fh.truncate(S.CONTENT_SCAN_LIMIT + 1)
-    scan = S.check_contents(S.select_files(root))
+        fh.truncate(C.CONTENT_SCAN_LIMIT + 1)
+    scan = C.check_contents(S.select_files(root))
     assert scan.credentials == [("trainer/blob.txt", "private key")]
 
 
@@ -201,7 +202,7 @@ def test_a_large_file_gets_one_notice_and_a_plan_never_reads_it_when_the_sdist_d
     root = make_trainer(tmp_path / "t")
     monkeypatch.setattr(S, "LARGE_FILE", 1 << 20)
     with open(root / "data.bin", "wb") as fh:  # sparse: a dataset beside the trainer, dropped by setuptools
-        fh.truncate(S.CONTENT_SCAN_LIMIT + (4 << 20))
+        fh.truncate(C.CONTENT_SCAN_LIMIT + (4 << 20))
     lines = _notes(monkeypatch)
     first = P.planned_uri(root, "gs://bkt/s")
     assert len(lines) == 1 and "1 large file(s)" in lines[0] and "data.bin (20 MiB)" in lines[0]

@@ -13,7 +13,7 @@ import pytest
 from tests.trainer.image_helpers import make_sdist, make_trainer, make_wheel
 from vtrain.errors import PackagingError
 from vtrain.trainer.image import layers, wheels
-from vtrain.trainer.select import scan_package
+from vtrain.trainer.packaging import scan_package
 
 
 def _tree(tmp: Path) -> Path:

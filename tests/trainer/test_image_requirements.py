@@ -17,7 +17,7 @@ from vtrain.cli import cli
 from vtrain.errors import PackagingError
 from vtrain.trainer.image import wheels
 from vtrain.trainer.image.requirements import MAX_FILE_BYTES, declared_requirements, read_requirements
-from vtrain.trainer.select import scan_package
+from vtrain.trainer.packaging import scan_package
 
 REPO = "us-central1-docker.pkg.dev/my-proj/train/demo"
 

@@ -21,7 +21,8 @@ from tests.helpers import write_job
 from tests.trainer.fake_servers import API, Answer, Fake, fake_server, ok_to_everything
 from tests.trainer.image_helpers import make_trainer
 from vtrain.errors import PackagingError
-from vtrain.trainer.image.registry import RegistryClient, _realm_trusted
+from vtrain.trainer.image.reference import trusted_realm
+from vtrain.trainer.image.registry import RegistryClient
 
 USER, PASSWORD = "me", "pa55"
 BASIC = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
@@ -78,7 +79,7 @@ def test_an_upload_location_over_plain_http_to_another_machine_is_refused() -> N
     ("127.0.0.1:5000", "http://attacker.example/token", False),
 ])
 def test_credentials_go_only_to_the_registrys_own_token_service(registry: str, realm: str, trusted: bool) -> None:
-    assert _realm_trusted(registry, realm) is trusted
+    assert trusted_realm(registry, realm) is trusted
 
 
 def test_a_token_service_over_plain_http_is_refused() -> None:
@@ -160,8 +161,8 @@ def test_digests_in_answers_must_be_the_ones_sent_or_asked_for() -> None:
             client.manifest("team/trainer", DIGEST)
 
 
-# The peak RSS of this process alone: VmHWM starts afresh at exec, while ru_maxrss keeps the forking parent's
-# (a pytest-xdist worker that ran TensorFlow tests forks at ~900 MB).
+# VmHWM is this process's own peak: ru_maxrss would also hold the (large) pytest process it was forked from,
+# since Linux keeps the pre-exec high-water mark in it.
 _MEASURE = textwrap.dedent("""
     import sys
     from vtrain.errors import PackagingError
@@ -171,8 +172,8 @@ _MEASURE = textwrap.dedent("""
         print("ACCEPTED")
     except PackagingError as err:
         print(err)
-    with open("/proc/self/status") as status:
-        print(next(int(line.split()[1]) for line in status if line.startswith("VmHWM:")) // 1024)
+    peak = next(line for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+    print(int(peak.split()[1]) // 1024)
 """)
 
 

@@ -256,8 +256,8 @@ def test_runtime_sdist_installs_and_imports(tmp_path: Path) -> None:
     assert sdist.name == P.planned_runtime_uri(str(tmp_path)).rsplit("/", 1)[1]
     members = P.sdist_members(sdist)
     # Only what replicas import: a change to the CLI, the rules or the emulator leaves this hash alone.
-    runtime = sorted(f"vtrain/{sub}/{p.name}" for sub in ("runtime", "diloco")
-                     for p in (REPO / "vtrain" / sub).glob("*.py"))
+    runtime = sorted(p.relative_to(REPO).as_posix() for sub in ("runtime", "diloco", "horovod")
+                     for p in (REPO / "vtrain" / sub).rglob("*.py"))
     assert [m for m in members if not m.startswith(("PKG-INFO", "setup.cfg", "vtrain.egg-info/"))] == sorted([
         "pyproject.toml", "vtrain/__init__.py", "vtrain/constants.py", "vtrain/errors.py",
         "vtrain/strategies.py", "vtrain/foreign.py", "vtrain/py.typed", *runtime])

@@ -182,7 +182,7 @@ def _redacted_anywhere(body: Any) -> bool:
         return any(_redacted_anywhere(v) for v in body.values())
     if isinstance(body, list):
         return any(_redacted_anywhere(v) for v in body)
-    return body == REDACTED
+    return bool(body == REDACTED)
 
 
 # ---- saved renders ----------------------------------------------------------------------------

@@ -108,7 +108,7 @@ def _credentials(target: Target, backend: VertexBackend | None) -> tuple[Any, Ch
     import google.auth
     from google.auth.exceptions import DefaultCredentialsError
 
-    from vtrain.cloud.vertex.client import SCOPES
+    from vtrain.cloud.vertex.logreader import SCOPES
     from vtrain.cloud.vertex.retry import ADC_HELP
 
     try:
@@ -276,7 +276,7 @@ def _quota(body: dict[str, Any], target: Target, credentials: Any, backend: Vert
     if not needed:
         return Check("quota", PASS, "the job counts against no training quota")
     page = quota.QUOTA_PAGE.format(project=target.project, metric=needed[0].metric)
-    endpoint = target.api_endpoint if target.local else quota.CLOUD_QUOTAS
+    endpoint = target.api_endpoint if target.local and target.api_endpoint else quota.CLOUD_QUOTAS
     try:
         limits = quota.read_limits(AuthorizedSession(credentials), endpoint, target.project, target.region,
                                    [n.metric for n in needed])  # fmt: skip
@@ -373,12 +373,12 @@ def run_preflight(
     if credentials is None:
         names = ["vertex ai"] + (["staging bucket", "service account", "output dir", "quota"] if config else [])
         return Report((*checks, *(Check(n, SKIP, "needs credentials") for n in names)))
-    try:
-        if backend is None:
-            from vtrain.cloud.vertex import VertexBackend
+    if backend is None:  # with credentials in hand, making the client asks nothing yet (it cannot fail here)
+        from vtrain.cloud.vertex import VertexBackend
 
-            backend = VertexBackend.from_endpoint(target.project, target.region, target.api_endpoint,
-                                                  credentials=credentials, retry=RetryPolicy(attempts=2, initial=0.5))
+        backend = VertexBackend.from_endpoint(target.project, target.region, target.api_endpoint,
+                                              credentials=credentials, retry=RetryPolicy(attempts=2, initial=0.5))
+    try:
         backend.list(limit=1)
         checks.append(Check("vertex ai", PASS, f"project {target.project}, region {target.region}: "
                                                f"customJobs.list answers at {target.endpoint}"))  # fmt: skip

@@ -48,12 +48,13 @@ class Attempt:
 
 def backoff(attempt: int, base: float = BACKOFF) -> float:
     """Seconds to wait before attempt `attempt` (2, 3, ...): base, 2·base, ... capped at MAX_BACKOFF."""
-    return min(base * 2 ** max(0, attempt - 2), MAX_BACKOFF)
+    factor: int = 2 ** max(0, attempt - 2)
+    return min(base * factor, MAX_BACKOFF)
 
 
 def variant_for(attempt: int, fallback: tuple[Any, ...]) -> tuple[str, list[str]]:
     """(description, --set overrides) for attempt `attempt`: the primary, then each fallback in turn."""
-    choices = [("primary", [])] + [
+    choices: list[tuple[str, list[str]]] = [("primary", [])] + [
         (f"scheduling.fallback[{i}]: " + ", ".join(f"{k}={v}" for k, v in entry.items()), fallback_overrides(entry))
         for i, entry in enumerate(fallback)
     ]

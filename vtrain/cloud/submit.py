@@ -34,7 +34,7 @@ import json
 import os
 import tempfile
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,7 +43,7 @@ from vtrain import __version__
 from vtrain.cloud.target import Target, Where
 from vtrain.cloud.vertex import SUBMIT_LABEL, VertexBackend, VertexJob  # cheap: Google libraries load on use
 from vtrain.errors import BackendError, CreateOutcomeUnknown, PackagingError, VtrainError
-from vtrain.handle import TERMINAL_STATES, JobHandle
+from vtrain.handle import TERMINAL_STATES
 from vtrain.jobfile.load import load_config
 from vtrain.jobfile.model import JobConfig
 from vtrain.request.build import CUSTOM_JOB, TUNING_JOB, Kind, build_request
@@ -375,72 +375,3 @@ def submit(
         allow_credentials=allow_credentials,
         backend=backend,
     ).job
-
-
-# ---- existing jobs ----------------------------------------------------------------------------
-def open_backend(job: str | None = None, where: Where | None = None, *, poll: float | None = None) -> VertexBackend:
-    """A backend for `job` (an ID, or a full name that fixes project and region) or for listing."""
-    return connect((where or Where()).resolve(job=job), poll=poll)
-
-
-def get_job(job: str, where: Where | None = None, *, poll: float | None = None) -> VertexJob:
-    """A CustomJob or HyperparameterTuningJob by ID or resource name."""
-    from vtrain.cloud.vertex.tuning import get_any
-
-    return get_any(open_backend(job, where, poll=poll), job)
-
-
-def cancel_job(job: str, where: Where | None = None) -> tuple[VertexJob, bool]:
-    """Ask a job to stop: (the job, whether a cancel was sent). One that already ended is left alone."""
-    from vtrain.cloud.vertex.tuning import get_any
-
-    backend = open_backend(job, where)
-    current = get_any(backend, job)
-    if current.done:
-        return current, False
-    current.cancel()  # each kind cancels through its own collection
-    return current, True
-
-
-def list_jobs(
-    where: Where | None = None, *, state: str | None = None, limit: int | None = 20, filter: str | None = None
-) -> list[VertexJob]:
-    """CustomJobs and HyperparameterTuningJobs, newest first; `state` like running or JOB_STATE_RUNNING;
-    `filter` in Vertex's syntax."""
-    from vtrain.cloud.vertex.tuning import list_tuning
-
-    backend = open_backend(None, where)
-    custom = backend.list(state=state, limit=limit, filter=filter)
-    terms = []  # backend.list checked the state word; the same filter for the other collection
-    if state:
-        full = state.upper() if state.upper().startswith("JOB_STATE_") else f"JOB_STATE_{state.upper()}"
-        terms.append(f'state="{full}"')
-    if filter:
-        terms.append(filter)
-    tuning = list_tuning(backend, " AND ".join(terms), limit)
-    jobs = sorted([*custom, *tuning], key=lambda j: j.proto.create_time, reverse=True)
-    return jobs if limit is None else jobs[:limit]
-
-
-def job_dict(job: VertexJob) -> dict[str, Any]:
-    """The job as Vertex's REST JSON (camelCase), secret-looking env values redacted."""
-    from google.protobuf import json_format
-
-    from vtrain.request.render import redact
-
-    return redact(json_format.MessageToDict(job.proto._pb))
-
-
-# ---- waiting ----------------------------------------------------------------------------------
-def watch(
-    job: JobHandle,
-    *,
-    timeout: float | None = None,
-    poll: float | None = None,
-    on_state: Callable[[str, float], None] | None = None,
-    on_log: Callable[[str], None] | None = None,
-) -> str:
-    """Wait for a final state, calling `on_state(state, elapsed)` after each poll and, with
-    `on_log`, streaming the job's log lines meanwhile. WaitTimeout once `timeout` s pass.
-    The handle does the waiting (:meth:`JobHandle.wait`); this is the SDK's name for it."""
-    return job.wait(timeout, poll, on_state=on_state, on_log=on_log)

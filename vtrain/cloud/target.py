@@ -103,7 +103,7 @@ def read_gcloud_property(prop: str, env: Mapping[str, str] | None = None) -> str
     raises _Unreadable when a file that should hold it cannot be parsed."""
     env = os.environ if env is None else env
     section, name = _section_and_name(prop)
-    value = (env.get(f"CLOUDSDK_{section.upper()}_{name.upper()}") or "").strip()
+    value: str | None = (env.get(f"CLOUDSDK_{section.upper()}_{name.upper()}") or "").strip()
     if value:
         return value
     directory = _config_dir(env)

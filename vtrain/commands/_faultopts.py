@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 
-class FaultType(click.ParamType):
+class FaultType(click.ParamType):  # type: ignore[type-arg]  # click 8.1 (allowed) cannot subscript it
     """`REPLICA:KIND@WHEN` → :class:`vtrain.local.faults.FaultSpec`; a bad one is a usage error."""
 
     name = "REPLICA:KIND@WHEN"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Callable
@@ -47,6 +48,21 @@ api_endpoint_option = click.option(
     "Default: VTRAIN_API_ENDPOINT.",
 )
 
+def where_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """--project, --region and --api-endpoint as one group: where the command's calls go. The command
+    receives them as one value, ``where`` (:class:`vtrain.cloud.target.Where`), resolved by the same
+    precedence everywhere (each option's help states it)."""
+
+    @functools.wraps(fn)
+    def with_where(*args: Any, project: str | None = None, region: str | None = None,
+                   api_endpoint: str | None = None, **kwargs: Any) -> Any:
+        from vtrain.cloud.target import Where
+
+        return fn(*args, where=Where(project, region, api_endpoint), **kwargs)
+
+    return project_option(region_option(api_endpoint_option(with_where)))
+
+
 set_option = click.option(
     "--set",
     "overrides",
@@ -82,7 +98,7 @@ def duration_callback(ctx: click.Context, param: click.Parameter, value: str | N
     """A click callback for DURATION options (90s, 30m, 2h, 1h30m), in seconds; usage error if bad."""
     if value is None:
         return None
-    from vtrain.jobfile.schema import parse_duration
+    from vtrain.jobfile.nodes import parse_duration
 
     seconds = parse_duration(value)
     if seconds is None or seconds <= 0:

@@ -45,8 +45,8 @@ def recover_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 def submit_recovering(job_file: str, *, recover: int, backoff: float, output: str, poll: float,
                       timeout: float | None, **kwargs: Any) -> None:
     """Submit and wait, resubmitting retryable failures; exit as the last attempt ended."""
+    from vtrain.cloud.jobs import job_dict, watch
     from vtrain.cloud.recover import submit_with_recovery
-    from vtrain.cloud.submit import job_dict, watch
     from vtrain.handle import raise_for_state
 
     def wait(result: Any, number: int) -> str:

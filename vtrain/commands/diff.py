@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from vtrain.commands._options import (
-    api_endpoint_option,
     echo_json,
     output_option,
-    project_option,
-    region_option,
     set_option,
+    where_options,
 )
 from vtrain.errors import VtrainError
+
+if TYPE_CHECKING:
+    from vtrain.cloud.target import Where
 
 #: Like diff(1): 0 no change, 1 changes, 2 trouble (bad job file or usage, unreadable file, API refusal).
 TROUBLE = 2
@@ -27,9 +30,7 @@ TROUBLE = 2
 @click.option("--show-secrets", is_flag=True, help="Print env values whose names look secret.")
 @output_option("text", "json")
 @set_option
-@project_option
-@region_option
-@api_endpoint_option
+@where_options
 def diff(
     job_file: str,
     job: str | None,
@@ -38,9 +39,7 @@ def diff(
     show_secrets: bool,
     output: str,
     overrides: tuple[str, ...],
-    project: str | None,
-    region: str | None,
-    api_endpoint: str | None,
+    where: Where,
 ) -> None:
     """Show what would change: the request JOB.yaml makes now against a saved render
     (--against FILE), a submitted job (JOB_ID or resource name), or the last job submitted
@@ -51,11 +50,9 @@ def diff(
     (an invalid job file, a bad option, an unreadable file, a refused API call), as diff(1).
     """
     from vtrain.cloud.diff import diff_job
-    from vtrain.cloud.target import Where
-
     try:
         result = diff_job(job_file, against=against, job=job, last=last, overrides=overrides,
-                          where=Where(project, region, api_endpoint), show_secrets=show_secrets)  # fmt: skip
+                          where=where, show_secrets=show_secrets)  # fmt: skip
     except VtrainError as err:
         err.show()
         raise SystemExit(TROUBLE) from None

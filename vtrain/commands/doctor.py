@@ -4,33 +4,31 @@ from __future__ import annotations
 
 import platform
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import click
 
 from vtrain.commands._options import (
-    api_endpoint_option,
     echo_json,
     output_option,
-    project_option,
-    region_option,
     set_option,
+    where_options,
 )
+
+if TYPE_CHECKING:
+    from vtrain.cloud.target import Where
 
 
 @click.command()
 @click.argument("job_file", metavar="[JOB.yaml]", required=False, type=click.Path(dir_okay=False))
 @output_option("text", "json")
 @set_option
-@project_option
-@region_option
-@api_endpoint_option
+@where_options
 def doctor(
     job_file: str | None,
     output: str,
     overrides: tuple[str, ...],
-    project: str | None,
-    region: str | None,
-    api_endpoint: str | None,
+    where: Where,
 ) -> None:
     """Explain where vtrain's calls would go and check that they would work: credentials (and
     whose), the project and the Vertex AI API; with JOB.yaml also its staging bucket (exists,
@@ -41,7 +39,6 @@ def doctor(
     """
     from vtrain import __version__
     from vtrain.cloud.preflight import FAIL, SKIP, Check, Report, run_preflight
-    from vtrain.cloud.target import Where
     from vtrain.errors import BackendError
 
     config = None
@@ -49,13 +46,12 @@ def doctor(
         from vtrain.jobfile.load import load_config
 
         config = load_config(job_file, overrides)
-    where = Where(project, region, api_endpoint)
     info = {"vtrain": __version__, "python": platform.python_version(), "job file": job_file or "-"}
     from vtrain.cloud.target import resolve_endpoint
 
     # Each setting is resolved on its own, so a bad one is reported under its own name.
     steps: tuple[tuple[str, Callable[[], object]], ...] = (
-        ("region", lambda: where.region_for(config)), ("endpoint", lambda: resolve_endpoint(api_endpoint)),
+        ("region", lambda: where.region_for(config)), ("endpoint", lambda: resolve_endpoint(where.api_endpoint)),
         ("project", lambda: where.resolve(config=config)))
     failed_at = None
     for name, resolve in steps:

@@ -17,7 +17,7 @@ import click
 from vtrain.commands._options import UserPath, echo_json, output_option, set_option
 
 
-class _LibraryValue(click.ParamType):
+class _LibraryValue(click.ParamType):  # type: ignore[type-arg]  # click 8.1 (allowed) cannot subscript it
     """A flag whose text a vtrain.estimate parser reads; its EstimateError becomes a click usage error."""
 
     def __init__(self, name: str, parse: Callable[[str], Any]) -> None:

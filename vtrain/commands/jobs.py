@@ -1,18 +1,21 @@
 """`vtrain status`, `logs`, `cancel`, `list`: following jobs that already exist on Vertex AI.
 
-Thin, as :mod:`vtrain.commands.vertex`: parse, call :mod:`vtrain.cloud.submit`, print. Data goes to
+Thin, as :mod:`vtrain.commands.submit`: parse, call :mod:`vtrain.cloud.submit`, print. Data goes to
 stdout (`-o json` for CI); refusals arrive as VtrainError, printed by the CLI as one line.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from vtrain.commands._options import echo_json, label_filter_option, output_option, watch_options
-from vtrain.commands.vertex import _JOB, _POLL, _short, _time, _where
+from vtrain.commands._options import echo_json, label_filter_option, output_option, watch_options, where_options
+from vtrain.commands.submit import _JOB, _POLL, _short, _time
 from vtrain.foreign import printable
+
+if TYPE_CHECKING:
+    from vtrain.cloud.target import Where
 
 #: Vertex JobState names without the JOB_STATE_ prefix (tests keep this in step with aiplatform_v1).
 JOB_STATES = (
@@ -79,7 +82,7 @@ def _fields(job: Any) -> list[tuple[str, str]]:
 
 def _watch(handle: Any, poll: float, plain: bool, progress_every: float, output: str) -> None:
     """`status --watch`: the view until the job ends (a tuning job: its status line)."""
-    from vtrain.commands.vertex import _StatusLine
+    from vtrain.commands.submit import _StatusLine
     from vtrain.view.vertex import can_watch, watch_job
 
     try:
@@ -119,7 +122,7 @@ def _iso(proto: Any, field: str) -> str | None:
               "status and exit as --exit-code does.")
 @watch_options
 @_POLL
-@_where
+@where_options
 def status(
     job: str,
     output: str,
@@ -128,9 +131,7 @@ def status(
     plain: bool,
     progress_every: float,
     poll: float,
-    project: str | None,
-    region: str | None,
-    api_endpoint: str | None,
+    where: Where,
 ) -> None:
     """Show a job's state. JOB is a job ID or a full projects/P/locations/R/customJobs/ID name
     (or .../hyperparameterTuningJobs/ID: then the trial table and the best trial too).
@@ -139,10 +140,9 @@ def status(
     scripts can poll a running job; --exit-code maps the state to the exit status instead, and
     --watch waits for the end first (Ctrl-C: exit 130, the job keeps running).
     """
-    from vtrain.cloud.submit import get_job, job_dict
-    from vtrain.cloud.target import Where
+    from vtrain.cloud.jobs import get_job, job_dict
 
-    handle = get_job(job, Where(project, region, api_endpoint), poll=poll)
+    handle = get_job(job, where, poll=poll)
     if watch:
         _watch(handle, poll, plain, progress_every, output)
         state_exit_code = True
@@ -171,24 +171,21 @@ def status(
 )
 @click.option("--timestamps", is_flag=True, help="Start each line with its Cloud Logging timestamp.")
 @_POLL
-@_where
+@where_options
 def logs(
     job: str,
     follow: bool,
     replica: str | None,
     timestamps: bool,
     poll: float,
-    project: str | None,
-    region: str | None,
-    api_endpoint: str | None,
+    where: Where,
 ) -> None:
     """Print a job's log from Cloud Logging, each line prefixed by its replica: [chief-0],
     [worker-1], [ps-0], [evaluator-0] as `vtrain local` prints them, [vertex] for Vertex's own lines.
     JOB is a job ID or a full projects/P/locations/R/customJobs/ID name."""
-    from vtrain.cloud.submit import get_job
-    from vtrain.cloud.target import Where
+    from vtrain.cloud.jobs import get_job
 
-    handle = get_job(job, Where(project, region, api_endpoint), poll=poll)
+    handle = get_job(job, where, poll=poll)
     if replica is not None:
         _check_replica(handle, replica)
     try:
@@ -201,14 +198,13 @@ def logs(
 @click.command()
 @_JOB
 @output_option("text", "json")
-@_where
-def cancel(job: str, output: str, project: str | None, region: str | None, api_endpoint: str | None) -> None:
+@where_options
+def cancel(job: str, output: str, where: Where) -> None:
     """Ask Vertex AI to stop a job (it goes CANCELLING, then CANCELLED). A job that already
     ended is left alone. JOB is a job ID or a full projects/P/locations/R/customJobs/ID name."""
-    from vtrain.cloud.submit import cancel_job, job_dict
-    from vtrain.cloud.target import Where
+    from vtrain.cloud.jobs import cancel_job, job_dict
 
-    handle, sent = cancel_job(job, Where(project, region, api_endpoint))
+    handle, sent = cancel_job(job, where)
     if output == "json":
         echo_json(job_dict(handle))
     elif sent:
@@ -232,25 +228,21 @@ def cancel(job: str, output: str, project: str | None, region: str | None, api_e
 )
 @label_filter_option
 @output_option("text", "json")
-@_where
+@where_options
 def list_jobs(
     state: str | None,
     limit: int,
     filter_: str | None,
     labels: tuple[str, ...],
     output: str,
-    project: str | None,
-    region: str | None,
-    api_endpoint: str | None,
+    where: Where,
 ) -> None:
     """List CustomJobs and HyperparameterTuningJobs (marked "(tuning)") in the project and region, newest first."""
-    from vtrain.cloud.submit import job_dict
-    from vtrain.cloud.submit import list_jobs as find_jobs
-    from vtrain.cloud.target import Where
+    from vtrain.cloud.jobs import job_dict
+    from vtrain.cloud.jobs import list_jobs as find_jobs
 
     terms = [filter_] if filter_ else []
     terms += labels
-    where = Where(project, region, api_endpoint)
     jobs = find_jobs(where, state=state, limit=limit, filter=" AND ".join(terms) or None)
     if output == "json":
         echo_json([job_dict(j) for j in jobs])

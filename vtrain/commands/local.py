@@ -43,13 +43,17 @@ from vtrain.commands._options import UserPath, duration_callback, output_option,
 @fault_option
 @click.option("--preempt-grace", callback=duration_callback, default="30s", show_default=True, metavar="DURATION",
               help="A preempt fault's SIGTERM → SIGKILL time, unless the fault gives its own (preempt:10s).")
+@click.option("--containers", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,
+              help="An image job (trainer.build, trainer.container): run each replica in a container (runc or crun "
+              "on the unpacked image; docker or podman for trainer.container). auto: where this machine can, else "
+              "on this machine's Python with one notice; always: fail instead; never: this machine's Python.")
 @set_option
 @output_option("text", "json")
 def local(job_file: str, output_dir: str | None, max_replicas: int | None, timeout: float | None,
           startup_timeout: float, keep: bool, allow_credentials: bool, max_parallel: int | None, seed: int,
           plain: bool, follow: tuple[str, ...], verbose: bool, progress_every: float | None,
           stream_logs: bool, restart_policy: str, faults: tuple[Any, ...], preempt_grace: float | None,
-          overrides: tuple[str, ...], output: str) -> None:
+          containers: str, overrides: tuple[str, ...], output: str) -> None:
     """Run JOB.yaml on this machine: the CustomJob `submit` would send, one process per replica.
 
     Each replica gets the environment Vertex AI gives it (CLUSTER_SPEC, TF_CONFIG on
@@ -103,7 +107,7 @@ def local(job_file: str, output_dir: str | None, max_replicas: int | None, timeo
         options = RunOptions(output_dir=output_dir, max_replicas=max_replicas, timeout=timeout,
                              startup_timeout=startup_timeout or 120.0, keep=keep, allow_credentials=allow_credentials,
                              restart_policy=restart_policy, faults=faults,
-                             preempt_grace=30.0 if preempt_grace is None else preempt_grace)
+                             preempt_grace=30.0 if preempt_grace is None else preempt_grace, containers=containers)
         if follow:
             check_follow(config, follow, max_replicas)
         job = run_local(config, options=options, out=None, notices=view.notices, on_line=view.on_line)
@@ -122,7 +126,7 @@ def local(job_file: str, output_dir: str | None, max_replicas: int | None, timeo
         except KeyboardInterrupt:
             job.cancel(force=True)
             state = job.wait()
-    result = job.result
+    result = job.summary
     tell_where(job, view, [q for q in result["replicas"]])
     if output == "json":
         click.echo(json.dumps(result, indent=2))
@@ -159,7 +163,7 @@ def tell_where(job: Any, view: Any, labels: list[str]) -> None:
     if not job.run_dir.is_dir():  # a temporary output dir, removed on success
         return
     try:
-        drawn = draw_run(job.run_dir, job.result)
+        drawn = draw_run(job.run_dir, job.summary)
     except Exception as err:  # noqa: BLE001 - a picture that fails must not change the run's outcome
         drawn = []
         from vtrain.foreign import printable

@@ -46,7 +46,8 @@ def package(job_file: str, allow_credentials: bool, target: str, output: str, ov
     config = load_config(job_file, overrides, target=target)
     trainer = config.trainer
     if trainer.build is not None:  # the image: built on its base and pushed, as `submit` does before the create
-        from vtrain.cloud.images import blob_line, body_images, describe, push_images, summary
+        from vtrain.cloud.images import blob_line, body_images, push_images, summary
+        from vtrain.cloud.images import describe as describe_images
         from vtrain.request.build import build_request
 
         text = output == "text"
@@ -54,7 +55,7 @@ def package(job_file: str, allow_credentials: bool, target: str, output: str, ov
                              on_image=(lambda p: click.echo(summary(p))) if text else None,
                              on_blob=(lambda b: click.echo(blob_line(b), err=True)) if text else None)
         if output == "json":
-            echo_json(describe(pushed))
+            echo_json(describe_images(pushed))
         return
     if trainer.package is None:
         if output == "json":

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from vtrain.commands.vertex import _POLL, _where
+from vtrain.commands._options import where_options
+from vtrain.commands.submit import _POLL
+
+if TYPE_CHECKING:
+    from vtrain.cloud.target import Where
 
 
 @click.command()
@@ -14,9 +19,8 @@ from vtrain.commands.vertex import _POLL, _where
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
               help="Write timeline.html/.png here. Default: the run folder; for a Vertex job ./timeline-JOB_ID/.")
 @_POLL
-@_where
-def timeline(target: str, out_dir: Path | None, poll: float, project: str | None, region: str | None,
-             api_endpoint: str | None) -> None:  # fmt: skip
+@where_options
+def timeline(target: str, out_dir: Path | None, poll: float, where: Where) -> None:
     """Draw timeline.html (and timeline.png with matplotlib) of a run: one lane per replica over time,
     its steps, restarts, faults fired, failures and recoveries.
 
@@ -39,19 +43,17 @@ def timeline(target: str, out_dir: Path | None, poll: float, project: str | None
         into.mkdir(parents=True, exist_ok=True)
         written = draw_run(run_dir.resolve(), into=into)
     else:
-        written = _vertex(target, out_dir, poll, project, region, api_endpoint)
+        written = _vertex(target, out_dir, poll, where)
     for file in written:
         click.echo(str(file))
     if not any(f.suffix == ".png" for f in written):
         click.echo("timeline.png needs matplotlib: pip install 'vtrain[plot]'", err=True)
 
 
-def _vertex(job: str, out_dir: Path | None, poll: float, project: str | None, region: str | None,
-            api_endpoint: str | None) -> list[Path]:  # fmt: skip
+def _vertex(job: str, out_dir: Path | None, poll: float, where: Where) -> list[Path]:
     import re
 
-    from vtrain.cloud.submit import get_job
-    from vtrain.cloud.target import Where
+    from vtrain.cloud.jobs import get_job
     from vtrain.constants import JOB_ID_PATTERN, JOB_NAME_PATTERN
     from vtrain.errors import UsageError
     from vtrain.view.timeline import draw_run, result_from_logs
@@ -59,7 +61,7 @@ def _vertex(job: str, out_dir: Path | None, poll: float, project: str | None, re
     if not re.fullmatch(f"{JOB_ID_PATTERN}|{JOB_NAME_PATTERN}", job.strip()):  # before any lookup or API call
         raise UsageError(f"{job!r} is neither a folder nor a Vertex job ID (digits) or name "
                          "(projects/PROJECT/locations/REGION/customJobs/ID)")
-    handle = get_job(job, Where(project, region, api_endpoint), poll=poll)
+    handle = get_job(job, where, poll=poll)
     result = result_from_logs(handle.name, handle.display_name, handle.state, handle.logs(timestamps=True))
     into = out_dir or Path(f"timeline-{handle.job_id}")
     into.mkdir(parents=True, exist_ok=True)

@@ -95,7 +95,7 @@ def run_study(config: Any, *, output_dir: str | None, max_parallel: int | None, 
             state = study.wait()
     finally:
         display.close()
-    result = study.result
+    result = study.summary
     if output == "json":
         click.echo(json.dumps(result, indent=2))
     else:

@@ -83,7 +83,8 @@ def encode(array: np.ndarray, codec: str) -> bytes:
         if nibbles.size % 2:
             nibbles = np.concatenate([nibbles, np.zeros(1, np.uint8)])
         q = (nibbles[0::2] | (nibbles[1::2] << 4)).astype(np.uint8)
-    return scale.tobytes() + q.tobytes()
+    packed: bytes = scale.tobytes() + q.tobytes()
+    return packed
 
 
 def decode(data: bytes | memoryview, codec: str, size: int) -> np.ndarray:
@@ -91,9 +92,11 @@ def decode(data: bytes | memoryview, codec: str, size: int) -> np.ndarray:
     if len(data) != encoded_size(size, codec):
         raise ValueError(f"{codec} tensor of {size} values needs {encoded_size(size, codec)} bytes, got {len(data)}")
     if codec == "none":
-        return np.frombuffer(data, np.float32).copy()
+        copied: np.ndarray = np.frombuffer(data, np.float32).copy()
+        return copied
     if codec == "bf16":
-        return (np.frombuffer(data, np.uint16).astype(np.uint32) << 16).view(np.float32)
+        widened: np.ndarray = (np.frombuffer(data, np.uint16).astype(np.uint32) << 16).view(np.float32)
+        return widened
     block = BLOCK[codec]
     blocks = -(-size // block)
     scale = np.frombuffer(data, np.float32, count=blocks)

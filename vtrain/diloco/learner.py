@@ -15,7 +15,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -181,7 +181,7 @@ class Client:
         if head.kind == "reject":
             self._teardown()
             raise DilocoError(f"{self.name}: the syncer refused us: {head.reason}")
-        return head.kind != "heartbeat"
+        return bool(head.kind != "heartbeat")
 
     def _teardown(self) -> None:
         self._stop.set()
@@ -328,7 +328,7 @@ class Client:
         self.traffic.reconnects += 1
         self.connect()
 
-    def finish(self, pending: dict[int, tuple[Sequence[np.ndarray], float]]) -> list[np.ndarray]:
+    def finish(self, pending: Mapping[int, tuple[Sequence[np.ndarray], float]]) -> list[np.ndarray]:
         """Send the last deltas and `done`; wait for the final global model (all tensors).
 
         If the syncer restarts meanwhile, rejoin, send the last deltas again if it came back at the

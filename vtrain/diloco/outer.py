@@ -111,7 +111,7 @@ class Outer:
     def to_bytes(self, extra: dict[str, object] | None = None) -> bytes:
         meta = {"format": FORMAT, "hash": self.hash, "rounds": self.rounds, "fragments": len(self.fragments),
                 "manifest": [[t.name, t.dtype, list(t.shape), t.trainable] for t in self.manifest], **(extra or {})}
-        arrays = {"meta": np.frombuffer(json.dumps(meta).encode(), np.uint8)}
+        arrays: dict[str, np.ndarray] = {"meta": np.frombuffer(json.dumps(meta).encode(), np.uint8)}
         for i in range(len(self.manifest)):
             arrays[f"param{i}"], arrays[f"mom{i}"] = self.params[i], self.momentum[i]
             arrays[f"res{i}"] = self.residual[i]

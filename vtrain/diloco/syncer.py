@@ -310,12 +310,12 @@ class Syncer(MergeRules):
                 if n in entries or lr.done or lr.alive(now, self.settings.straggler_timeout)]
         update = self.outer.merge(f, [(d, w) for d, w, _ in entries.values()], full_weight=sum(live))
         stale = len(entries) - len(fresh)
-        waited = 0.0 if self.quorum_since[f] is None else now - self.quorum_since[f]
+        waited = 0.0 if (since := self.quorum_since[f]) is None else now - since
         self.stats["merges"] += 1
         self.stats["stale_merged"] += stale
         self.stats["max_wait_after_quorum"] = max(self.stats["max_wait_after_quorum"], waited)
         # The stall: how long the first learner to deliver this round waited for the merge.
-        stall = 0.0 if self.first_fresh[f] is None else now - self.first_fresh[f]
+        stall = 0.0 if (first := self.first_fresh[f]) is None else now - first
         self.stats["max_stall"] = max(self.stats["max_stall"], stall)
         # [seconds since start, fragment, round, fresh, stale, stall seconds]: for benchmarks and post-mortems
         self.stats["merge_log"].append([round(now - self.started, 4), f, r + 1, len(fresh), stale, round(stall, 4)])

@@ -73,7 +73,8 @@ def _messages() -> dict[str, Any]:
     get = getattr(message_factory, "GetMessageClass", None)
     if get is None:  # protobuf < 4.21 (older TF images)
         factory = message_factory.MessageFactory(pool)
-        return {n: factory.GetPrototype(pool.FindMessageTypeByName(f"vtrain.diloco.{n}")) for n in _FIELDS}
+        prototype = factory.GetPrototype  # type: ignore[attr-defined]  # gone in protobuf 5; serves < 4.21
+        return {n: prototype(pool.FindMessageTypeByName(f"vtrain.diloco.{n}")) for n in _FIELDS}
     return {n: get(pool.FindMessageTypeByName(f"vtrain.diloco.{n}")) for n in _FIELDS}
 
 

@@ -67,7 +67,7 @@ def permission_denied(permission: str, resource: str, domain: str = DOMAIN) -> A
 def quota_exceeded(metric: str, project: str, region: str) -> ApiError:
     """A resource quota (not a request rate): retrying does not help, a quota increase does."""
     message = f"The following quota metrics exceed quota limits: {metric}"
-    details = [
+    details: list[dict[str, Any]] = [
         {
             "@type": QUOTA_FAILURE,
             "violations": [

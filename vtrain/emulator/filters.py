@@ -19,7 +19,7 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
-from google.cloud.aiplatform_v1.types import JobState
+from google.cloud.aiplatform_v1.types import JobState as _JobState
 
 from vtrain.emulator.errors import invalid_argument
 
@@ -33,6 +33,7 @@ _KEYWORD_RE = re.compile(r"(AND|OR|NOT)(?=[\s(]|$)")
 _TIME_FIELDS = ("create_time",)
 MAX_FILTER = 20000
 MAX_NESTING = 32
+JobState: Any = _JobState  # proto-plus ships no types: its enums read as plain ints to a checker
 _STATES = {s.name for s in JobState}
 
 
@@ -50,7 +51,7 @@ def _timestamp(value: str) -> datetime:
 
 
 def _compare(op: str, left: Any, right: Any) -> bool:
-    return {
+    result: bool = {
         "=": left == right,
         "!=": left != right,
         "<": left < right,
@@ -58,6 +59,7 @@ def _compare(op: str, left: Any, right: Any) -> bool:
         ">": left > right,
         ">=": left >= right,
     }[op]
+    return result
 
 
 def _term(m: re.Match[str]) -> Predicate:

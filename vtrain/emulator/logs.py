@@ -38,7 +38,7 @@ def list_logs(server: Any, body: bytes) -> dict[str, Any]:
         raise invalid_argument(f"Invalid timestamp in filter: '{after.group(2)[:60] if after else ''}'.") from None
     if when is not None and when.tzinfo is None:
         raise invalid_argument(f"Invalid timestamp in filter: '{after.group(2)[:60] if after else ''}' has no zone.")
-    inclusive = bool(after) and after.group(1) == ">="
+    inclusive = after is not None and after.group(1) == ">="
     entries = server.store.log_entries(job.group(1), when, inclusive)
     if not entries and server.tuning_store is not None:  # a HyperparameterTuningJob's trials
         entries = server.tuning_store.log_entries(job.group(1), when, inclusive)

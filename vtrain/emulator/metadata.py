@@ -84,10 +84,10 @@ def route(server: Any, command: str, path: str, query: dict[str, str], body: byt
         if store_id is None and command == "POST":
             authorize(server, project, parent, "aiplatform.metadataStores.create")
             store_id = query.get("metadataStoreId") or "default"
-            store = _parse(body, MetadataStore, "MetadataStore")
+            given = _parse(body, MetadataStore, "MetadataStore")
             name = f"{parent}/metadataStores/{store_id}"
             now = _rfc3339()
-            value = {**store, "name": name, "createTime": now, "updateTime": now}
+            value = {**given, "name": name, "createTime": now, "updateTime": now}
             if not res.put(res.stores, name, value, exists_ok=False):
                 raise ApiError(409, "ALREADY_EXISTS", f"MetadataStore {name} already exists.")
             return _done(res, name, "CreateMetadataStore", "MetadataStore", value)
@@ -194,7 +194,7 @@ def _parse(body: bytes, message: Any, what: str) -> dict[str, Any]:
 def _done(res: MetadataResources, name: str, verb: str, kind: str, value: dict[str, Any]) -> dict[str, Any]:
     """A finished long-running operation, kept so operations.get answers it too."""
     now = _rfc3339()
-    op = {
+    op: dict[str, Any] = {
         "name": f"{name}/operations/{res.new_id()}",
         "metadata": {"@type": OPERATION_METADATA.format(verb),
                      "genericMetadata": {"createTime": now, "updateTime": now}},  # fmt: skip

@@ -112,7 +112,7 @@ def route(server: Any, command: str, path: str, query: dict[str, str]) -> dict[s
     project, service, qid = m.groups()
     resource = f"projects/{project}/locations/global/services/{service}"
     authorize(server, project, resource, quota.PERMISSION, domain=DOMAIN)
-    infos = server.quotas.infos(project) if service == quota.SERVICE else []
+    infos: list[dict[str, Any]] = server.quotas.infos(project) if service == quota.SERVICE else []
     if qid is not None:
         for info in infos:
             if info["quotaId"] == qid:

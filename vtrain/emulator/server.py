@@ -187,9 +187,11 @@ class Handler(BaseHTTPRequestHandler):
             self._record(None)
 
     def _record(self, status: int | None) -> None:
-        entry, self._entry = getattr(self, "_entry", None), None
+        entry: list[Any] | None = getattr(self, "_entry", None)
+        self._entry = None
         if entry is not None:
-            self.server.record(*entry, status)
+            method, path, query, body, size = entry
+            self.server.record(method, path, query, body, size, status)
 
     def _answer(self, path: str, query: dict[str, str], body: bytes) -> int | None:
         """Route the request (with any injected fault); the status answered, None if dropped."""

@@ -8,6 +8,7 @@ guarded by one lock; protos handed out are copies, so callers never see a half-u
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import itertools
 import secrets
@@ -16,13 +17,17 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from google.cloud.aiplatform_v1.types import CustomJob, JobState
+from google.cloud.aiplatform_v1.types import CustomJob
+from google.cloud.aiplatform_v1.types import JobState as _JobState
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from vtrain.emulator.errors import failed_precondition, not_found
 from vtrain.emulator.projects import canonical, project_number
 from vtrain.emulator.runner import CANCELLED, FAILED, FINAL_STATES, JobRunner, RunContext, RunResult
 
+#: A proto-plus enum is an IntEnum at run time, but proto-plus ships no types, so a checker sees its members
+#: as plain ints (no `.value`, no `JobState[name]`): used untyped here.
+JobState: Any = _JobState
 TERMINAL = {JobState[s].value for s in FINAL_STATES} | {JobState.JOB_STATE_EXPIRED.value}
 #: The task name of Vertex's own lines (provisioning, restarts, the job's end), as its log entries carry
 #: it; a runner logs them with task "" (issue 21: Vertex says "service", gcloud printed unknown_task).
@@ -132,7 +137,7 @@ class JobStore:
 
     def log_entries(
         self, job_id: str, after: datetime | None, inclusive: bool = False
-    ) -> list[dict[str, Any]]:
+    ) -> builtins.list[dict[str, Any]]:  # `list` in this class is the method
         with self._lock:
             for rec in self._jobs.values():
                 if rec.job.name.rsplit("/", 1)[-1] == job_id:
@@ -143,7 +148,7 @@ class JobStore:
                     ]
             return []
 
-    def snapshot(self) -> list[Any]:
+    def snapshot(self) -> builtins.list[Any]:
         with self._lock:
             return [self._copy(r.job) for r in sorted(self._jobs.values(), key=lambda r: r.seq)]
 

@@ -15,7 +15,7 @@ import pytest
 
 from vtrain.emulator import Emulator, sleep_runner
 
-FAST = {"pending_seconds": 0.05, "cancel_seconds": 0.05}
+FAST: dict[str, Any] = {"pending_seconds": 0.05, "cancel_seconds": 0.05}
 
 
 @pytest.fixture

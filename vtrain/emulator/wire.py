@@ -21,7 +21,8 @@ from __future__ import annotations
 import json
 from email.message import Message
 from http import HTTPStatus
-from typing import Any, BinaryIO
+from io import BufferedIOBase
+from typing import Any
 
 from vtrain.emulator.errors import invalid_argument
 
@@ -83,7 +84,7 @@ def body_length(command: str, headers: Message) -> int | None:
     return int(value)
 
 
-def read_body(rfile: BinaryIO, length: int | None) -> bytes:
+def read_body(rfile: BufferedIOBase, length: int | None) -> bytes:
     """`length` bytes (None: chunked); ConnectionError when the client stops mid-body."""
     if length is None:
         return _read_chunked(rfile)
@@ -93,7 +94,7 @@ def read_body(rfile: BinaryIO, length: int | None) -> bytes:
     return body
 
 
-def _read_chunked(rfile: BinaryIO) -> bytes:
+def _read_chunked(rfile: BufferedIOBase) -> bytes:
     parts: list[bytes] = []
     total = 0
     while True:

@@ -86,8 +86,8 @@ def estimate_hint(config: JobConfig) -> str | None:
     """
     if config.reduction_server is not None and config.reduction_server.replicas != 0:
         return None
-    if config.strategy.traffic in ("dtensor", "diloco"):
-        return None  # no ring all-reduce of whole gradients between the replicas to speed up
+    if config.strategy.traffic in ("dtensor", "diloco") or not config.strategy.reducers:
+        return None  # no ring all-reduce of whole gradients to speed up, or (horovod) none reducers can serve
     if config.parameter_servers is not None and config.parameter_servers.replicas != 0:
         return None
     try:

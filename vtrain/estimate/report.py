@@ -180,6 +180,10 @@ def advise(config: JobConfig, inputs: Inputs, job: str = "") -> Report:
         tpu=any(f.device.kind == "tpu" for f in fits),
         regions=inputs.regions,
     )
+    if not config.strategy.reducers and rec.kind == "reduction_server":
+        # vtrain.horovod's all-reduce is the ring column; the rules refuse reducers for a horovod job.
+        rec.reasons.append("this job's horovod ranks run without Reduction Server (its ring column is theirs): "
+                           "the reducers need the script ported to MultiWorkerMirroredStrategy")
     return Report(job, config.name, inputs, cluster, est, low, money, need, fits, advice, traffic, rec,
                   _notes(config, cluster, inputs.params),
                   (config.diloco.inner_steps, config.diloco.compression) if config.diloco is not None else None,
@@ -189,15 +193,16 @@ def advise(config: JobConfig, inputs: Inputs, job: str = "") -> Report:
 def _job_mesh(config: JobConfig, est: Estimate, need: MemoryNeed, fits: list[Fit]) -> MeshPlan | None:
     """A DTensor job's own mesh on its machines. A CPU replica's logical devices share its host RAM:
     each one is given its share of it."""
-    if config.used_dtensor is None or not fits or not config.used_dtensor.mesh:
+    dtensor = config.used_dtensor
+    if dtensor is None or not fits or not dtensor.mesh:
         return None
     replicas = max(1, est.workers)
     device = fits[0].device
     if device.kind == "cpu":
-        per = max(1, config.dtensor.size // replicas)
+        per = max(1, dtensor.size // replicas)
         memory = device.memory_bytes / per if device.memory_bytes is not None else None
     else:
         per, memory = max(1, device.per_replica), device.memory_bytes
-    return mesh_plan(config.dtensor.mesh, replicas=replicas, devices_per_replica=per, state_bytes=need.state,
+    return mesh_plan(dtensor.mesh, replicas=replicas, devices_per_replica=per, state_bytes=need.state,
                      activations=need.activations, grad_bytes=est.gradient_bytes, device_bytes=memory,
                      nic_gbps=est.worker_gbps, alpha_s=est.alpha_s)

@@ -18,7 +18,7 @@ from typing import Any
 
 from vtrain.constants import MODELINE, SCHEMA_FILE  # also the trainer selection's: never packaged
 from vtrain.durations import PATTERN as _DURATION_PATTERN  # the one grammar
-from vtrain.jobfile import schema
+from vtrain.jobfile import nodes, schema
 from vtrain.jobfile.yamlpos import PathKey
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -45,9 +45,9 @@ def node_schema(node: Any, path: PathKey = ()) -> dict[str, Any]:
     hook = getattr(node, "json_schema", None)
     if callable(hook):  # a node type that knows its own JSON Schema
         out: dict[str, Any] = dict(hook())
-    elif isinstance(node, schema.Obj):
+    elif isinstance(node, nodes.Obj):
         out = _object(node, path)
-    elif isinstance(node, schema.Str):
+    elif isinstance(node, nodes.Str):
         if node.choices:
             out = {
                 "type": "string",
@@ -58,7 +58,7 @@ def node_schema(node: Any, path: PathKey = ()) -> dict[str, Any]:
             }
         else:
             out = {"type": "string"}
-    elif isinstance(node, schema.Int):
+    elif isinstance(node, nodes.Int):
         number: dict[str, Any] = {"type": "integer"}
         if node.minimum is not None:
             number["minimum"] = node.minimum
@@ -66,25 +66,25 @@ def node_schema(node: Any, path: PathKey = ()) -> dict[str, Any]:
             number["maximum"] = node.maximum
         out = {"anyOf": [number, {"type": "string", "pattern": "^\\s*[aA][uU][tT][oO]\\s*$"}]} if node.allow_auto \
             else number
-    elif isinstance(node, schema.Bool):
+    elif isinstance(node, nodes.Bool):
         out = {"type": "boolean"}
-    elif isinstance(node, schema.Duration):
+    elif isinstance(node, nodes.Duration):
         out = {
             "anyOf": [
                 {"type": "string", "pattern": _DURATION_PATTERN},
-                {"type": "number", "exclusiveMinimum": 0, "maximum": schema.MAX_DURATION_S},
+                {"type": "number", "exclusiveMinimum": 0, "maximum": nodes.MAX_DURATION_S},
             ]
         }
-    elif isinstance(node, schema.EnvValue):
+    elif isinstance(node, nodes.EnvValue):
         out = {"type": ["string", "number"]}
-    elif isinstance(node, schema.ListOf):
+    elif isinstance(node, nodes.ListOf):
         items = node_schema(node.item, (*path, 0))
         array = {"type": "array", "items": items}
         out = {"anyOf": [items, array]} if node.single_ok else array
-    elif isinstance(node, schema.OneOrList):
+    elif isinstance(node, nodes.OneOrList):
         items = node_schema(node.item, (*path, 0))
         out = {"anyOf": [items, {"type": "array", "items": items, "minItems": 1}]}
-    elif isinstance(node, schema.MapOf):
+    elif isinstance(node, nodes.MapOf):
         out = {"type": "object", "additionalProperties": node_schema(node.value, (*path, "*"))}
     else:
         raise TypeError(
@@ -104,7 +104,7 @@ def _documented(out: dict[str, Any], node: Any) -> dict[str, Any]:
     return {**head, **out}
 
 
-def _object(node: schema.Obj, path: PathKey) -> dict[str, Any]:
+def _object(node: nodes.Obj, path: PathKey) -> dict[str, Any]:
     properties = {name: node_schema(child, (*path, name)) for name, child in node.fields.items()}
     dependent: dict[str, Any] = {}
     for alias, name in node.aliases.items():
@@ -133,7 +133,7 @@ def key_paths(node: Any = None, path: PathKey = ()) -> list[PathKey]:
     """Every key path of the job file's schema (pools by name; aliases left out)."""
     node = schema.JOB_SCHEMA if node is None else node
     out: list[PathKey] = []
-    if isinstance(node, schema.Obj):
+    if isinstance(node, nodes.Obj):
         for name, child in node.fields.items():
             out.append((*path, name))
             out.extend(key_paths(child, (*path, name)))

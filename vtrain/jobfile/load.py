@@ -15,10 +15,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from vtrain.errors import ConfigError, Problem
 from vtrain.jobfile import rules, schema
 from vtrain.jobfile.model import JobConfig, build_config
-from vtrain.jobfile.yamlpos import MAX_BYTES, Position, Positions, load_yaml
+from vtrain.jobfile.yamlpos import MAX_BYTES, MAX_NODES, PathKey, Position, Positions, format_path, load_yaml
 from vtrain.userpaths import absolute, describe_oserror, path_problem, read_bounded, shown
 
 
@@ -203,12 +205,40 @@ def _check_fallbacks(text: str, file: str, source: Path | None, overrides: list[
     return problems
 
 
-def load_config(path: str | os.PathLike[str], overrides: Iterable[str] = (), *, target: str = "vertex") -> JobConfig:
-    """Load and validate a job file. Raises ConfigError with every problem found.
+#: Where problems are reported for a job given to :func:`load_config` as YAML text (with lines and
+#: columns) or as a mapping (by key path only: there is no text to point into).
+TEXT_SOURCE = "<string>"
+MAPPING_SOURCE = "<mapping>"
+#: A mapping nested deeper than this is refused (a job file needs a handful of levels; a mapping that
+#: contains itself would otherwise never end).
+MAX_MAPPING_DEPTH = 64
+
+
+def load_config(
+    path: str | os.PathLike[str] | Mapping[str, Any],
+    overrides: Iterable[str] = (),
+    *,
+    target: str = "vertex",
+) -> JobConfig:
+    """Load and validate a job. Raises ConfigError with every problem found.
+
+    `path` is one of:
+
+    - the path of a job file (a `str` without a line break, or a path-like object);
+    - the job file's YAML text (a `str` with a line break); problems point at `<string>:LINE:COL`;
+    - a mapping of the same keys (`{"name": ..., "trainer": {...}, "cluster": {...}}`), plain data
+      only (mappings, lists, str, int, float, bool, None); problems point at `<mapping>` and the key.
+
+    Relative paths in a job given as text or a mapping (`trainer.package: ./trainer`) are taken from
+    the current directory, as a job file's are from the file's directory.
 
     `target="local"` relaxes the rules that only matter when sending to Vertex
     (a gs:// staging bucket for package trainers), for `vtrain local`.
     """
+    if isinstance(path, Mapping):
+        return _load_mapping(path, overrides, target)
+    if isinstance(path, str) and "\n" in path:  # a path has no line break; any YAML job of two keys has one
+        return parse_config(path, TEXT_SOURCE, overrides=overrides, target=target)
     file = Path(path)
     where = shown(str(file))
     bad = path_problem(str(file))
@@ -228,4 +258,57 @@ def load_config(path: str | os.PathLike[str], overrides: Iterable[str] = (), *, 
     return parse_config(text, where, source=absolute(file), overrides=overrides, target=target)
 
 
-__all__ = ["apply_overrides", "fallback_overrides", "load_config", "parse_config"]
+def _load_mapping(data: Mapping[str, Any], overrides: Iterable[str], target: str) -> JobConfig:
+    """A job given as a mapping: checked to be plain data, then read as the YAML text it dumps to (so it
+    passes exactly the checks a job file does); its problems name the key, without the dump's lines."""
+    problems: list[Problem] = []
+    plain = _plain(data, (), problems, [0])
+    if problems:
+        raise ConfigError(problems)
+    text = yaml.safe_dump(plain, sort_keys=False, allow_unicode=True)
+    try:
+        config = parse_config(text, MAPPING_SOURCE, overrides=overrides, target=target)
+    except ConfigError as err:
+        raise ConfigError([_unplaced(p) for p in err.problems + err.warnings]) from None
+    positions = config.positions
+    for table in (positions.values, positions.keys):
+        for key, pos in table.items():
+            if pos.file == MAPPING_SOURCE:
+                table[key] = Position(MAPPING_SOURCE)
+    positions.default = Position(MAPPING_SOURCE)
+    return replace(config, warnings=tuple(_unplaced(w) for w in config.warnings))
+
+
+def _unplaced(problem: Problem) -> Problem:
+    """A problem in a mapping's YAML dump, without the dump's line and column (the user never saw it)."""
+    return replace(problem, line=None, column=None) if problem.file == MAPPING_SOURCE else problem
+
+
+def _plain(value: Any, path: PathKey, problems: list[Problem], count: list[int]) -> Any:
+    """`value` as YAML's plain data (tuples as lists, mappings as dicts), or None with a problem."""
+    count[0] += 1
+    if len(path) > MAX_MAPPING_DEPTH or count[0] > MAX_NODES:
+        if not any(p.message.startswith("the mapping is") for p in problems):
+            problems.append(Problem("", f"the mapping is nested deeper than {MAX_MAPPING_DEPTH} levels or has "
+                                        f"more than {MAX_NODES:,} values (does it contain itself?)",
+                                    file=MAPPING_SOURCE))
+        return None
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return value
+    if isinstance(value, Mapping):
+        out: dict[Any, Any] = {}
+        for key, item in value.items():
+            if key is None or not isinstance(key, (str, bool, int, float)):
+                problems.append(Problem(format_path(path), f"mapping keys must be text, got "
+                                        f"{type(key).__name__!r}", file=MAPPING_SOURCE))
+                continue
+            out[key] = _plain(item, (*path, str(key)), problems, count)
+        return out
+    if isinstance(value, (list, tuple)):
+        return [_plain(item, (*path, i), problems, count) for i, item in enumerate(value)]
+    problems.append(Problem(format_path(path), f"{type(value).__name__!r} is not job-file data; use a "
+                            "mapping, list, str, int, float, bool or None", file=MAPPING_SOURCE))
+    return None
+
+
+__all__ = ["MAPPING_SOURCE", "TEXT_SOURCE", "apply_overrides", "fallback_overrides", "load_config", "parse_config"]

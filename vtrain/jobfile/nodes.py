@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -262,8 +263,9 @@ class Number(Declared):
         if not math.isfinite(value):
             ck.add(path, f"expected a finite number, got {value}; give a bound like 1e6")
             return None
-        checks = ((self.minimum, "at least", lambda m: value >= m), (self.maximum, "at most", lambda m: value <= m),
-                  (self.below, "below", lambda m: value < m), (self.above, "above", lambda m: value > m))
+        checks: tuple[tuple[float | None, str, Callable[[float], bool]], ...] = (
+            (self.minimum, "at least", lambda m: value >= m), (self.maximum, "at most", lambda m: value <= m),
+            (self.below, "below", lambda m: value < m), (self.above, "above", lambda m: value > m))
         for limit, words, holds in checks:
             if limit is not None and not holds(limit):
                 ck.add(path, f"must be {words} {limit:g}, got {value:g}")

@@ -203,7 +203,8 @@ JOB_SCHEMA = Obj(
                                      doc="TensorFlow strategy the replicas use, given to them as "
                                      f"{STRATEGY_ENV}; auto picks it from each replica's environment (TPU, TF_CONFIG "
                                      "workers, local GPUs); dtensor shards the model over the `dtensor:` block's "
-                                     "mesh."),
+                                     "mesh; horovod runs Horovod scripts on vtrain.horovod (one rank per chief/"
+                                     "worker replica, at most 1 GPU each; docs/guides/horovod.md)."),
         "cluster": Obj(
             {
                 "chief": pool("Pool 0: exactly one replica; its outcome is the job's. " + POOL_DOC),

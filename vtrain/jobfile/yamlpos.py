@@ -44,7 +44,8 @@ class Positions:
     def alias(self, written: PathKey, canonical: PathKey) -> None:
         """Make positions recorded under a key alias (`ps`) findable by the canonical name."""
         n = len(written)
-        for table in (self.values, self.keys, self.texts):
+        tables: tuple[dict[PathKey, Any], ...] = (self.values, self.keys, self.texts)
+        for table in tables:
             for path in [p for p in table if p[:n] == written]:
                 table.setdefault(canonical + path[n:], table[path])
 
@@ -91,11 +92,11 @@ class _BoundedLoader(yaml.SafeLoader):
 
     composed = 0
 
-    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node:
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
         self.composed += 1
         if self.composed > MAX_NODES:
             raise _TooLarge
-        return super().compose_node(parent, index)  # type: ignore[no-any-return]
+        return super().compose_node(parent, index)
 
 
 def _pos(file: str, mark: yaml.Mark | None) -> Position:

@@ -84,7 +84,7 @@ def _envs(cache_dir: Path) -> list[Path]:
 
 def info(cache_dir: Path) -> dict[str, Any]:
     """Plain data: where the cache is, each environment with its state and size, the other parts."""
-    envs = []
+    envs: list[dict[str, Any]] = []
     for env in _envs(cache_dir):
         marker = read_marker(env) or {}
         use = env.parent / f"{env.name}.use"
@@ -94,7 +94,7 @@ def info(cache_dir: Path) -> dict[str, Any]:
             "sdists": [Path(str(s)).name for s in marker.get("sdists", []) or []],
             "last_used": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(last)) if last else None,
         })
-    parts = {name: {"path": str(cache_dir / name), "size": _size(cache_dir / name),
+    parts: dict[str, dict[str, Any]] = {name: {"path": str(cache_dir / name), "size": _size(cache_dir / name),
                     "files": sum(len(f) for _, _, f in os.walk(cache_dir / name))}
              for name in ("sdists", "downloads")}
     total = sum(e["size"] for e in envs) + sum(p["size"] for p in parts.values())

@@ -14,7 +14,8 @@ Vertex's contract, reproduced here:
     ``checkpoints/``, ``logs/``; ``CLOUD_ML_JOB_ID``; the pool's own ``env``.
 Two pools cannot run here and are handled on purpose: the Reduction Server pool (a
 Google-only NCCL service) is left out of the cluster, so training uses plain all-reduce;
-container pools run under ``docker`` (argv built by :func:`docker_argv`). A DTensor job's chief
+container pools run in an OCI runtime (:mod:`vtrain.local.containers`) or under ``docker``
+(argv built by :func:`docker_argv`). A DTensor job's chief
 and workers are also told how many logical CPU devices their part of the mesh needs
 (:func:`dtensor_devices`), as a GPU replica on Vertex brings its GPUs.
 """
@@ -349,15 +350,17 @@ def python_argv(python: str, pool: Mapping[str, Any]) -> list[str]:
 
 
 def docker_argv(
-    pool: Mapping[str, Any], name: str, env_names: Sequence[str], mounts: Sequence[str], gpus: str
+    pool: Mapping[str, Any], name: str, env_names: Sequence[str], mounts: Sequence[str], gpus: str,
+    engine: str = "docker",
 ) -> list[str]:
-    """`docker run` for a container pool: host network (127.0.0.1 ports work), env passed by name.
+    """`docker run` (or `podman run`: `engine`) for a container pool: host network (127.0.0.1 ports work), env
+    passed by name.
 
     Values are not on the command line (secrets would show in `ps`): `-e NAME` makes docker
     copy each from its own environment. `command` replaces the image's ENTRYPOINT, as on Vertex.
     """
     spec = pool["containerSpec"]
-    argv = ["docker", "run", "--rm", "--init", "--name", name, "--network", "host"]
+    argv = [engine, "run", "--rm", "--init", "--name", name, "--network", "host"]
     for m in mounts:
         argv += ["-v", f"{m}:{m}"]
     for n in env_names:

@@ -45,7 +45,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from vtrain.errors import PackagingError
 
@@ -242,7 +242,7 @@ def cache_dir_ready(cache_dir: Path, *subdirs: str) -> None:
             raise PackagingError(f"cannot use the environment cache: {path}: {err.strerror or err}; {hint}") from None
 
 
-def read_marker(venv: Path) -> dict[str, object] | None:
+def read_marker(venv: Path) -> dict[str, Any] | None:
     """The ready marker, or None when it is missing or unreadable (never trusted half-written)."""
     try:
         data = json.loads((venv / READY).read_text(encoding="utf-8"))
@@ -320,7 +320,7 @@ def prepare_env(sdists: Sequence[Path], cache_dir: Path, python: str | None = No
         try:
             if cached:
                 assert marker is not None
-                notices = [str(n) for n in marker.get("notices", []) or []]  # type: ignore[union-attr]
+                notices = [str(n) for n in marker.get("notices", []) or []]
             else:
                 if why is not None:
                     rebuilt.append(f"the cached environment {venv} was not usable ({why}): rebuilt it")

@@ -1,5 +1,13 @@
-"""Running a vtrain-built image here without docker: its own layers, unpacked, on this machine's Python.
+"""An image job's images on this machine: whole, for a container (:func:`container_images`), or, where no
+container can run, their vtrain layers on this machine's Python (host mode, below).
 
+Container mode: a `trainer.build` image is built exactly as `submit` builds it (its layers here, its
+base's layers pulled from the base's registry, nothing pushed), a `trainer.container` image is pulled
+from the registry it names, and either is unpacked by digest (:mod:`vtrain.local.rootfs`) for an OCI
+runtime (:mod:`vtrain.local.containers`). When that cannot be done (no runtime, the base out of reach),
+:func:`container_images` says why in one line and the caller runs host mode.
+
+Host mode:
 An image vtrain builds (:mod:`vtrain.trainer.image`) adds only plain directories to its base, each on
 ``PYTHONPATH``: the trainer, vtrain's runtime and the requirements. So a replica runs what the image
 runs (its entry point from the containerSpec, the image's ``PYTHONPATH`` and working directory
@@ -18,8 +26,8 @@ Unpacked trees are cached by the layers' digests (``CACHE/images/KEY``), so a se
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
+import json
 import os
 import shutil
 import sys
@@ -35,6 +43,7 @@ from vtrain.trainer.image.layers import TRAINER_DIR
 
 if TYPE_CHECKING:
     from vtrain.jobfile.model import JobConfig
+    from vtrain.local.rootfs import Unpacked
     from vtrain.trainer.image.layers import Layer
 
 _DONE = ".vtrain-unpacked"
@@ -156,6 +165,7 @@ def build_local(config: JobConfig, cache: Path, *, allow_credentials: bool = Fal
 def pull_local(uri: str, cache: Path, *, credentials: Any = None) -> LocalImage | None:
     """The vtrain layers of a pushed image, downloaded (never the base's) and unpacked; None when the
     image is not one vtrain built. A registry that refuses or is unreachable is a one-line BackendError."""
+    from vtrain.local.rootfs import fetch_blob
     from vtrain.trainer.image.build import read_base
     from vtrain.trainer.image.reference import parse_reference
     from vtrain.trainer.image.registry import RegistryClient
@@ -172,7 +182,7 @@ def pull_local(uri: str, cache: Path, *, credentials: Any = None) -> LocalImage 
         digests = [str(d["digest"]) for d in descriptors]
         blobs = cache / "image-blobs"
         blobs.mkdir(parents=True, exist_ok=True)
-        paths = [_fetch(client, ref.repository, digest, blobs) for digest in digests]
+        paths = [fetch_blob(client, ref.repository, digest, blobs) for digest in digests]
     except PackagingError as err:
         raise BackendError(f"cannot run image {uri} here: {err}") from None
     env = dict(item.partition("=")[::2] for item in (image.config.get("config") or {}).get("Env") or [])
@@ -180,20 +190,123 @@ def pull_local(uri: str, cache: Path, *, credentials: Any = None) -> LocalImage 
     return _local(uri, _unpack(paths, cache, _key(digests)), image_path)
 
 
-def _fetch(client: Any, repository: str, digest: str, into: Path) -> Path:
-    path = into / digest.replace(":", "-")
-    if path.is_file():
-        return path
-    hashed = hashlib.sha256()
-    tmp = path.with_suffix(".part")
-    with contextlib.closing(client.open_blob(repository, digest)) as stream, open(tmp, "wb") as out:
-        for chunk in iter(lambda: stream.read(1 << 20, decode_content=False), b""):  # the blob's bytes as stored
-            hashed.update(chunk)
-            out.write(chunk)
-    if f"sha256:{hashed.hexdigest()}" != digest:
-        tmp.unlink(missing_ok=True)
-        raise PackagingError(f"layer {digest[:19]} of {repository} is not what its digest says")
-    os.replace(tmp, path)
+def container_images(config: JobConfig, cache: Path, *, allow_credentials: bool = False,
+                     notice: Callable[[str], None] = lambda text: None,
+                     credentials: Any = None) -> tuple[dict[str, Any] | None, str]:
+    """imageUri → :class:`~vtrain.local.containers.ContainerImage` for each image the job's pools run, or
+    (None, why not). A `trainer.build` job's images are built here; any other container pool's image is
+    pulled, unless docker (or podman) answers: then docker runs those pools. `credentials` as the registry
+    client takes them (default: Google's for Google's registries, else none; anonymous when there are none)."""
+    from vtrain.local.containers import ContainerImage, docker_engine, find_runtime
+
+    others = _container_uris(config)
+    engine, no_docker = docker_engine() if others else (None, "")
+    if engine is not None:
+        others = []
+        if config.trainer.build is None:
+            return {}, ""
+    runtime, why = find_runtime(cache)
+    if runtime is None:
+        return None, f"{no_docker}; {why}" if no_docker else why
+    creds = credentials if credentials is not None else _pull_credentials
+    try:
+        found = _build_unpacked(config, cache, creds, allow_credentials, runtime.rootless, notice) \
+            if config.trainer.build is not None else {}
+        for uri in others:
+            found[uri] = _pull_unpacked(uri, cache, creds, runtime.rootless, notice)
+    except (PackagingError, BackendError) as err:
+        return None, f"cannot make the image here: {err}"
+    for image in found.values():
+        notice(f"image {image.uri}: replicas run in {runtime.name} containers on {image.rootfs}")
+    return {uri: ContainerImage(image, runtime) for uri, image in found.items()}, ""
+
+
+def _container_uris(config: JobConfig) -> list[str]:
+    """The images of the job's own container pools (trainer.container, a pool's container), Reduction Server's
+    (Google's service, never started here) left out."""
+    uris = [pool.container.image_uri for pool in config.pools()
+            if pool.container is not None and pool.role != "reduction_server"]
+    if config.trainer.container is not None and config.trainer.build is None:
+        uris.append(config.trainer.container.image_uri)
+    return sorted({u.strip() for u in uris if "/reductionserver" not in u})
+
+
+def _pull_credentials(registry: str) -> tuple[str, str] | None:
+    """Google's token for a Google registry when there is one, else none: prebuilt images are public."""
+    from vtrain.trainer.image.auth import default_credentials
+
+    try:
+        return default_credentials(registry)
+    except PackagingError:
+        return None
+
+
+def _build_unpacked(config: JobConfig, cache: Path, credentials: Any, allow_credentials: bool, rootless: bool,
+                    notice: Callable[[str], None]) -> dict[str, Unpacked]:
+    """Each image of a `trainer.build` job built as `submit` builds it (nothing pushed), then unpacked."""
+    from vtrain.local import rootfs
+    from vtrain.request.image import image_specs, planned_images
+    from vtrain.trainer.image.build import build_image
+    from vtrain.trainer.image.reference import parse_reference
+    from vtrain.trainer.image.registry import RegistryClient
+
+    package = config.trainer.package
+    assert package is not None
+    planned = planned_images(config)
+    out: dict[str, Unpacked] = {}
+    blobs = _mkdir(cache / "image-blobs")
+    for base, spec in image_specs(config).items():
+        client = RegistryClient(parse_reference(spec.base, what="base image").registry, credentials)
+        with tempfile.TemporaryDirectory(prefix="vtrain-image-") as tmp:
+            built = build_image(spec, Path(package), Path(tmp), client, allow_credentials=allow_credentials,
+                                cache=cache / "image-layers")
+            uri = planned[base]
+            found = rootfs.cached(cache, uri, built.digest)
+            if found is None:
+                paths = _base_blobs(client, built.base.ref.repository, built.base.manifest, blobs, notice, spec.base)
+                for layer in built.layers:
+                    paths[layer.digest] = layer.path
+                found = rootfs.unpack(cache, uri, built.digest, json.loads(built.manifest), built.config, paths,
+                                      rootless=rootless, notice=notice)
+        out[uri] = found
+    return out
+
+
+def _pull_unpacked(uri: str, cache: Path, credentials: Any, rootless: bool,
+                   notice: Callable[[str], None]) -> Unpacked:
+    """A `trainer.container` image pulled from its registry (linux/amd64), then unpacked."""
+    from vtrain.local import rootfs
+    from vtrain.trainer.image.build import read_base
+    from vtrain.trainer.image.config import canonical
+    from vtrain.trainer.image.reference import parse_reference
+    from vtrain.trainer.image.registry import RegistryClient
+
+    ref = parse_reference(uri)
+    client = RegistryClient(ref.registry, credentials)
+    image = read_base(client, ref)
+    found = rootfs.cached(cache, uri, image.digest)
+    if found is not None:
+        return found
+    paths = _base_blobs(client, ref.repository, image.manifest, _mkdir(cache / "image-blobs"), notice, uri)
+    return rootfs.unpack(cache, uri, image.digest, image.manifest, canonical(image.config), paths,
+                         rootless=rootless, notice=notice)
+
+
+def _base_blobs(client: Any, repository: str, manifest: Mapping[str, Any], into: Path,
+                notice: Callable[[str], None], name: str) -> dict[str, Path]:
+    """The manifest's layers in the blob cache: those missing pulled (and said, with their size)."""
+    from vtrain.local.rootfs import fetch_blob
+
+    layers = [(str(d["digest"]), int(d.get("size") or 0)) for d in manifest.get("layers") or []]
+    missing = [(d, n) for d, n in layers if not (into / d.replace(":", "-")).is_file()]
+    if missing:
+        notice(f"pulling {len(missing)} layer(s) of {name} ({sum(n for _, n in missing) / 1e6:,.1f} MB; kept for "
+               "later runs)")
+    return {digest: fetch_blob(client, repository, digest, into) for digest, _ in layers}
+
+
+def _mkdir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
     return path
 
 

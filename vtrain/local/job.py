@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -27,19 +26,21 @@ from vtrain.foreign import printable, printable_lines
 from vtrain.handle import CANCELLED, CANCELLING, FAILED, PENDING, RUNNING, SUCCEEDED, JobHandle, Waiting
 from vtrain.local import env as localenv
 from vtrain.local.env import Plan, Replica
+from vtrain.local.failures import describe_exit, late_peers
 from vtrain.local.faults import FaultScheduler
 from vtrain.local.options import RunOptions
 from vtrain.local.policy import CHIEF_SUCCEEDED, FAIL, RESTART, RETRY_JOB, RestartPolicy, policy_for_job
 from vtrain.local.ports import listening
 from vtrain.local.restarts import TAIL_LINES, JobSide, Proc, RestartSupervisor, SharedLog
-from vtrain.local.why import describe_exit, late_peers
 
 if TYPE_CHECKING:
     from vtrain.handle import LogHook, StateHook
 
 
 def _frozen(p: Proc) -> bool:
-    return p.popen is not None and proctree.frozen(p.popen.pid)
+    """Whether the replica's process is stopped: the container's own process for a container replica."""
+    inside = p.container.pid() if p.container is not None else None
+    return p.popen is not None and proctree.frozen(inside or p.popen.pid)
 
 
 class LocalJob(JobHandle):
@@ -77,7 +78,7 @@ class LocalJob(JobHandle):
         self._job_log = open(self.run_dir / "job.log", "w", encoding="utf-8")  # noqa: SIM115
         self.started_at = 0.0
         self.ended_at = 0.0
-        self.result: dict[str, Any] = {}
+        self.summary: dict[str, Any] = {}  # what result.json says once the job ended
         self.error_reason = ""  # the failed replica's last stderr line (a trial's infeasibleReason)
         self.restarts = RestartSupervisor(
             procs, job_id=name, run_dir=run_dir, policy=policy or policy_for_job(plan.job, [p.label for p in procs]),
@@ -196,7 +197,8 @@ class LocalJob(JobHandle):
             self._finished.wait(self._options.kill_grace + 5)
 
     def _supervise(self) -> None:
-        state, error = FAILED, "the launcher stopped unexpectedly"
+        state: str = FAILED
+        error: str | None = "the launcher stopped unexpectedly"
         try:
             try:
                 self._spawn_all()
@@ -276,7 +278,7 @@ class LocalJob(JobHandle):
         if p.returncode is not None or p.popen is None:
             return False
         try:
-            info = os.waitid(os.P_PID, p.popen.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            info: object = os.waitid(os.P_PID, p.popen.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
         except ChildProcessError:
             info = True  # already reaped
         if not info:
@@ -285,6 +287,8 @@ class LocalJob(JobHandle):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(p.popen.pid, signal.SIGKILL)
         p.returncode = p.popen.wait()
+        if p.container is not None:  # its runtime is gone: its container (a process of its own) goes too
+            p.container.remove()
         return True
 
     def _watch(self) -> tuple[str, str | None]:
@@ -392,17 +396,18 @@ class LocalJob(JobHandle):
                     p.returncode = p.popen.returncode  # type: ignore[union-attr]
 
     def _signal(self, p: Proc, sig: int) -> None:
+        """The signal to the replica's process: through its runtime for a container (whose process left the
+        runtime's process group), else to its process group; once, so a handler runs once."""
         assert p.popen is not None
-        if p.container is not None:
-            subprocess.run(["docker", "kill", "--signal", signal.Signals(sig).name, p.container],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=15, check=False)
+        if p.container is not None and p.container.kill(sig) and p.container.pid() is not None:
+            return
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(p.popen.pid, sig)
 
     def _finish(self, state: str, error: str | None) -> None:
         if state == CANCELLED or (self._cancel and state != SUCCEEDED):
             state, error = CANCELLED, "cancelled"
-        self.result = {
+        self.summary = {
             "name": self._name,
             "display_name": self.display_name,
             "state": state,
@@ -415,7 +420,7 @@ class LocalJob(JobHandle):
         for line in self.restarts.lines():  # the restarts in words, at the end of the run
             self._event(line)
         with contextlib.suppress(OSError):  # an output dir removed under us must not hang wait()
-            (self.run_dir / "result.json").write_text(json.dumps(self.result, indent=2) + "\n", encoding="utf-8")
+            (self.run_dir / "result.json").write_text(json.dumps(self.summary, indent=2) + "\n", encoding="utf-8")
         self._job_log.close()
         if not self._options.keep:
             for p in self._procs:

@@ -23,6 +23,8 @@ from typing import Any
 
 from vtrain.local.faults import DEFAULT_PREEMPT_GRACE, FaultSpec
 
+CONTAINER_MODES = ("auto", "always", "never")
+
 
 @dataclass(frozen=True)
 class RunOptions:
@@ -46,9 +48,14 @@ class RunOptions:
     restart_policy: str = "vertex"  # "vertex": restart as Vertex AI does; "never": the first failure fails
     faults: Sequence[FaultSpec] = ()  # signals to inject (vtrain.local.faults)
     preempt_grace: float = DEFAULT_PREEMPT_GRACE  # SIGTERM → SIGKILL of a `preempt` fault without its own
+    # An image job's replicas: "auto" in containers where this machine can run them (else on this machine's
+    # Python, said once), "always" in containers or not at all, "never" on this machine's Python
+    containers: str = "auto"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "faults", tuple(self.faults))  # a list given stays the caller's
+        if self.containers not in CONTAINER_MODES:
+            raise ValueError(f"containers={self.containers!r}: one of {', '.join(CONTAINER_MODES)}")
 
     def replace(self, **changes: Any) -> RunOptions:
         """A copy with `changes` (the field names of RunOptions)."""

@@ -30,7 +30,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from vtrain import proctree
 from vtrain.constants import STATUS_FILE_ENV
@@ -38,6 +38,9 @@ from vtrain.local.env import Replica
 from vtrain.local.faults import FaultScheduler
 from vtrain.local.policy import Decision, Exit, RestartPolicy, exit_text
 from vtrain.runtime.status import read_status
+
+if TYPE_CHECKING:
+    from vtrain.local.containers import ContainerHandle
 
 TAIL_LINES = 15
 MAX_STEP_POINTS = 2000  # per replica in the result: a timeline is ~1000 px wide; long runs are thinned
@@ -83,7 +86,7 @@ class Proc:
     env: dict[str, str]
     cwd: Path
     log_path: Path
-    container: str | None = None
+    container: ContainerHandle | None = None  # the replica's container (vtrain.local.containers)
     popen: subprocess.Popen[bytes] | None = None
     reader: Readers | None = None  # its stdout and stderr readers
     tail: deque[str] = field(default_factory=lambda: deque(maxlen=TAIL_LINES))
@@ -152,9 +155,6 @@ class RestartSupervisor:
         if again:
             if p.reader is not None:  # the previous process's last lines first, in its log and job.log
                 p.reader.join(timeout=2)
-            if p.container is not None:  # `docker run --name` again needs the old container gone
-                subprocess.run(["docker", "rm", "-f", p.container], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, timeout=30, check=False)  # fmt: skip
             self._end_leftovers(p)
         self._close(p)
         p.returncode, p.stopped, p.listening = None, False, False
@@ -163,10 +163,14 @@ class RestartSupervisor:
         self.steps.pop(p.label, None)
         p.cwd.mkdir(parents=True, exist_ok=True)
         env = {**p.env, **self.policy.env(p.label), STATUS_FILE_ENV: str(status)}
+        preexec = self._preexec
+        if p.container is not None:  # its config with this start's environment; the previous one gone
+            p.container.prepare(env)
+            preexec = _chain(self._preexec, p.container.preexec())
         # stdout and stderr stay apart (Vertex logs a replica's stderr at ERROR), into one log file.
         p.popen = self._popen(
             p.argv, cwd=p.cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, start_new_session=True, preexec_fn=self._preexec,
+            stderr=subprocess.PIPE, start_new_session=True, preexec_fn=preexec,
         )  # fmt: skip
         log = SharedLog(open(p.log_path, "ab" if again else "wb"), writers=2)  # noqa: SIM115 - closed by done()
         threads = [threading.Thread(target=self._job.drain, args=(p, log, stream), daemon=True,
@@ -292,6 +296,19 @@ class RestartSupervisor:
     def lines(self) -> list[str]:
         """The restarts in words, for the end of the run."""
         return self.policy.lines()
+
+
+def _chain(*hooks: Callable[[], None] | None) -> Callable[[], None] | None:
+    """The hooks that are there, one after the other (in the child, before exec)."""
+    present = [h for h in hooks if h is not None]
+    if len(present) <= 1:
+        return present[0] if present else None
+
+    def run() -> None:
+        for hook in present:
+            hook()
+
+    return run
 
 
 def _state(p: Proc, stepping: bool) -> str:

@@ -37,9 +37,9 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
-from vtrain.constants import JOB_ATTEMPT_ENV, RESTART_COUNT_ENV, STATUS_FILE_ENV
+from vtrain.constants import JOB_ATTEMPT_ENV, LOCAL_DEVICES_ENV, RESTART_COUNT_ENV, STATUS_FILE_ENV
 from vtrain.errors import BackendError, PackagingError
 from vtrain.local import env as localenv
 from vtrain.local import rundir
@@ -53,19 +53,27 @@ from vtrain.local.restarts import Proc
 
 if TYPE_CHECKING:
     from vtrain.jobfile.model import JobConfig
+    from vtrain.local.containers import ContainerHandle, ContainerImage
     from vtrain.local.envcache import TrainerEnv
     from vtrain.local.image import LocalImage
 
 
-def _docker_ready() -> None:
-    if shutil.which("docker") is None:
-        raise BackendError("this job runs a container (trainer.container); `vtrain local` runs containers "
-                           "with docker, which is not installed here")
-    done = subprocess.run(["docker", "version", "--format", "{{.Server.Version}}"], capture_output=True,
-                          text=True, timeout=30, check=False)
-    if done.returncode != 0:
-        why = (done.stderr.strip().splitlines() or ["no answer"])[-1]
+class TextSink(Protocol):
+    """Where run_local writes its notices: a text file, or anything with `write` and `flush`."""
+
+    def write(self, text: str, /) -> object: ...
+
+    def flush(self) -> None: ...
+
+
+def _docker_ready() -> str:
+    """The docker (or podman) binary that runs a container pool here; BackendError when none answers."""
+    from vtrain.local.containers import docker_engine
+
+    engine, why = docker_engine()
+    if engine is None:
         raise BackendError(f"this job runs a container (trainer.container), but docker cannot run it: {why}")
+    return engine
 
 
 def local_gpus(env: Mapping[str, str]) -> list[str]:
@@ -103,9 +111,13 @@ RESTART_ENV = (RESTART_COUNT_ENV, JOB_ATTEMPT_ENV, STATUS_FILE_ENV)  # set at ea
 
 def build_procs(plan: Plan, *, python: str | None, venv: str | None, output_dir: Path, run_dir: Path,
                 job_id: str, host_env: Mapping[str, str], gpus: Mapping[Replica, str],
-                images: Mapping[str, LocalImage] | None = None) -> list[Proc]:
+                images: Mapping[str, LocalImage | ContainerImage] | None = None,
+                engine: str = "docker") -> list[Proc]:
     """argv, environment, working dir and log (in this run's folder) of every replica; ports chosen here.
-    A container pool whose image is in `images` (vtrain built it) runs from its unpacked layers, not docker."""
+    A container pool whose image is in `images` runs in an OCI runtime's container (a ContainerImage) or
+    from its unpacked vtrain layers on this machine's Python (a LocalImage); any other under `engine`."""
+    from vtrain.local.containers import ContainerImage, DockerContainer, container_name
+
     ports = dict(zip(plan.replicas, free_ports(len(plan.replicas)), strict=True))
     devices = localenv.dtensor_devices(plan)
     procs = []
@@ -114,8 +126,8 @@ def build_procs(plan: Plan, *, python: str | None, venv: str | None, output_dir:
         vertex = localenv.vertex_env(plan, r, ports, str(output_dir), job_id)
         job_env = localenv.pool_env(pool)
         if devices is not None and r.pool in (0, 1):  # the job's own VTRAIN_LOCAL_DEVICES wins
-            job_env.setdefault(localenv.LOCAL_DEVICES_ENV, str(devices))
-        container = None
+            job_env.setdefault(LOCAL_DEVICES_ENV, str(devices))
+        container: ContainerHandle | None = None
         image = (images or {}).get(str((pool.get("containerSpec") or {}).get("imageUri", "")))
         if image is not None or "containerSpec" not in pool:
             # Each replica's own TMPDIR in the run folder (TensorFlow's autograph files, a killed replica's
@@ -124,15 +136,20 @@ def build_procs(plan: Plan, *, python: str | None, venv: str | None, output_dir:
             tmp.mkdir(parents=True, exist_ok=True)
             scratch = {name: str(tmp) for name in ("TMPDIR", "TMP", "TEMP")}
         workdir = run_dir / "work" / r.label
-        if image is not None:  # the image's PYTHONPATH first, the pool's env over it, as in the container
+        if isinstance(image, ContainerImage):  # the image's Env, the pool's env, Vertex's: in the container
+            made, env = image.replica(pool, name=container_name(job_id, r.label), workdir=workdir, tmp=tmp,
+                                      bundle=run_dir / "containers" / r.label, output_dir=output_dir,
+                                      job_env=job_env, vertex=vertex)
+            argv, container = made.argv(), made
+        elif image is not None:  # the image's PYTHONPATH first, the pool's env over it, as in the container
             argv = image.argv(pool, sys.executable)
             image.working_copy(workdir)
             env = localenv.compose_env({**host_env, **scratch}, vertex=vertex,
                                        job={**image.env(workdir), **job_env}, gpus=gpus.get(r, ""))
         elif "containerSpec" in pool:
-            container = f"vtrain-{job_id}-{r.label}"
+            container = DockerContainer(engine, f"vtrain-{job_id}-{r.label}")
             names = [*job_env, *vertex, "PYTHONUNBUFFERED", *RESTART_ENV]
-            argv = localenv.docker_argv(pool, container, names, [str(output_dir)], gpus.get(r, ""))
+            argv = localenv.docker_argv(pool, container.name, names, [str(output_dir)], gpus.get(r, ""), engine)
             env = localenv.compose_env(host_env, vertex=vertex, job=job_env, gpus=gpus.get(r, ""))
         else:
             assert python is not None
@@ -156,14 +173,31 @@ def _cache(cache_dir: str | os.PathLike[str] | None) -> Path:
 
 
 def prepare_images(config: JobConfig, cache_dir: str | os.PathLike[str] | None, allow_credentials: bool,
-                   notice: Callable[[str], None]) -> dict[str, LocalImage]:
-    """A `trainer.build` job's images, their layers built and unpacked here (:mod:`vtrain.local.image`);
-    empty for any other trainer. Nothing is pushed, and no registry is asked."""
+                   notice: Callable[[str], None], containers: str = "auto") -> dict[str, LocalImage | ContainerImage]:
+    """An image job's images, ready to run here; empty for a Python package trainer (and for a
+    `trainer.container` job that docker runs). Nothing is pushed.
+
+    `containers`: "auto" runs each replica in a container (:func:`vtrain.local.image.container_images`)
+    where this machine can, else says why in one notice and runs a `trainer.build` job's layers on this
+    machine's Python (:func:`vtrain.local.image.build_local`); "always" makes that a BackendError;
+    "never" goes straight to host mode (a `trainer.container` job then needs docker)."""
+    if config.trainer.build is None and config.trainer.container is None:
+        return {}
+    cache = _cache(cache_dir)
+    if containers != "never":
+        from vtrain.local.image import container_images
+
+        found, why = container_images(config, cache, allow_credentials=allow_credentials, notice=notice)
+        if found is not None:
+            return dict(found)
+        if containers == "always" or config.trainer.build is None:
+            raise BackendError(f"cannot run this job's image in a container here: {why}")
+        notice(f"no container here ({why}): the image's layers run on this machine's Python instead")
     if config.trainer.build is None:
         return {}
     from vtrain.local.image import build_local
 
-    return build_local(config, _cache(cache_dir), allow_credentials=allow_credentials, notice=notice)
+    return dict(build_local(config, cache, allow_credentials=allow_credentials, notice=notice))
 
 
 def prepare_trainer(
@@ -189,17 +223,18 @@ def prepare_trainer(
 
 
 def run_local(
-    config: Any,
+    config: JobConfig | str | os.PathLike[str] | Mapping[str, Any],
     *,
     options: RunOptions | None = None,
     out: IO[str] | None = None,
-    notices: IO[str] | None = None,
+    notices: TextSink | None = None,
     on_line: Callable[[Replica, str, str], None] | None = None,
     **keywords: Any,
 ) -> LocalJob:
     """Start a job on this machine and return its handle (RUNNING); `wait()` for the end.
 
-    `config` is a JobConfig or a job-file path (loaded for the local target); `options` how the
+    `config` is a JobConfig, or what :func:`~vtrain.load_config` takes (a job file's path, its YAML text,
+    a mapping), loaded for the local target; `options` how the
     run behaves (:class:`~vtrain.local.options.RunOptions`; the keywords of earlier versions,
     ``timeout=600, keep=False, ...``, are its fields and still accepted). Replica logs go to
     `out` prefixed `[chief-0]` (None: only to files), launcher notices to `notices`; `on_line` as in
@@ -237,7 +272,7 @@ def run_local(
             labels = [r.label for r in localenv.plan(build_job_dict(config, []), opts.max_replicas).replicas]
             check_replicas(opts.faults, labels)
     trainer_env, package_uris = prepare_trainer(config, opts.cache_dir, opts.allow_credentials, notice)
-    images = prepare_images(config, opts.cache_dir, opts.allow_credentials, notice)
+    images = prepare_images(config, opts.cache_dir, opts.allow_credentials, notice, opts.containers)
     job = build_request(config, package_uris).body
     return run_job(job, trainer_env=trainer_env, options=opts, name=config.name, out=out, notice=notice,
                    on_line=on_line, images=images)
@@ -270,7 +305,7 @@ def run_job(
     out: IO[str] | None = None,
     notice: Callable[[str], None] = lambda text: None,
     on_line: Callable[[Replica, str, str], None] | None = None,
-    images: Mapping[str, LocalImage] | None = None,
+    images: Mapping[str, LocalImage | ContainerImage] | None = None,
     **keywords: Any,
 ) -> LocalJob:
     """Start a CustomJob REST body here (what `submit` sends, or what the emulator stored).
@@ -301,21 +336,29 @@ def run_job(
     scheduler = FaultScheduler(faults, opts.preempt_grace)
     specs = [the_plan.pool_spec(r) for r in the_plan.replicas]
     built = images or {}
+    engine = "docker"
     if any("containerSpec" in s and s["containerSpec"].get("imageUri") not in built for s in specs):
-        _docker_ready()
+        engine = _docker_ready()
     if trainer_env is None and any("pythonPackageSpec" in s for s in specs):
         raise BackendError("this job runs Python packages, but no environment with them was prepared")
     for text in the_plan.notices:
         notice(text)
     if trainer_env is not None:
-        text = localenv.image_tf_notice(the_plan, _host_tensorflow())
-        if text:
-            notice(text)
+        tf_notice = localenv.image_tf_notice(the_plan, _host_tensorflow())
+        if tf_notice:
+            notice(tf_notice)
     host_env = dict(os.environ)
     requests = {r: localenv.gpus_requested(the_plan.pool_spec(r)) for r in the_plan.replicas}
     gpus, gpu_notices = localenv.assign_gpus(local_gpus(host_env), requests)
     for text in gpu_notices:
         notice(text)
+    from vtrain.local.containers import ContainerImage
+
+    boxed = {uri for uri, image in built.items() if isinstance(image, ContainerImage)}  # in an OCI runtime
+    if any(gpus.get(r) for r in the_plan.replicas
+           if str((the_plan.pool_spec(r).get("containerSpec") or {}).get("imageUri", "")) in boxed):
+        notice("GPUs are not passed into runc/crun containers (NVIDIA's container hooks are not set up): those "
+               "replicas run on CPU")
     if any(p.get("machineSpec", {}).get("acceleratorType", "").startswith("TPU") for p in the_plan.pools if p):
         notice("this machine has no TPU: the replica runs on CPU (strategy `tpu` will fail)")
 
@@ -344,7 +387,8 @@ def run_job(
             raise BackendError(f"cannot write the output directory {out_path}: {err.strerror or err}") from None
         procs = build_procs(the_plan, python=trainer_env.python if trainer_env else None,
                             venv=str(trainer_env.venv) if trainer_env else None, output_dir=out_path,
-                            run_dir=run_dir, job_id=job_id, host_env=host_env, gpus=gpus, images=built)
+                            run_dir=run_dir, job_id=job_id, host_env=host_env, gpus=gpus, images=built,
+                            engine=engine)
         job_opts = opts.replace(output_dir=out_path, timeout=opts.timeout if opts.timeout is not None
                                 else _job_timeout(job))  # fmt: skip
         handle = LocalJob(job_id, name, the_plan, procs, out_path, run_dir, temporary, job_opts, out, notice,
@@ -372,10 +416,10 @@ def _packages(config: Any, cache: Path, allow_credentials: bool) -> tuple[list[P
     staged = packaging.build_and_stage(config.trainer.package, str(staging), config.trainer.module,
                                        allow_credentials=allow_credentials, progress=False,
                                        skip=config.job_files())
-    paths = [uri_to_path(s.uri) for s in staged]
-    if any(p is None for p in paths):  # pragma: no cover - a local target gives file:// URIs
+    found = [uri_to_path(s.uri) for s in staged]
+    if any(p is None for p in found):  # pragma: no cover - a local target gives file:// URIs
         raise PackagingError("staging into the local cache did not give local files")
-    return [p for p in paths if p is not None], [s.uri for s in staged]
+    return [p for p in found if p is not None], [s.uri for s in staged]
 
 
 __all__ = ["LocalJob", "RunOptions", "build_procs", "local_gpus", "local_output_dir", "run_job", "run_local"]

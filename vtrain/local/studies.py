@@ -31,9 +31,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from vtrain.errors import BackendError
+from vtrain.errors import BackendError, WaitTimeout
 from vtrain.foreign import printable
-from vtrain.handle import CANCELLED, CANCELLING, FAILED, PENDING, RUNNING, SUCCEEDED, JobHandle, WaitTimeout
+from vtrain.handle import (
+    CANCELLED,
+    CANCELLING,
+    FAILED,
+    PENDING,
+    RUNNING,
+    SUCCEEDED,
+    JobHandle,
+    LogHook,
+    StateHook,
+)
 from vtrain.local.options import RunOptions
 from vtrain.request.tuning_job import trial_custom_job
 from vtrain.runtime.hypertune import METRIC_FILE_ENV, TRIAL_ID_ENV, read_reports
@@ -105,7 +115,7 @@ def tuning_from_body(body: Mapping[str, Any]) -> TuningConfig:
     def read(p: Mapping[str, Any], parent: str | None = None, when: tuple[Any, ...] = ()) -> None:
         """One ParameterSpec, then the ones conditional on it (flattened, each naming its parent)."""
         scale = scales.get(p.get("scaleType", ""))
-        cond = {"parent": parent, "parent_values": when}
+        cond: dict[str, Any] = {"parent": parent, "parent_values": when}
         if "doubleValueSpec" in p:
             s = p["doubleValueSpec"]
             params.append(ParameterConfig(p["parameterId"], "double", s.get("minValue", 0.0), s.get("maxValue", 0.0),
@@ -185,7 +195,7 @@ class LocalTuningJob(JobHandle):
         self._finished = threading.Event()
         self._cancel = False
         self._log_path = output_dir / "vtrain-tuning.log"
-        self.result: dict[str, Any] = {}
+        self.summary: dict[str, Any] = {}  # what SUMMARY_FILE says once the study ended
         self.started_at = self.ended_at = 0.0
 
     # ---- the handle ---------------------------------------------------------------------
@@ -196,7 +206,10 @@ class LocalTuningJob(JobHandle):
     def refresh(self) -> str:
         return self._state
 
-    def wait(self, timeout: float | None = None, poll: float | None = None) -> str:
+    def wait(self, timeout: float | None = None, poll: float | None = None, *,
+             on_state: StateHook | None = None, on_log: LogHook | None = None) -> str:
+        if on_state is not None or on_log is not None:  # the handle's own wait reports states and follows logs
+            return super().wait(timeout, poll, on_state=on_state, on_log=on_log)
         deadline = None if timeout is None else time.monotonic() + timeout
         while not self._finished.wait(0.25):
             if deadline is not None and time.monotonic() >= deadline:
@@ -270,7 +283,8 @@ class LocalTuningJob(JobHandle):
         self._notice(text)
 
     def _supervise(self) -> None:
-        state, error = FAILED, "the tuner stopped unexpectedly"
+        state: str = FAILED
+        error: str | None = "the tuner stopped unexpectedly"
         try:
             state, error = self._loop()
         except BaseException as err:  # noqa: BLE001 - a tuner bug fails the study, never leaves processes
@@ -409,7 +423,7 @@ class LocalTuningJob(JobHandle):
         if self._cancel and state != SUCCEEDED:
             state, error = CANCELLED, "cancelled"
         best = self.best
-        self.result = {
+        self.summary = {
             "name": self.job_id, "display_name": self.display_name, "state": state, "error": error,
             "seconds": round(self.ended_at - self.started_at, 2), "output_dir": str(self.output_dir),
             "algorithm": self.tuning.algorithm, "seed": self.seed, "metric": self.tuning.metric.name,
@@ -417,7 +431,7 @@ class LocalTuningJob(JobHandle):
             "trials": [t.to_dict() for t in self.trials],
         }
         with contextlib.suppress(OSError):
-            (self.output_dir / SUMMARY_FILE).write_text(json.dumps(self.result, indent=2) + "\n", encoding="utf-8")
+            (self.output_dir / SUMMARY_FILE).write_text(json.dumps(self.summary, indent=2) + "\n", encoding="utf-8")
         if best is not None:
             self._say(f"best trial {best.id}: {self.tuning.metric.name} {format_value(best.final)} with "
                       f"{' '.join(best.args)}")

@@ -12,17 +12,20 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from vtrain.errors import BackendError, UsageError
 from vtrain.local.options import RunOptions, run_options
 from vtrain.local.studies import LocalTuningJob, machine_parallelism
 
+if TYPE_CHECKING:
+    from vtrain.jobfile.model import JobConfig
+
 
 def run_local_tuning(
-    config: Any,
+    config: JobConfig | str | os.PathLike[str] | Mapping[str, Any],
     *,
     options: RunOptions | None = None,
     max_parallel: int | None = None,
@@ -51,8 +54,9 @@ def run_local_tuning(
 
     if not isinstance(config, JobConfig):
         config = load_config(config, target="local")
-    if kind_of(config) != TUNING_JOB:
+    if kind_of(config) != TUNING_JOB or config.tuning is None:
         raise BackendError("this job file has no tuning: block; run it with `vtrain local` as one job")
+    tuning = config.tuning
 
     def notice(text: str) -> None:
         if notices is not None:
@@ -63,10 +67,10 @@ def run_local_tuning(
     if opts.faults:
         raise UsageError("faults apply to a single job: a job file with `tuning:` runs a study of many trials")
     trainer_env, package_uris = prepare_trainer(config, opts.cache_dir, opts.allow_credentials, notice)
-    images = prepare_images(config, opts.cache_dir, opts.allow_credentials, notice)
+    images = prepare_images(config, opts.cache_dir, opts.allow_credentials, notice, opts.containers)
     body = build_request(config, package_uris).body
     bound = machine_parallelism(body, opts.max_replicas)
-    wanted = config.tuning.parallel_trials if max_parallel is None else max_parallel
+    wanted = tuning.parallel_trials if max_parallel is None else max_parallel
     if wanted > bound:
         notice(f"{wanted} trials at a time do not fit this machine ({os.cpu_count()} CPU cores, one per replica): "
                f"running {bound} at a time")

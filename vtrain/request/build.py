@@ -36,7 +36,8 @@ def kind_of_body(body: Mapping[str, Any]) -> Kind:
 
 def trial_job_spec(body: Mapping[str, Any]) -> Mapping[str, Any]:
     """The CustomJobSpec every replica runs: the job's own, or each trial's."""
-    return body[TRIAL_SPEC] if kind_of_body(body) == TUNING_JOB else body["jobSpec"]
+    spec: Mapping[str, Any] = body[TRIAL_SPEC] if kind_of_body(body) == TUNING_JOB else body["jobSpec"]
+    return spec
 
 
 @dataclass(frozen=True)

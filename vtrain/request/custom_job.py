@@ -281,7 +281,7 @@ def to_proto(body: Mapping[str, Any]) -> CustomJob:
     from google.protobuf import json_format
 
     job = CustomJob()
-    json_format.ParseDict(body, job._pb)
+    json_format.ParseDict(dict(body), job._pb)
     return job
 
 

@@ -125,7 +125,7 @@ def to_tuning_proto(body: Mapping[str, Any]) -> HyperparameterTuningJob:
     from google.protobuf import json_format
 
     job = HyperparameterTuningJob()
-    json_format.ParseDict(body, job._pb)
+    json_format.ParseDict(dict(body), job._pb)
     return job
 
 

@@ -27,7 +27,8 @@ Signals read (all set by the launcher):
   VTRAIN_DISTRIBUTION_STRATEGY   auto (default) | one_device | mirrored |
                        multi_worker_mirrored | parameter_server | tpu | diloco
                        (each learner standalone; :mod:`.diloco` exchanges with the syncer) |
-                       dtensor (no tf.distribute strategy: call runtime.dtensor_mesh()).
+                       dtensor (no tf.distribute strategy: call runtime.dtensor_mesh()) |
+                       horovod (the default strategy in each rank: vtrain.horovod reduces).
   VTRAIN_DTENSOR_MESH  the DTensor mesh, e.g. batch=2,model=4 (:mod:`.dtensor`).
   VTRAIN_MIXED_PRECISION         overrides mixed_precision(policy): auto | mixed_bfloat16 |
                        mixed_float16 | float32 (see :mod:`.precision`).
@@ -68,17 +69,18 @@ where, format, hash; standard library only), and for model
 parallelism :mod:`.dtensor` (``dtensor_mesh()``: the mesh and DTensor's multi-client set-up),
 :mod:`.dtensor_env` (its pure part), :mod:`.dtensor_layouts` (layouts, sharded variables and input)
 and :mod:`.dtensor_checkpoint` (per-client sharded checkpoints). It ships to replicas
-with nothing else of vtrain but :mod:`vtrain.errors`, :mod:`vtrain.constants`, :mod:`vtrain.strategies` and
-:mod:`vtrain.diloco`.
+with nothing else of vtrain but :mod:`vtrain.errors`, :mod:`vtrain.constants`, :mod:`vtrain.strategies`,
+:mod:`vtrain.foreign`, :mod:`vtrain.diloco` and :mod:`vtrain.horovod` (Horovod's API for
+`distribution_strategy: horovod`).
 """
 
 from __future__ import annotations
 
+from vtrain.errors import RuntimeMismatch
 from vtrain.runtime.decision import (
     DEFAULT_COLLECTIVE_TIMEOUT,
     Decision,
     Info,
-    RuntimeMismatch,
     choose_strategy,
     decide,
     detect_tpu,

@@ -30,6 +30,7 @@ class Decision:
     """Which strategy to build and why; everything a replica needs to know about its role."""
 
     strategy: str  # default | one_device | mirrored | multi_worker_mirrored | parameter_server | tpu | diloco | dtensor
+    #               | horovod
     reason: str
     task_type: str
     task_index: int
@@ -210,6 +211,9 @@ def choose_strategy(env: Mapping[str, str], gpus: int, tpu: bool) -> Decision:
         )
     if row.builds == "MultiWorkerMirroredStrategy":
         return mwms(where if num_workers > 1 else "asked for; one worker (no TF_CONFIG)")
+    if row.builds == "rank":
+        return decide(row.name, f"Horovod rank of {num_workers} (chief 0, then the workers): vtrain.horovod "
+                               "all-reduces the gradients; no tf.distribute strategy", collective_timeout=_timeout(env))
     return decide(asked, "asked for by VTRAIN_DISTRIBUTION_STRATEGY")
 
 

@@ -241,16 +241,16 @@ def diloco_callback(keras: Any, examples_per_step: float | None = None) -> Any:
     as that many steps.
     """
 
-    class DilocoCallback(keras.callbacks.Callback):
+    class DilocoCallback(keras.callbacks.Callback):  # type: ignore[misc]  # Keras ships no types
         def __init__(self) -> None:
             super().__init__()
             self.sync: Diloco | None = None
 
-        def on_train_begin(self, logs: dict | None = None) -> None:
+        def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
             if self.sync is None:
                 self.sync = Diloco(self.model, examples_per_step)
 
-        def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+        def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
             assert self.sync is not None
             try:
                 per_call = max(1, int(getattr(self.model, "steps_per_execution", 1) or 1))
@@ -261,7 +261,7 @@ def diloco_callback(keras: Any, examples_per_step: float | None = None) -> Any:
             if self.sync.stopped:
                 self.model.stop_training = True  # a quorum finished: this straggler stops too
 
-        def on_train_end(self, logs: dict | None = None) -> None:
+        def on_train_end(self, logs: dict[str, Any] | None = None) -> None:
             if self.sync is not None:
                 self.sync.finish()
 

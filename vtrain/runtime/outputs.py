@@ -155,7 +155,7 @@ class Checkpoints:
     def restore(self) -> str | None:
         import tensorflow as tf
 
-        latest = tf.train.latest_checkpoint(self.directory)
+        latest: str | None = tf.train.latest_checkpoint(self.directory)
         if latest:
             self.checkpoint.restore(latest)
             log.info("vtrain: resumed from %s", latest)

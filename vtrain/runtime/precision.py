@@ -122,7 +122,7 @@ def _hardware() -> tuple[list[tuple[int, int]], bool]:
     for gpu in tf.config.list_physical_devices("GPU"):
         details = tf.config.experimental.get_device_details(gpu)
         capabilities.append(tuple(details.get("compute_capability") or (0, 0)))
-    return capabilities, False  # type: ignore[return-value]
+    return capabilities, False
 
 
 def mixed_precision(policy: str = "auto", keras: ModuleType | None = None) -> PrecisionDecision:

@@ -132,7 +132,7 @@ def count_flops(model: Any, batch: int) -> dict[str, Any]:
             out["note"] = "cannot count: the model has no static input shape (give it a keras.Input)"
             return out
 
-        @tf.function
+        @tf.function  # type: ignore[untyped-decorator]  # TensorFlow ships no types
         def forward_backward(*x: Any) -> Any:
             with tf.GradientTape() as tape:
                 y = model(x[0] if len(x) == 1 else list(x), training=True)
@@ -141,7 +141,7 @@ def count_flops(model: Any, batch: int) -> dict[str, Any]:
 
         strategy = getattr(model, "distribute_strategy", None) or tf.distribute.get_strategy()
 
-        @tf.function
+        @tf.function  # type: ignore[untyped-decorator]  # TensorFlow ships no types
         def in_replica(*x: Any) -> Any:  # distributed variables are read in a replica context
             return strategy.run(forward_backward.python_function, args=x)
 

@@ -11,9 +11,10 @@ import sys
 from collections.abc import Callable
 from functools import cache
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
-from vtrain.runtime.decision import Decision, Info, RuntimeMismatch, _role, decide, detect_tpu
+from vtrain.errors import RuntimeMismatch
+from vtrain.runtime.decision import Decision, Info, _role, decide, detect_tpu
 from vtrain.runtime.restarts import job_attempt, restart_count
 
 log = logging.getLogger("vtrain.runtime")
@@ -85,6 +86,12 @@ def _learner(d: Decision, tf: Any) -> Any:
     return tf.distribute.get_strategy()
 
 
+def _rank(d: Decision, tf: Any) -> Any:
+    """A Horovod rank: a program of its own; vtrain.horovod's optimizer or tape reduces the gradients."""
+    log.info("vtrain: horovod: TensorFlow's default strategy in each rank; import vtrain.horovod as hvd")
+    return tf.distribute.get_strategy()
+
+
 def _one_device(d: Decision, tf: Any) -> Any:
     device = "/gpu:0" if tf.config.list_physical_devices("GPU") else "/cpu:0"
     return tf.distribute.OneDeviceStrategy(device)
@@ -98,6 +105,7 @@ _BUILDERS: dict[str, Callable[[Decision, Any], Any]] = {
     "ParameterServerStrategy": _parameter_server,
     "MirroredStrategy": lambda d, tf: tf.distribute.MirroredStrategy(),
     "learner": _learner,
+    "rank": _rank,
     "OneDeviceStrategy": _one_device,
     "default": lambda d, tf: tf.distribute.get_strategy(),
 }
@@ -219,12 +227,12 @@ def keras() -> ModuleType:
     if not d.multi_worker and not _legacy_keras():
         import keras as module
 
-        return module
+        return cast(ModuleType, module)  # Keras ships no types
     if not _legacy_keras():
         import keras as module
 
         if _keras_major(module) < 3:  # TF <= 2.15 images ship Keras 2, which works as it is
-            return module
+            return cast(ModuleType, module)
     try:
         import tf_keras
     except ImportError:
@@ -234,4 +242,4 @@ def keras() -> ModuleType:
     if d.multi_worker and not _legacy_keras():
         os.environ["TF_USE_LEGACY_KERAS"] = "1"
         log.info("vtrain: %s with Keras 3 installed: using tf_keras (keras-team/keras#20585)", d.strategy)
-    return tf_keras
+    return cast(ModuleType, tf_keras)

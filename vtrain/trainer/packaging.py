@@ -29,9 +29,9 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import sys
 import tarfile
 import tempfile
-import warnings
 from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
@@ -40,17 +40,16 @@ from typing import TYPE_CHECKING
 from vtrain import __version__
 from vtrain.errors import PackagingError
 from vtrain.foreign import printable
+from vtrain.trainer.backend import run_backend
+from vtrain.trainer.credentials import check_contents, credential_reason
 from vtrain.trainer.entrymodule import entry_module_problem, syntax_problem
 from vtrain.trainer.sdistfiles import record_drops, recorded_drops, sdist_digest
 from vtrain.trainer.select import (
     Scan,
-    check_contents,
     check_package_dir,
-    credential_reason,
     hash_entries,
     open_regular,
     readable_errors,
-    scan_package,
     select_files,
 )
 from vtrain.trainer.staging import StagedObject, StagingTarget, check_target, lookup, parse_staging, stage
@@ -60,15 +59,28 @@ if TYPE_CHECKING:
     from google.cloud import storage
 
 
+def scan_package(package_dir: Path, *, skip: Iterable[Path] = ()) -> Scan:
+    """Select the files that will be packaged (excludes applied) and hash them all; reads only.
+
+    Anything the walk cannot read (a directory or file this user may not read, a path past the
+    OS's length limit) is a one-line PackagingError, never a silently smaller package; so is a
+    selected file whose name is not UTF-8, which no sdist (a tar of UTF-8 names) can carry.
+    """
+    scan = check_contents(select_files(package_dir, skip=skip))
+    with readable_errors(scan.root):
+        scan.digest = hash_entries((rel, scan.root / rel) for rel in scan.files)
+    return scan
+
+
 def dist_name(package_dir: Path) -> str:
     """The sdist file-name prefix: [project].name normalized as PEP 625 wants, else the dir name."""
     name = ""
     pyproject = Path(package_dir) / "pyproject.toml"
     if pyproject.is_file():
-        try:
+        if sys.version_info >= (3, 11):
             import tomllib
-        except ModuleNotFoundError:  # Python 3.10
-            import tomli as tomllib  # type: ignore[no-redef]
+        else:  # Python 3.10
+            import tomli as tomllib
         try:
             data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
@@ -222,56 +234,6 @@ def _build_scan(scan: Scan, name: str, out_dir: Path, isolation: bool | None, *,
     return final, dropped
 
 
-def run_backend(source_dir: Path, out_dir: Path, *, isolation: bool | None = None) -> Path:
-    """Build an sdist with the project's own PEP 517 backend.
-
-    ``isolation=None`` builds in this interpreter when the backend's requirements are already
-    installed (fast, offline) and otherwise in an isolated environment, which pip fills from
-    the package index.
-    """
-    from build import BuildBackendException, BuildException, FailedProcessError, ProjectBuilder
-    from build.env import DefaultIsolatedEnv
-
-    try:
-        with warnings.catch_warnings():
-            # The backend's own warnings (setuptools "beta" notices) are noise to a vtrain user.
-            warnings.simplefilter("ignore")
-            builder = ProjectBuilder(source_dir, runner=_captured_runner)
-            if isolation is None:
-                isolation = bool(builder.check_dependencies("sdist"))
-            if not isolation:
-                return Path(builder.build("sdist", out_dir))
-            with DefaultIsolatedEnv() as env:
-                builder = ProjectBuilder.from_isolated_env(env, source_dir, runner=_captured_runner)
-                env.install(builder.build_system_requires)
-                env.install(builder.get_requires_for_build("sdist"))
-                return Path(builder.build("sdist", out_dir))
-    except BuildBackendException as err:
-        raise PackagingError(f"building the sdist failed: {err}{_tail(err.exception)}") from err
-    except FailedProcessError as err:  # pip could not install the build requirements
-        raise PackagingError(f"building the sdist failed: {err}{_tail(err.exception)}") from err
-    except (BuildException, OSError) as err:
-        raise PackagingError(f"building the sdist failed: {err}") from err
-
-
-def _captured_runner(cmd: list[str], cwd: str | None = None, extra_environ: dict[str, str] | None = None) -> None:
-    """Run a backend hook quietly, keeping its output for the error message if it fails."""
-    import subprocess
-
-    env = dict(os.environ)
-    env.update(extra_environ or {})
-    subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=True)
-
-
-def _tail(exc: BaseException | None, lines: int = 15) -> str:
-    output = getattr(exc, "output", None) or getattr(exc, "stdout", None)
-    if not output:
-        return ""
-    text = output.decode(errors="replace") if isinstance(output, bytes) else str(output)
-    tail = [line for line in text.strip().splitlines() if line.strip()][-lines:]
-    return "\n" + "\n".join(f"  | {line}" for line in tail)
-
-
 # --- vtrain's own runtime -----------------------------------------------------------------------
 
 _RUNTIME_PYPROJECT = """\
@@ -297,7 +259,7 @@ vtrain = ["py.typed"]
 #: What replicas import of vtrain, and so all that ships to them: editing the CLI, the rules or the
 #: emulator leaves the runtime sdist's hash (and every job's config hash) as it was.
 RUNTIME_FILES = ("errors.py", "foreign.py", "constants.py", "strategies.py", "py.typed")
-RUNTIME_PACKAGES = ("runtime", "diloco")
+RUNTIME_PACKAGES = ("runtime", "diloco", "horovod")
 _RUNTIME_INIT = '''"""vtrain's runtime as shipped to Vertex AI replicas: `from vtrain import runtime`."""
 
 __version__ = "{version}"
@@ -306,7 +268,7 @@ __version__ = "{version}"
 
 def runtime_entries() -> list[tuple[str, Path | bytes]]:
     """What ships of vtrain, sorted: (path in the sdist, file or content); the sdist and the image alike."""
-    pkg = Path(__file__).resolve().parents[1]  # vtrain/, which runtime/ and diloco/ are in
+    pkg = Path(__file__).resolve().parents[1]  # vtrain/, which runtime/, diloco/ and horovod/ are in
     out: list[tuple[str, Path | bytes]] = [
         ("pyproject.toml", _RUNTIME_PYPROJECT.format(version=__version__).encode()),
         ("vtrain/__init__.py", _RUNTIME_INIT.format(version=__version__).encode()),

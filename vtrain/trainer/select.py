@@ -9,27 +9,19 @@ Never a byte from outside the folder: a symlink that resolves outside it (a data
 ``~/.aws/credentials``) is left out, with one notice naming it, rather than refused: a link to a
 dataset beside the sources is common and the sdist would not hold it anyway, while refusing would
 make every such layout edit ``.vtrainignore``. The notice comes before any build, and an entry module
-reached only through such a link fails the entry-module check. A link inside the folder counts only when the file
-it names is selected on its own (a link to an ignored ``.env`` or to ``.git/config`` is left out too).
+reached only through such a link fails the entry-module check. A link inside the folder counts only
+when the file it names is selected on its own (a link to an ignored ``.env`` or to ``.git/config`` is left out too).
 
-Secrets are judged by class (:func:`credential_name_reason`): names (dotenv, keys, ``.npmrc``,
-``.pypirc``, ``.netrc``, AWS's ``credentials``, gcloud's databases…), the same names with a backup or
-swap suffix (``.env~``, ``x.pem.bak``, ``.credentials.json.swp``), anything under ``.ssh/``,
-``.gnupg/``, ``.aws/``, ``.config/gcloud/``, ``.docker/``…, and content signatures in files up to
-:data:`CONTENT_SCAN_LIMIT`. Hashing streams (:func:`hash_entries`): memory stays bounded at any size.
-
-Implements the gitignore rules that matter for a source tree: ``#`` comments, ``!`` negation
-(last match wins), a trailing ``/`` for directories only, patterns with an inner or leading ``/``
-anchored to the ignore file's directory, ``*``/``?``/``[...]`` that never cross ``/``, and ``**``
-for any number of directories. As in git, a file inside an excluded directory cannot be
-re-included: the caller prunes excluded directories while walking.
+The ignore files' syntax is :mod:`vtrain.trainer.ignorerules`'s; which selected files look like
+secrets, :mod:`vtrain.trainer.credentials`'s. As in git, a file inside an excluded directory cannot be
+re-included: the walk prunes excluded directories. Hashing streams (:func:`hash_entries`): memory
+stays bounded whatever a file's size.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import fnmatch
 import hashlib
 import os
 import re
@@ -41,6 +33,7 @@ from typing import BinaryIO
 
 from vtrain.constants import AIP_OUTPUT_DIRS, LOCAL_RUNS_DIR, MODELINE, SCHEMA_FILE
 from vtrain.errors import PackagingError
+from vtrain.trainer.ignorerules import IgnoreRules, translate  # noqa: F401 (translate: re-exported)
 from vtrain.userpaths import describe_oserror, path_problem, shown
 
 # Never packaged, whatever the ignore files say: VCS data, environments, caches, build output.
@@ -69,187 +62,12 @@ def is_always_excluded(rel: str, *, is_dir: bool) -> bool:
     return bool(_ALWAYS_FILES.fullmatch(name))
 
 
-@dataclass(frozen=True)
-class _Rule:
-    regex: re.Pattern[str]
-    negate: bool
-    dir_only: bool
-    base: str  # directory of the ignore file, relative to the package root ("" for the root)
-
-
-def translate(pattern: str) -> tuple[str, bool, bool] | None:
-    """One ignore-file line → (regex over a path relative to the file's dir, negate, dir_only)."""
-    line = pattern.rstrip("\n")
-    # Trailing spaces are ignored unless escaped.
-    stripped = line.rstrip(" ")
-    if stripped.endswith("\\") and len(stripped) < len(line):
-        stripped += " "
-    line = stripped
-    if not line or line.startswith("#"):
-        return None
-    negate = line.startswith("!")
-    if negate:
-        line = line[1:]
-    elif line.startswith("\\"):
-        line = line[1:] if line[1:2] in ("#", "!") else line
-    dir_only = line.endswith("/")
-    line = line.rstrip("/")
-    if not line:
-        return None
-    anchored = "/" in line
-    line = line.lstrip("/")
-    body = _glob_to_regex(line)
-    prefix = "" if anchored else "(?:.*/)?"
-    return f"^{prefix}{body}$", negate, dir_only
-
-
-def _glob_to_regex(glob: str) -> str:
-    out: list[str] = []
-    i, n = 0, len(glob)
-    while i < n:
-        c = glob[i]
-        if c == "*" and glob.startswith("**", i) and (i == 0 or glob[i - 1] == "/"):
-            if glob[i + 2 : i + 3] == "/":
-                out.append("(?:.*/)?")
-                i += 3
-                continue
-            if i + 2 == n:
-                out.append(".*")
-                i += 2
-                continue
-        if c == "*":
-            while i + 1 < n and glob[i + 1] == "*":
-                i += 1
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        elif c == "[":
-            end = glob.find("]", i + 2 if glob[i + 1 : i + 2] in ("!", "^") else i + 1)
-            if end == -1:
-                out.append(re.escape(c))
-            else:
-                inner = glob[i + 1 : end]
-                if inner[:1] in ("!", "^"):
-                    inner = "^" + inner[1:]
-                out.append("[" + inner.replace("\\", "\\\\") + "]")
-                i = end
-        elif c == "\\" and i + 1 < n:
-            i += 1
-            out.append(re.escape(glob[i]))
-        else:
-            out.append(re.escape(c))
-        i += 1
-    return "".join(out)
-
-
-@dataclass
-class IgnoreRules:
-    """Rules from every ignore file seen so far, in precedence order (last match wins)."""
-
-    _rules: list[_Rule] = field(default_factory=list)
-    _last: list[_Rule] = field(default_factory=list)
-
-    def add_lines(self, lines: list[str], *, base: str = "", last: bool = False) -> None:
-        target = self._last if last else self._rules
-        for line in lines:
-            parsed = translate(line)
-            if parsed is not None:
-                regex, negate, dir_only = parsed
-                target.append(_Rule(re.compile(regex), negate, dir_only, base))
-
-    def add_file(self, path: Path, *, base: str = "", last: bool = False) -> None:
-        """`last` rules (``.vtrainignore``) beat every ``.gitignore``, deeper ones included."""
-        text = path.read_text(encoding="utf-8", errors="replace")
-        self.add_lines(text.splitlines(), base=base, last=last)
-
-    def ignored(self, rel: str, *, is_dir: bool) -> bool:
-        result = False
-        for rule in (*self._rules, *self._last):
-            if rule.dir_only and not is_dir:
-                continue
-            if rule.base:
-                if not rel.startswith(rule.base + "/"):
-                    continue
-                sub = rel[len(rule.base) + 1 :]
-            else:
-                sub = rel
-            if rule.regex.match(sub):
-                result = not rule.negate
-        return result
-
-
 HASH_LEN = 12
 IGNORE_FILES = (".gitignore",)  # read in every directory, like git
 VTRAIN_IGNORE = ".vtrainignore"  # read at the package root, applied last (it may re-include with `!`)
 #: A selected file this large gets a notice: it is read whole whenever a plan or a build needs its hash.
 LARGE_FILE = 100 << 20
-#: Content signatures are looked for in files up to this size (credential files are small; a 3 GB dataset
-#: is not read for them, nor is anything larger). Names are judged whatever the size.
-CONTENT_SCAN_LIMIT = 16 << 20
 _CHUNK = 1 << 20
-
-# (file-name glob, why). Matched case-insensitively against the base name, and against it with a
-# backup or swap suffix taken off (`.env~`, `x.pem.bak`, `.credentials.swp`).
-_CREDENTIAL_NAMES: tuple[tuple[str, str], ...] = (
-    (".env", "dotenv file"),
-    (".env.*", "dotenv file"),
-    (".envrc", "direnv file"),
-    ("*.pem", "PEM key or certificate"),
-    ("*.key", "private key"),
-    ("*.ppk", "PuTTY key"),
-    ("id_rsa*", "SSH key"),
-    ("id_dsa*", "SSH key"),
-    ("id_ecdsa*", "SSH key"),
-    ("id_ed25519*", "SSH key"),
-    ("*.p12", "PKCS#12 key store"),
-    ("*.pfx", "PKCS#12 key store"),
-    ("*.jks", "Java key store"),
-    ("*.keystore", "key store"),
-    ("*.kdbx", "password database"),
-    ("credentials", "cloud credentials file (AWS's name)"),
-    ("credentials.json", "credentials file"),
-    ("credentials.db", "gcloud credentials"),
-    ("access_tokens.db", "gcloud credentials"),
-    ("application_default_credentials.json", "Google user credentials"),
-    ("client_secret*.json", "OAuth client secret"),
-    (".netrc", "login credentials"),
-    ("_netrc", "login credentials"),
-    (".git-credentials", "login credentials"),
-    (".npmrc", "npm registry token"),
-    (".pypirc", "PyPI upload credentials"),
-    (".dockercfg", "Docker registry login"),
-    (".htpasswd", "password file"),
-    (".pgpass", "PostgreSQL passwords"),
-)
-# Directories whose every file is a secret (a path holding these parts in a row, at any depth).
-_CREDENTIAL_DIRS: tuple[tuple[tuple[str, ...], str], ...] = (
-    ((".ssh",), "SSH directory"),
-    ((".gnupg",), "GnuPG keyring"),
-    ((".aws",), "AWS credentials directory"),
-    ((".config", "gcloud"), "gcloud credentials directory"),
-    ((".azure",), "Azure credentials directory"),
-    ((".kube",), "Kubernetes credentials directory"),
-    ((".docker",), "Docker login directory"),
-    ((".password-store",), "password store"),
-)
-_BACKUP_SUFFIXES = (".bak", ".backup", ".orig", ".old", ".save", ".swp", ".swo", ".swn", ".tmp", "~")
-_HARMLESS_ENV = {".env.example", ".env.sample", ".env.template", ".env.dist"}
-# Content signatures; split so that this file does not match itself.
-_CREDENTIAL_CONTENT: tuple[tuple[re.Pattern[bytes], re.Pattern[bytes] | None, str], ...] = (
-    (
-        re.compile(rb'"type"\s*:\s*"service' rb'_account"'),
-        re.compile(rb'"private' rb'_key"'),
-        "service-account key",
-    ),
-    (
-        re.compile(rb'"type"\s*:\s*"authorized' rb'_user"'),
-        re.compile(rb'"refresh' rb'_token"'),
-        "Google user credentials",
-    ),
-    (re.compile(rb"-----BEGIN [A-Z ]*PRIVATE" rb" KEY-----"), None, "private key"),
-)
-_OVERLAP = 256  # bytes carried from one chunk to the next, so a signature split by a chunk border is seen
-
 
 @dataclass
 class Scan:
@@ -308,124 +126,11 @@ def open_regular(path: Path) -> BinaryIO:
         raise
 
 
-def _unbackup(base: str) -> list[str]:
-    """`base` and the names it is a backup, swap or autosave copy of: `.env~` → `.env`."""
-    names = [base]
-    name = base
-    changed = True
-    while changed:
-        changed = False
-        if len(name) > 2 and name.startswith("#") and name.endswith("#"):  # emacs autosave
-            name, changed = name[1:-1], True
-        for suffix in _BACKUP_SUFFIXES:
-            if name.endswith(suffix) and len(name) > len(suffix):
-                name, changed = name[: -len(suffix)], True
-                if suffix in (".swp", ".swo", ".swn") and name.startswith(".") and len(name) > 1:
-                    names.append(name)  # vim's swap of `x.pem` is `.x.pem.swp`
-                    name = name[1:]
-        if changed:
-            names.append(name)
-    return names
-
-
-def credential_name_reason(rel: str) -> str | None:
-    """Why a path looks like a secret by its name or its directory, or None."""
-    lowered = rel.lower()
-    parts = lowered.split("/")
-    dirs = parts[:-1]
-    for seq, why in _CREDENTIAL_DIRS:
-        n = len(seq)
-        if any(tuple(dirs[i : i + n]) == seq for i in range(len(dirs) - n + 1)):
-            return why
-    names = _unbackup(parts[-1])
-    if any(base in _HARMLESS_ENV for base in names):
-        return None
-    for base in names:
-        for pattern, why in _CREDENTIAL_NAMES:
-            if fnmatch.fnmatchcase(base, pattern):
-                return why if base == parts[-1] else f"a backup of a {why}"
-    return None
-
-
-class _Signatures:
-    """Content signatures of credentials, looked for in a file's bytes as they stream past."""
-
-    def __init__(self) -> None:
-        self.found = [[False, second is None] for _, second, _ in _CREDENTIAL_CONTENT]
-        self.tail = b""
-
-    def feed(self, chunk: bytes) -> None:
-        window = self.tail + chunk
-        for state, (first, second, _) in zip(self.found, _CREDENTIAL_CONTENT, strict=True):
-            if not state[0] and first.search(window):
-                state[0] = True
-            if not state[1] and second is not None and second.search(window):
-                state[1] = True
-        self.tail = window[-_OVERLAP:]
-
-    def reason(self) -> str | None:
-        for (first, second), (_, _, why) in zip(self.found, _CREDENTIAL_CONTENT, strict=True):
-            if first and second:
-                return why
-        return None
-
-
-def credential_reason(rel: str, data: bytes) -> str | None:
-    """Why a file looks like a secret, or None. Names first, then content signatures."""
-    why = credential_name_reason(rel)
-    if why:
-        return why
-    signatures = _Signatures()
-    signatures.feed(data[:CONTENT_SCAN_LIMIT])
-    return signatures.reason()
-
-
-def content_reasons(scan: Scan, files: Iterable[str] | None = None) -> list[tuple[str, str]]:
-    """Files of `scan` (all by default) up to CONTENT_SCAN_LIMIT whose bytes carry a credential signature."""
-    found: list[tuple[str, str]] = []
-    with readable_errors(scan.root):
-        for rel in scan.files if files is None else files:
-            if (scan.root / rel).stat().st_size > CONTENT_SCAN_LIMIT:
-                continue
-            signatures = _Signatures()
-            with open_regular(scan.root / rel) as fh:
-                left = CONTENT_SCAN_LIMIT
-                while left > 0 and (chunk := fh.read(min(_CHUNK, left))):
-                    signatures.feed(chunk)
-                    left -= len(chunk)
-                    signatures.feed(chunk)
-            why = signatures.reason()
-            if why:
-                found.append((rel, why))
-    return found
-
-
-def check_contents(scan: Scan) -> Scan:
-    """`scan` with the files whose content looks like a secret added to its credentials (names are in already)."""
-    named = {rel for rel, _ in scan.credentials}
-    scan.credentials += [(rel, why) for rel, why in content_reasons(scan, [f for f in scan.files if f not in named])]
-    scan.credentials.sort()
-    return scan
-
-
-def scan_package(package_dir: Path, *, skip: Iterable[Path] = ()) -> Scan:
-    """Select the files that will be packaged (excludes applied) and hash them all; reads only.
-
-    Anything the walk cannot read (a directory or file this user may not read, a path past the
-    OS's length limit) is a one-line PackagingError, never a silently smaller package; so is a
-    selected file whose name is not UTF-8, which no sdist (a tar of UTF-8 names) can carry.
-    """
-    scan = check_contents(select_files(package_dir, skip=skip))
-    with readable_errors(scan.root):
-        scan.digest = hash_entries((rel, scan.root / rel) for rel in scan.files)
-    return scan
-
-
 def select_files(package_dir: Path, *, skip: Iterable[Path] = ()) -> Scan:
     """The files that will be packaged (excludes applied), without reading them: what `validate`
-    needs to judge the layout as `package` will. Files whose names say they are secrets are in
-    `credentials`; symlinks that lead out of the folder are left out (in `left_out`), and one notice
-    says so, as one says which files are large. Errors as :func:`scan_package`'s."""
+    needs to judge the layout as `package` will (secrets are judged by :mod:`vtrain.trainer.credentials`).
+    Symlinks that lead out of the folder are left out (in `left_out`), and one notice says so, as one
+    says which files are large. Errors as :func:`~vtrain.trainer.packaging.scan_package`'s."""
     root = check_package_dir(package_dir)
     with readable_errors(root):
         scan = _select(root, skip)
@@ -580,12 +285,7 @@ def _select(root: Path, skip: Iterable[Path]) -> Scan:
         size = (root / rel).stat().st_size
         if size >= LARGE_FILE:
             large.append((rel, size))
-    credentials = []
-    for rel in files:
-        why = credential_name_reason(rel) or (credential_name_reason(links[rel]) if rel in links else None)
-        if why:
-            credentials.append((rel, why))
-    return Scan(root=root, files=files, credentials=credentials, left_out=sorted(left_out), large=large,
+    return Scan(root=root, files=files, left_out=sorted(left_out), large=large,
                 links={rel: t for rel, t in links.items() if rel in chosen})
 
 

@@ -331,7 +331,7 @@ def _stage_gcs(local_file: Path, target: StagingTarget, client: storage.Client, 
     return StagedObject(uri, uploaded=True, size=size)
 
 
-def _upload(blob: Any, fh: IO[bytes], size: int, policy: dict[str, Any]) -> None:
+def _upload(blob: Any, fh: IO[bytes] | _CountingReader, size: int, policy: dict[str, Any]) -> None:
     # if_generation_match=0: create only, never overwrite an object that appeared meanwhile
     # (which also makes the upload safe to retry).
     blob.upload_from_file(fh, size=size, content_type="application/gzip", if_generation_match=0, **policy)

@@ -27,7 +27,7 @@ import math
 import random
 import statistics
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from vtrain.tuning.model import ParameterConfig, TuningConfig
 
@@ -108,7 +108,7 @@ class TpeSearch(Searcher):
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self._optuna = optuna
-        direction = "maximize" if tuning.metric.maximize else "minimize"
+        direction: Literal["maximize", "minimize"] = "maximize" if tuning.metric.maximize else "minimize"
         self._study = optuna.create_study(direction=direction, sampler=optuna.samplers.TPESampler(seed=seed))
         self._dists = {p.name: self._distribution(p) for p in tuning.parameters}
         self._asked: dict[int, Any] = {}

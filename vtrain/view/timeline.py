@@ -232,7 +232,7 @@ def png(line: Timeline, path: Path) -> list[str]:
         ax.legend(handles=[Line2D([], [], marker=SYMBOLS[k], color=COLORS[k], ls="none", label=k) for k in SYMBOLS],
                   fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))  # fmt: skip
         fig.tight_layout()
-        drawn = [a.get_gid() for a in fig.findobj() if a.get_gid()]
+        drawn = [gid for a in fig.findobj() if (gid := a.get_gid())]
         fig.savefig(path, format="png")
     finally:
         plt.close(fig)

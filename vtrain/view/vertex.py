@@ -23,7 +23,7 @@ def watch_job(job: Any, *, timeout: float | None, poll: float, plain: bool, prog
               stream_logs: bool, logs_to_stderr: bool, state_line: Any) -> tuple[str, float]:  # fmt: skip
     """Follow `job` to its end (or `timeout`: WaitTimeout) in the view; its state and the seconds the
     view's thread spent. `stream_logs` also prints every log line but the step lines (the rows show those);
-    `state_line` (a plain `vtrain.commands.vertex._StatusLine`) says the state changes off a terminal."""
+    `state_line` (a plain `vtrain.commands.submit._StatusLine`) says the state changes off a terminal."""
     from vtrain.cloud.vertex.client import _has_reducers
     from vtrain.view.live import Watch, live_possible
     from vtrain.view.vertex_rows import JobProgress

@@ -150,7 +150,7 @@ def run_seconds(proto: Any, now: datetime | None = None) -> float:
     if "start_time" not in proto:
         return 0.0
     end = proto.end_time if "end_time" in proto else (now or datetime.now(timezone.utc))
-    return max((end - proto.start_time).total_seconds(), 0.0)
+    return float(max((end - proto.start_time).total_seconds(), 0.0))
 
 
 __all__ = ["JobProgress", "row_state", "run_seconds", "step_record", "tasks_of"]

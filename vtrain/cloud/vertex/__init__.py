@@ -7,6 +7,7 @@
 Importing this package is cheap: Google libraries load on first use.
 """
 
-from vtrain.cloud.vertex.client import SUBMIT_LABEL, VertexBackend, VertexJob, replica_label, task_name
+from vtrain.cloud.vertex.client import SUBMIT_LABEL, VertexBackend, VertexJob
+from vtrain.cloud.vertex.logs import replica_label, task_name
 
 __all__ = ["SUBMIT_LABEL", "VertexBackend", "VertexJob", "replica_label", "task_name"]

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 from vtrain.cloud.vertex.logreader import SCOPES, JobLogReader
 from vtrain.cloud.vertex.logs import entry_parts, log_line, replica_label, task_name
@@ -34,6 +34,8 @@ from vtrain.cloud.vertex.retry import (
 from vtrain.errors import BackendError
 from vtrain.handle import TERMINAL_STATES, JobHandle, Waiting
 from vtrain.network import reached_server
+
+T = TypeVar("T")
 
 LOGGING_ENDPOINT = "https://logging.googleapis.com"
 SUBMIT_LABEL = "vtrain-submit-id"
@@ -251,7 +253,7 @@ class VertexBackend(JobLogReader):
 
     def _call(
         self,
-        fn: Any,
+        fn: Callable[..., T],
         *,
         action: str,
         resource: str,
@@ -259,7 +261,7 @@ class VertexBackend(JobLogReader):
         permission: str = "",
         role: str = "roles/aiplatform.user",
         what: str = "",
-    ) -> Any:
+    ) -> T:
         """Run one API call under the retry policy; refusals become one BackendError line."""
         from google.api_core.exceptions import GoogleAPICallError
         from google.auth.exceptions import GoogleAuthError

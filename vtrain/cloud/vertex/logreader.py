@@ -26,7 +26,11 @@ class JobLogReader:
     project: str
     logging_endpoint: str
     _call: Any
-    timeout: float
+
+    if TYPE_CHECKING:  # VertexBackend's read-only property
+
+        @property
+        def timeout(self) -> float: ...
 
     def _logging_session(self) -> Any:
         if self._session is None:

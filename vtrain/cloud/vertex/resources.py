@@ -88,7 +88,7 @@ def _lookup(backend: VertexBackend, client: Any, display_name: str) -> str | Non
 def find_tensorboard(backend: VertexBackend, display_name: str, client: Any = None) -> str | None:
     """The oldest instance with this display name in the backend's region, or None."""
     client = client or _client(backend, "TensorboardServiceClient")
-    return backend._call(lambda: _lookup(backend, client, display_name),  # type: ignore[no-any-return]
+    return backend._call(lambda: _lookup(backend, client, display_name),
                          action=f"look up the TensorBoard '{display_name}'", resource=backend.parent,
                          permission="aiplatform.tensorboards.list")  # fmt: skip
 
@@ -279,7 +279,7 @@ def find_linked(backend: VertexBackend, tensorboard: str | None, experiment: str
     if display is not None:
         board = find_tensorboard(backend, display) or tensorboard
     context = None
-    if bare_experiment(experiment):
-        context = find_experiment(backend, str(experiment)) or experiment_resource(backend.project, backend.region,
-                                                                              experiment)
+    bare = bare_experiment(experiment)
+    if bare:
+        context = find_experiment(backend, bare) or experiment_resource(backend.project, backend.region, bare)
     return Linked(board, context)

@@ -18,8 +18,8 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from vtrain.cloud.vertex.client import SUBMIT_LABEL, VertexBackend, VertexJob, replica_label
-from vtrain.cloud.vertex.logs import entry_parts, log_line
+from vtrain.cloud.vertex.client import SUBMIT_LABEL, VertexBackend, VertexJob
+from vtrain.cloud.vertex.logs import entry_parts, log_line, replica_label
 from vtrain.errors import BackendError
 from vtrain.handle import TERMINAL_STATES
 from vtrain.network import reached_server
@@ -96,8 +96,7 @@ class VertexTuningJob(VertexJob):
     def logs(self, *, follow: bool = False, poll: float | None = None, replica: str | None = None,
              timestamps: bool = False) -> Iterator[str]:
         """Cloud Logging lines of every trial, prefixed `[trial-N chief-0]` (`[vertex]` for the service's)."""
-        from vtrain.cloud.vertex.client import task_name
-        from vtrain.cloud.vertex.logs import iter_log_lines
+        from vtrain.cloud.vertex.logs import iter_log_lines, task_name
 
         task = task_name(replica) if replica else None
 

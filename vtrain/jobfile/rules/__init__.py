@@ -15,6 +15,7 @@ from vtrain.jobfile.model import JobConfig, PoolConfig
 from vtrain.jobfile.rules.base import Rules
 from vtrain.jobfile.rules.diloco import check_diloco
 from vtrain.jobfile.rules.dtensor import check_dtensor
+from vtrain.jobfile.rules.horovod import check_horovod
 from vtrain.jobfile.rules.job import check_env, check_job_fields, check_scheduling
 from vtrain.jobfile.rules.machines import check_boot_disk, check_cluster, check_machine
 from vtrain.jobfile.rules.passthrough import check_passthrough
@@ -63,6 +64,7 @@ def validate(config: JobConfig, *, target: str = "vertex") -> tuple[JobConfig, l
     check_strategy(r, config)
     check_diloco(r, config)
     check_dtensor(r, config)
+    check_horovod(r, config)
     check_job_fields(r, config)
     check_env(r, config)
     check_scheduling(r, config)

@@ -147,7 +147,10 @@ def _check_devices(r: Rules, config: JobConfig, pools: list[PoolConfig], counts:
     written, size = format_block(d.mesh), d.size
     if len(set(counts)) > 1:
         first, other = pools[0], pools[-1]
-        have = lambda n: f"{n} GPU(s)" if n else "no GPU"  # noqa: E731
+
+        def have(n: int | None) -> str:
+            return f"{n} GPU(s)" if n else "no GPU"
+
         r.add(pool_path(other, "accelerator_count"),
               f"every DTensor client brings the same devices to the mesh, but each chief replica has "
               f"{have(counts[0])} and each {other.role} replica {have(counts[-1])}; give cluster.{other.role} the "

@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 
 from vtrain import catalog
-from vtrain.constants import FLEX_START
+from vtrain.constants import FLEX_START, MAX_DISPLAY_NAME, MAX_ENV, MAX_LABELS, STRATEGY_ENV, VTRAIN_LABELS
 from vtrain.jobfile.model import JobConfig
+from vtrain.jobfile.nodes import did_you_mean
 from vtrain.jobfile.rules.base import (
     _BUCKET,
     _ENV_NAME,
@@ -20,17 +21,11 @@ from vtrain.jobfile.rules.base import (
     _REGION,
     _SERVICE_ACCOUNT,
     _TENSORBOARD,
-    MAX_DISPLAY_NAME,
-    MAX_ENV,
-    MAX_LABELS,
-    STRATEGY_ENV,
-    VTRAIN_LABELS,
     Rules,
     pool_path,
     with_suggestion,
 )
 from vtrain.jobfile.rules.pools import check_reservation
-from vtrain.jobfile.schema import did_you_mean
 from vtrain.jobfile.yamlpos import PathKey
 from vtrain.userpaths import path_problem
 
@@ -171,7 +166,7 @@ def check_scheduling(r: Rules, config: JobConfig) -> None:
         if sched.timeout_s is not None and sched.timeout_s > FLEX_START_MAX_TIMEOUT_S:
             r.add(("scheduling", "timeout"), f"flex_start jobs must have a timeout of at most 7 days (604800s), got "
                                              f"{sched.timeout_s}s; set scheduling.timeout: 7d or less")
-        gpus = {p.accelerator for p in config.pools() if p.gpus}
+        gpus = {p.accelerator for p in config.pools() if p.gpus and p.accelerator}
         if not gpus or gpus - FLEX_START_GPUS:
             r.warn(("scheduling", "strategy"), "Dynamic Workload Scheduler (flex_start) is documented for L4, A100, "
                                                "H100, H200 and B200 GPUs only; use spot or standard for "

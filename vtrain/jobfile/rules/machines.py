@@ -8,6 +8,7 @@ from dataclasses import replace
 from vtrain import catalog
 from vtrain.constants import MAX_REPLICAS
 from vtrain.jobfile.model import JobConfig, PoolConfig
+from vtrain.jobfile.nodes import did_you_mean
 from vtrain.jobfile.rules.base import (
     BOOT_DISK_GB,
     Rules,
@@ -15,7 +16,6 @@ from vtrain.jobfile.rules.base import (
     pool_path,
     with_suggestion,
 )
-from vtrain.jobfile.schema import did_you_mean
 
 # --------------------------------------------------------------------------- machines
 

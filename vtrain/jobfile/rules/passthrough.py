@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from vtrain.jobfile.model import JobConfig
+from vtrain.jobfile.nodes import did_you_mean
 from vtrain.jobfile.rules.base import Rules
-from vtrain.jobfile.schema import did_you_mean
 from vtrain.jobfile.yamlpos import PathKey
 
 #: REST fields (dotted, under CustomJobSpec) that a job-file key sets, and the key.

@@ -16,8 +16,8 @@ import re
 
 from vtrain import catalog
 from vtrain.jobfile.model import JobConfig, PoolConfig, ReservationConfig
+from vtrain.jobfile.nodes import did_you_mean
 from vtrain.jobfile.rules.base import _PROJECT, _REGION, _RESERVATION, Rules, pool_path, with_suggestion
-from vtrain.jobfile.schema import did_you_mean
 from vtrain.jobfile.yamlpos import PathKey
 
 #: MIG profiles (gpu_partition_size) each GPU offers.
@@ -145,10 +145,10 @@ def _check_mounts(r: Rules, pool: PoolConfig, key: str, host: str, root: str) ->
             r.add((*where, i, "path"), f"the exported path must start with '/'; write '/{mount['path']}'")
         point = mount["mount_point"]
         if not _MOUNT_POINT.match(point) or ".." in point.split("/"):
-            fixed = mount_point_like(point)
+            nearest = mount_point_like(point)
             r.add((*where, i, "mount_point"), f"'{point}' is not a directory name under {root}/ (letters, digits, "
                                               f". _ - and /, no leading /, no ..)"
-                                              + (f"; try '{fixed}'" if fixed else ""))
+                                              + (f"; try '{nearest}'" if nearest else ""))
         elif point in seen:
             r.add((*where, i, "mount_point"), f"{root}/{point} is already the mount point of {key}[{seen[point]}]; "
                                               "give each mount its own")
@@ -204,17 +204,17 @@ def check_services(r: Rules, config: JobConfig) -> None:
         if parent != own or not run["name"].startswith(experiment["name"] + "-"):
             r.add(("experiment_run",), f"the run must be {parent}/{experiment['name']}-RUN (its experiment's "
                                        "store, and the experiment's name, a dash, the run's)")
-    where = config.protected_artifact_location_id
-    if where is not None:
+    location = config.protected_artifact_location_id
+    if location is not None:
         path = ("protected_artifact_location_id",)
-        if not _REGION.match(where):
-            r.add(path, with_suggestion(f"'{where}' is not a region name like europe-west4",
-                                        did_you_mean(where, catalog.REGIONS)))
-        elif where not in catalog.REGIONS:
-            r.warn(path, with_suggestion(f"'{where}' is not a known Vertex AI region",
-                                         did_you_mean(where, catalog.REGIONS)))
-        elif where == config.region:
-            r.warn(path, f"{where} is the job's own region, where the artifacts are kept anyway; Vertex wants this "
+        if not _REGION.match(location):
+            r.add(path, with_suggestion(f"'{location}' is not a region name like europe-west4",
+                                        did_you_mean(location, catalog.REGIONS)))
+        elif location not in catalog.REGIONS:
+            r.warn(path, with_suggestion(f"'{location}' is not a known Vertex AI region",
+                                         did_you_mean(location, catalog.REGIONS)))
+        elif location == config.region:
+            r.warn(path, f"{location} is the job's own region, where the artifacts are kept anyway; Vertex wants this "
                          "key only for another region: remove it")
 
 

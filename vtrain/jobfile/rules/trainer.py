@@ -6,17 +6,17 @@ import re
 from pathlib import Path
 
 from vtrain import catalog
+from vtrain.constants import MAX_PACKAGE_URIS
 from vtrain.errors import PackagingError
 from vtrain.jobfile.model import JobConfig, PoolConfig
+from vtrain.jobfile.nodes import did_you_mean
 from vtrain.jobfile.rules.base import (
     _MODULE,
-    MAX_PACKAGE_URIS,
     Rules,
     pool_path,
     with_suggestion,
 )
 from vtrain.jobfile.rules.job import check_gcs
-from vtrain.jobfile.schema import did_you_mean
 from vtrain.jobfile.yamlpos import PathKey, format_path
 from vtrain.userpaths import describe_oserror, path_problem
 
@@ -161,7 +161,7 @@ def check_image_ports(r: Rules, config: JobConfig) -> None:
     """Every container image's registry port is a TCP port (a port above 65535 would fail at the pull)."""
     from vtrain.trainer.image.reference import port_problem
 
-    found = [(("trainer", "container", "image_uri"), config.trainer.container.image_uri)] \
+    found: list[tuple[PathKey, str]] = [(("trainer", "container", "image_uri"), config.trainer.container.image_uri)] \
         if config.trainer.container is not None else []  # fmt: skip
     found += [(pool_path(p, "container", "image_uri"), p.container.image_uri) for p in config.pools()
               if p.container is not None and p.container is not config.trainer.container]
@@ -234,7 +234,7 @@ def check_strategy(r: Rules, config: JobConfig) -> None:
     elif row.parameter_servers == "needs" and not has_ps:
         r.add(path, f"strategy {name} needs cluster.parameter_servers; add them or use multi_worker_mirrored")
     elif row.own_cluster_rules:
-        return  # its cluster is checked with its own block (dtensor: vtrain.jobfile.rules.dtensor)
+        return  # checked by its own rules (vtrain.jobfile.rules.dtensor, .horovod)
     elif has_ps and row.parameter_servers != "needs":
         r.add(path, f"the cluster has parameter servers, so the strategy must be parameter_server (or auto), "
                     f"not {name}")
@@ -255,7 +255,7 @@ def check_strategy(r: Rules, config: JobConfig) -> None:
 # --------------------------------------------------------------------------- trainer.build
 
 
-def check_reference(r: Rules, path: tuple[str, ...], text: str, what: str) -> None:
+def check_reference(r: Rules, path: PathKey, text: str, what: str) -> None:
     from vtrain.trainer.image.reference import parse_reference
 
     try:
@@ -283,10 +283,10 @@ def check_build(r: Rules, config: JobConfig) -> None:
     if build.python_version is not None and not re.fullmatch(r"3\.[0-9]+", build.python_version.strip()):
         r.add((*path, "python_version"), f"'{build.python_version}' is not a Python version MAJOR.MINOR such as 3.10")
     elif build.python_version is not None:
-        named = {catalog.prebuilt_python(catalog.executor_image_uri(pool.image or config.trainer.image,
+        found = {catalog.prebuilt_python(catalog.executor_image_uri(pool.image or config.trainer.image,
                                                                     pool.hardware, config.region))
                  for pool in config.pools() if pool.role != "reduction_server" and pool.container is None}
-        named.discard(None)
+        named = {py for py in found if py is not None}
         if named and build.python_version.strip() not in named:
             r.warn((*path, "python_version"), f"the base image's name says Python {', '.join(sorted(named))}, not "
                                               f"{build.python_version}: wheels built for another Python may not "

@@ -15,8 +15,8 @@ import re
 from typing import Any
 
 from vtrain.jobfile.model import JobConfig
+from vtrain.jobfile.nodes import did_you_mean
 from vtrain.jobfile.rules.base import Rules, with_suggestion
-from vtrain.jobfile.schema import did_you_mean
 from vtrain.tuning.model import ParameterConfig, TuningConfig
 from vtrain.tuning.search import matches
 
@@ -135,7 +135,8 @@ def _check_conditions(r: Rules, tuning: TuningConfig) -> None:
             if not _takes(parent, value):
                 r.add((*_path(p, "parent_values"), i), f"{value!r} is not a value of {parent.name}; give "
                                                        f"{_allowed(parent)}")
-        seen, up = {p.name}, parent
+        seen: set[str] = {p.name}
+        up: ParameterConfig | None = parent
         while up is not None and up.parent is not None:  # a circle of parents would nest forever
             if up.name in seen or up.parent in seen:
                 r.add(_path(p, "parent"), f"parents go round in a circle ({' -> '.join([*seen, up.parent])}); "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from urllib.parse import urlsplit
 
 from vtrain.errors import PackagingError
 
@@ -101,6 +102,20 @@ def parse_repository(text: str) -> ImageRef:
 def is_loopback(registry: str) -> bool:
     host = registry.rsplit(":", 1)[0] if not registry.startswith("[") else registry.split("]")[0] + "]"
     return host in ("localhost", "[::1]") or bool(re.fullmatch(r"127\.[0-9]+\.[0-9]+\.[0-9]+", host))
+
+
+def trusted_realm(registry: str, realm: str) -> bool:
+    """The token service is the registry's own: its host, or a host in the registry host's parent domain
+    (``auth.docker.io`` for ``registry-1.docker.io``); for a loopback registry, a loopback host."""
+    host = (urlsplit(realm).hostname or "").lower()
+    mine = registry.rsplit(":", 1)[0].strip("[]").lower() if not registry.startswith("[") else \
+        registry.split("]")[0].strip("[").lower()
+    if is_loopback(registry):
+        return is_loopback(host if ":" not in host else f"[{host}]")
+    if host == mine:
+        return True
+    parent = mine.split(".", 1)[1] if "." in mine else ""
+    return "." in parent and not mine.replace(".", "").isdigit() and host.endswith("." + parent)
 
 
 def base_url(registry: str) -> str:

@@ -34,11 +34,10 @@ another JSON shape, HTML, text, bytes) becomes one printable line (:func:`vtrain
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import time
 from collections.abc import Callable, Iterable
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeAlias
 from urllib.parse import urljoin, urlsplit
 
 import requests
@@ -46,12 +45,13 @@ import requests
 from vtrain import network
 from vtrain.errors import PackagingError
 from vtrain.foreign import printable
+from vtrain.trainer.image import answers
 from vtrain.trainer.image.config import DOCKER_LIST, DOCKER_MANIFEST, OCI_INDEX, OCI_MANIFEST
-from vtrain.trainer.image.reference import base_url, is_loopback
+from vtrain.trainer.image.reference import base_url, is_loopback, trusted_realm
 
 Credentials = Callable[[str], "tuple[str, str] | None"]
 #: A fresh body for each attempt: bytes, or a callable that opens a readable stream.
-Body = "bytes | Callable[[], BinaryIO] | None"
+Body: TypeAlias = "bytes | Callable[[], BinaryIO] | None"
 ACCEPT = ", ".join((OCI_MANIFEST, DOCKER_MANIFEST, OCI_INDEX, DOCKER_LIST))
 _TRANSIENT_STATUS = {429, 500, 502, 503, 504}
 _CHALLENGE = re.compile(r'(\w+)="([^"]*)"')
@@ -59,10 +59,9 @@ MAX_ATTEMPTS = 5
 API_VERSION_HEADER = "Docker-Distribution-API-Version"
 DIGEST_HEADER = "Docker-Content-Digest"
 #: The most a registry answer may hold: a manifest (the distribution registry's own limit is 4 MiB),
-#: a token service's answer, an error body (only its message is kept).
+#: a token service's answer (an error body: :data:`~vtrain.trainer.image.answers.ERROR_LIMIT`).
 MANIFEST_LIMIT = 4 << 20
 TOKEN_LIMIT = 1 << 20
-ERROR_LIMIT = 64 << 10
 
 
 class _Transient(Exception):
@@ -87,7 +86,7 @@ class _Counted:
         self.raw.close()
 
     def read(self, n: int = -1) -> bytes:
-        data = self.raw.read(n, decode_content=False) if hasattr(self.raw, "stream") else self.raw.read(n)
+        data: bytes = self.raw.read(n, decode_content=False) if hasattr(self.raw, "stream") else self.raw.read(n)
         self.client.sent += len(data)
         return data
 
@@ -146,7 +145,7 @@ class RegistryClient:
             raise _Transient(network.network_reason(err, self.timeout), err) from err
         with answer:
             if answer.status_code in _TRANSIENT_STATUS:
-                raise _Transient(f"{answer.status_code} {_message(answer) or printable(answer.reason or '')}",
+                raise _Transient(f"{answer.status_code} {answers.message(answer) or printable(answer.reason or '')}",
                                  answered=True)
             version = answer.headers.get(API_VERSION_HEADER, "")
         if answer.status_code not in (200, 401) or not version.strip().startswith("registry/2"):
@@ -173,7 +172,7 @@ class RegistryClient:
         params += [("scope", s) for s in scopes]
         # The user's credentials go to the registry's own token service only (its host, or a host of its
         # domain such as auth.docker.io for registry-1.docker.io); any other gets an anonymous request.
-        login = self._user() if _realm_trusted(self.registry, realm) else None
+        login = self._user() if trusted_realm(self.registry, realm) else None
         if login is None and self._user() is not None:
             self._withheld = (f"the credentials were not sent to the token service {printable(realm, limit=200)}: "
                               "it is not on the registry's host or domain")
@@ -188,7 +187,7 @@ class RegistryClient:
                 raise self._refused(answer.status_code, f"the token service refused {whose}")
             if answer.status_code in _TRANSIENT_STATUS:
                 raise _Transient(f"its token service answered {answer.status_code}", answered=True)
-            data = _json(_read(answer, TOKEN_LIMIT, self.registry, "its token service's answer")) \
+            data = answers.parse_json(answers.read(answer, TOKEN_LIMIT, self.registry, "its token service's answer")) \
                 if answer.status_code == 200 else None
         token = (data.get("token") or data.get("access_token")) if isinstance(data, dict) else None
         if not isinstance(token, str) or not token or not token.isascii() or not token.isprintable():
@@ -231,13 +230,13 @@ class RegistryClient:
                     data.close()
             if answer.status_code == 401 and round_ == 0 and own:
                 challenge = answer.headers.get("WWW-Authenticate", "")
-                _discard(answer)
+                answers.discard(answer)
                 self._token(challenge, scopes)
                 continue
             if answer.status_code in (401, 403):
-                raise self._refused(answer.status_code, _message(answer) or "access denied")
+                raise self._refused(answer.status_code, answers.message(answer) or "access denied")
             if answer.status_code in _TRANSIENT_STATUS:
-                raise _Transient(f"{answer.status_code} {_message(answer) or printable(answer.reason or '')}",
+                raise _Transient(f"{answer.status_code} {answers.message(answer) or printable(answer.reason or '')}",
                                  answered=True)
             return answer
         raise AssertionError("unreachable")
@@ -266,7 +265,7 @@ class RegistryClient:
 
     def _failed(self, what: str, answer: requests.Response) -> PackagingError:
         return PackagingError(f"registry {self.registry}: {what} failed: {answer.status_code} "
-                              f"{_message(answer) or printable(answer.reason or '', limit=200)}")
+                              f"{answers.message(answer) or printable(answer.reason or '', limit=200)}")
 
     def _digest_answered(self, answer: requests.Response, expected: str, what: str) -> None:
         """A registry that names a digest must name the one sent (or asked for): else it is not storing it."""
@@ -288,7 +287,7 @@ class RegistryClient:
                     return None
                 if answer.status_code != 200:
                     raise self._failed(f"reading manifest {repository}:{reference}", answer)
-                body = _read(answer, MANIFEST_LIMIT, self.registry, f"manifest {repository}:{reference}")
+                body = answers.read(answer, MANIFEST_LIMIT, self.registry, f"manifest {repository}:{reference}")
             digest = f"sha256:{hashlib.sha256(body).hexdigest()}"
             expected = reference if reference.startswith("sha256:") else digest
             if digest != expected:
@@ -307,7 +306,7 @@ class RegistryClient:
             with answer:
                 if answer.status_code != 200:
                     raise self._failed(f"reading blob {digest[:19]} of {repository}", answer)
-                data = _read(answer, limit, self.registry, f"blob {digest[:19]} of {repository}")
+                data = answers.read(answer, limit, self.registry, f"blob {digest[:19]} of {repository}")
             if f"sha256:{hashlib.sha256(data).hexdigest()}" != digest:
                 raise PackagingError(f"registry {self.registry}: blob {digest} of {repository} is not what its "
                                      "digest says")
@@ -348,9 +347,9 @@ class RegistryClient:
                     self._digest_answered(answer, digest, f"mounting blob {digest[:19]} into {repository}")
                     return True
                 if answer.status_code == 202 and answer.headers.get("Location"):
-                    _discard(answer)
+                    answers.discard(answer)
                     with self.request("DELETE", urljoin(self.url + "/", answer.headers["Location"]), scopes) as gone:
-                        _discard(gone)
+                        answers.discard(gone)
                     return False
                 raise self._failed(f"mounting blob {digest[:19]} from {source} into {repository}", answer)
 
@@ -365,7 +364,7 @@ class RegistryClient:
             with self.request("POST", f"/v2/{repository}/blobs/uploads/", scopes) as answer:
                 if answer.status_code != 202 or not answer.headers.get("Location"):
                     raise self._failed(f"starting the upload of {digest[:19]} to {repository}", answer)
-                _discard(answer)
+                answers.discard(answer)
             location = urljoin(self.url + "/", answer.headers["Location"])
             octets = {"Content-Type": "application/octet-stream"}
             if self.chunk_size is None or size <= self.chunk_size:
@@ -379,13 +378,13 @@ class RegistryClient:
                             self.sent += len(chunk)
                             if answer.status_code != 202:
                                 raise self._failed(f"uploading {digest[:19]} to {repository}", answer)
-                            _discard(answer)
+                            answers.discard(answer)
                         location = urljoin(self.url + "/", answer.headers.get("Location", location))
                 answer = self.request("PUT", _with_digest(location, digest), scopes, body=b"")
             with answer:
                 if answer.status_code != 201:
                     raise self._failed(f"finishing the upload of {digest[:19]} to {repository}", answer)
-                _discard(answer)
+                answers.discard(answer)
             self._digest_answered(answer, digest, f"uploading {digest[:19]} to {repository}")
 
         self.call(f"upload blob {digest[:19]}", attempt)
@@ -400,7 +399,7 @@ class RegistryClient:
                               headers={"Content-Type": media_type}, body=body) as answer:
                 if answer.status_code != 201:
                     raise self._failed(f"putting manifest {repository}:{tag}", answer)
-                _discard(answer)
+                answers.discard(answer)
             self._digest_answered(answer, digest, f"putting manifest {repository}:{tag}")
             return digest
 
@@ -427,94 +426,3 @@ def _chunks(stream: BinaryIO, size: int) -> Iterable[tuple[int, bytes]]:
             return
         yield offset, chunk
         offset += len(chunk)
-
-
-def _realm_trusted(registry: str, realm: str) -> bool:
-    """The token service is the registry's own: its host, or a host in the registry host's parent domain
-    (``auth.docker.io`` for ``registry-1.docker.io``); for a loopback registry, a loopback host."""
-    host = (urlsplit(realm).hostname or "").lower()
-    mine = registry.rsplit(":", 1)[0].strip("[]").lower() if not registry.startswith("[") else \
-        registry.split("]")[0].strip("[").lower()
-    if is_loopback(registry):
-        return is_loopback(host if ":" not in host else f"[{host}]")
-    if host == mine:
-        return True
-    parent = mine.split(".", 1)[1] if "." in mine else ""
-    return "." in parent and not mine.replace(".", "").isdigit() and host.endswith("." + parent)
-
-
-def _read(answer: requests.Response, limit: int, registry: str, what: str) -> bytes:
-    """At most `limit` bytes of an answer's body (decoded); a longer one is refused, having read at most
-    `limit` + 1 bytes (a 4 GiB manifest costs no memory)."""
-    length = answer.headers.get("Content-Length", "")
-    if length.strip().isdigit() and int(length) > limit:
-        raise PackagingError(f"registry {registry}: {what} is {int(length):,} bytes, over the {limit:,} a registry "
-                             "answer may have; refused unread")
-    chunks: list[bytes] = []
-    size = 0
-    for chunk in answer.iter_content(chunk_size=64 << 10):
-        chunks.append(chunk)
-        size += len(chunk)
-        if size > limit:
-            answer.close()
-            raise PackagingError(f"registry {registry}: {what} is over the {limit:,} bytes a registry answer may "
-                                 "have; refused")
-    return b"".join(chunks)
-
-
-def _discard(answer: requests.Response) -> None:
-    """Read a small leftover body so the connection can be reused; a large one just closes it."""
-    try:
-        _read(answer, ERROR_LIMIT, "", "")
-    except (PackagingError, requests.RequestException):
-        answer.close()
-
-
-def _json(data: bytes) -> Any:
-    try:
-        return json.loads(data)
-    except (ValueError, RecursionError):
-        return None
-
-
-def _message(answer: requests.Response) -> str:
-    """The registry's own error message, as one printable line, whatever the body's shape: the OCI
-    ``{"errors": [{"code", "message"}]}``, another JSON shape (a list, a dict, a string), HTML (its
-    title), text (its first line) or bytes (nothing). Read bounded; "" when nothing useful."""
-    try:
-        data = _read(answer, ERROR_LIMIT, "", "")
-    except PackagingError:
-        data = b""
-    except requests.RequestException:
-        return ""
-    doc = _json(data)
-    text = _from_json(doc) if doc is not None else _from_text(data)
-    text = " ".join(text.split())
-    return printable(text, limit=300) if text else ""
-
-
-def _from_json(doc: Any, depth: int = 0) -> str:
-    if depth > 4:
-        return ""
-    if isinstance(doc, str):
-        return doc
-    if isinstance(doc, list):
-        return next((found for item in doc[:8] if (found := _from_json(item, depth + 1))), "")
-    if isinstance(doc, dict):
-        for key in ("errors", "message", "detail", "details", "error", "error_description", "code"):
-            found = _from_json(doc.get(key), depth + 1) if key in doc else ""
-            if found:
-                return found
-    return ""
-
-
-def _from_text(data: bytes) -> str:
-    if b"\0" in data[:1024]:
-        return ""  # bytes, not words
-    text = data.decode("utf-8", "replace")
-    if text.count("\ufffd") > len(text) // 10:
-        return ""
-    if "<html" in text[:512].lower() or "<!doctype" in text[:512].lower():
-        found = re.search(r"<title[^>]*>(.*?)</title>", text, re.IGNORECASE | re.DOTALL)
-        return found.group(1).strip() if found else ""
-    return next((line.strip() for line in text.splitlines() if line.strip()), "")

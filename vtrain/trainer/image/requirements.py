@@ -301,7 +301,8 @@ def _backend_dependencies(root: Path, files: Sequence[str]) -> tuple[str, ...]:
     from build import BuildBackendException, BuildException, FailedProcessError, ProjectBuilder
     from build.env import DefaultIsolatedEnv
 
-    from vtrain.trainer.packaging import _captured_runner, _tail, temp_prefix
+    from vtrain.trainer.backend import _captured_runner, _tail
+    from vtrain.trainer.packaging import temp_prefix
 
     with tempfile.TemporaryDirectory(prefix=temp_prefix("build")) as tmp:
         src = Path(tmp) / "src"

@@ -1,17 +1,19 @@
-"""`vtrain validate` and `vtrain render`: the offline, credential-free dry run for CI."""
+"""`vtrain validate`: check job files offline, with no credentials (the CI dry run)."""
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from vtrain.commands._options import UserPath, output_option, project_option, region_option, set_option
+from vtrain.commands._options import output_option, set_option
 from vtrain.errors import ConfigError
 from vtrain.foreign import printable
 
-_JOB = click.argument("job_file", metavar="JOB.yaml", type=UserPath(dir_okay=False))
+if TYPE_CHECKING:
+    pass
+
 _TARGET = click.option(
     "--target",
     type=click.Choice(["vertex", "local"]),
@@ -33,9 +35,10 @@ def _summary(config: object) -> str:
         if pool.tpu_topology:
             machine += f" ({pool.tpu_topology})"
         parts.append(f"{pool.role} {pool.replicas} × {machine}")
-    if config.used_dtensor is not None:
-        dims = " x ".join(f"{name} {size}" for name, size in config.dtensor.mesh)
-        parts.append(f"dtensor mesh {dims} = {config.dtensor.size} devices")
+    dtensor = config.used_dtensor
+    if dtensor is not None:
+        dims = " x ".join(f"{name} {size}" for name, size in dtensor.mesh)
+        parts.append(f"dtensor mesh {dims} = {dtensor.size} devices")
     tuning = config.tuning
     if tuning is not None:
         parts.append(f"tuning {tuning.metric.name} ({tuning.metric.goal}) by {tuning.algorithm} search over "
@@ -114,47 +117,3 @@ def _where_render_looks(config: Any, job_file: str) -> None:
             resolve(config)
         except BackendError as err:
             raise ConfigError([Problem(key, str(err), job_file)]) from None
-
-
-@click.command()
-@_JOB
-@output_option("json", "yaml", "gcloud")
-@set_option
-@project_option
-@region_option
-@click.option("--show-secrets", is_flag=True, help="Print env values whose names look secret instead of <redacted>.")
-def render(
-    job_file: str, output: str, overrides: tuple[str, ...], project: str | None, region: str | None, show_secrets: bool
-) -> None:
-    """Print the exact CustomJob request, with no cloud access.
-
-    json: the REST body of projects.locations.customJobs.create (hyperparameterTuningJobs.create
-    when the file has `tuning:`); yaml: the same as YAML; gcloud: the file for
-    `gcloud ai custom-jobs create --config` (`gcloud ai hp-tuning-jobs create --config`).
-    """
-    from vtrain.cloud.target import Where
-    from vtrain.jobfile.load import load_config
-    from vtrain.request.build import build_request
-    from vtrain.request.render import render as render_job
-
-    config = load_config(job_file, overrides)
-    for warning in config.warnings:
-        click.echo(str(warning), err=True)
-    # The project and region `submit` would use, so the rendered request is the one it sends.
-    where = Where(project, region)
-    request = build_request(config, region=where.region_for(config))
-    config = request.config
-    text = render_job(request.body, output, show_secrets=show_secrets, project=where.project_for(config),
-                      region=config.region)
-    click.echo(text, nl=False)
-    hint = _estimate_hint(config)
-    if hint:
-        click.echo(hint, err=True)
-
-
-def _estimate_hint(config: object) -> str | None:
-    try:
-        from vtrain.estimate import estimate_hint
-    except ImportError:
-        return None
-    return estimate_hint(config)

@@ -12,23 +12,23 @@ from __future__ import annotations
 import os
 import shlex
 import sys
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from vtrain.commands._options import (
     UserPath,
-    api_endpoint_option,
     duration_callback,
     echo_json,
     output_option,
-    project_option,
-    region_option,
     set_option,
     watch_options,
+    where_options,
 )
 from vtrain.commands._recover import recover_options, submit_recovering
+
+if TYPE_CHECKING:
+    from vtrain.cloud.target import Where
 
 _JOB_FILE = click.argument("job_file", metavar="JOB.yaml", type=UserPath(dir_okay=False))
 
@@ -54,11 +54,6 @@ _POLL = click.option(
     metavar="SECONDS",
     help="How often to ask Vertex AI for the job's state (and new log lines).",
 )
-
-
-def _where(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """--project, --region, --api-endpoint: where the command's calls go."""
-    return project_option(region_option(api_endpoint_option(fn)))
 
 
 def _duration(seconds: float) -> str:
@@ -162,7 +157,7 @@ def _echo_checks(report: Any) -> None:
 
 def _wait(job: Any, output: str, timeout: float | None, poll: float, stream_logs: bool, plain: bool = False,
           progress_every: float = 30.0) -> None:  # fmt: skip
-    from vtrain.cloud.submit import job_dict, watch
+    from vtrain.cloud.jobs import job_dict, watch
     from vtrain.handle import raise_for_state
     from vtrain.view.vertex import can_watch, watch_job
 
@@ -200,7 +195,7 @@ def status_elapsed(job: Any) -> float:
     proto = job.proto
     if "start_time" not in proto or "end_time" not in proto:
         return 0.0
-    return max((proto.end_time - proto.start_time).total_seconds(), 0.0)
+    return float(max((proto.end_time - proto.start_time).total_seconds(), 0.0))
 
 
 @click.command()
@@ -247,7 +242,7 @@ def status_elapsed(job: Any) -> float:
 @watch_options
 @output_option("text", "json")
 @set_option
-@_where
+@where_options
 def submit(
     job_file: str,
     dry_run: bool,
@@ -265,9 +260,7 @@ def submit(
     progress_every: float,
     output: str,
     overrides: tuple[str, ...],
-    project: str | None,
-    region: str | None,
-    api_endpoint: str | None,
+    where: Where,
 ) -> None:
     """Validate, check the cloud side (preflight), package, stage and submit a job file to
     Vertex AI as a CustomJob.
@@ -276,12 +269,11 @@ def submit(
     -o json prints the created job. Every job is labelled vtrain-version and
     vtrain-config-hash (a hash of the rendered request, package URIs included).
     """
+    from vtrain.cloud.jobs import job_dict
     from vtrain.cloud.submit import dry_run as plan_dry_run
-    from vtrain.cloud.submit import job_dict, plan_submit, submit_job
-    from vtrain.cloud.target import Where
+    from vtrain.cloud.submit import plan_submit, submit_job
 
     timeout = wait_timeout
-    where = Where(project, region, api_endpoint)
     if dry_run:
         from dataclasses import replace
 

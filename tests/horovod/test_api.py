@@ -1,0 +1,119 @@
+"""vtrain.horovod's API in one process (a ring of one, as a one-replica job has): the names a Horovod TF2
+script calls, the wrappers' contracts, and the clear refusals. The ring of two: test_horovod_local.py."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from vtrain.errors import HorovodUnsupported
+
+tf = pytest.importorskip("tensorflow")
+
+
+@pytest.fixture
+def hvd(monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
+    # Set, so that importing vtrain.horovod.tensorflow leaves this test process's Keras choice alone.
+    monkeypatch.setenv("TF_USE_LEGACY_KERAS", "0")
+    import vtrain.horovod.tensorflow as module
+
+    module.init()
+    yield module
+    module.shutdown()
+
+
+def test_a_ring_of_one_answers_as_horovod_does(hvd: Any) -> None:
+    assert hvd.is_initialized() and (hvd.rank(), hvd.size(), hvd.local_rank(), hvd.local_size()) == (0, 1, 0, 1)
+    assert (hvd.cross_rank(), hvd.cross_size(), hvd.mpi_enabled(), hvd.gloo_enabled()) == (0, 1, False, False)
+    x = tf.constant([1.0, 2.0])
+    assert hvd.allreduce(x).numpy().tolist() == [1.0, 2.0]
+    assert hvd.allreduce(x, op=hvd.Sum, prescale_factor=2.0, postscale_factor=3.0).numpy().tolist() == [6.0, 12.0]
+    assert hvd.allgather(tf.ones([2, 3])).shape == (2, 3)
+    assert hvd.broadcast(x, root_rank=0).numpy().tolist() == [1.0, 2.0]
+    assert hvd.broadcast_object({"a": 1}) == {"a": 1} and hvd.allgather_object(5) == [5]
+    reduced, nothing = hvd.grouped_allreduce([x, None])
+    assert reduced.numpy().tolist() == [1.0, 2.0] and nothing is None
+    hvd.init()  # a second init changes nothing
+    assert hvd.size() == 1
+
+
+def test_what_is_not_there_fails_at_the_call(hvd: Any) -> None:
+    x = tf.constant([1.0])
+    with pytest.raises(HorovodUnsupported, match="Adasum reduction is not implemented"):
+        hvd.allreduce(x, op=hvd.Adasum)
+    with pytest.raises(HorovodUnsupported, match="process sets are not supported"):
+        hvd.allreduce(x, process_set=object())
+    with pytest.raises(HorovodUnsupported, match="every rank must take part in every collective"):
+        hvd.join()
+    with pytest.raises(HorovodUnsupported, match="an MPI communicator"):
+        hvd.init(comm=[0, 1])
+    with pytest.raises(ValueError, match="root_rank 1 is not a rank of this job"):
+        hvd.broadcast(x, root_rank=1)
+    with pytest.raises(ValueError, match="give op or the deprecated average, not both"):
+        hvd.allreduce(x, average=True, op=hvd.Sum)
+
+
+def test_before_init_the_ranks_are_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TF_USE_LEGACY_KERAS", "0")
+    import vtrain.horovod.tensorflow as hvd
+
+    hvd.shutdown()
+    with pytest.raises(Exception, match="has not been initialized; call hvd.init"):
+        hvd.rank()
+
+
+def test_the_tape_returns_the_tapes_gradients_in_their_structure(hvd: Any) -> None:
+    v = {"a": tf.Variable(2.0), "b": tf.Variable([1.0, 3.0])}
+    with tf.GradientTape() as tape:
+        y = v["a"] ** 2 + tf.reduce_sum(v["b"] * 3.0)
+    wrapped = hvd.DistributedGradientTape(tape)
+    assert isinstance(wrapped, tf.GradientTape) and type(wrapped).__name__ == "GradientTape"
+    grads = wrapped.gradient(y, v)
+    assert float(grads["a"]) == 4.0 and grads["b"].numpy().tolist() == [3.0, 3.0]
+
+
+@pytest.mark.parametrize("flavour", ["tf_keras", "keras"])
+def test_the_optimizer_is_a_copy_of_its_class_that_still_steps(hvd: Any, flavour: str) -> None:
+    keras = pytest.importorskip(flavour)
+    original = keras.optimizers.SGD(learning_rate=0.5, momentum=0.25)
+    wrapped = hvd.DistributedOptimizer(original)
+    assert isinstance(wrapped, type(original)) and type(wrapped).__name__ == "SGD"
+    assert wrapped.get_config() == original.get_config()
+    var = tf.Variable(1.0)
+    wrapped.apply_gradients([(tf.constant(2.0), var)])
+    assert float(var.numpy()) == pytest.approx(0.0)
+    with pytest.raises(HorovodUnsupported, match="backward_passes_per_step=2"):
+        hvd.DistributedOptimizer(original, backward_passes_per_step=2)
+
+
+def test_a_tf1_optimizer_is_refused(hvd: Any) -> None:
+    with pytest.raises(HorovodUnsupported, match="TF1 tf.compat.v1.train optimizers are not supported"):
+        hvd.DistributedOptimizer(tf.compat.v1.train.GradientDescentOptimizer(0.1))
+
+
+def test_tf_keras_is_chosen_only_while_it_can_still_take_effect(monkeypatch: pytest.MonkeyPatch) -> None:
+    from vtrain.horovod import prefer_tf_keras
+
+    pytest.importorskip("tf_keras")
+    monkeypatch.delitem(__import__("sys").modules, "tf_keras")
+    fresh: dict[str, str] = {}
+    assert prefer_tf_keras(fresh) is True and fresh == {"TF_USE_LEGACY_KERAS": "1"}
+    chosen = {"TF_USE_LEGACY_KERAS": "0"}
+    assert prefer_tf_keras(chosen) is False and chosen == {"TF_USE_LEGACY_KERAS": "0"}
+
+
+def test_init_after_the_first_tensor_says_to_call_it_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TF_USE_LEGACY_KERAS", "0")
+    import vtrain.horovod.tensorflow as hvd
+
+    hvd.shutdown()
+    tf.constant(1.0)  # TensorFlow's context is running
+    monkeypatch.setenv("TF_CONFIG", '{"cluster": {"chief": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"]}, '
+                                    '"task": {"type": "worker", "index": 0}}')
+    with pytest.raises(Exception, match=r"hvd.init\(\) must come before TensorFlow's first tensor, model or "
+                                        r"strategy .*call it first, as Horovod's examples do"):
+        hvd.init()
+    assert not hvd.is_initialized()

@@ -1,0 +1,197 @@
+"""The ring: this process's rank in it, and TensorFlow's collective context set up for it, once.
+
+:func:`init` configures the context the way MultiWorkerMirroredStrategy does for a worker: a gRPC server
+for this task of the cluster in TF_CONFIG (:mod:`vtrain.horovod.topology`), rank 0 as the collective group
+leader and as the coordination service's leader (its heartbeats turn a dead peer into an error instead
+of a hang), and device filters so that a task sees only its own devices. It does not start the context:
+like Horovod, a script may still pin GPUs and turn on memory growth after ``hvd.init()``; the server
+starts with the first tensor the script makes. Ranks name each collective op by an instance key counted
+in the order ops are made (:func:`next_key`), as MultiWorkerMirroredStrategy counts its own.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from vtrain.errors import RuntimeMismatch
+from vtrain.horovod.topology import Topology, topology
+from vtrain.horovod.unsupported import fail
+
+log = logging.getLogger("vtrain.horovod")
+
+#: One group: every rank. Far from the keys MultiWorkerMirroredStrategy counts from 1.
+GROUP_KEY = 0x5EED
+_INSTANCE_START = 0x100000
+
+
+@dataclass
+class _State:
+    topology: Topology
+    timeout: float
+    next_instance: int = _INSTANCE_START
+
+
+_state: _State | None = None
+_lock = threading.Lock()
+
+
+# --------------------------------------------------------------------------- init and who am I
+
+
+def _timeout() -> float:
+    from vtrain.runtime.decision import _timeout as collective_timeout
+
+    return collective_timeout(os.environ) or 0.0
+
+
+def init(comm: Any = None, process_sets: Any = None) -> None:
+    """Read the cluster from TF_CONFIG and configure TensorFlow's collectives; a second call does nothing."""
+    global _state
+    if comm is not None:
+        fail("init", "an MPI communicator (comm=...) has no meaning here: the ranks are the job's chief and "
+                     "worker replicas; call hvd.init() without arguments")
+    if process_sets:
+        fail("ProcessSet")
+    with _lock:
+        if _state is not None:
+            return
+        topo = topology(os.environ)
+        if topo.size > 1:
+            _configure(topo)
+        _state = _State(topology=topo, timeout=_timeout())
+    log.info("vtrain.horovod: rank %d of %d (%s-%d)", topo.rank, topo.size, topo.task_type, topo.task_index)
+
+
+def _configure(topo: Topology) -> None:
+    """Collective ops for this task, set before TensorFlow's context starts (MultiWorkerMirrored's recipe)."""
+    import tensorflow as tf
+    from tensorflow.core.protobuf import tensorflow_server_pb2
+    from tensorflow.python.eager import context
+
+    ctx = context.context()
+    me = f"/job:{topo.task_type}/task:{topo.task_index}"
+    try:
+        ctx.configure_collective_ops(collective_leader=topo.leader, scoped_allocator_enabled_ops=("CollectiveReduce",),
+                                     device_filters=(me,))
+    except (RuntimeError, ValueError) as err:
+        raise RuntimeMismatch(
+            f"vtrain.horovod: hvd.init() must come before TensorFlow's first tensor, model or strategy ({err}); "
+            "call it first, as Horovod's examples do"
+        ) from None
+    if ctx.coordination_service is None:
+        # CoordinatedJob's module moves between TensorFlow releases; ConfigProto names its type.
+        job_type = type(tf.compat.v1.ConfigProto().experimental.coordination_config.coordinated_job_list.add())
+        jobs = [job_type(name=job, num_tasks=len(addresses)) for job, addresses in topo.cluster.items()]
+        ctx.configure_coordination_service(service_type="standalone", service_leader=topo.leader,
+                                           coordinated_jobs=jobs)
+    config = ctx.config
+    config.experimental.collective_group_leader = topo.leader
+    del config.device_filters[:]
+    config.device_filters.append(me)
+    server_def = tensorflow_server_pb2.ServerDef(
+        cluster=tf.train.ClusterSpec(topo.cluster).as_cluster_def(), default_session_config=config,
+        job_name=topo.task_type, task_index=topo.task_index, protocol="grpc", port=topo.port,
+    )
+    ctx.enable_collective_ops(server_def)
+
+
+def state() -> _State:
+    if _state is None:
+        raise RuntimeMismatch("vtrain.horovod has not been initialized; call hvd.init() first")
+    return _state
+
+
+def is_initialized() -> bool:
+    return _state is not None
+
+
+def shutdown() -> None:
+    """Forget the ranks (Horovod's shutdown). TensorFlow's server lives as long as the process."""
+    global _state
+    _state = None
+
+
+def size() -> int:
+    return state().topology.size
+
+
+def rank() -> int:
+    return state().topology.rank
+
+
+def local_rank() -> int:
+    return state().topology.local_rank
+
+
+def local_size() -> int:
+    return state().topology.local_size
+
+
+def cross_rank() -> int:
+    return state().topology.cross_rank
+
+
+def cross_size() -> int:
+    return state().topology.cross_size
+
+
+def is_homogeneous() -> bool:
+    return True
+
+
+def mpi_threads_supported() -> bool:
+    return False
+
+
+def mpi_enabled() -> bool:
+    return False
+
+
+def mpi_built() -> bool:
+    return False
+
+
+def gloo_enabled() -> bool:
+    return False
+
+
+def gloo_built() -> bool:
+    return False
+
+
+def nccl_built() -> bool:
+    """TensorFlow's own NCCL all-reduce runs GPU tensors (Horovod's NCCL build)."""
+    import tensorflow as tf
+
+    return bool(tf.test.is_built_with_cuda())
+
+
+def ddl_built() -> bool:
+    return False
+
+
+def ccl_built() -> bool:
+    return False
+
+
+def cuda_built() -> bool:
+    return nccl_built()
+
+
+def rocm_built() -> bool:
+    return False
+
+
+# --------------------------------------------------------------------------- instance keys
+
+
+def next_key() -> int:
+    current = state()
+    with _lock:
+        key = current.next_instance
+        current.next_instance += 1
+    return key

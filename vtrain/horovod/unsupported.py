@@ -1,0 +1,71 @@
+"""The Horovod calls vtrain.horovod does not offer, each with why and what to do instead.
+
+A script that reaches one stops at that call with :class:`NotSupported` (also a NotImplementedError),
+never trains on with something that only looks like Horovod. The modules resolve these names lazily
+(``__getattr__``), so ``hvd.join`` fails where it is called, with the reason, not at import.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+from vtrain.errors import HorovodUnsupported
+
+#: What an unsupported call raises (a NotImplementedError too); see docs/guides/horovod.md.
+NotSupported = HorovodUnsupported
+
+
+_RING = "vtrain.horovod runs one fixed ring of all chief and worker replicas"
+
+#: name → why it is missing and what to do instead.
+REASONS: dict[str, str] = {
+    "join": f"{_RING} and every rank must take part in every collective; give each rank the same number "
+            "of steps (shard the data evenly, e.g. dataset.shard(hvd.size(), hvd.rank()) and steps_per_epoch)",
+    "ProcessSet": f"{_RING}; process sets are not supported",
+    "add_process_set": f"{_RING}; process sets are not supported",
+    "remove_process_set": f"{_RING}; process sets are not supported",
+    "alltoall": "alltoall has no TensorFlow collective op; use allgather and slice",
+    "reducescatter": "reducescatter is not implemented; use allreduce and slice",
+    "grouped_reducescatter": "reducescatter is not implemented; use allreduce and slice",
+    "broadcast_global_variables": "TF1 graph mode (global variables) is not supported; call "
+                                  "hvd.broadcast_variables(model.variables, root_rank=0) in TF2",
+    "BroadcastGlobalVariablesHook": "TF1 session hooks are not supported; use "
+                                    "hvd.broadcast_variables or callbacks.BroadcastGlobalVariablesCallback",
+    "SyncBatchNormalization": "synchronised batch normalisation is not implemented; use "
+                              "tf.keras.layers.BatchNormalization (per-rank statistics)",
+    "PartialDistributedGradientTape": "local (unreduced) layers are not supported; use DistributedGradientTape",
+    "PartialDistributedOptimizer": "local (unreduced) layers are not supported; use DistributedOptimizer",
+    "start_timeline": "the Horovod timeline is not available; use TensorFlow's profiler "
+                      "(tf.profiler.experimental) or VTRAIN_PROFILE_DIR",
+    "stop_timeline": "the Horovod timeline is not available; use TensorFlow's profiler",
+    "Adasum": "the Adasum reduction is not implemented; use op=hvd.Average or hvd.Sum",
+    "elastic": "elastic Horovod is not supported: a Vertex job keeps its replicas, and a restarted rank "
+               "cannot rejoin a running ring (set scheduling.restart_job_on_worker_restart)",
+    "run": "horovod.run starts processes itself; on Vertex (and under `vtrain local`) each replica is already "
+           "one rank: run the script as the job's module and call train() directly",
+}
+
+
+def fail(name: str, detail: str | None = None) -> NoReturn:
+    """Stop a script at an unsupported call, saying why and what to do."""
+    raise NotSupported(f"vtrain.horovod: hvd.{name} is not supported: {detail or REASONS[name]}")
+
+
+def stub(name: str) -> Callable[..., NoReturn]:
+    """A callable that fails with the reason when called (hvd.join, hvd.alltoall, ...)."""
+
+    def unsupported(*_args: Any, **_kwargs: Any) -> NoReturn:
+        fail(name)
+
+    unsupported.__name__ = unsupported.__qualname__ = name
+    unsupported.__doc__ = f"Not supported by vtrain.horovod: {REASONS[name]}."
+    return unsupported
+
+
+def lookup(module: str, name: str) -> Callable[..., NoReturn]:
+    """For a module's ``__getattr__``: the failing stub of a known Horovod name, else AttributeError."""
+    if name in REASONS:
+        return stub(name)
+    raise AttributeError(f"module {module!r} has no attribute {name!r} (vtrain.horovod implements the Horovod "
+                         "TF2 API listed in docs/guides/horovod.md)")
