@@ -3,6 +3,11 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# `make test`: the tests not marked slow or alone run on $(WORKERS) pytest-xdist workers (independent: tmp
+# paths, free ports, per-test environment), then the others (multi-process TensorFlow, signals to process trees)
+# one at a time, with the machine to themselves. Both parts always run; --durations lists each part's slowest.
+WORKERS ?= 2
+PYTEST  := $(BIN)/python -m pytest -q --durations=30
 # The manual's strict build (a broken link, a missing anchor, a stale generated page fail), into build/site.
 MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs
 
@@ -24,14 +29,15 @@ test: $(STAMP)
 	$(BIN)/ruff check vtrain tests benchmarks docs/generate.py
 	$(BIN)/python -m mypy
 	$(MKDOCS) build --strict --quiet
-	$(BIN)/python -m pytest -q
+	$(PYTEST) -n $(WORKERS) -m "not slow and not alone"; a=$$?; $(PYTEST) -m "slow or alone"; b=$$?; exit $$((a || b))
 
 # The quick loop: everything but the tests marked slow (CI runs `make test`).
 test-fast: $(STAMP)
 	$(BIN)/ruff check vtrain tests benchmarks docs/generate.py
 	$(BIN)/python -m mypy
 	$(MKDOCS) build --strict --quiet
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -n $(WORKERS) -m "not slow and not alone"; a=$$?; \
+	  $(BIN)/python -m pytest -q -m "alone and not slow"; b=$$?; exit $$((a || b))
 
 # Lint and the type check ([tool.mypy] in pyproject.toml: strict for vtrain/, 0 errors).
 lint: $(STAMP)

@@ -1,11 +1,26 @@
-"""Shared fixtures. No test may read the developer's Google Cloud or vtrain setup."""
+"""Fixtures every folder shares (a folder's own live in its conftest.py). No test may read the developer's
+Google Cloud or vtrain setup.
+
+- `make_emulator(runner, point_at=PROJECT, **options)` starts a `vtrain.emulator.Emulator` on a free port and
+  stops it at teardown; `emu` is the one most tests use, its arguments set by an `emulator` mark.
+- `make_registry(auth=..., token=...)` starts a real docker-registry on a free port and stops it at teardown;
+  `registry` and `auth_registry` are the two most tests use.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from tests.helpers import MakeEmulator, MakeRegistry
+    from tests.trainer.image_helpers import Registry
+    from vtrain.emulator import Emulator
 
 REPO = Path(__file__).resolve().parents[1]
 _PREFIXES = ("GOOGLE_", "CLOUDSDK_", "VTRAIN_", "TF_CONFIG", "CLUSTER_SPEC", "AIP_", "STORAGE_EMULATOR_HOST")
@@ -24,7 +39,100 @@ def _clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 def repo() -> Path:
     return REPO
 
+
 pytest_plugins = ["tests.gcs_emulator"]
+
+#: What `emu` passes to the emulator unless an `emulator` mark says otherwise: jobs leave PENDING and
+#: CANCELLING after 0.05 s (the emulator's own defaults, 0.5 s and 0.2 s, are for people watching).
+EMU_DEFAULTS: dict[str, Any] = {"pending_seconds": 0.05, "cancel_seconds": 0.05}
+
+
+@pytest.fixture
+def make_emulator(monkeypatch: pytest.MonkeyPatch) -> Iterator[MakeEmulator]:
+    """Start emulators; each is stopped at teardown. `runner` and `options` go to `Emulator(...)` (its own
+    defaults, not EMU_DEFAULTS); `point_at=PROJECT` also sets VTRAIN_API_ENDPOINT, VTRAIN_PROJECT and
+    VTRAIN_REGION=us-central1, so the CLI and the SDK reach it (and no test asks gcloud)."""
+    from vtrain.emulator import Emulator
+
+    with contextlib.ExitStack() as stack:
+
+        def make(runner: Any = None, *, point_at: str | None = None, **options: Any) -> Emulator:
+            emulator = stack.enter_context(Emulator(runner=runner, **options))
+            if point_at is not None:
+                monkeypatch.setenv("VTRAIN_API_ENDPOINT", emulator.url)
+                monkeypatch.setenv("VTRAIN_PROJECT", point_at)
+                monkeypatch.setenv("VTRAIN_REGION", "us-central1")
+            return emulator
+
+        yield make
+
+
+@pytest.fixture
+def emu(make_emulator: MakeEmulator, request: pytest.FixtureRequest) -> Emulator:
+    """An emulator for this test: `make_emulator(**EMU_DEFAULTS | kwargs)` of the closest
+    `@pytest.mark.emulator(runner=..., **options)` (a module sets its own with `pytestmark`). Keywords only:
+    a mark given one function as its only argument would decorate it instead."""
+    mark = request.node.get_closest_marker("emulator")
+    return make_emulator(**{**EMU_DEFAULTS, **(mark.kwargs if mark is not None else {})})
+
+
+@pytest.fixture
+def fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Submits retry 4 times 10-20 ms apart (tests.helpers.FAST_RETRY), so a retried answer costs milliseconds."""
+    import importlib
+
+    from tests.helpers import FAST_RETRY
+
+    monkeypatch.setattr(importlib.import_module("vtrain.cloud.submit"), "DEFAULT_RETRY", FAST_RETRY)
+
+
+@pytest.fixture
+def bucket(gcs: Any) -> Any:
+    """The staging bucket gs://stage-bkt on gcp-storage-emulator."""
+    gcs.create_bucket("stage-bkt")
+    return gcs
+
+
+@pytest.fixture
+def make_registry(tmp_path: Path) -> Iterator[MakeRegistry]:
+    """Start docker-registry processes (the CNCF distribution registry) on free loopback ports, each under
+    its own folder of tmp_path; each is stopped at teardown (also if the test stopped it). `auth`: htpasswd
+    basic auth; `token`: (realm, rootcertbundle) of a token service. Skips where docker-registry is missing."""
+    from tests.trainer.image_helpers import REGISTRY_BIN, start_registry, stop_registry
+
+    if REGISTRY_BIN is None:
+        pytest.skip("docker-registry is not installed: apt-get install docker-registry (.ci/run does)")
+    started: list[Registry] = []
+
+    def make(name: str = "registry", *, auth: bool = False, token: tuple[str, Path] | None = None) -> Registry:
+        found = start_registry(tmp_path / name, auth=auth, token=token)
+        started.append(found)
+        return found
+
+    yield make
+    for found in reversed(started):
+        stop_registry(found)
+
+
+@pytest.fixture
+def registry(make_registry: MakeRegistry) -> Registry:
+    return make_registry()
+
+
+@pytest.fixture
+def auth_registry(make_registry: MakeRegistry) -> Registry:
+    return make_registry("auth-registry", auth=True)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A shell that starts a command in the background (`make test &`, a CI step's `cmd &`) ignores SIGINT
+    for it, and an ignored signal stays ignored in every child: the tests that press Ctrl-C on a vtrain they
+    started would wait for nothing. Python's own handler again, so children start with the default."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
 
 #: A test that takes longer than this and is not marked `slow` is named at the end of the run, so
 #: `make test-fast` stays quick; a report, not a failure (timings are not asserted in tests).
@@ -32,15 +140,10 @@ SLOW_SECONDS = 5.0
 _unmarked_slow: list[tuple[str, float]] = []
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_call(item: pytest.Item):  # noqa: ANN201 - a hook wrapper
-    import time
-
-    start = time.monotonic()
-    yield
-    took = time.monotonic() - start
-    if took > SLOW_SECONDS and item.get_closest_marker("slow") is None:
-        _unmarked_slow.append((item.nodeid, took))
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Reads the report, not the clock, so it also sees the tests that pytest-xdist's workers ran."""
+    if report.when == "call" and report.duration > SLOW_SECONDS and "slow" not in report.keywords:
+        _unmarked_slow.append((report.nodeid, report.duration))
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

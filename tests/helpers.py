@@ -1,9 +1,20 @@
-"""Small helpers for tests that write job files."""
+"""Small helpers for tests that write job files, and the types of the shared fixtures."""
 
 from __future__ import annotations
 
 import textwrap
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from vtrain.cloud.vertex.retry import RetryPolicy
+
+if TYPE_CHECKING:
+    from tests.trainer.image_helpers import Registry
+    from vtrain.emulator import Emulator
+
+
+#: The retry policy of tests that retry (the `fast_retries` fixture sets it as submit's default).
+FAST_RETRY = RetryPolicy(attempts=4, initial=0.01, maximum=0.02)
 
 
 def write_job(tmp_path: Path, text: str, name: str = "job.yaml") -> Path:
@@ -30,3 +41,16 @@ def assert_equals_real_proto(body: dict) -> None:
     labels = back.pop("labels", None), body.get("labels")
     assert json.dumps(back, indent=2) == json.dumps({k: v for k, v in body.items() if k != "labels"}, indent=2)
     assert labels[0] == labels[1]
+
+
+class MakeEmulator(Protocol):
+    """The `make_emulator` fixture (tests/conftest.py)."""
+
+    def __call__(self, runner: Any = None, *, point_at: str | None = None, **options: Any) -> Emulator: ...
+
+
+class MakeRegistry(Protocol):
+    """The `make_registry` fixture (tests/conftest.py)."""
+
+    def __call__(self, name: str = "registry", *, auth: bool = False,
+                 token: tuple[str, Path] | None = None) -> Registry: ...

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -21,13 +19,6 @@ FAST_RETRY = RetryPolicy(attempts=4, initial=0.01, maximum=0.02)
 POLL = 0.02
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in list(os.environ):
-        if key.startswith(("GOOGLE_", "CLOUDSDK_", "VTRAIN_")):
-            monkeypatch.delenv(key)
-
-
 def _runner(job: v1.CustomJob, ctx: RunContext) -> RunResult:
     """Succeeds after 0.3 s, fails when asked to by its display name, honours cancel."""
     ctx.log(f"start {job.display_name}")
@@ -40,10 +31,7 @@ def _runner(job: v1.CustomJob, ctx: RunContext) -> RunResult:
     return RunResult()
 
 
-@pytest.fixture
-def emu() -> Iterator[Emulator]:
-    with Emulator(runner=_runner, pending_seconds=0.05, cancel_seconds=0.05) as emulator:
-        yield emulator
+pytestmark = pytest.mark.emulator(runner=_runner)
 
 
 def backend_for(

@@ -10,11 +10,12 @@ from typing import Any
 
 import pytest
 
-from tests.cloud.test_submit import BASIC, job_text
-from tests.commands.test_cli_vertex import PROJECT, _fast_retries, bucket, emu, run  # noqa: F401 (fixtures)
+from tests.cloud.test_submit import BASIC, job_text, runner
+from tests.commands.test_cli_vertex import PROJECT, run
 from tests.helpers import write_job
 from vtrain.cloud.diff import Change, compare, diff_values
 
+pytestmark = [pytest.mark.emulator(runner=runner, point_at=PROJECT), pytest.mark.usefixtures("fast_retries")]
 BODY = {"displayName": "x", "jobSpec": {"workerPoolSpecs": [{"replicaCount": "1"}, {"replicaCount": "2"}]}}
 
 

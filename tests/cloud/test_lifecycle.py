@@ -4,14 +4,13 @@ vtrain's Vertex emulator (TensorboardService, MetadataService, Cloud Quotas, IAM
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.cloud.test_submit import job_text, runner
-from tests.commands.test_cli_vertex import PROJECT, _fast_retries, _point_at, run  # noqa: F401 (_fast_retries: autouse)
+from tests.commands.test_cli_vertex import PROJECT, _point_at, run
 from tests.helpers import write_job
 from vtrain.cloud import quota
 from vtrain.emulator import Emulator
@@ -22,11 +21,7 @@ T4 = quota.metric("nvidia_t4_gpus")
 CPUS = quota.metric("cpus")
 
 
-@pytest.fixture
-def emu(monkeypatch: pytest.MonkeyPatch) -> Iterator[Emulator]:
-    with Emulator(runner=runner, pending_seconds=0.05, cancel_seconds=0.05) as emulator:
-        _point_at(monkeypatch, emulator)
-        yield emulator
+pytestmark = [pytest.mark.emulator(runner=runner, point_at=PROJECT), pytest.mark.usefixtures("fast_retries")]
 
 
 def creates(emu: Emulator, collection: str = "/customJobs") -> list[dict[str, Any]]:

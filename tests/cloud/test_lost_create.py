@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +18,8 @@ import pytest
 from click.testing import CliRunner
 
 from tests.cloud.test_backend_vertex import make_job
-from tests.cloud.test_submit import FAST_RETRY, job_text
-from tests.helpers import write_job
+from tests.cloud.test_submit import job_text
+from tests.helpers import FAST_RETRY, MakeEmulator, write_job
 from vtrain.cli import cli
 from vtrain.cloud.vertex import SUBMIT_LABEL
 from vtrain.cloud.vertex import pending as pending_mod
@@ -32,19 +31,8 @@ AFTER = ["after", "reset-after", "garble"]
 
 
 @pytest.fixture
-def emu(monkeypatch: pytest.MonkeyPatch) -> Iterator[Emulator]:
-    monkeypatch.setattr(SUBMIT, "DEFAULT_RETRY", FAST_RETRY)
-    with Emulator(runner=sleep_runner(0.2), pending_seconds=0.05) as emulator:
-        monkeypatch.setenv("VTRAIN_API_ENDPOINT", emulator.url)
-        monkeypatch.setenv("VTRAIN_PROJECT", "test-project")
-        monkeypatch.setenv("VTRAIN_REGION", "us-central1")
-        yield emulator
-
-
-@pytest.fixture
-def bucket(gcs: Any) -> Any:
-    gcs.create_bucket("stage-bkt")
-    return gcs
+def emu(make_emulator: MakeEmulator, fast_retries: None) -> Emulator:
+    return make_emulator(sleep_runner(0.2), pending_seconds=0.05, cancel_seconds=0.2, point_at="test-project")
 
 
 def posts(emu: Emulator) -> int:
@@ -162,6 +150,7 @@ def test_list_label_must_be_key_equals_value() -> None:
         assert code == 2 and "is not KEY=VALUE with a label key" in err, err
 
 
+@pytest.mark.alone
 def test_the_emulator_command_loses_answers_on_request() -> None:
     import os
     import subprocess

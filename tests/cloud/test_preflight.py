@@ -4,23 +4,17 @@ vtrain's Vertex emulator (which answers IAM's serviceAccounts get and testIamPer
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.cloud.test_submit import CLOUD, CLOUD_PROJECT, CLOUD_REGION, job_text, runner
-from tests.commands.test_cli_vertex import PROJECT, _fast_retries, _point_at, run  # noqa: F401 (_fast_retries: autouse)
+from tests.commands.test_cli_vertex import PROJECT, run
 from tests.helpers import write_job
 from vtrain.emulator import Emulator
 
-
-@pytest.fixture
-def emu(monkeypatch: pytest.MonkeyPatch) -> Iterator[Emulator]:
-    with Emulator(runner=runner, pending_seconds=0.05, cancel_seconds=0.05) as emulator:
-        _point_at(monkeypatch, emulator)
-        yield emulator
+pytestmark = [pytest.mark.emulator(runner=runner, point_at=PROJECT), pytest.mark.usefixtures("fast_retries")]
 
 
 SA = "trainer@test-project.iam.gserviceaccount.com"

@@ -4,7 +4,6 @@ as Vertex AI does (`--fail-jobs`); the failure classifier; `scheduling.fallback`
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from tests.cloud.test_submit import job_text, runner
-from tests.commands.test_cli_vertex import PROJECT, _point_at, bucket, run  # noqa: F401 - fixtures
-from tests.helpers import write_job
+from tests.commands.test_cli_vertex import PROJECT, run
+from tests.helpers import MakeEmulator, write_job
 from vtrain.cli import cli
 from vtrain.cloud.failures import CAUSES, classify_failure
 from vtrain.cloud.recover import backoff, variant_for
@@ -103,11 +102,9 @@ def test_fallbacks_are_validated_like_the_primary_with_positions() -> None:
 
 
 @pytest.fixture
-def failing(monkeypatch: pytest.MonkeyPatch, request: Any) -> Iterator[Emulator]:
-    fault = parse_job_fault(request.param)
-    with Emulator(runner=with_job_faults(runner, fault), pending_seconds=0.05, cancel_seconds=0.05) as emulator:
-        _point_at(monkeypatch, emulator)
-        yield emulator
+def failing(make_emulator: MakeEmulator, request: Any) -> Emulator:
+    return make_emulator(with_job_faults(runner, parse_job_fault(request.param)), pending_seconds=0.05,
+                         cancel_seconds=0.05, point_at=PROJECT)
 
 
 def labels_of(emu: Emulator) -> list[dict[str, str]]:

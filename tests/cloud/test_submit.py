@@ -10,7 +10,6 @@ import importlib
 import json
 import os
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,14 +31,12 @@ from vtrain.cloud.submit import (
 )
 from vtrain.cloud.target import Target, Where
 from vtrain.cloud.vertex import SUBMIT_LABEL, VertexJob, replica_label, task_name
-from vtrain.cloud.vertex.retry import RetryPolicy
 from vtrain.emulator import Emulator, GatedRunner, RunContext, RunResult
 from vtrain.errors import BackendError, ConfigError
 from vtrain.handle import JobHandle, WaitTimeout
 
 SUBMIT = importlib.import_module("vtrain.cloud.submit")  # the module (vtrain.cloud.submit is the function)
 BASIC = REPO / "tests" / "data" / "trainers" / "basic"
-FAST_RETRY = RetryPolicy(attempts=4, initial=0.01, maximum=0.02)
 POLL = 0.02
 PROJECT = "test-project"
 
@@ -76,15 +73,7 @@ def runner(job: Any, ctx: RunContext) -> RunResult:
     return RunResult()
 
 
-@pytest.fixture(autouse=True)
-def _fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(SUBMIT, "DEFAULT_RETRY", FAST_RETRY)
-
-
-@pytest.fixture
-def emu() -> Iterator[Emulator]:
-    with Emulator(runner=runner, pending_seconds=0.05, cancel_seconds=0.05) as emulator:
-        yield emulator
+pytestmark = [pytest.mark.emulator(runner=runner), pytest.mark.usefixtures("fast_retries")]
 
 
 @pytest.fixture

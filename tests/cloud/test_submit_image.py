@@ -6,7 +6,6 @@ change pushes the trainer layer (and the config) only; a push that cannot happen
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,13 +17,11 @@ from tests.trainer.image_helpers import (
     PASSWORD,
     USER,
     Registry,
-    auth_registry,  # noqa: F401 (a fixture)
     make_sdist,
     make_trainer,
     make_wheel,
     needs_registry,
     push_base,
-    registry,  # noqa: F401 (a fixture)
     stop_registry,
 )
 from vtrain.cli import cli
@@ -34,17 +31,13 @@ from vtrain.emulator import Emulator, RunContext, RunResult
 from vtrain.errors import PackagingError
 
 PROJECT = "test-project"
-pytestmark = [needs_registry, pytest.mark.slow]
 
 
 def _runner(job: object, ctx: RunContext) -> RunResult:
     return RunResult()
 
 
-@pytest.fixture
-def emu() -> Iterator[Emulator]:
-    with Emulator(runner=_runner, pending_seconds=0.05) as emulator:
-        yield emulator
+pytestmark = [needs_registry, pytest.mark.slow, pytest.mark.emulator(runner=_runner, cancel_seconds=0.2)]
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ from google.api_core.exceptions import BadRequest, NotFound
 from google.cloud.aiplatform_v1 import HyperparameterTuningJob, JobState
 
 from tests.conftest import REPO
-from tests.helpers import write_job
+from tests.helpers import MakeEmulator, write_job
 from vtrain.cli import cli
 from vtrain.emulator import Emulator, GatedRunner
 from vtrain.emulator.local_studies import TuningRunner
@@ -133,16 +132,12 @@ def test_emulator_without_run_jobs_suggests_trials_but_measures_none(tmp_path: P
 
 # ---- submit --wait with --run-jobs: the real trials, the real best --------------------------
 @pytest.fixture
-def emu(tmp_path: Path, gcs: Any, monkeypatch: pytest.MonkeyPatch,
-        tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emulator]:
+def emu(make_emulator: MakeEmulator, tmp_path: Path, gcs: Any, monkeypatch: pytest.MonkeyPatch,
+        tmp_path_factory: pytest.TempPathFactory) -> Emulator:
     gcs.create_bucket("stage-bkt")
-    monkeypatch.setenv("VTRAIN_PROJECT", PROJECT)
-    monkeypatch.setenv("VTRAIN_REGION", "us-central1")
     runner = TuningRunner(cache_dir=tmp_path_factory.mktemp("tuning-cache"), output_root=tmp_path / "runs",
                           kill_grace=2)
-    with Emulator(tuning_runner=runner, pending_seconds=0.05, cancel_seconds=0.05) as emulator:
-        monkeypatch.setenv("VTRAIN_API_ENDPOINT", emulator.url)
-        yield emulator
+    return make_emulator(tuning_runner=runner, pending_seconds=0.05, cancel_seconds=0.05, point_at=PROJECT)
 
 
 @pytest.mark.slow

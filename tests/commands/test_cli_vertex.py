@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +19,9 @@ import pytest
 from click.testing import CliRunner
 from google.protobuf import json_format
 
-from tests.cloud.test_submit import FAST_RETRY, job_text, runner
+from tests.cloud.test_submit import job_text, runner
 from tests.conftest import REPO
-from tests.helpers import write_job
+from tests.helpers import MakeEmulator, write_job
 from vtrain.cli import cli
 from vtrain.emulator import Emulator, GatedRunner, sleep_runner
 
@@ -32,36 +31,19 @@ PARENT = f"projects/{PROJECT}/locations/us-central1"
 NAME_RE = rf"projects/{Emulator.project_number(PROJECT)}/locations/us-central1/customJobs/[0-9]+"  # by number
 
 
-@pytest.fixture(autouse=True)
-def _fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(SUBMIT, "DEFAULT_RETRY", FAST_RETRY)
-
-
 def _point_at(monkeypatch: pytest.MonkeyPatch, emu: Emulator) -> None:
     monkeypatch.setenv("VTRAIN_API_ENDPOINT", emu.url)
     monkeypatch.setenv("VTRAIN_PROJECT", PROJECT)
     monkeypatch.setenv("VTRAIN_REGION", "us-central1")  # so no test asks gcloud
 
 
-@pytest.fixture
-def emu(monkeypatch: pytest.MonkeyPatch) -> Iterator[Emulator]:
-    with Emulator(runner=runner, pending_seconds=0.05, cancel_seconds=0.05) as emulator:
-        _point_at(monkeypatch, emulator)
-        yield emulator
+pytestmark = [pytest.mark.emulator(runner=runner, point_at=PROJECT), pytest.mark.usefixtures("fast_retries")]
 
 
 @pytest.fixture
-def gated(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Emulator, GatedRunner]]:
+def gated(make_emulator: MakeEmulator) -> tuple[Emulator, GatedRunner]:
     gate = GatedRunner()
-    with Emulator(runner=gate, pending_seconds=0, cancel_seconds=0) as emulator:
-        _point_at(monkeypatch, emulator)
-        yield emulator, gate
-
-
-@pytest.fixture
-def bucket(gcs: Any) -> Any:
-    gcs.create_bucket("stage-bkt")
-    return gcs
+    return make_emulator(gate, pending_seconds=0, cancel_seconds=0, point_at=PROJECT), gate
 
 
 def run(*args: str) -> tuple[int, str, str]:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import socket
 import tracemalloc
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -34,10 +33,7 @@ MODELS = f"/v1/{PARENT}/models:upload"
 POSTS = [JOBS, TUNING, IAM, LOGS, f"{JOBS}/123:cancel", MODELS]
 
 
-@pytest.fixture
-def emu() -> Iterator[Emulator]:
-    with Emulator(runner=sleep_runner(0.1), pending_seconds=0) as emulator:
-        yield emulator
+pytestmark = pytest.mark.emulator(runner=sleep_runner(0.1), pending_seconds=0, cancel_seconds=0.2)
 
 
 def job(**spec: Any) -> dict[str, Any]:

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,36 +24,21 @@ import pytest
 from click.testing import CliRunner
 
 from tests.conftest import REPO
-from tests.helpers import write_job
+from tests.helpers import MakeEmulator, write_job
 from tests.local.test_local_run import alive
 from vtrain.cli import cli
 from vtrain.emulator import Emulator
 from vtrain.emulator.local_jobs import EmulatedRunner
 
 PROBE = REPO / "tests" / "data" / "trainers" / "probe"
-PROJECT = "test-project"
+PROJECT = "test-project"  # the bucket fixture (tests/emulator/conftest.py) names it
 NAME_RE = rf"projects/{Emulator.project_number(PROJECT)}/locations/us-central1/customJobs/([0-9]+)"
 
 
-@pytest.fixture(scope="session")
-def env_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One environment cache for the module: the probe is installed once, then reused."""
-    return tmp_path_factory.mktemp("vtrain-emulated-cache")
-
-
 @pytest.fixture
-def bucket(gcs: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
-    gcs.create_bucket("stage-bkt")
-    monkeypatch.setenv("VTRAIN_PROJECT", PROJECT)
-    monkeypatch.setenv("VTRAIN_REGION", "us-central1")  # so no command asks gcloud
-    return gcs
-
-
-@pytest.fixture
-def emu(tmp_path: Path, env_cache: Path, bucket: Any) -> Iterator[Emulator]:
+def emu(make_emulator: MakeEmulator, tmp_path: Path, env_cache: Path, bucket: Any) -> Emulator:
     runner = EmulatedRunner(cache_dir=env_cache, output_root=tmp_path / "runs", kill_grace=2)
-    with Emulator(runner=runner, pending_seconds=0.05, cancel_seconds=0.05) as emulator:
-        yield emulator
+    return make_emulator(runner, pending_seconds=0.05, cancel_seconds=0.05)
 
 
 def probe_job(tmp_path: Path, name: str, args: list[str], cluster: str = "workers: {replicas: 1}",

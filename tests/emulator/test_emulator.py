@@ -9,7 +9,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from google.auth.credentials import AnonymousCredentials
 from google.cloud import aiplatform_v1 as v1
 from google.protobuf import empty_pb2
 
+from tests.helpers import MakeEmulator
 from vtrain.emulator import Emulator, GatedRunner, RunContext, RunResult, load_runner, sleep_runner
 from vtrain.emulator.filters import compile_filter
 from vtrain.errors import BackendError
@@ -30,13 +30,6 @@ pytest_plugins = ["vtrain.emulator.testing"]
 ROOT = Path(__file__).resolve().parents[2]
 PARENT = "projects/test-project/locations/us-central1"
 NAMED = f"projects/{Emulator.project_number()}/locations/us-central1"  # what answers name: the project number
-
-
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in list(os.environ):
-        if key.startswith(("GOOGLE_", "CLOUDSDK_", "VTRAIN_")):
-            monkeypatch.delenv(key)
 
 
 def make_job(name: str = "train", labels: dict[str, str] | None = None, pools: int = 1) -> v1.CustomJob:
@@ -114,10 +107,9 @@ def gate() -> GatedRunner:
 
 
 @pytest.fixture
-def gated(gate: GatedRunner) -> Iterator[Emulator]:
+def gated(make_emulator: MakeEmulator, gate: GatedRunner) -> Emulator:
     """An emulator whose jobs stay RUNNING until the test releases them."""
-    with Emulator(runner=gate, pending_seconds=0, cancel_seconds=0) as emu:
-        yield emu
+    return make_emulator(gate, pending_seconds=0, cancel_seconds=0)
 
 
 def test_create_get_and_lifecycle(gated: Emulator, gate: GatedRunner) -> None:
@@ -533,6 +525,7 @@ def test_command_port_in_use_is_one_line_error() -> None:
     assert result.output == f"error: cannot listen on 127.0.0.1:{port}: Address already in use\n"
 
 
+@pytest.mark.alone
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_command_serves_the_real_client_and_stops_on_signal(sig: signal.Signals) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GOOGLE_", "CLOUDSDK_", "VTRAIN_"))}

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import socket
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,6 +17,7 @@ from google.api_core import exceptions as gexc
 from google.cloud import aiplatform_v1 as v1
 from google.protobuf.json_format import ParseError
 
+from tests.helpers import MakeEmulator
 from vtrain.cli import cli
 from vtrain.emulator import MAX_SECONDS, Emulator, sleep_runner
 from vtrain.emulator.server import REQUEST_LOG
@@ -26,11 +26,10 @@ PARENT = "projects/test-project/locations/us-central1"
 
 
 @pytest.fixture
-def logged() -> Iterator[tuple[Emulator, list[str]]]:
+def logged(make_emulator: MakeEmulator) -> tuple[Emulator, list[str]]:
     """An emulator with its access log on, and the lines it wrote."""
     lines: list[str] = []
-    with Emulator(runner=sleep_runner(0.1), pending_seconds=0, access_log=lines.append) as emu:
-        yield emu, lines
+    return make_emulator(sleep_runner(0.1), pending_seconds=0, access_log=lines.append), lines
 
 
 def exchange(emu: Emulator, raw: bytes, timeout: float = 10.0) -> bytes:

@@ -12,12 +12,12 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from google.cloud import aiplatform_v1 as v1
 
+from tests.helpers import MakeEmulator
 from vtrain.emulator import Emulator, GatedRunner, RunContext, RunResult
 
 GCLOUD = shutil.which("gcloud")
@@ -40,10 +40,9 @@ def gcloud(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture
-def gated() -> Iterator[tuple[Emulator, GatedRunner]]:
+def gated(make_emulator: MakeEmulator) -> tuple[Emulator, GatedRunner]:
     runner = GatedRunner(honour_cancel=True)
-    with Emulator(runner=runner, pending_seconds=0, cancel_seconds=0, token="ci-" + "t" * 20) as emu:
-        yield emu, runner
+    return make_emulator(runner, pending_seconds=0, cancel_seconds=0, token="ci-" + "t" * 20), runner
 
 
 def test_create_list_describe_cancel(gated: tuple[Emulator, GatedRunner], tmp_path: Path) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -78,10 +77,7 @@ def test_every_combination_agrees_with_vtrains_rules_or_is_known() -> None:
     assert len(COMBINATIONS) > 5000
 
 
-@pytest.fixture(scope="module")
-def emu() -> Iterator[Emulator]:
-    with Emulator(runner=sleep_runner(0.1), pending_seconds=0) as emulator:
-        yield emulator
+pytestmark = pytest.mark.emulator(runner=sleep_runner(0.1), pending_seconds=0, cancel_seconds=0.2)
 
 
 def body(machine: str, accelerator: str = "", count: int = 0, **disk: Any) -> dict[str, Any]:

@@ -4,7 +4,6 @@ aiplatform_v1 clients (REST) and google-auth's AuthorizedSession, as vtrain call
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -20,11 +19,7 @@ from vtrain.cloud import quota
 from vtrain.emulator import DENIED_PROJECT, Emulator, sleep_runner
 from vtrain.emulator.quotas import DEFAULT_LIMIT, parse_quota
 
-
-@pytest.fixture
-def emu() -> Iterator[Emulator]:
-    with Emulator(runner=sleep_runner(30), pending_seconds=0.0) as emulator:
-        yield emulator
+pytestmark = pytest.mark.emulator(runner=sleep_runner(30), pending_seconds=0.0, cancel_seconds=0.2)
 
 
 def client(emu: Emulator, kind: str) -> Any:

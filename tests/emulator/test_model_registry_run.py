@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
-from tests.emulator.test_emulated_run import PROJECT, bucket, emu, env_cache, run  # noqa: F401 - fixtures
+from tests.emulator.test_emulated_run import PROJECT, emu, run  # noqa: F401 - emu is a fixture
 from tests.helpers import write_job
 from vtrain.emulator import Emulator
 

@@ -3,8 +3,6 @@ input; a project that does not exist is IAM's 403, not a 404 (vtrain/emulator/pr
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from google.api_core import exceptions as gexc
 from google.cloud import aiplatform_v1 as v1
@@ -17,10 +15,8 @@ POOL = v1.WorkerPoolSpec(machine_spec=v1.MachineSpec(machine_type="n1-standard-4
 JOB = v1.CustomJob(display_name="p", job_spec=v1.CustomJobSpec(worker_pool_specs=[POOL]))
 
 
-@pytest.fixture
-def emu() -> Iterator[Emulator]:
-    with Emulator(runner=sleep_runner(5), pending_seconds=0, cancel_seconds=0, projects={"test-project"}) as e:
-        yield e
+pytestmark = pytest.mark.emulator(runner=sleep_runner(5), pending_seconds=0, cancel_seconds=0,
+                                  projects={"test-project"})
 
 
 def test_numbers_are_stable_and_twelve_digits() -> None:

@@ -17,7 +17,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ from google.auth.credentials import AnonymousCredentials
 from google.cloud import aiplatform_v1 as v1
 
 from tests.conftest import REPO
+from tests.helpers import MakeEmulator
 from vtrain.emulator import Emulator, GatedRunner, sleep_runner
 from vtrain.emulator.guard import loopback_host
 
@@ -48,10 +48,8 @@ def as_job(body: dict[str, Any]) -> v1.CustomJob:
 
 
 @pytest.fixture
-def emu() -> Iterator[Emulator]:
-    with Emulator(runner=GatedRunner(), pending_seconds=0) as emulator:
-        yield emulator
-
+def emu(make_emulator: MakeEmulator) -> Emulator:
+    return make_emulator(GatedRunner(), pending_seconds=0, cancel_seconds=0.2)  # a runner per test
 
 #: What a page can send: header sets a browser adds to a request it lets a page make.
 BROWSER_REQUESTS = {

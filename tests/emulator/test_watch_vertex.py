@@ -9,12 +9,12 @@ entries:list. Off a terminal (CliRunner) the view prints plain `[vtrain] progres
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.emulator.test_emulated_run import NAME_RE, bucket, env_cache, probe_job, run  # noqa: F401 - fixtures
+from tests.emulator.test_emulated_run import NAME_RE, probe_job, run
+from tests.helpers import MakeEmulator
 from vtrain.emulator import Emulator
 from vtrain.emulator.local_jobs import EmulatedRunner
 
@@ -24,10 +24,9 @@ PROGRESS = re.compile(r"^\[vtrain\] progress \d+:\d\d: (.*)$", re.M)
 
 
 @pytest.fixture
-def emu(tmp_path: Path, env_cache: Path, bucket: object) -> Iterator[Emulator]:  # noqa: F811
+def emu(make_emulator: MakeEmulator, tmp_path: Path, env_cache: Path, bucket: object) -> Emulator:
     runner = EmulatedRunner(cache_dir=env_cache, output_root=tmp_path / "runs", kill_grace=2, restart_policy="never")
-    with Emulator(runner=runner, pending_seconds=0.05, cancel_seconds=0.05) as emulator:
-        yield emulator
+    return make_emulator(runner, pending_seconds=0.05, cancel_seconds=0.05)
 
 
 def chief_steps(err: str) -> list[tuple[str, int]]:

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from tests.cloud.test_submit import FAST_RETRY, job_text
-from tests.helpers import write_job
+from tests.cloud.test_submit import job_text
+from tests.helpers import FAST_RETRY, write_job
 from vtrain import network
 from vtrain.cli import cli
 from vtrain.emulator import Emulator, sleep_runner

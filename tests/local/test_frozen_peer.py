@@ -21,11 +21,7 @@ from tests.local.test_local_run import assert_clean
 from vtrain import proctree
 
 
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("vtrain-cache")
-
-
+@pytest.mark.alone
 def test_frozen_reads_the_process_state() -> None:
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:

@@ -17,7 +17,6 @@ from click.testing import CliRunner
 
 from tests.helpers import write_job
 from tests.trainer.image_helpers import Registry, make_trainer, push_base, python_rootfs_entries
-from tests.trainer.image_helpers import registry as registry  # noqa: PLC0414 (a fixture)
 from vtrain.cli import cli
 from vtrain.errors import BackendError
 from vtrain.jobfile.load import load_config

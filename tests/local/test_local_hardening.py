@@ -29,11 +29,6 @@ from vtrain.local.runner import run_local
 CHIEF = "  chief: {machine_type: n1-standard-4}"
 
 
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("vtrain-cache")
-
-
 def vtrain(*args: str, env: dict[str, str], **kw: object) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "vtrain", *args], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, **kw)  # type: ignore[call-overload]
@@ -215,6 +210,7 @@ def slow_trainer(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.alone
 @pytest.mark.parametrize(("command", "sig", "code"), [
     (["package", "--target", "local"], signal.SIGTERM, 143),
     (["package", "--target", "local"], signal.SIGINT, 130),

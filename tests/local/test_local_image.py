@@ -18,7 +18,6 @@ from tests.trainer.image_helpers import (
     make_wheel,
     needs_registry,
     push_base,
-    registry,  # noqa: F401 (a fixture)
 )
 from vtrain.cli import cli
 from vtrain.jobfile.load import load_config

@@ -29,11 +29,6 @@ CUSTOM_LOOP = KERAS.parent / "custom-loop"
 CHIEF = "  chief: {machine_type: n1-standard-4}"
 
 
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("vtrain-cache")
-
-
 def start(tmp_path: Path, cache: Path, args: list[str], cluster: str = TWO_WORKERS, faults: tuple[str, ...] = (),
           extra: str = "", package: Path = PROBE, **kw: object) -> tuple[LocalJob, io.StringIO, io.StringIO]:
     out, notices = io.StringIO(), io.StringIO()

@@ -37,12 +37,6 @@ TWO_WORKERS = """  chief: {machine_type: n1-standard-4}
   workers: {replicas: 2}"""
 
 
-@pytest.fixture(scope="session")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One environment cache per test session: each trainer is installed once, then reused."""
-    return tmp_path_factory.mktemp("vtrain-cache")
-
-
 def job_file(tmp_path: Path, args: list[str], cluster: str = FULL, package: Path = PROBE, extra: str = "") -> Path:
     path = tmp_path / "job.yaml"
     path.write_text(
@@ -331,6 +325,7 @@ def test_cli_json_summary(tmp_path: Path, cache: Path) -> None:
     assert "[worker-0] probe worker-0 done" in done.stderr
 
 
+@pytest.mark.alone
 def test_cli_ctrl_c_cancels(tmp_path: Path, cache: Path) -> None:
     path = job_file(tmp_path, ["--sleep=all", "--fork=chief-0"], TWO_WORKERS)
     cli = subprocess.Popen([sys.executable, "-m", "vtrain", "local", str(path), "--output-dir",

@@ -25,11 +25,6 @@ TUNER = REPO / "tests" / "data" / "trainers" / "tuner"
 KERAS = REPO / "trainer_templates" / "keras"
 
 
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("tuning-cache")
-
-
 def job(tmp_path: Path, tuning: str, args: str = "[]", package: Path = TUNER, name: str = "job.yaml") -> Path:
     path = tmp_path / name
     path.write_text(textwrap.dedent(f"""\

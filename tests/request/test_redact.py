@@ -5,7 +5,6 @@ values (paths, gs:// URIs, numbers, model names, hashes) are never hidden; --sho
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -197,10 +196,7 @@ def test_submit_dry_run_hides_secrets(tmp_path: Path) -> None:
     assert "hunter2" in shown and GITHUB in shown
 
 
-@pytest.fixture
-def emu() -> Iterator[Emulator]:
-    with Emulator(runner=sleep_runner(0.1), pending_seconds=0) as emulator:
-        yield emulator
+pytestmark = pytest.mark.emulator(runner=sleep_runner(0.1), pending_seconds=0, cancel_seconds=0.2)
 
 
 def test_status_json_hides_secrets(emu: Emulator) -> None:

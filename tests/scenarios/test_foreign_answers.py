@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests.cloud.test_submit import job_text
-from tests.commands.test_cli_vertex import PROJECT, _fast_retries, _point_at, run  # noqa: F401 (_fast_retries: autouse)
+from tests.commands.test_cli_vertex import PROJECT, _point_at, run
 from tests.helpers import write_job
 from vtrain.cloud import quota
 from vtrain.emulator import Emulator
@@ -42,11 +42,7 @@ def stepping(job: Any, ctx: RunContext) -> RunResult:
     return RunResult()
 
 
-@pytest.fixture
-def emu(monkeypatch: pytest.MonkeyPatch) -> Iterator[Emulator]:
-    with Emulator(runner=stepping, pending_seconds=0.05, cancel_seconds=0.05) as emulator:
-        _point_at(monkeypatch, emulator)
-        yield emulator
+pytestmark = [pytest.mark.emulator(runner=stepping, point_at=PROJECT), pytest.mark.usefixtures("fast_retries")]
 
 
 def test_a_hostile_step_line_is_ignored_with_a_note_and_the_watch_goes_on(emu: Emulator) -> None:

@@ -17,7 +17,6 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -53,13 +52,7 @@ def hostile_runner(job: Any, ctx: RunContext) -> RunResult:
     return RunResult("JOB_STATE_FAILED", f"{HOSTILE}\nsecond line {HOSTILE}")
 
 
-@pytest.fixture
-def emu(monkeypatch: pytest.MonkeyPatch) -> Iterator[Emulator]:
-    with Emulator(runner=hostile_runner, pending_seconds=0.05, cancel_seconds=0.05) as emulator:
-        monkeypatch.setenv("VTRAIN_API_ENDPOINT", emulator.url)
-        monkeypatch.setenv("VTRAIN_PROJECT", PROJECT)
-        monkeypatch.setenv("VTRAIN_REGION", "us-central1")
-        yield emulator
+pytestmark = pytest.mark.emulator(runner=hostile_runner, point_at=PROJECT)
 
 
 def run(*args: str) -> tuple[int, str, str]:

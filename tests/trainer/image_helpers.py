@@ -1,5 +1,6 @@
 """Real parts for the image tests: a CNCF distribution registry on 127.0.0.1 (``docker-registry
-serve``, with or without htpasswd auth), a base image pushed to it, trainers, wheels and sdists."""
+serve``, with or without htpasswd auth), a base image pushed to it, trainers, wheels and sdists.
+Tests get a registry from the `make_registry` / `registry` / `auth_registry` fixtures (tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ import subprocess
 import tarfile
 import time
 import zipfile
-from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -68,33 +68,45 @@ def _htpasswd(path: Path) -> None:
 
 def start_registry(root: Path, *, auth: bool = False, token: tuple[str, Path] | None = None) -> Registry:
     """`docker-registry serve` on a free loopback port; returns once /v2/ answers. `auth`: htpasswd
-    (basic) auth; `token`: (realm, rootcertbundle) of a token service (Bearer auth)."""
+    (basic) auth; `token`: (realm, rootcertbundle) of a token service (Bearer auth). The port is picked
+    before the registry binds it, so a port another process (a parallel test worker) took in between
+    is tried again with a new one."""
     root.mkdir(parents=True, exist_ok=True)
-    port = free_port()
-    lines = ["version: 0.1", "log:", "  level: error", "  accesslog:", "    disabled: true", "storage:",
-             "  filesystem:", f"    rootdirectory: {root / 'data'}", "  delete:", "    enabled: true", "http:",
-             f"  addr: 127.0.0.1:{port}", "  secret: vtrain-test-secret"]
     if auth:
         _htpasswd(root / "htpasswd")
-        lines += ["auth:", "  htpasswd:", "    realm: vtrain-test", f"    path: {root / 'htpasswd'}"]
-    if token:
-        lines += ["auth:", "  token:", f"    realm: {token[0]}", "    service: vtrain-test-registry",
-                  "    issuer: vtrain-test-issuer", f"    rootcertbundle: {token[1]}"]
-    config = root / "config.yml"
-    config.write_text("\n".join(lines) + "\n")
-    log = open(root / "registry.log", "wb")  # noqa: SIM115 (kept open for the process's life)
-    process = subprocess.Popen([str(REGISTRY_BIN), "serve", str(config)], stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"docker-registry exited: {(root / 'registry.log').read_text()[-2000:]}")
-        try:
-            if requests.get(f"http://127.0.0.1:{port}/v2/", timeout=1).status_code in (200, 401):
+    for _ in range(3):
+        port = free_port()
+        lines = ["version: 0.1", "log:", "  level: error", "  accesslog:", "    disabled: true", "storage:",
+                 "  filesystem:", f"    rootdirectory: {root / 'data'}", "  delete:", "    enabled: true", "http:",
+                 f"  addr: 127.0.0.1:{port}", "  secret: vtrain-test-secret"]
+        if auth:
+            lines += ["auth:", "  htpasswd:", "    realm: vtrain-test", f"    path: {root / 'htpasswd'}"]
+        if token:
+            lines += ["auth:", "  token:", f"    realm: {token[0]}", "    service: vtrain-test-registry",
+                      "    issuer: vtrain-test-issuer", f"    rootcertbundle: {token[1]}"]
+        config = root / "config.yml"
+        config.write_text("\n".join(lines) + "\n")
+        log = open(root / "registry.log", "wb")  # noqa: SIM115 (kept open for the process's life)
+        process = subprocess.Popen([str(REGISTRY_BIN), "serve", str(config)], stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                said = (root / "registry.log").read_text()[-2000:]
+                if "address already in use" in said:
+                    break
+                raise RuntimeError(f"docker-registry exited: {said}")
+            try:
+                answer = requests.get(f"http://127.0.0.1:{port}/v2/", timeout=1)
+            except requests.RequestException:
+                time.sleep(0.05)
+                continue
+            if answer.status_code in (200, 401) and process.poll() is None:
                 return Registry(host=f"127.0.0.1:{port}", root=root, process=process)
-        except requests.RequestException:
             time.sleep(0.05)
-    process.kill()
-    raise RuntimeError("docker-registry did not answer within 15 s")
+        else:
+            process.kill()
+            raise RuntimeError("docker-registry did not answer within 15 s")
+    raise RuntimeError("docker-registry found its port taken three times")
 
 
 def stop_registry(registry: Registry) -> None:
@@ -104,24 +116,6 @@ def stop_registry(registry: Registry) -> None:
     except subprocess.TimeoutExpired:
         registry.process.kill()
         registry.process.wait()
-
-
-@pytest.fixture
-def registry(tmp_path: Path) -> Iterator[Registry]:
-    if REGISTRY_BIN is None:
-        pytest.skip("docker-registry is not installed: apt-get install docker-registry (.ci/run does)")
-    found = start_registry(tmp_path / "registry")
-    yield found
-    stop_registry(found)
-
-
-@pytest.fixture
-def auth_registry(tmp_path: Path) -> Iterator[Registry]:
-    if REGISTRY_BIN is None:
-        pytest.skip("docker-registry is not installed: apt-get install docker-registry (.ci/run does)")
-    found = start_registry(tmp_path / "auth-registry", auth=True)
-    yield found
-    stop_registry(found)
 
 
 # --- images, trainers, distributions ----------------------------------------------------------

@@ -18,7 +18,6 @@ from tests.trainer.image_helpers import (
     make_trainer,
     needs_registry,
     push_base,
-    registry,  # noqa: F401 (a fixture)
 )
 from vtrain import network
 from vtrain.cli import cli

@@ -22,7 +22,6 @@ from tests.trainer.image_helpers import (
     needs_registry,
     push_base,
     python_rootfs_entries,
-    registry,  # noqa: F401 (a fixture)
 )
 from vtrain.errors import PackagingError
 from vtrain.request.image import base_packages, base_platform

@@ -14,20 +14,17 @@ from pathlib import Path
 import pytest
 import requests
 
+from tests.helpers import MakeRegistry
 from tests.trainer.image_helpers import (
     PASSWORD,
     USER,
     Registry,
-    auth_registry,  # noqa: F401 (a fixture)
     free_port,
     make_sdist,
     make_trainer,
     make_wheel,
     needs_registry,
     push_base,
-    registry,  # noqa: F401 (a fixture)
-    start_registry,
-    stop_registry,
 )
 from vtrain.errors import PackagingError
 from vtrain.trainer.image.build import build_and_push, build_image, planned_image, push_image, read_base
@@ -117,32 +114,29 @@ def test_chunked_uploads_arrive_whole(registry: Registry, tmp_path: Path) -> Non
 
 @needs_registry
 def test_a_base_on_another_registry_is_streamed_across_and_only_its_config_read(
-        registry: Registry, tmp_path: Path) -> None:  # noqa: F811
+        registry: Registry, make_registry: MakeRegistry, tmp_path: Path) -> None:
     push_base(registry.client(), "base/py", BASE_FILES, tmp_path)
-    other = start_registry(tmp_path / "other")
-    try:
-        base_client = registry.client()
-        seen: list[str] = []
-        original = base_client.session.request
+    other = make_registry("other")
+    base_client = registry.client()
+    seen: list[str] = []
+    original = base_client.session.request
 
-        def recording(method: str, url: str, **kw: object) -> requests.Response:
-            seen.append(f"{method} {url.split('/v2/', 1)[-1]}")
-            return original(method, url, **kw)  # type: ignore[arg-type]
+    def recording(method: str, url: str, **kw: object) -> requests.Response:
+        seen.append(f"{method} {url.split('/v2/', 1)[-1]}")
+        return original(method, url, **kw)  # type: ignore[arg-type]
 
-        base_client.session.request = recording  # type: ignore[method-assign]
-        spec = ImageSpec(base=f"{registry.host}/base/py:base", repository=f"{other.host}/team/trainer",
-                         module="trainer.task")
-        built = build_image(spec, make_trainer(tmp_path / "t"), tmp_path / "out", base_client)
-        config_digest = built.base.manifest["config"]["digest"]
-        # /v2/ first (is it a registry?), then the manifest and the config: never a base layer
-        assert seen == ["GET ", "GET base/py/manifests/base", f"GET base/py/blobs/{config_digest}"]
-        pushed = push_image(built, RegistryClient(other.host), base_client)
-        base = pushed.blobs[0]
-        assert base["action"] == "copied"
-        assert pushed.layer_bytes("base") == base["size"]
-        assert requests.head(f"http://{other.host}/v2/team/trainer/blobs/{base['digest']}", timeout=5).ok
-    finally:
-        stop_registry(other)
+    base_client.session.request = recording  # type: ignore[method-assign]
+    spec = ImageSpec(base=f"{registry.host}/base/py:base", repository=f"{other.host}/team/trainer",
+                     module="trainer.task")
+    built = build_image(spec, make_trainer(tmp_path / "t"), tmp_path / "out", base_client)
+    config_digest = built.base.manifest["config"]["digest"]
+    # /v2/ first (is it a registry?), then the manifest and the config: never a base layer
+    assert seen == ["GET ", "GET base/py/manifests/base", f"GET base/py/blobs/{config_digest}"]
+    pushed = push_image(built, RegistryClient(other.host), base_client)
+    base = pushed.blobs[0]
+    assert base["action"] == "copied"
+    assert pushed.layer_bytes("base") == base["size"]
+    assert requests.head(f"http://{other.host}/v2/team/trainer/blobs/{base['digest']}", timeout=5).ok
 
 
 @needs_registry
@@ -244,28 +238,25 @@ def test_htpasswd_auth_refuses_without_or_with_wrong_credentials_and_pushes_with
 
 
 @needs_registry
-def test_a_registry_with_token_auth_gets_tokens_for_each_scope(tmp_path: Path) -> None:
+def test_a_registry_with_token_auth_gets_tokens_for_each_scope(tmp_path: Path, make_registry: MakeRegistry) -> None:
     from tests.trainer.image_token_server import token_service
 
     with token_service(tmp_path, USER, PASSWORD) as service:
-        reg = start_registry(tmp_path / "token-registry", token=(service.realm, service.cert_pem))
-        try:
-            good = lambda host: (USER, PASSWORD)  # noqa: E731
-            push_base(RegistryClient(reg.host, good), "base/py", BASE_FILES, tmp_path)
-            root = make_trainer(tmp_path / "t")
-            spec = _spec(reg)
-            pushed = build_and_push(spec, root, credentials=good, cache=tmp_path / "cache")
-            assert pushed.blobs[0]["action"] == "mounted"  # the mount's token also has pull on the base's repository
-            asked = {tuple(scopes) for who, scopes in service.asked if who == USER}
-            assert ("repository:team/trainer:pull,push", "repository:base/py:pull") in asked
-            for credentials, why in ((None, "(401 unauthorized): authentication required"),
-                                     (lambda host: (USER, "wrong"), "the token service refused the credentials")):
-                with pytest.raises(PackagingError) as err:
-                    build_and_push(spec, root, credentials=credentials, cache=tmp_path / "cache")
-                assert str(err.value).startswith(f"registry {reg.host} refused access")
-                assert why in str(err.value) and "\n" not in str(err.value)
-        finally:
-            stop_registry(reg)
+        reg = make_registry("token-registry", token=(service.realm, service.cert_pem))
+        good = lambda host: (USER, PASSWORD)  # noqa: E731
+        push_base(RegistryClient(reg.host, good), "base/py", BASE_FILES, tmp_path)
+        root = make_trainer(tmp_path / "t")
+        spec = _spec(reg)
+        pushed = build_and_push(spec, root, credentials=good, cache=tmp_path / "cache")
+        assert pushed.blobs[0]["action"] == "mounted"  # the mount's token also has pull on the base's repository
+        asked = {tuple(scopes) for who, scopes in service.asked if who == USER}
+        assert ("repository:team/trainer:pull,push", "repository:base/py:pull") in asked
+        for credentials, why in ((None, "(401 unauthorized): authentication required"),
+                                 (lambda host: (USER, "wrong"), "the token service refused the credentials")):
+            with pytest.raises(PackagingError) as err:
+                build_and_push(spec, root, credentials=credentials, cache=tmp_path / "cache")
+            assert str(err.value).startswith(f"registry {reg.host} refused access")
+            assert why in str(err.value) and "\n" not in str(err.value)
 
 
 class _TokenRegistry(BaseHTTPRequestHandler):

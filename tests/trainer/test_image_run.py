@@ -20,7 +20,6 @@ from tests.trainer.image_helpers import (
     needs_registry,
     push_base,
     python_rootfs_entries,
-    registry,  # noqa: F401 (a fixture)
 )
 from vtrain.trainer.image.build import build_and_push
 from vtrain.trainer.image.config import ImageSpec

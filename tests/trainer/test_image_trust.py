@@ -12,7 +12,6 @@ import json
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -105,15 +104,13 @@ def test_a_server_answering_200_to_everything_is_not_a_registry() -> None:
     assert all("Authorization" not in s.headers for s in web.seen)
 
 
-@pytest.fixture
-def emu() -> Iterator[object]:
-    from vtrain.emulator import Emulator, RunContext, RunResult
+def _succeeds(job: object, ctx: object) -> object:
+    from vtrain.emulator import RunResult
 
-    def runner(job: object, ctx: RunContext) -> RunResult:
-        return RunResult()
+    return RunResult()
 
-    with Emulator(runner=runner, pending_seconds=0.05) as emulator:
-        yield emulator
+
+pytestmark = pytest.mark.emulator(runner=_succeeds, cancel_seconds=0.2)
 
 
 @pytest.mark.slow

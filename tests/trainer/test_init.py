@@ -20,13 +20,6 @@ from vtrain.jobfile.model import DtensorConfig
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in list(os.environ):
-        if key.startswith(("GOOGLE_", "CLOUDSDK_", "VTRAIN_")):
-            monkeypatch.delenv(key)
-
-
 def files_under(path: Path) -> set[str]:
     return {p.relative_to(path).as_posix() for p in path.rglob("*") if p.is_file()}
 

@@ -23,13 +23,6 @@ from vtrain.trainer.staging import uri_to_path
 DATA = Path(__file__).resolve().parents[1] / "data" / "trainers"
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.startswith(("GOOGLE_", "CLOUDSDK_", "VTRAIN_")) or name == "STORAGE_EMULATOR_HOST":
-            monkeypatch.delenv(name)
-
-
 @pytest.fixture
 def trainer(tmp_path: Path) -> Path:
     """A copy of the sample trainer, with the junk a real working tree collects."""

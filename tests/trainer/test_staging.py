@@ -20,13 +20,6 @@ from vtrain.trainer.staging import (
 )
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.startswith(("GOOGLE_", "CLOUDSDK_", "VTRAIN_")) or name == "STORAGE_EMULATOR_HOST":
-            monkeypatch.delenv(name)
-
-
 @pytest.mark.parametrize(
     ("staging", "bucket", "prefix"),
     [
