@@ -85,7 +85,8 @@ def test_vertex_log_entries_and_errors_are_shown_escaped(tmp_path: Path, emu: Em
         assert code in (0, 10), err
         assert_clean(out, err)
     code, out, _ = run("status", job_id)
-    assert re.search(rf"^error\s+{re.escape(SHOWN)}\\nsecond line ", out, re.M), out
+    # a second line of the error continues under the first, indented past the labels: it cannot pass for a row
+    assert re.search(rf"^error\s+{re.escape(SHOWN)}\n {{8,}}second line ", out, re.M), out
 
 
 # ---- the live view and the trial table -------------------------------------------------------------

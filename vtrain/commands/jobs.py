@@ -12,7 +12,7 @@ import click
 
 from vtrain.commands._options import echo_json, label_filter_option, output_option, watch_options, where_options
 from vtrain.commands.submit import _JOB, _POLL, _short, _time
-from vtrain.foreign import printable
+from vtrain.foreign import printable, printable_lines
 
 if TYPE_CHECKING:
     from vtrain.cloud.target import Where
@@ -177,7 +177,12 @@ def status(
         rows = _fields(handle)
         width = max(len(k) for k, _ in rows)
         for key, value in rows:  # the values are Vertex's answer (an error message, a display name)
-            click.echo(f"{key:<{width}}  {printable(str(value))}")
+            # A multi-line value (the error with the replica's last lines) continues under its first line,
+            # each line escaped on its own, so no line can pass for a row or move the cursor.
+            lines = printable_lines(str(value)) or [""]
+            click.echo(f"{key:<{width}}  {lines[0]}")
+            for line in lines[1:]:
+                click.echo(f"{'':<{width}}  {line}")
         echo_trials(handle)
     if state_exit_code:
         raise SystemExit(handle.exit_code)
