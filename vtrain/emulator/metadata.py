@@ -42,14 +42,13 @@ from vtrain.emulator.metadata_filters import compile_metadata_filter, order_key,
 from vtrain.emulator.projects import authorize, project_number
 from vtrain.emulator.store import _rfc3339
 from vtrain.emulator.validation import check_parent
-from vtrain.emulator.wire import json_body, page_params
+from vtrain.emulator.wire import PAGE_SIZE, json_body, page_params
 from vtrain.emulator.wire import parse_message as _parse_message
 
 _PATH = re.compile(r"^/v1/projects/([^/]+)/locations/([^/]+)/((?:tensorboards|metadataStores)(?:/[^/]+)*)$")
 _ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,127}$")
 OPERATION_METADATA = "type.googleapis.com/google.cloud.aiplatform.v1.{}OperationMetadata"
 #: A list page, by default and at most ("The maximum value is 100", ListContextsRequest.page_size).
-PAGE_SIZE = 100
 _COMMON_OUTPUT = frozenset({"name", "createTime", "updateTime"})
 
 
@@ -260,8 +259,7 @@ def _update(res: MetadataResources, kind: Kind, name: str, current: dict[str, An
 
 
 def _list(res: MetadataResources, kind: Kind, collection: str, query: dict[str, str]) -> dict[str, Any]:
-    size, token = page_params(query)
-    size = min(size or PAGE_SIZE, PAGE_SIZE)
+    size, token = page_params(query, default=PAGE_SIZE, most=PAGE_SIZE)
     match = compile_metadata_filter(query.get("filter", ""), kind.filters, res.related)
     order = order_key(query.get("orderBy", ""))
     mask = read_mask(query, kind.message.pb().DESCRIPTOR) if kind.masks else None

@@ -34,7 +34,7 @@ from vtrain.emulator.filters import _term as job_term
 from vtrain.emulator.projects import authorize, project_number
 from vtrain.emulator.store import _rfc3339
 from vtrain.emulator.validation import check_parent, parse_strict
-from vtrain.emulator.wire import page_params
+from vtrain.emulator.wire import PAGE_SIZE, page_params
 
 _BASE = r"^/v1/projects/([^/]+)/locations/([^/]+)/models"
 _UPLOAD = re.compile(_BASE + r":upload$")
@@ -44,7 +44,6 @@ _MODEL = re.compile(_BASE + r"/([^/:@]+)(?:@([^/:]+))?(:listVersions|:mergeVersi
 _OPERATION = re.compile(r"^/(?:v1|ui)/projects/([^/]+)/locations/([^/]+)/models/([^/:@]+)/operations/([^/:]+)$")
 _ALIAS = re.compile(r"^-?[a-z][a-zA-Z0-9-]{0,126}[a-z0-9]$")
 #: ListModels / ListModelVersions page size: the default and the most one page holds.
-PAGE_SIZE = 100
 #: Output-only Model fields a client may echo back; dropped on upload (AIP-203).
 _OUTPUT_ONLY = ("name", "version_id", "version_create_time", "version_update_time", "create_time", "update_time",
                 "etag", "supported_deployment_resources_types", "supported_input_storage_formats",
@@ -203,8 +202,7 @@ def _field(version: dict[str, Any], key: str) -> str:
 
 
 def _page(items: list[dict[str, Any]], query: dict[str, str], key: str) -> dict[str, Any]:
-    size, token = page_params(query)
-    size = min(size or PAGE_SIZE, PAGE_SIZE)
+    size, token = page_params(query, default=PAGE_SIZE, most=PAGE_SIZE)
     start = int(token) - 1 if token else 0
     page = items[start: start + size]
     answer: dict[str, Any] = {key: page} if page else {}

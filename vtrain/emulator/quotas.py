@@ -118,8 +118,7 @@ def route(server: Any, command: str, path: str, query: dict[str, str]) -> dict[s
             if info["quotaId"] == qid:
                 return info
         raise not_found(f"QuotaInfo {resource}/quotaInfos/{qid} not found.")
-    size, token = page_params(query)
-    size = min(size or 100, 1000)
+    size, token = page_params(query, default=100, most=1000)
     start = int(token) if token else 0
     page = infos[start : start + size]
     answer: dict[str, Any] = {"quotaInfos": page} if page else {}

@@ -200,8 +200,13 @@ def empty_body(raw: bytes, what: str) -> None:
     check_fields(json_body(raw, what), {}, what)
 
 
-def page_params(query: dict[str, str]) -> tuple[int, str]:
-    """pageSize and pageToken of a list call, checked as Vertex checks them."""
+#: Vertex's page size for the Metadata, TensorBoard and Model lists: the default and the most.
+PAGE_SIZE = 100
+
+
+def page_params(query: dict[str, str], *, default: int | None = None, most: int | None = None) -> tuple[int, str]:
+    """pageSize and pageToken of a list call, checked as Vertex checks them; with `default` and `most`, the
+    size a page gets (0 means `default`, more than `most` is `most`)."""
     raw_size = query.get("pageSize") or "0"
     if not _int32(raw_size):
         raise invalid_argument(f"Invalid value at 'page_size' (TYPE_INT32), \"{raw_size[:30]}\"")
@@ -211,6 +216,8 @@ def page_params(query: dict[str, str]) -> tuple[int, str]:
     token = query.get("pageToken", "")
     if token and not (token.isascii() and token.isdigit() and len(token) <= MAX_TOKEN_DIGITS and int(token) > 0):
         raise invalid_argument(f"Invalid page token '{token[:40]}'. Use a nextPageToken from a previous page.")
+    if default is not None:
+        size = min(size or default, default if most is None else most)
     return size, token
 
 
@@ -226,5 +233,5 @@ def parse_message(doc: Any, message: Any, what: str) -> dict[str, Any]:
     return dict(json_format.MessageToDict(parsed))
 
 
-__all__ = ["MAX_BODY", "MAX_DEPTH", "Refused", "body_length", "check_fields", "empty_body", "error_body", "json_body",
-           "page_params", "parse_message", "read_body", "reason_phrase"]
+__all__ = ["MAX_BODY", "MAX_DEPTH", "PAGE_SIZE", "Refused", "body_length", "check_fields", "empty_body", "error_body",
+           "json_body", "page_params", "parse_message", "read_body", "reason_phrase"]
