@@ -79,6 +79,7 @@ def launch(job_file: str, args: Sequence[str], recover: int, model_dir: Any, mod
     """The step: `vtrain submit --wait` as a child process (its stderr is the step's log), then the outputs.
     Exits as vtrain does (2 for a job file mistake, 10 FAILED, ...) with its last error line."""
     from vtrain.errors import UsageError, VtrainError
+    from vtrain.foreign import printable
     from vtrain.jobfile.load import load_config
     from vtrain.pipelines.step import args_overrides
 
@@ -86,9 +87,9 @@ def launch(job_file: str, args: Sequence[str], recover: int, model_dir: Any, mod
         if not all(isinstance(a, str) for a in args):
             raise UsageError("args must be strings")
         sets = args_overrides(load_config(job_file), list(args))
-    except VtrainError as err:
+    except VtrainError as err:  # the file changed since compiling, or a parameter's value is refused
         err.show()
-        raise SystemExit(err.exit_code) from None
+        _fail(err.exit_code, str(err).splitlines()[0] if str(err) else type(err).__name__)
     argv = [sys.executable, "-m", "vtrain", "submit", job_file, "--wait", "--stream-logs", "--plain", "-o", "json"]
     if recover:
         argv += ["--recover", str(recover)]
@@ -112,16 +113,23 @@ def launch(job_file: str, args: Sequence[str], recover: int, model_dir: Any, mod
         answer.seek(0)
         text = answer.read(_ANSWER_LIMIT).decode("utf-8", "replace")
     if code != 0:
-        said = errors[0] if errors else f"vtrain submit exited {code}"
-        print(f"vtrain launcher: the step failed: {said}", file=sys.stderr)
-        raise SystemExit(code)
+        _fail(code, errors[0] if errors else f"vtrain submit exited {code}")
     job = _job(text)
     model_dir.uri = job_model_dir(job)
     model_dir.metadata["job"] = str(job.get("name", ""))
+    said = f"vtrain launcher: {printable(str(job.get('name', '')))} SUCCEEDED; model directory {model_dir.uri or '-'}"
     if model is not None and registered is not None:
         name, region = registered
         model.uri = f"https://{region}-aiplatform.googleapis.com/v1/{name}"
         model.metadata["resourceName"] = name
+        said += f"; model {name}"
+    print(said, file=sys.stderr, flush=True)
+
+
+def _fail(code: int, said: str) -> None:
+    """End the step as vtrain ended: its exit code, its first error line last in the step's log."""
+    print(f"vtrain launcher: the step failed: {said}", file=sys.stderr, flush=True)
+    raise SystemExit(code)
 
 
 def _is_problem(line: str, job_file: str) -> bool:
