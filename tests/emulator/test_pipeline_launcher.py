@@ -15,6 +15,7 @@ pytest.importorskip("google_cloud_pipeline_components", reason="google-cloud-pip
 
 from kfp import dsl, local  # noqa: E402
 
+from tests.conftest import REPO  # noqa: E402
 from tests.emulator.test_emulated_run import PROBE  # noqa: E402
 from tests.helpers import MakeEmulator, write_job  # noqa: E402
 from vtrain.emulator import Emulator  # noqa: E402
@@ -119,3 +120,53 @@ def test_a_job_file_mistake_is_refused_at_compile_time(tmp_path: Path) -> None:
         @dsl.pipeline(name="train")
         def pipeline() -> None:
             launcher_op(bad)
+
+
+@pytest.mark.slow
+def test_a_job_with_a_model_block_outputs_the_registered_model(
+        tmp_path: Path, emu: Emulator, kfp_local: Path) -> None:
+    """The keras template exports a SavedModel; the step's `model` output is a google.VertexModel naming it."""
+    job_file = write_job(tmp_path, f"""
+        name: keras-model
+        region: us-central1
+        staging_bucket: gs://stage-bkt/s
+        base_output_dir: gs://stage-bkt/out
+        trainer:
+          package: {REPO / "trainer_templates" / "keras"}
+          module: trainer.task
+          image: tf-cpu.2-17
+          args: [--epochs=1, --steps-per-epoch=2]
+        cluster:
+          chief: {{machine_type: n1-standard-4}}
+        model: {{display_name: keras-classifier, serving_image: tf2-cpu.2-15}}
+        """)
+
+    from google_cloud_pipeline_components.types.artifact_types import VertexModel
+
+    @dsl.pipeline(name="train")
+    def pipeline(batch: str) -> VertexModel:
+        task = launcher_op(job_file, ["--batch-size", batch])
+        return task.outputs["model"]
+
+    run = pipeline(batch="8")
+    model = run.output
+    assert model.schema_title == "google.VertexModel"
+    name = model.metadata["resourceName"]
+    assert re.fullmatch(r"projects/\d+/locations/us-central1/models/\d+@1", name), name
+    assert model.uri == f"https://us-central1-aiplatform.googleapis.com/v1/{name}"
+
+
+@pytest.mark.slow
+def test_a_failing_job_fails_the_step_with_vtrains_exit_and_line(
+        tmp_path: Path, emu: Emulator, kfp_local: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    job_file = probe_job(tmp_path, name="probe-raise", cluster="")
+
+    @dsl.pipeline(name="train")
+    def pipeline(who: str) -> dsl.Artifact:
+        return launcher_op(job_file, ["--raise", who]).outputs["model_dir"]
+
+    with pytest.raises(RuntimeError, match="FAILURE"):
+        pipeline(who="chief-0")
+    text = "".join(capfd.readouterr())
+    assert re.search(r"vtrain launcher: the step failed: error: job projects/\d+/locations/us-central1/customJobs/\d+ "
+                     r"ended JOB_STATE_FAILED: chief-0 exited 1", text), text

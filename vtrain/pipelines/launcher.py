@@ -133,8 +133,8 @@ def _fail(code: int, said: str) -> None:
 
 
 def _is_problem(line: str, job_file: str) -> bool:
-    """A ConfigError's line: FILE:LINE[:COL]: ... (or <string>/--set ...)."""
-    return bool(re.match(r"^[^:\n]+:\d+(?::\d+)?: ", line)) or line.startswith(("--set ", "<"))
+    """A ConfigError's line: the job file's FILE:LINE[:COL]: ..., or a `--set` override's."""
+    return line.startswith((f"{job_file}:", "--set "))
 
 
 def _job(text: str) -> dict[str, Any]:
