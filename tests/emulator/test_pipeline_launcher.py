@@ -143,14 +143,17 @@ def test_a_job_with_a_model_block_outputs_the_registered_model(
 
     from google_cloud_pipeline_components.types.artifact_types import VertexModel
 
+    declared = []
+
     @dsl.pipeline(name="train")
     def pipeline(batch: str) -> VertexModel:
         task = launcher_op(job_file, ["--batch-size", batch])
+        declared.append(task.component_spec.outputs["model"].type)
         return task.outputs["model"]
 
     run = pipeline(batch="8")
     model = run.output
-    assert model.schema_title == "google.VertexModel"
+    assert declared == ["google.VertexModel@0.0.1"]  # kfp.local hands pipeline outputs back as plain Artifacts
     name = model.metadata["resourceName"]
     assert re.fullmatch(r"projects/\d+/locations/us-central1/models/\d+@1", name), name
     assert model.uri == f"https://us-central1-aiplatform.googleapis.com/v1/{name}"
