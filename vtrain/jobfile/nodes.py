@@ -96,6 +96,12 @@ class Declared:
     `vertex_default` marks a default that Vertex applies, vtrain sending nothing. `examples` are valid
     values other than the default (editors offer them; the tests render each). `vtrain_only` says why a
     key never reaches the request body ('' when it does).
+
+    `rest` makes a top-level key a *plain* Vertex field: its value is copied, as the job model holds it, to
+    that dotted path of the CustomJob REST body (an unset value left out, as proto3 leaves out defaults), with
+    no builder code (:data:`vtrain.request.custom_job.PLAIN_FIELDS` is read from here). `rest_number` is the
+    proto field number of the path's field under the message it sits in (CustomJobSpec for ``jobSpec.…``,
+    else CustomJob), so the body keeps MessageToDict's field order; a test holds both against the protos.
     """
 
     doc: str = ""
@@ -103,6 +109,8 @@ class Declared:
     vertex_default: bool = False
     examples: tuple[Any, ...] = ()
     vtrain_only: str = ""
+    rest: str = ""
+    rest_number: int = 0
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from vtrain.jobfile.nodes import (  # noqa: F401 - the node types, also reachabl
     MAX_DURATION_S,
     Bool,
     Checker,
+    Declared,
     Duration,
     EnvValue,
     Int,
@@ -88,46 +89,59 @@ JOB_SCHEMA = Obj(
         "base_output_dir": Str(examples=("gs://my-bucket/output",),
                                doc="Base output directory (gs://…): AIP_MODEL_DIR, AIP_CHECKPOINT_DIR and "
                                "AIP_TENSORBOARD_LOG_DIR are model/, checkpoints/ and logs/ under it (a local path, "
-                               "relative to this file, for `vtrain local`)."),
+                               "relative to this file, for `vtrain local`).",
+                               rest="jobSpec.baseOutputDirectory.outputUriPrefix", rest_number=6),
         "service_account": Str(examples=("trainer@my-project.iam.gserviceaccount.com",),
                                doc="Service account the replicas run as (NAME@PROJECT.iam.gserviceaccount.com); "
-                               "you need iam.serviceAccounts.actAs on it."),
+                               "you need iam.serviceAccounts.actAs on it.",
+                               rest="jobSpec.serviceAccount", rest_number=4),
         "network": Str(examples=("projects/123456789/global/networks/default",),
-                       doc="Full name of a peered VPC network: projects/NUMBER/global/networks/NAME."),
+                       doc="Full name of a peered VPC network: projects/NUMBER/global/networks/NAME.",
+                       rest="jobSpec.network", rest_number=5),
         "reserved_ip_ranges": ListOf(Str(), single_ok=True, examples=(["vertex-ai-range"],),
-                                     doc="Names of reserved IP ranges in `network` for the job's replicas."),
+                                     doc="Names of reserved IP ranges in `network` for the job's replicas.",
+                                     rest="jobSpec.reservedIpRanges", rest_number=13),
         "labels": MapOf(Str(), examples=({"team": "ml"},),
                         doc=f"Labels on the job (at most {MAX_LABELS}; keys and values lowercase, at most 63 "
-                        "characters). vtrain adds vtrain-version and vtrain-config-hash."),
+                        "characters). vtrain adds vtrain-version and vtrain-config-hash.",
+                        rest="labels", rest_number=11),
         "tensorboard": Str(examples=("create", "team-board",
                                      "projects/my-project/locations/us-central1/tensorboards/123"),
                            doc="The Vertex AI TensorBoard instance Vertex uploads AIP_TENSORBOARD_LOG_DIR to: a full "
                            "name (projects/P/locations/R/tensorboards/ID), a display name (found in the job's "
                            "region at submit, created if missing), or `create` (the instance named `vtrain`). "
-                           "Needs service_account and base_output_dir."),
-        "enable_web_access": Bool(default=False, doc="Interactive shell access to the replicas while the job runs."),
+                           "Needs service_account and base_output_dir.",
+                           rest="jobSpec.tensorboard", rest_number=7),
+        "enable_web_access": Bool(default=False, doc="Interactive shell access to the replicas while the job runs.",
+                                  rest="jobSpec.enableWebAccess", rest_number=10),
         "enable_dashboard_access": Bool(default=False,
-                                        doc="Access to a dashboard served by the replicas while the job runs."),
+                                        doc="Access to a dashboard served by the replicas while the job runs.",
+                                        rest="jobSpec.enableDashboardAccess", rest_number=16),
         "persistent_resource_id": Str(examples=("my-persistent-resource",),
-                                      doc="Run on this Vertex AI persistent resource instead of new machines."),
+                                      doc="Run on this Vertex AI persistent resource instead of new machines.",
+                                      rest="jobSpec.persistentResourceId", rest_number=14),
         "kms_key": Str(examples=("projects/my-project/locations/us-central1/keyRings/ring/cryptoKeys/key",),
-                       doc="Customer-managed encryption key (projects/P/locations/R/keyRings/K/cryptoKeys/NAME)."),
+                       doc="Customer-managed encryption key (projects/P/locations/R/keyRings/K/cryptoKeys/NAME).",
+                       rest="encryptionSpec.kmsKeyName", rest_number=12),
         "experiment": Str(examples=("projects/my-project/locations/us-central1/metadataStores/default/contexts/"
                                     "my-experiment", "churn-model"),
                           doc="The Vertex AI Experiment the job logs to: a name (lowercase letters, digits and '-', "
                           "at most 128; found in the job's region at submit, created if missing) or its full name, "
                           "projects/P/locations/R/metadataStores/default/contexts/EXPERIMENT, in the job's region. "
-                          "The request (and `render`, once the project is known) carries the full name."),
+                          "The request (and `render`, once the project is known) carries the full name.",
+                          rest="jobSpec.experiment", rest_number=17),
         "experiment_run": Str(examples=("run-7", "projects/my-project/locations/us-central1/metadataStores/default/"
                                         "contexts/my-experiment-run-1"),  # fmt: skip
                               doc="The Experiment Run of `experiment` the job logs to: the run's name (lowercase "
                               "letters, digits and '-', as `aiplatform.start_run(NAME)` takes it; its context is "
                               "EXPERIMENT-NAME, made at submit if missing) or its full name, the experiment's "
                               "metadata store, "
-                              "contexts/EXPERIMENT-RUN (the experiment's name, a dash, the run's)."),
+                              "contexts/EXPERIMENT-RUN (the experiment's name, a dash, the run's).",
+                              rest="jobSpec.experimentRun", rest_number=18),
         "protected_artifact_location_id": Str(examples=("europe-west4",),
                                               doc="Region to keep the job's protected artifacts in, when it is not "
-                                              "the job's own region."),
+                                              "the job's own region.",
+                                              rest="jobSpec.protectedArtifactLocationId", rest_number=19),
         "psc_interface": Obj(
             {
                 "network_attachment": Str(examples=("my-attachment",),
@@ -271,6 +285,20 @@ JOB_SCHEMA = Obj(
     },
     required=("name", "trainer", "cluster"),
 )
+
+
+#: CustomJob.jobSpec's proto field number (its fields are written before labels, 11, and encryptionSpec, 12).
+_JOB_SPEC_NUMBER = 4
+
+
+def plain_fields() -> tuple[tuple[str, str], ...]:
+    """The plain Vertex fields, (key, REST path of the CustomJob body), in the order MessageToDict writes
+    them: read from the nodes' `rest` declarations, so a plain field is its node and its model attribute."""
+    def order(node: Declared) -> tuple[int, int]:  # CustomJob's fields; jobSpec's own within it
+        return (_JOB_SPEC_NUMBER, node.rest_number) if node.rest.startswith("jobSpec.") else (node.rest_number, 0)
+
+    rows = sorted((order(node), key, node.rest) for key, node in JOB_SCHEMA.fields.items() if node.rest)
+    return tuple((key, path) for _, key, path in rows)
 
 
 def check_job(data: Any, positions: Positions) -> tuple[dict[str, Any] | None, list[Problem]]:
