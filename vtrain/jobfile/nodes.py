@@ -88,20 +88,14 @@ def _type_name(value: Any) -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class Declared:
-    """What a key declares besides its shape, written once where :mod:`vtrain.jobfile.schema` names it:
-    the JSON Schema (`vtrain schema`), the manual's reference table (`vtrain schema --markdown`) and the
-    guard tests read it from here, so a key's documentation cannot drift from the key.
-
-    `default` is what the job model builds when the key is left out (None: nothing, or no single value);
-    `vertex_default` marks a default that Vertex applies, vtrain sending nothing. `examples` are valid
-    values other than the default (editors offer them; the tests render each). `vtrain_only` says why a
-    key never reaches the request body ('' when it does).
-
-    `rest` makes a top-level key a *plain* Vertex field: its value is copied, as the job model holds it, to
-    that dotted path of the CustomJob REST body (an unset value left out, as proto3 leaves out defaults), with
-    no builder code (:data:`vtrain.request.custom_job.PLAIN_FIELDS` is read from here). `rest_number` is the
-    proto field number of the path's field under the message it sits in (CustomJobSpec for ``jobSpec.…``,
-    else CustomJob), so the body keeps MessageToDict's field order; a test holds both against the protos.
+    """What a key declares besides its shape, written once on its node: the JSON Schema (`vtrain schema`), the
+    reference table and the guard tests read it here, so a key's documentation cannot drift from the key.
+    `default`: what the job model builds when the key is left out (None: nothing, or no single value);
+    `vertex_default`: Vertex applies it, vtrain sends nothing; `examples`: valid values other than the default
+    (editors offer them; the tests render each); `vtrain_only`: why the key never reaches the request ('' when
+    it does); `rest`: the dotted CustomJob REST path a top-level plain field is copied to with no builder code,
+    and `rest_number` its proto field number (under CustomJobSpec for ``jobSpec.…``), which keeps
+    MessageToDict's order (:func:`vtrain.jobfile.schema.plain_fields`; a test holds both against the protos).
     """
 
     doc: str = ""
