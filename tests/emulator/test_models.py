@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from tests.emulator.discovery import method_named, path_matches, problems
+from tests.emulator.discovery import check, check_answer, method
 from tests.helpers import write_job
 from vtrain.cli import cli
 from vtrain.cloud.registry import model_of_job, register_model
@@ -133,7 +133,7 @@ def test_every_answer_is_true_to_the_discovery_document(emu: Emulator) -> None:
     assert done["done"] is True
     answers.append(("get", "GET", f"v1/{op['name']}", done, "GoogleLongrunningOperation"))
     name = done["response"]["model"]
-    assert not problems(done["response"], "GoogleCloudAiplatformV1UploadModelResponse")
+    check(done["response"], "GoogleCloudAiplatformV1UploadModelResponse", "upload's response")
     again = _raw(emu, "POST", f"v1/{PARENT}/models:upload", {"model": _model(), "parentModel": name})
     _raw(emu, "GET", f"v1/{again['name']}")
     answers += [
@@ -149,11 +149,12 @@ def test_every_answer_is_true_to_the_discovery_document(emu: Emulator) -> None:
     ]
     for verb_name, verb, path, answer, ref in answers:
         resources = (*models, "operations") if "/operations/" in path else models
-        declared = method_named(*resources, name=verb_name)
-        assert declared["httpMethod"] == verb and path_matches(declared["path"], path), (verb_name, path)
+        declared = method(verb, f"/{path}")
+        assert declared["id"] == ".".join(("aiplatform", *resources, verb_name)), (declared["id"], path)
         assert declared["response"]["$ref"] == ref
-        assert problems(answer, ref) == [], (verb_name, answer)
-    assert problems({"displayName": 1}, "GoogleCloudAiplatformV1Model")  # the checker does check
+        check_answer(verb, f"/{path}", answer)
+    with pytest.raises(AssertionError, match="is not a string"):  # the checker does check
+        check({"displayName": 1}, "GoogleCloudAiplatformV1Model", "model")
 
 
 # ---- vtrain's registration -------------------------------------------------------------------------
