@@ -253,6 +253,16 @@ def test_submit_wait_registers_after_success_and_never_after_a_failure(emu: Emul
     again = CliRunner().invoke(cli, ["submit", str(ok), *args])
     assert again.exit_code == 0 and "\nmodel not uploaded again: " in again.stdout
     assert [v.version_id for v in client.list_model_versions(name=model.name)] == ["1"]
+    recovering = CliRunner().invoke(cli, ["submit", str(ok), "--recover", "1", *args])  # the succeeding attempt's
+    assert recovering.exit_code == 0, recovering.output
+    assert "\nmodel not uploaded again: " in recovering.stdout
+    renamed = write_job(tmp_path, JOB.format(name="train", extra=", new_version_each_run: true"), "new.yaml")
+    recovering = CliRunner().invoke(cli, ["submit", str(renamed), "--recover", "1", *args])
+    assert recovering.exit_code == 0 and "\nmodel registered: " in recovering.stdout, recovering.output
+    assert [v.version_id for v in client.list_model_versions(name=model.name)] == ["1", "2"]
+    failed = CliRunner().invoke(cli, ["submit", str(failing), "--recover", "1", *args])
+    assert failed.exit_code == 10, failed.output
+    assert "model: not uploaded: the job ended JOB_STATE_FAILED, not SUCCEEDED\n" in failed.stderr
 
 
 def test_an_upload_whose_answer_is_lost_is_not_made_twice(tmp_path: Any) -> None:
