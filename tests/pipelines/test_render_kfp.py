@@ -52,6 +52,16 @@ def test_render_kfp_refuses_a_bad_job_file_in_one_line_before_kfp(tmp_path: Path
     assert "job.yaml:3:" in err and "cluster.chief.replicaz" in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("missing", ["kfp", "google_cloud_pipeline_components"])
+def test_render_kfp_without_the_extra_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch, missing: str) -> None:
+    monkeypatch.setitem(sys.modules, missing, None)  # as if not installed: importing it raises ImportError
+    code, out, err = run("render", str(QUICKSTART), "-o", "kfp")
+    assert (code, out) == (2, "")
+    assert err == (f"error: -o kfp needs the pipelines extra ({missing} is not installed): pip install "
+                   "'vtrain[pipelines]' and pip install --no-deps google-cloud-pipeline-components==2.22.0 (docs: "
+                   "Pipelines guide)\n")
+
+
 def test_render_kfp_refuses_model_and_tuning_and_unasked_secrets(tmp_path: Path) -> None:
     pytest.importorskip("kfp", reason="the pipelines extra (kfp) is not installed")
     code, out, err = run("render", str(QUICKSTART), "-o", "kfp", "--model")

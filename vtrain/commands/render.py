@@ -73,10 +73,13 @@ def _kfp(job_file: str, overrides: tuple[str, ...], project: str | None, region:
         raise UsageError("--model renders the UploadModel request as json or yaml, not kfp")
     config = load_config(job_file, overrides)  # the job file's own mistakes first, with or without kfp
     try:
-        from vtrain.pipelines.training import component_yaml
+        import google_cloud_pipeline_components  # noqa: F401 -- both asked for by name, so the line names the one
+        import kfp  # noqa: F401                     missing
     except ImportError as err:
         raise UsageError(f"-o kfp needs the pipelines extra ({err.name} is not installed): pip install "
-                         "'vtrain[pipelines]' (docs: Pipelines guide)") from None
+                         "'vtrain[pipelines]' and pip install --no-deps google-cloud-pipeline-components==2.22.0 "
+                         "(docs: Pipelines guide)") from None
+    from vtrain.pipelines.training import component_yaml
     where = Where(project, region)
     if not show_secrets:  # the component must carry the values themselves: none is written unasked
         from vtrain.request.build import build_request
