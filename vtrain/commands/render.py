@@ -72,9 +72,11 @@ def _kfp(job_file: str, overrides: tuple[str, ...], project: str | None, region:
     if model:
         raise UsageError("--model renders the UploadModel request as json or yaml, not kfp")
     config = load_config(job_file, overrides)  # the job file's own mistakes first, with or without kfp
+    import importlib
+
     try:
-        import google_cloud_pipeline_components  # noqa: F401 -- both asked for by name, so the line names the one
-        import kfp  # noqa: F401                     missing
+        for name in ("kfp", "google_cloud_pipeline_components"):  # by name, so the line names the one missing
+            importlib.import_module(name)
     except ImportError as err:
         raise UsageError(f"-o kfp needs the pipelines extra ({err.name} is not installed): pip install "
                          "'vtrain[pipelines]' and pip install --no-deps google-cloud-pipeline-components==2.22.0 "
