@@ -29,8 +29,9 @@ from kfp import dsl
 
 from vtrain.pipelines.step import load_step
 
-#: The image the component runs in on Vertex AI Pipelines when no `image` is given: the user's own image
-#: with vtrain[pipelines] and the job's folder is needed there (docs/guides/pipelines.md).
+#: The image the component runs in when no `image` is given: fit only for kfp.local, whose runner ignores it. On
+#: Vertex AI Pipelines give the image :func:`vtrain.pipelines.launcher_image` (`vtrain package JOB --launcher
+#: REPOSITORY`) built and pushed: vtrain[pipelines] and the job's folder at its path (docs/guides/pipelines.md).
 DEFAULT_IMAGE = "python:3.11"
 #: The most of `submit -o json`'s answer (the job, as REST JSON) that is read.
 _ANSWER_LIMIT = 16 << 20
@@ -57,7 +58,9 @@ def launcher_op(job_file: str | os.PathLike[str], args: Sequence[Any] | None = N
     """Inside a ``@dsl.pipeline``: a task that runs `vtrain submit --wait` on `job_file` with `args` (strings
     and pipeline parameters) appended to every trainer pool's args. Checked now, at compile time (vtrain's
     ``ConfigError``/``UsageError``). `recover`: submit's ``--recover N``. `image`: where the step runs on
-    Vertex AI Pipelines (an image with vtrain[pipelines] and the job file at the same path)."""
+    Vertex AI Pipelines, an image with vtrain[pipelines] and the job file at the same path: what
+    :func:`vtrain.pipelines.launcher_image` (or `vtrain package JOB --launcher REPOSITORY`) pushed, its
+    ``Pushed.image`` (``REPOSITORY:TAG@DIGEST``)."""
     from vtrain.errors import UsageError
     from vtrain.pipelines.training import is_parameter
 
