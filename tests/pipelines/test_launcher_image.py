@@ -218,3 +218,25 @@ def test_package_launcher_mistakes_are_one_line(tmp_path: Path, argv: list[str],
     done = CliRunner().invoke(cli, ["package", str(job), *argv])
     assert done.exit_code in (1, 2) and said in done.output, done.output
     assert "Traceback" not in done.output and len(done.output.strip().splitlines()) == 1
+
+
+def test_a_trainer_outside_the_job_folder_goes_in_at_its_own_path(tmp_path: Path) -> None:
+    trainer = make_trainer(tmp_path / "trainers" / "t")
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "requirements.txt").write_text("numpy==1.26.4\n")
+    job = write_job(tmp_path / "configs", """
+        name: launched
+        region: us-central1
+        staging_bucket: gs://launcher-test/staging
+        trainer:
+          package: ../trainers/t
+          module: trainer.task
+        cluster:
+          chief: {machine_type: n1-standard-4}
+        """)
+    names = [name for name, _, _ in launcher_files(job).job]
+    assert str(trainer / "trainer" / "task.py").lstrip("/") in names
+    assert str(tmp_path / "configs" / "requirements.txt").lstrip("/") in names  # the job folder needs no pyproject
+    (trainer / "id_rsa").write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
+    with pytest.raises(PackagingError, match="id_rsa"):
+        launcher_files(job)

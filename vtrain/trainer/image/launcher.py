@@ -116,7 +116,7 @@ def launcher_files(job_file: str | Path, *, allow_credentials: bool = False) -> 
     from vtrain.jobfile.load import load_config
     from vtrain.trainer.credentials import check_contents
     from vtrain.trainer.packaging import refuse_credentials
-    from vtrain.trainer.select import readable_errors, select_files
+    from vtrain.trainer.select import readable_errors, select_files, select_folder
 
     path = Path(job_file).absolute()
     config = load_config(str(path))
@@ -126,7 +126,7 @@ def launcher_files(job_file: str | Path, *, allow_credentials: bool = False) -> 
         folders.append(Path(package).absolute())
     chosen: dict[str, Path] = {path.as_posix().lstrip("/"): path}
     for folder in folders:
-        scan = check_contents(select_files(folder))
+        scan = check_contents(select_folder(folder) if folder == path.parent else select_files(folder))
         if not allow_credentials:
             refuse_credentials(scan)
         with readable_errors(scan.root):
