@@ -207,7 +207,7 @@ def test_a_large_file_gets_one_notice_however_many_plans_read_it(tmp_path: Path,
     lines = _notes(monkeypatch)
     first = P.planned_uri(root, "gs://bkt/s")
     assert len(lines) == 1 and "1 large file(s)" in lines[0] and "data.bin (20 MiB)" in lines[0]
-    assert "whenever a plan or a build names the package" in lines[0] and ".vtrainignore" in lines[0]
+    assert "shipped in the package and read to hash it whenever a plan" in lines[0] and ".vtrainignore" in lines[0]
     assert P.planned_uri(root, "gs://bkt/s") == first
     assert len(lines) == 1
     (root / ".vtrainignore").write_text("data.bin\n")

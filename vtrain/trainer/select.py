@@ -162,8 +162,8 @@ def _notice(scan: Scan) -> None:
         names = ", ".join(f"{printable(rel)} ({size / (1 << 30):.1f} GiB)" if size >= 1 << 30
                           else f"{printable(rel)} ({size >> 20} MiB)" for rel, size in scan.large[:5])
         more = f" and {len(scan.large) - 5} more" if len(scan.large) > 5 else ""
-        once("large", f"trainer package {printable(str(scan.root))}: {len(scan.large)} large file(s), read to hash "
-                      f"them whenever a plan or a build names the package: {names}{more}; list them in {VTRAIN_IGNORE} "
+        once("large", f"trainer package {printable(str(scan.root))}: {len(scan.large)} large file(s), shipped in "
+                      f"the package and read to hash it whenever a plan or a build names it: {names}{more}; list them in {VTRAIN_IGNORE} "
                       "if the trainer does not need them")
 
 
