@@ -163,8 +163,8 @@ def _notice(scan: Scan) -> None:
                           else f"{printable(rel)} ({size >> 20} MiB)" for rel, size in scan.large[:5])
         more = f" and {len(scan.large) - 5} more" if len(scan.large) > 5 else ""
         once("large", f"trainer package {printable(str(scan.root))}: {len(scan.large)} large file(s), shipped in "
-                      f"the package and read to hash it whenever a plan or a build names it: {names}{more}; list them in {VTRAIN_IGNORE} "
-                      "if the trainer does not need them")
+                      f"the package and read to hash it whenever a plan or a build names it: {names}{more}; "
+                      f"list them in {VTRAIN_IGNORE} if the trainer does not need them")
 
 
 @contextlib.contextmanager
