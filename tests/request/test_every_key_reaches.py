@@ -38,7 +38,7 @@ def test_every_key_changes_the_request_or_says_why_not(tmp_path: Path, path: tup
     assert values, f"{dotted(path)}: give its node examples= (a valid value other than the default)"
     assert any(changed), (
         f"setting {dotted(path)} to any of {values} leaves the request unchanged: the builder drops it "
-        "(a missing PLAIN_FIELDS row?), or declare vtrain_only= on its node with the reason"
+        "(a plain field without rest= on its node?), or declare vtrain_only= on its node with the reason"
     )
 
 

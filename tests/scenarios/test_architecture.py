@@ -235,7 +235,11 @@ def test_every_module_imports_on_its_own() -> None:
 #: Modules past MAX_LINES that a review kept whole, each with its reason. MAX_LINES is a prompt to look for a
 #: concept inside a module, never a reason to split one by size: a module over it is either split along a
 #: concept or named here with why it is one concept.
-REVIEWED_LONG: dict[str, str] = {}
+REVIEWED_LONG: dict[str, str] = {
+    "vtrain.jobfile.schema": "the job file's shape is one declaration (pools and blocks, then the top level built "
+                             "from them), read top to bottom as the generated reference reads it; it was split in "
+                             "two once only to stay under the threshold",
+}
 
 
 def test_long_modules_were_reviewed() -> None:

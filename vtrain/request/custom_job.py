@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from vtrain import catalog
 from vtrain.constants import DILOCO_ENV, DILOCO_SYNCER_MODULE, DTENSOR_MESH_ENV, STRATEGY_ENV
 from vtrain.jobfile.model import JobConfig, PoolConfig
+from vtrain.jobfile.schema import plain_fields
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -37,23 +38,9 @@ RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 _SCHEDULING_STRATEGY = {"standard": "STANDARD", "spot": "SPOT", "flex_start": "FLEX_START"}
 _RESERVATION_TYPE = {"none": "NO_RESERVATION", "any": "ANY_RESERVATION", "specific": "SPECIFIC_RESERVATION"}
 #: Plain Vertex fields: (JobConfig attribute, where the CustomJob REST body holds it), in the order
-#: MessageToDict writes them (field-number order), so a plain field needs one row here and no code.
-#: A value left unset (None, False, empty) is left out, as proto3 leaves out defaults.
-PLAIN_FIELDS: tuple[tuple[str, str], ...] = (
-    ("service_account", "jobSpec.serviceAccount"),
-    ("network", "jobSpec.network"),
-    ("base_output_dir", "jobSpec.baseOutputDirectory.outputUriPrefix"),
-    ("tensorboard", "jobSpec.tensorboard"),
-    ("enable_web_access", "jobSpec.enableWebAccess"),
-    ("reserved_ip_ranges", "jobSpec.reservedIpRanges"),
-    ("persistent_resource_id", "jobSpec.persistentResourceId"),
-    ("enable_dashboard_access", "jobSpec.enableDashboardAccess"),
-    ("experiment", "jobSpec.experiment"),
-    ("experiment_run", "jobSpec.experimentRun"),
-    ("protected_artifact_location_id", "jobSpec.protectedArtifactLocationId"),
-    ("labels", "labels"),
-    ("kms_key", "encryptionSpec.kmsKeyName"),
-)
+#: MessageToDict writes them (field-number order), declared on the schema nodes (`rest=`), so a plain
+#: field needs no code here. A value left unset (None, False, empty) is left out, as proto3 leaves out defaults.
+PLAIN_FIELDS: tuple[tuple[str, str], ...] = plain_fields()
 
 
 def _composed() -> dict[str, Callable[[JobConfig], Any]]:
