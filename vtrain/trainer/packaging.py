@@ -213,8 +213,9 @@ def complete_sdist(built: Path, src: Path, missing: list[str], final: Path) -> N
             for rel in missing:
                 path = src / rel
                 info = tarfile.TarInfo(f"{top}/{rel}")
-                info.size = path.stat().st_size
-                info.mode = 0o755 if os.access(path, os.X_OK) else 0o644
+                st = path.stat()
+                info.size = st.st_size
+                info.mode = 0o755 if st.st_mode & 0o111 else 0o644
                 info.mtime = mtime
                 with open(path, "rb") as fh:
                     out.addfile(info, fh)
