@@ -116,6 +116,8 @@ STAGES: list[dict[str, tuple[str, ...]]] = [
     {"request": ("vtrain.request",), "estimate": ("vtrain.estimate",)},
     # the artifacts planner: reads a job file's trainer folder to name what the (pure) request carries
     {"artifacts": ("vtrain.trainer.artifacts",)},
+    # a job file as a Vertex AI Pipelines step: the request with its planned artifacts, as a KFP component
+    {"pipelines": ("vtrain.pipelines",)},
     {"cloud": ("vtrain.cloud",), "local": ("vtrain.local",)},
     {"view": ("vtrain.view",)},  # what a person watching a run sees: reads local and cloud rows
     {"emulator": ("vtrain.emulator",)},

@@ -89,8 +89,11 @@ def _kfp(job_file: str, overrides: tuple[str, ...], project: str | None, region:
     if not show_secrets:  # the component must carry the values themselves: none is written unasked
         from vtrain.request.build import build_request
         from vtrain.request.redact import redact
+        from vtrain.trainer.artifacts import Artifacts
 
-        body = build_request(config, region=where.region_for(config), project=where.project_for(config)).body
+        # the secrets are in env and args: the artifacts' stand-ins give the same request without reading a file
+        body = build_request(config, Artifacts.stand_ins(), region=where.region_for(config),
+                             project=where.project_for(config)).body
         if redact(body) != body:
             raise UsageError(f"{config.source}: the job has secret-looking values (env or args), which the component "
                              "would carry in clear: pass --show-secrets to write them, or read them from Secret "
