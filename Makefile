@@ -54,6 +54,7 @@ docs: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/startup.py
+	$(BIN)/python benchmarks/render_cold.py
 	$(BIN)/python benchmarks/emulator.py
 	$(BIN)/python benchmarks/hostile_input.py
 

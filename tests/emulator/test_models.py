@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from tests.emulator.discovery import check, check_answer, method
-from tests.helpers import write_job
+from tests.helpers import planned, write_job
 from vtrain.cli import cli
 from vtrain.cloud.registry import model_of_job, register_model
 from vtrain.cloud.vertex import VertexBackend
@@ -178,7 +178,7 @@ def _run(backend: VertexBackend, config: Any, digest: str = "0123456789abcdef") 
     from vtrain.request.build import build_request
     from vtrain.request.custom_job import to_proto
 
-    body = build_request(config).body
+    body = build_request(*planned(config)).body
     body["labels"] = {**body.get("labels", {}), "vtrain-config-hash": digest}
     job = backend.create(to_proto(body))
     job.wait(timeout=60, poll=0.02)

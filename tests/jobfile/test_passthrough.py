@@ -12,7 +12,7 @@ import google.cloud.aiplatform_v1  # noqa: F401 - its import (seconds) is paid a
 import pytest
 from click.testing import CliRunner
 
-from tests.helpers import assert_equals_real_proto, write_job
+from tests.helpers import assert_equals_real_proto, planned, write_job
 from tests.jobfile.declared import dotted as dotted_key
 from tests.jobfile.declared import node_at
 from vtrain.cli import cli
@@ -63,7 +63,7 @@ def test_a_wrong_field_is_refused_with_its_path(vertex: str, path: str, words: s
 
 def test_a_known_field_reaches_the_request_in_the_protos_order() -> None:
     config = parse_config(HEAD + f"vertex:\n  job_spec: {{models: ['{MODEL}']}}\n", "job.yaml")
-    body = build_request(config).body
+    body = build_request(*planned(config)).body
     assert body["jobSpec"]["models"] == [MODEL]
     assert_equals_real_proto(body)  # key order included: models (20) comes after workerPoolSpecs (1)
 
@@ -72,7 +72,7 @@ def test_a_tuning_jobs_trials_get_it_too() -> None:
     tuning = ("tuning: {metric: {name: acc, goal: maximize}, max_trials: 2, "
               "parameters: {lr: {type: double, min: 0.001, max: 0.1}}}\n")
     config = parse_config(HEAD + tuning + f"vertex:\n  job_spec: {{models: ['{MODEL}']}}\n", "job.yaml")
-    body = build_request(config).body
+    body = build_request(*planned(config)).body
     assert body["trialJobSpec"]["models"] == [MODEL]
     to_tuning_proto(body)
 

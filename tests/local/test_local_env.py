@@ -32,7 +32,7 @@ def job_for(tmp_path: Path, cluster: str, extra: str = "") -> dict[str, Any]:
         {cluster}
         {extra}
         """)
-    return build_job_dict(load_config(path, target="local"), package_uris=["file:///p/t.tar.gz"])
+    return build_job_dict(load_config(path, target="local"), artifacts=["file:///p/t.tar.gz"])
 
 
 def ports_for(plan: localenv.Plan) -> dict[Replica, int]:

@@ -88,6 +88,7 @@ def test_render_kfp_writes_a_component_that_loads_and_runs_renders_job(tmp_path:
     from tests.pipelines.compiled import compile_to_spec, custom_jobs, with_op_defaults
     from vtrain.jobfile.load import load_config
     from vtrain.request.build import build_request
+    from vtrain.trainer.artifacts import plan_artifacts
 
     code, out, err = run("render", str(QUICKSTART), "-o", "kfp", "--region", "europe-west4")
     assert code == 0, err
@@ -103,7 +104,8 @@ def test_render_kfp_writes_a_component_that_loads_and_runs_renders_job(tmp_path:
     spec = compile_to_spec(outer, tmp_path)
     inner = {k: v for k, v in spec["components"].items() if "dag" in v}
     assert len(inner) == 1  # the component is a one-step pipeline: its CustomJob is render's
-    body = build_request(load_config(QUICKSTART), region="europe-west4").body
+    config = load_config(QUICKSTART)
+    body = build_request(config, plan_artifacts(config, region="europe-west4"), region="europe-west4").body
     (job,) = custom_jobs(yaml.safe_load(out)).values()
     assert job["_location"] == "europe-west4"
     assert job["jobSpec"] == with_op_defaults(body["jobSpec"])

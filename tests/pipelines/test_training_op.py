@@ -14,7 +14,10 @@ pytest.importorskip("google_cloud_pipeline_components", reason="google-cloud-pip
 from kfp import dsl  # noqa: E402
 
 from tests.conftest import REPO  # noqa: E402
-from tests.helpers import write_job  # noqa: E402
+from tests.helpers import (
+    planned,
+    write_job,  # noqa: E402
+)
 from tests.pipelines.compiled import compile_to_spec, custom_jobs, with_op_defaults  # noqa: E402
 from vtrain.errors import ConfigError, UsageError  # noqa: E402
 from vtrain.jobfile.load import load_config  # noqa: E402
@@ -22,7 +25,7 @@ from vtrain.pipelines import training_op  # noqa: E402
 from vtrain.request.build import CUSTOM_JOB, build_request  # noqa: E402
 
 EXAMPLES = sorted([*(REPO / "configs").glob("**/*.yaml"), *(REPO / "examples").glob("**/job.yaml")])
-CUSTOM_JOBS = [p for p in EXAMPLES if build_request(load_config(p)).kind == CUSTOM_JOB]
+CUSTOM_JOBS = [p for p in EXAMPLES if build_request(*planned(load_config(p))).kind == CUSTOM_JOB]
 TUNING = [p for p in EXAMPLES if p not in CUSTOM_JOBS]
 
 
@@ -39,7 +42,7 @@ def _compiled_job(tmp_path: Path, job_file: Path, args: Any = None, params: dict
 
 @pytest.mark.parametrize("path", CUSTOM_JOBS, ids=[str(p.relative_to(REPO)) for p in CUSTOM_JOBS])
 def test_the_compiled_custom_job_is_renders_field_by_field(tmp_path: Path, path: Path) -> None:
-    request = build_request(load_config(path))
+    request = build_request(*planned(load_config(path)))
     job = _compiled_job(tmp_path, path)
     body = request.body
     assert job.pop("_location") == request.config.region

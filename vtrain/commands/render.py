@@ -40,15 +40,18 @@ def render(
     from vtrain.jobfile.load import load_config
     from vtrain.request.build import build_request
     from vtrain.request.render import render as render_job
+    from vtrain.trainer.artifacts import plan_artifacts
 
     if output == "kfp":
         return _kfp(job_file, overrides, project, region, model_request, show_secrets)
     config = load_config(job_file, overrides)
     for warning in config.warnings:
         click.echo(str(warning), err=True)
-    # The project and region `submit` would use, so the rendered request is the one it sends.
+    # The project and region `submit` would use, so the rendered request is the one it sends: both checked
+    # before the artifacts are planned from the trainer's files.
     where = Where(project, region)
-    request = build_request(config, region=where.region_for(config), project=where.project_for(config))
+    in_region, in_project = where.region_for(config), where.project_for(config)
+    request = build_request(config, plan_artifacts(config, region=in_region), region=in_region, project=in_project)
     config = request.config
     if model_request or config.model is not None:
         _model_request(request, where, output, model_request)
@@ -86,8 +89,11 @@ def _kfp(job_file: str, overrides: tuple[str, ...], project: str | None, region:
     if not show_secrets:  # the component must carry the values themselves: none is written unasked
         from vtrain.request.build import build_request
         from vtrain.request.redact import redact
+        from vtrain.trainer.artifacts import Artifacts
 
-        body = build_request(config, region=where.region_for(config), project=where.project_for(config)).body
+        # the secrets are in env and args: the artifacts' stand-ins give the same request without reading a file
+        body = build_request(config, Artifacts.stand_ins(), region=where.region_for(config),
+                             project=where.project_for(config)).body
         if redact(body) != body:
             raise UsageError(f"{config.source}: the job has secret-looking values (env or args), which the component "
                              "would carry in clear: pass --show-secrets to write them, or read them from Secret "

@@ -66,15 +66,17 @@ def load_step(job_file: str | os.PathLike[str], args: Sequence[Any] | None = Non
               is_parameter: Callable[[Any], bool] = lambda _: False, project: str | None = None,
               region: str | None = None, overrides: Sequence[str] = ()) -> Step:
     """Load and check `job_file` (with `--set` `overrides`) with `args` appended; its request is vtrain's own
-    (``build_request``). `is_parameter` says which items of `args` are pipeline parameters (KFP's channels)."""
+    (``build_request``, with the artifacts planned as render plans them). `is_parameter` says which items of
+    `args` are pipeline parameters (KFP's channels)."""
     from vtrain.jobfile.load import load_config
     from vtrain.request.build import TUNING_JOB, build_request
+    from vtrain.trainer.artifacts import plan_artifacts
 
     extra = _checked_args(args, is_parameter)
     stand_in = [PARAMETER.format(i) if is_parameter(a) else a for i, a in enumerate(extra)]
     base = load_config(job_file, overrides)
     config = load_config(job_file, [*overrides, *args_overrides(base, stand_in)]) if stand_in else base
-    request = build_request(config, project=project, region=region)
+    request = build_request(config, plan_artifacts(config, region=region), project=project, region=region)
     if request.kind == TUNING_JOB:
         raise UsageError(f"{_shown(job_file)}: a job file with `tuning:` makes a HyperparameterTuningJob; a "
                          "pipeline step here runs one CustomJob (remove `tuning:`, or use Google's "
