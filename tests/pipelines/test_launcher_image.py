@@ -26,8 +26,12 @@ from tests.trainer.image_helpers import Registry, make_trainer, needs_registry, 
 from vtrain.cli import cli
 from vtrain.errors import PackagingError
 from vtrain.trainer.credentials import credential_name_reason
-from vtrain.trainer.image.launcher import launcher_files, launcher_image, planned_launcher_image
+from vtrain.trainer.image.launcher import launcher_files
 from vtrain.trainer.image.layers import Entry
+
+pytest.importorskip("kfp", reason="the pipelines extra is not installed")
+pytest.importorskip("google_cloud_pipeline_components", reason="google-cloud-pipeline-components is not installed")
+from vtrain.pipelines import launcher_image, planned_launcher_image  # noqa: E402
 
 KFP_WHEELS = Path(os.environ.get("KFP_WHEELS", "/tmp/pipelines_whl"))
 #: A PEM private key with its body (code that only names the header, as a secret scanner does, is no key).
@@ -234,9 +238,14 @@ def test_a_trainer_outside_the_job_folder_goes_in_at_its_own_path(tmp_path: Path
         cluster:
           chief: {machine_type: n1-standard-4}
         """)
-    names = [name for name, _, _ in launcher_files(job).job]
+    names = [name for name, _, _ in launcher_files(job, trainer).job]
     assert str(trainer / "trainer" / "task.py").lstrip("/") in names
     assert str(tmp_path / "configs" / "requirements.txt").lstrip("/") in names  # the job folder needs no pyproject
     (trainer / "id_rsa").write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
     with pytest.raises(PackagingError, match="id_rsa"):
-        launcher_files(job)
+        launcher_files(job, trainer)
+    from vtrain.jobfile.load import load_config
+
+    assert load_config(str(job)).trainer.package == trainer  # what vtrain.pipelines and package --launcher pass
+    with pytest.raises(PackagingError, match="id_rsa"):
+        planned_launcher_image(job, "127.0.0.1:9/team/launcher")

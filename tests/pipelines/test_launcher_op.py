@@ -56,7 +56,8 @@ def test_recover_is_a_whole_number(tmp_path: Path, recover: Any) -> None:
 
 
 def test_a_repository_plans_the_launcher_image_offline(tmp_path: Path) -> None:
-    from vtrain.trainer.image.launcher import DEFAULT_BASE, planned_launcher_image
+    from vtrain.pipelines import planned_launcher_image
+    from vtrain.trainer.image.launcher import DEFAULT_BASE
 
     job = REPO / "configs" / "quickstart.yaml"
     spec = _compiled(tmp_path, job, repository="127.0.0.1:9/team/launcher")

@@ -111,9 +111,12 @@ def _launcher(job_file: str, repository: str | None, base: str | None, allow_cre
         raise UsageError("--set does not apply to --launcher: the image holds the job file as it is on disk (give "
                          "launcher_op its args instead)")
     from vtrain.cloud.images import blob_line
+    from vtrain.jobfile.load import load_config
 
+    config = load_config(job_file)  # checked before anything is built; its trainer folder goes in too
     text = output == "text"
-    pushed = launcher_image(job_file, repository, base=base or DEFAULT_BASE, allow_credentials=allow_credentials,
+    pushed = launcher_image(job_file, repository, base=base or DEFAULT_BASE, package=config.trainer.package,
+                            allow_credentials=allow_credentials,
                             on_blob=(lambda b: click.echo(blob_line(b), err=True)) if text else None)
     if text:
         sent = pushed.layer_bytes()

@@ -62,7 +62,7 @@ def launcher_op(job_file: str | os.PathLike[str], args: Sequence[Any] | None = N
     :func:`vtrain.pipelines.launcher_image` (or `vtrain package JOB --launcher REPOSITORY`) pushed, its
     ``Pushed.image`` (``REPOSITORY:TAG@DIGEST``). Or `repository` (and `base`, the launcher image's base):
     the image is planned now, offline, as `vtrain package JOB --launcher REPOSITORY [--launcher-base BASE]` will
-    push it (:func:`vtrain.trainer.image.launcher.planned_launcher_image`; run that before the pipeline)."""
+    push it (:func:`vtrain.pipelines.planned_launcher_image`; run that before the pipeline)."""
     from vtrain.errors import UsageError
     from vtrain.pipelines.training import is_parameter
 
@@ -75,7 +75,8 @@ def launcher_op(job_file: str | os.PathLike[str], args: Sequence[Any] | None = N
         if image is not None:
             raise UsageError("give launcher_op either image (one you pushed) or repository (where `vtrain package "
                              "JOB --launcher REPOSITORY` pushes it), not both")
-        image = planned_launcher_image(Path(job_file), repository, base or DEFAULT_BASE)
+        image = planned_launcher_image(Path(job_file), repository, base or DEFAULT_BASE,
+                                       package=step.config.trainer.package)
     elif base is not None:
         raise UsageError("launcher_op's base is the base of the launcher image planned in repository: give "
                          "repository too")

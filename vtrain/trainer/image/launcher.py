@@ -108,20 +108,19 @@ def launcher_spec(job_file: str | Path, repository: str, base: str = DEFAULT_BAS
                      workdir=str(Path(job_file).absolute().parent), index_args=tuple(index_args))
 
 
-def launcher_files(job_file: str | Path, *, allow_credentials: bool = False) -> LauncherFiles:
+def launcher_files(job_file: str | Path, package: Path | None = None, *,
+                   allow_credentials: bool = False) -> LauncherFiles:
     """The job folder's files (selected and judged for secrets as a trainer's are; the job file included) and
-    vtrain's own; the trainer's folder too when the job file names one outside its folder. Refuses credentials
-    (one error listing them) unless `allow_credentials`."""
+    vtrain's own; the trainer's folder too (`package`: the job file's ``trainer.package``) when it lies outside
+    the job file's. Refuses credentials (one error listing them) unless `allow_credentials`. The job file is
+    not read here (the caller has loaded it: :mod:`vtrain.pipelines.image`, ``vtrain package --launcher``)."""
     import vtrain
-    from vtrain.jobfile.load import load_config
     from vtrain.trainer.credentials import check_contents
     from vtrain.trainer.packaging import refuse_credentials
     from vtrain.trainer.select import readable_errors, select_files, select_folder
 
     path = Path(job_file).absolute()
-    config = load_config(str(path))
     folders = [path.parent]
-    package = config.trainer.package
     if package is not None and not Path(package).absolute().is_relative_to(path.parent):
         folders.append(Path(package).absolute())
     chosen: dict[str, Path] = {path.as_posix().lstrip("/"): path}
@@ -156,13 +155,13 @@ def _executable(path: Path) -> bool:
 
 
 def planned_launcher_image(job_file: str | Path, repository: str, base: str = DEFAULT_BASE, *,
-                           python_version: str | None = None, platform: str | None = None,
-                           allow_credentials: bool = False) -> str:
+                           package: Path | None = None, python_version: str | None = None,
+                           platform: str | None = None, allow_credentials: bool = False) -> str:
     """``REPOSITORY:TAG`` the launcher image will have; reads the files, sends nothing."""
     spec = launcher_spec(job_file, repository, base, python_version=python_version, platform=platform)
     target = parse_repository(spec.repository)
     parse_reference(spec.base, what="base image")
-    files = launcher_files(job_file, allow_credentials=allow_credentials)
+    files = launcher_files(job_file, package, allow_credentials=allow_credentials)
     return str(target.with_tag(image_tag(spec, files.job_digest, files.vtrain_digest)))
 
 
@@ -242,20 +241,21 @@ def build_launcher(spec: ImageSpec, files: LauncherFiles, out_dir: Path, base_cl
                       manifest=canonical(manifest), media_type=str(manifest["mediaType"]), python_version=version)
 
 
-def launcher_image(job_file: str | Path, repository: str, *, base: str = DEFAULT_BASE,
+def launcher_image(job_file: str | Path, repository: str, *, base: str = DEFAULT_BASE, package: Path | None = None,
                    python_version: str | None = None, platform: str | None = None, index_args: Sequence[str] = (),
                    allow_credentials: bool = False, cache: Path | None = None,
                    credentials: Credentials | None = default_credentials,
                    base_credentials: Credentials | None = default_credentials,
                    on_blob: Callable[[dict[str, object]], None] | None = None) -> Pushed:
-    """Build the launcher image for `job_file` on `base` and push it to `repository` (``REPOSITORY:TAG@DIGEST``
-    in the answer's ``image``: give it to ``launcher_op(..., image=...)``). Every check (the job file, secrets,
-    the requirements' wheels) passes before anything is sent; what the registry has is not sent again."""
+    """Build the launcher image for `job_file` (`package`: its ``trainer.package``) on `base` and push it to
+    `repository` (``REPOSITORY:TAG@DIGEST`` in the answer's ``image``: give it to ``launcher_op(..., image=...)``).
+    Every check (secrets, the requirements' wheels) passes before anything is sent; what the registry has is not
+    sent again."""
     spec = launcher_spec(job_file, repository, base, python_version=python_version, platform=platform,
                          index_args=index_args)
     target = parse_repository(spec.repository)
     base_ref = parse_reference(spec.base, what="base image")
-    files = launcher_files(job_file, allow_credentials=allow_credentials)
+    files = launcher_files(job_file, package, allow_credentials=allow_credentials)
     client = RegistryClient(target.registry, credentials)
     base_client = client if base_ref.registry == target.registry else RegistryClient(base_ref.registry,
                                                                                      base_credentials)
