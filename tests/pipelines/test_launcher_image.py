@@ -176,6 +176,8 @@ def test_the_launcher_image_runs_vtrain_and_the_step_with_the_job_at_its_path(
     said = json.loads(again.stdout)
     assert said["image"] == pushed.image and said["sent"] == 0
     assert {b["action"] for b in said["blobs"]} == {"present"}
+    text = CliRunner().invoke(cli, ["package", str(job), "--launcher", repository, "--launcher-base", base])
+    assert text.exit_code == 0 and f"launcher {pushed.image}  (nothing sent: the registry had it)" in text.stdout
 
 
 def test_a_credential_in_the_job_folder_is_refused_before_anything_is_built(tmp_path: Path) -> None:
