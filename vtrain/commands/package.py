@@ -40,7 +40,7 @@ def _size(n: int) -> str:
     "--launcher-base",
     metavar="IMAGE",
     default=None,
-    help="The Python base image of --launcher's image  [default: docker.io/library/python:3.11-slim].",
+    help="The Python base image of --launcher's image  [default: python:3.11-slim].",
 )
 @output_option("text", "json")
 @set_option

@@ -50,7 +50,7 @@ from vtrain.trainer.image.wheels import canonical as canonical_name
 from vtrain.trainer.select import hash_entries
 
 #: The base when none is given: Docker Hub's Python (its config sets PYTHON_VERSION; glibc, so manylinux wheels).
-DEFAULT_BASE = "docker.io/library/python:3.11-slim"
+DEFAULT_BASE = "python:3.11-slim"  # Docker Hub: registry-1.docker.io/library/python
 #: The extra whose dependencies the launcher needs besides vtrain's core ones.
 EXTRA = "pipelines"
 #: Google's pipeline components: the step's google.VertexModel output type; installed without its dependencies.
