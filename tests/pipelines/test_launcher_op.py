@@ -53,3 +53,25 @@ def test_a_model_block_adds_a_google_vertex_model_output(tmp_path: Path) -> None
 def test_recover_is_a_whole_number(tmp_path: Path, recover: Any) -> None:
     with pytest.raises(UsageError, match="recover must be a whole number of resubmissions"):
         _compiled(tmp_path, REPO / "configs" / "quickstart.yaml", recover=recover)
+
+
+def test_a_repository_plans_the_launcher_image_offline(tmp_path: Path) -> None:
+    from vtrain.pipelines import planned_launcher_image
+    from vtrain.trainer.image.launcher import DEFAULT_BASE
+
+    job = REPO / "configs" / "quickstart.yaml"
+    spec = _compiled(tmp_path, job, repository="127.0.0.1:9/team/launcher")
+    (executor,) = spec["deploymentSpec"]["executors"].values()
+    planned = planned_launcher_image(job, "127.0.0.1:9/team/launcher", DEFAULT_BASE)
+    assert executor["container"]["image"] == planned and planned.startswith("127.0.0.1:9/team/launcher:")
+    other = _compiled(tmp_path, job, repository="127.0.0.1:9/team/launcher", base="127.0.0.1:9/base/python:3.11")
+    assert next(iter(other["deploymentSpec"]["executors"].values()))["container"]["image"] != planned
+
+
+@pytest.mark.parametrize(("kwargs", "said"), [
+    ({"repository": "127.0.0.1:9/team/launcher", "image": "python:3.11"}, "either image"),
+    ({"base": "python:3.11-slim"}, "give repository too"),
+])
+def test_the_launcher_image_is_named_one_way(tmp_path: Path, kwargs: dict[str, str], said: str) -> None:
+    with pytest.raises(UsageError, match=said):
+        _compiled(tmp_path, REPO / "configs" / "quickstart.yaml", **kwargs)

@@ -29,9 +29,23 @@ def _size(n: int) -> str:
     show_default=True,
     help="Check the job for Vertex AI (gs:// staging), or for `vtrain local` (a local staging directory).",
 )
+@click.option(
+    "--launcher",
+    metavar="REPOSITORY",
+    default=None,
+    help="Instead: build the image launcher_op's pipeline step runs in (vtrain, its pipelines dependencies and "
+    "this job file's folder at its absolute path) and push it to REPOSITORY; prints REPOSITORY:TAG@DIGEST.",
+)
+@click.option(
+    "--launcher-base",
+    metavar="IMAGE",
+    default=None,
+    help="The Python base image of --launcher's image  [default: python:3.11-slim].",
+)
 @output_option("text", "json")
 @set_option
-def package(job_file: str, allow_credentials: bool, target: str, output: str, overrides: tuple[str, ...]) -> None:
+def package(job_file: str, allow_credentials: bool, target: str, launcher: str | None, launcher_base: str | None,
+            output: str, overrides: tuple[str, ...]) -> None:
     """Build the trainer package and stage it (with vtrain's runtime) under staging_bucket; with
     trainer.build, build the trainer's image and push it to trainer.build.repository.
 
@@ -43,6 +57,9 @@ def package(job_file: str, allow_credentials: bool, target: str, output: str, ov
     from vtrain.jobfile.load import load_config
     from vtrain.trainer.packaging import build_and_stage, describe
 
+    if launcher is not None or launcher_base is not None:
+        _launcher(job_file, launcher, launcher_base, allow_credentials, output, overrides)
+        return
     config = load_config(job_file, overrides, target=target)
     trainer = config.trainer
     if trainer.build is not None:  # the image: built on its base and pushed, as `submit` does before the create
@@ -80,3 +97,30 @@ def package(job_file: str, allow_credentials: bool, target: str, output: str, ov
     for role, obj in zip(("trainer", "runtime"), objects, strict=True):
         state = "uploaded" if obj.uploaded else "already staged"
         click.echo(f"{role:<8} {state:<15} {obj.uri}  ({_size(obj.size)})")
+
+
+def _launcher(job_file: str, repository: str | None, base: str | None, allow_credentials: bool, output: str,
+              overrides: tuple[str, ...]) -> None:
+    """`package --launcher REPOSITORY`: the launcher step's image (vtrain.trainer.image.launcher), built and pushed."""
+    from vtrain.errors import UsageError
+    from vtrain.trainer.image.launcher import DEFAULT_BASE, launcher_image
+
+    if repository is None:
+        raise UsageError("--launcher-base needs --launcher REPOSITORY (where the launcher image goes)")
+    if overrides:
+        raise UsageError("--set does not apply to --launcher: the image holds the job file as it is on disk (give "
+                         "launcher_op its args instead)")
+    from vtrain.cloud.images import blob_line
+    from vtrain.jobfile.load import load_config
+
+    config = load_config(job_file)  # checked before anything is built; its trainer folder goes in too
+    text = output == "text"
+    pushed = launcher_image(job_file, repository, base=base or DEFAULT_BASE, package=config.trainer.package,
+                            allow_credentials=allow_credentials,
+                            on_blob=(lambda b: click.echo(blob_line(b), err=True)) if text else None)
+    if text:
+        sent = pushed.layer_bytes()
+        click.echo(f"launcher {pushed.image}  ({_size(sent)} sent)" if sent else f"launcher {pushed.image}  "
+                   "(nothing sent: the registry had it)")
+        return
+    echo_json({"image": pushed.image, "digest": pushed.digest, "sent": pushed.sent, "blobs": pushed.blobs})

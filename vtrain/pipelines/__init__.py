@@ -4,13 +4,17 @@
 - :func:`launcher_op`: a component that runs `vtrain submit --wait` on the job file, so preflight,
   ``--recover``, TensorBoard and Experiment creation, model registration and progress lines are kept.
 
+- :func:`launcher_image`: builds and pushes the image :func:`launcher_op`'s step runs in on Vertex AI Pipelines
+  (vtrain, its pipelines dependencies and the job file's folder; :mod:`vtrain.pipelines.image`).
+
 Needs the ``pipelines`` extra (kfp, and google-cloud-pipeline-components for :func:`training_op`); nothing
 else in vtrain imports this package. See docs/guides/pipelines.md.
 """
 
 from __future__ import annotations
 
+from vtrain.pipelines.image import launcher_image, planned_launcher_image
 from vtrain.pipelines.launcher import launcher_op
 from vtrain.pipelines.training import training_op
 
-__all__ = ["launcher_op", "training_op"]
+__all__ = ["launcher_image", "launcher_op", "planned_launcher_image", "training_op"]

@@ -29,8 +29,9 @@ from kfp import dsl
 
 from vtrain.pipelines.step import load_step
 
-#: The image the component runs in on Vertex AI Pipelines when no `image` is given: the user's own image
-#: with vtrain[pipelines] and the job's folder is needed there (docs/guides/pipelines.md).
+#: The image the component runs in when no `image` is given: fit only for kfp.local, whose runner ignores it. On
+#: Vertex AI Pipelines give the image :func:`vtrain.pipelines.launcher_image` (`vtrain package JOB --launcher
+#: REPOSITORY`) built and pushed: vtrain[pipelines] and the job's folder at its path (docs/guides/pipelines.md).
 DEFAULT_IMAGE = "python:3.11"
 #: The most of `submit -o json`'s answer (the job, as REST JSON) that is read.
 _ANSWER_LIMIT = 16 << 20
@@ -53,17 +54,32 @@ def vtrain_launcher_with_model(job_file: str, args: list, recover: int,  # type:
 
 
 def launcher_op(job_file: str | os.PathLike[str], args: Sequence[Any] | None = None, *, recover: int = 0,
-                image: str | None = None) -> Any:
+                image: str | None = None, repository: str | None = None, base: str | None = None) -> Any:
     """Inside a ``@dsl.pipeline``: a task that runs `vtrain submit --wait` on `job_file` with `args` (strings
     and pipeline parameters) appended to every trainer pool's args. Checked now, at compile time (vtrain's
     ``ConfigError``/``UsageError``). `recover`: submit's ``--recover N``. `image`: where the step runs on
-    Vertex AI Pipelines (an image with vtrain[pipelines] and the job file at the same path)."""
+    Vertex AI Pipelines, an image with vtrain[pipelines] and the job file at the same path: what
+    :func:`vtrain.pipelines.launcher_image` (or `vtrain package JOB --launcher REPOSITORY`) pushed, its
+    ``Pushed.image`` (``REPOSITORY:TAG@DIGEST``). Or `repository` (and `base`, the launcher image's base):
+    the image is planned now, offline, as `vtrain package JOB --launcher REPOSITORY [--launcher-base BASE]` will
+    push it (:func:`vtrain.pipelines.planned_launcher_image`; run that before the pipeline)."""
     from vtrain.errors import UsageError
     from vtrain.pipelines.training import is_parameter
 
     if isinstance(recover, bool) or not isinstance(recover, int) or recover < 0:
         raise UsageError(f"recover must be a whole number of resubmissions (0 or more), got {recover!r}")
     step = load_step(job_file, args, is_parameter=is_parameter)
+    if repository is not None:
+        from vtrain.trainer.image.launcher import DEFAULT_BASE, planned_launcher_image
+
+        if image is not None:
+            raise UsageError("give launcher_op either image (one you pushed) or repository (where `vtrain package "
+                             "JOB --launcher REPOSITORY` pushes it), not both")
+        image = planned_launcher_image(Path(job_file), repository, base or DEFAULT_BASE,
+                                       package=step.config.trainer.package)
+    elif base is not None:
+        raise UsageError("launcher_op's base is the base of the launcher image planned in repository: give "
+                         "repository too")
     component = _component(with_model=step.config.model is not None, image=image or DEFAULT_IMAGE)
     return component(job_file=str(Path(job_file).absolute()), args=list(step.args), recover=recover)
 

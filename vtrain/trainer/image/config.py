@@ -149,6 +149,8 @@ _HISTORY = {
     "trainer": f"vtrain: the trainer's files at /{TRAINER_DIR}",
     "runtime": f"vtrain: vtrain's runtime at /{RUNTIME_DIR}",
     "requirements": f"vtrain: the requirements' wheels in the site dir of PYTHONUSERBASE=/{DEPS_DIR}",
+    "vtrain": f"vtrain: vtrain's own files in the site dir of PYTHONUSERBASE=/{DEPS_DIR} (a launcher image)",
+    "job": "vtrain: the job file's folder at its absolute path (a launcher image)",
 }
 
 
