@@ -4,8 +4,8 @@ inside, the job file is at its absolute path, no layer holds a credential, and a
 
 The base is this machine's Debian python3.11 with its whole standard library and the libraries its extension
 modules link (~60 MB); the requirements are vtrain's own (core + pipelines extra), resolved as wheels from the
-machine's pip index. kfp-server-api ships only an sdist: the launcher builds it as a pure wheel, from the index
-or (on this CI machine, whose mirror lacks it) from the folder KFP_WHEELS names (default /tmp/pipelines_whl)."""
+machine's pip index. kfp-server-api ships only an sdist: the launcher builds it as a pure wheel from the index (a folder
+KFP_WHEELS names, default /tmp/pipelines_whl, is added to pip's find-links when it holds one: an offline machine)."""
 
 from __future__ import annotations
 
