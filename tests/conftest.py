@@ -146,7 +146,22 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         _unmarked_slow.append((report.nodeid, report.duration))
 
 
+#: Modules that collecting the suite must not import: each pytest run (each xdist worker, the `alone` part)
+#: would pay for them, the runs that deselect the tests that need them too. Said at the end, not failed.
+HEAVY_AT_COLLECTION = ("tensorflow",)
+_heavy_collected: list[str] = []
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    import sys
+
+    _heavy_collected.extend(name for name in HEAVY_AT_COLLECTION if name in sys.modules)
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _heavy_collected:
+        terminalreporter.section("imported while collecting (import it in a fixture or the test)")
+        terminalreporter.write_line(", ".join(_heavy_collected))
     if _unmarked_slow:
         terminalreporter.section(f"tests over {SLOW_SECONDS:g} s not marked slow (mark them @pytest.mark.slow)")
         for nodeid, took in sorted(_unmarked_slow, key=lambda e: -e[1]):
