@@ -5,10 +5,11 @@
     .venv/bin/python benchmarks/large_trainer_file.py --cases dropped,kept --size-gb 3
 
 The file is sparse (no disk is used for it) and sits beside the trainer as a dataset would:
-`dropped` puts it at the folder's root, where setuptools leaves it out of the sdist (the issue's
-case); `kept` names it in MANIFEST.in, so the sdist holds it and its bytes are in the sdist's name
-(hashed, streamed). Each case renders twice: `first` (the layout was never built here, so the plan
-learns what the backend keeps by building once) and `again` (the record is read back). Each render is
+`dropped` puts it at the folder's root, where setuptools leaves it out of its own sdist (the issue's
+case; since issue 32 vtrain adds it back: the sdist holds the selection, and its name hashes it);
+`kept` names it in MANIFEST.in. Either way its bytes are in the sdist's name (hashed, streamed).
+Each case renders twice, `first` (an empty cache) and `again` (before issue 32 the first render of a
+layout built the sdist once to learn what the backend keeps; now both read the files alike). Each render is
 `python -m vtrain render JOB` in a fresh process; peak RSS is that process's own (wait4's rusage).
 """
 

@@ -18,6 +18,14 @@ if TYPE_CHECKING:
 FAST_RETRY = RetryPolicy(attempts=4, initial=0.01, maximum=0.02)
 
 
+def planned(config: Any) -> tuple[Any, Any]:
+    """(config, its artifacts planned from its files): the two first arguments of the pure request builders,
+    `build_request(*planned(config))`, as a command passes them."""
+    from vtrain.trainer.artifacts import plan_artifacts
+
+    return config, plan_artifacts(config)
+
+
 def write_job(tmp_path: Path, text: str, name: str = "job.yaml") -> Path:
     path = tmp_path / name
     path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")

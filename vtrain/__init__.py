@@ -5,7 +5,7 @@ google-cloud-aiplatform is imported only by :func:`build_job` and the backends,
 TensorFlow only by :mod:`vtrain.runtime` inside a trainer.
 
     config = vtrain.load_config("vtrain.yaml")
-    job = vtrain.build_job(config)          # google.cloud.aiplatform_v1.CustomJob
+    job = vtrain.build_job(config, vtrain.plan_artifacts(config))   # google.cloud.aiplatform_v1.CustomJob
     print(vtrain.render(job, "gcloud"))
 """
 
@@ -33,6 +33,8 @@ if TYPE_CHECKING:  # what a type checker reads; at run time each name is importe
     from vtrain.request.custom_job import build_job as build_job
     from vtrain.request.custom_job import build_job_dict as build_job_dict
     from vtrain.request.render import render as render
+    from vtrain.trainer.artifacts import Artifacts as Artifacts
+    from vtrain.trainer.artifacts import plan_artifacts as plan_artifacts
 
 _LAZY: dict[str, str] = {
     "load_config": "vtrain.jobfile.load",
@@ -42,6 +44,8 @@ _LAZY: dict[str, str] = {
     "build_request": "vtrain.request.build",
     "Request": "vtrain.request.build",
     "render": "vtrain.request.render",
+    "plan_artifacts": "vtrain.trainer.artifacts",
+    "Artifacts": "vtrain.trainer.artifacts",
     "submit": "vtrain.cloud.submit",
     "run_local": "vtrain.local.runner",
     "run_local_tuning": "vtrain.local.study_run",
@@ -55,6 +59,7 @@ _LAZY: dict[str, str] = {
 
 #: Written out (not computed from _LAZY) so that type checkers read it; a test holds the two equal.
 __all__ = [
+    "Artifacts",
     "BackendError",
     "ConfigError",
     "JobConfig",
@@ -67,6 +72,7 @@ __all__ = [
     "build_job_dict",
     "build_request",
     "load_config",
+    "plan_artifacts",
     "render",
     "run_local",
     "run_local_tuning",

@@ -18,7 +18,7 @@ from google.protobuf import json_format
 
 import vtrain
 from tests.conftest import REPO
-from tests.helpers import write_job
+from tests.helpers import planned, write_job
 from vtrain.cloud.jobs import watch
 from vtrain.cloud.submit import (
     HASH_LABEL,
@@ -88,7 +88,7 @@ def test_plan_is_render_plus_labels(tmp_path: Path, trainer: Path) -> None:
 
     job = write_job(tmp_path, job_text(trainer=trainer))
     plan = plan_submit(job, where=Where(project=PROJECT, env={}, gcloud=no_gcloud))
-    rendered = build_job_dict(load_config(job))
+    rendered = build_job_dict(*planned(load_config(job)))
     labels = dict(plan.body["labels"])
     assert labels.pop(VERSION_LABEL) == version_label() == vtrain.__version__.replace(".", "-")
     assert labels.pop(HASH_LABEL) == plan.config_hash == config_hash(rendered)
@@ -223,7 +223,7 @@ def test_submit_stages_creates_and_succeeds(tmp_path: Path, emu: Emulator, gcs: 
     sent = json_format.MessageToDict(to_proto(post["body"])._pb)
     for key in (VERSION_LABEL, HASH_LABEL, SUBMIT_LABEL):
         del sent["labels"][key]
-    rendered = json.loads(render(build_job_dict(load_config(job_file)), "json"))
+    rendered = json.loads(render(build_job_dict(*planned(load_config(job_file))), "json"))
     assert sent == json_format.MessageToDict(to_proto(rendered)._pb)
     # Unchanged packages are not uploaded again.
     again = submit_job(job_file, where=Where(project=PROJECT, api_endpoint=emu.url, env={}, gcloud=no_gcloud))

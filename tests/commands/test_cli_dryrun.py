@@ -184,3 +184,45 @@ def test_validate_reads_the_trainers_pyproject(tmp_path: Path) -> None:
     code, _, err = run("validate", str(job))
     assert code == 2
     assert f"trainer.package: {pkg / 'pyproject.toml'}: not valid TOML" in err
+
+
+def test_render_on_a_cold_cache_builds_and_writes_nothing(tmp_path: Path, monkeypatch) -> None:
+    """Issue 32, "a pure request": the sdist's name is planned from the file selection, so a first render needs no
+    build and leaves vtrain's cache as it was (not even made)."""
+    from vtrain.trainer import packaging
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("VTRAIN_CACHE_DIR", str(cache))
+
+    def no_build(*_: object, **__: object) -> Path:
+        raise AssertionError("render ran the build backend")
+
+    monkeypatch.setattr(packaging, "run_backend", no_build)
+    code, out, err = run("render", str(REPO / "configs" / "quickstart.yaml"))
+    assert code == 0, err
+    uris = json.loads(out)["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]["packageUris"]
+    assert uris[0].startswith("gs://my-vtrain-bucket/staging/vtrain/trainer-") and uris[0].endswith(".tar.gz")
+    assert not cache.exists()
+
+
+def test_render_refuses_a_bad_project_before_reading_the_trainer(tmp_path: Path, monkeypatch) -> None:
+    from vtrain.trainer import artifacts
+
+    monkeypatch.setenv("VTRAIN_CACHE_DIR", str(tmp_path / "cache"))
+
+    def no_plan(*_: object, **__: object) -> None:
+        raise AssertionError("render planned the artifacts before checking --project")
+
+    monkeypatch.setattr(artifacts, "plan_artifacts", no_plan)
+    code, out, err = run("render", str(REPO / "configs" / "quickstart.yaml"), "--project", "BAD_")
+    assert (code, out) == (1, "")
+    assert "project 'BAD_' (from --project) is not a project ID" in err and "Traceback" not in err
+    assert not (tmp_path / "cache").exists()
+
+
+def test_render_plans_a_built_image_in_the_region_it_renders_for() -> None:
+    """The image on each pool's base is planned for the region the request is built for (regional bases)."""
+    code, out, err = run("render", str(REPO / "configs" / "build-image.yaml"), "--region", "europe-west4")
+    assert code == 0, err
+    pools = [p for p in json.loads(out)["jobSpec"]["workerPoolSpecs"] if p]
+    assert pools and all(":" in p["containerSpec"]["imageUri"] for p in pools)

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.helpers import assert_equals_real_proto, write_job
+from tests.helpers import assert_equals_real_proto, planned, write_job
 from vtrain import load_config
 from vtrain.constants import DILOCO_DEFAULTS, DilocoKnobs
 from vtrain.diloco import codec, traffic
@@ -51,7 +51,7 @@ def test_the_job_model_and_the_replicas_share_one_set_of_knobs() -> None:
 def test_the_syncer_runs_on_pool_0_and_every_pool_gets_the_settings(tmp_path: Path) -> None:
     path = _job(tmp_path, "diloco: {inner_steps: 20, compression: int8, grace: 1.5s, "
                           "second_learner_pool: {replicas: 2, machine_type: g2-standard-8}}")
-    body = build_job_dict(load_config(path))
+    body = build_job_dict(*planned(load_config(path)))
     pools = body["jobSpec"]["workerPoolSpecs"]
     assert [p["machineSpec"]["machineType"] for p in pools] == ["n1-standard-8", "a2-highgpu-1g", "g2-standard-8"]
     chief = pools[0]["pythonPackageSpec"]
@@ -73,7 +73,7 @@ def test_a_container_trainer_runs_the_syncer_from_its_image(tmp_path: Path) -> N
         cluster: {chief: {machine_type: n1-standard-8}, workers: {replicas: 2}}
     """)
     config = load_config(path)
-    pools = build_job_dict(config)["jobSpec"]["workerPoolSpecs"]
+    pools = build_job_dict(*planned(config))["jobSpec"]["workerPoolSpecs"]
     assert pools[0]["containerSpec"]["command"] == ["python3", "-m", "vtrain.diloco"]
     assert pools[1]["containerSpec"]["command"] == ["python", "-m", "t"]
     assert any("needs vtrain" in w.message for w in config.warnings)

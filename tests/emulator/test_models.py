@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from tests.emulator.discovery import method_named, path_matches, problems
-from tests.helpers import write_job
+from tests.emulator.discovery import check, check_answer, method
+from tests.helpers import planned, write_job
 from vtrain.cli import cli
 from vtrain.cloud.registry import model_of_job, register_model
 from vtrain.cloud.vertex import VertexBackend
@@ -133,7 +133,7 @@ def test_every_answer_is_true_to_the_discovery_document(emu: Emulator) -> None:
     assert done["done"] is True
     answers.append(("get", "GET", f"v1/{op['name']}", done, "GoogleLongrunningOperation"))
     name = done["response"]["model"]
-    assert not problems(done["response"], "GoogleCloudAiplatformV1UploadModelResponse")
+    check(done["response"], "GoogleCloudAiplatformV1UploadModelResponse", "upload's response")
     again = _raw(emu, "POST", f"v1/{PARENT}/models:upload", {"model": _model(), "parentModel": name})
     _raw(emu, "GET", f"v1/{again['name']}")
     answers += [
@@ -149,11 +149,12 @@ def test_every_answer_is_true_to_the_discovery_document(emu: Emulator) -> None:
     ]
     for verb_name, verb, path, answer, ref in answers:
         resources = (*models, "operations") if "/operations/" in path else models
-        declared = method_named(*resources, name=verb_name)
-        assert declared["httpMethod"] == verb and path_matches(declared["path"], path), (verb_name, path)
+        declared = method(verb, f"/{path}")
+        assert declared["id"] == ".".join(("aiplatform", *resources, verb_name)), (declared["id"], path)
         assert declared["response"]["$ref"] == ref
-        assert problems(answer, ref) == [], (verb_name, answer)
-    assert problems({"displayName": 1}, "GoogleCloudAiplatformV1Model")  # the checker does check
+        check_answer(verb, f"/{path}", answer)
+    with pytest.raises(AssertionError, match="is not a string"):  # the checker does check
+        check({"displayName": 1}, "GoogleCloudAiplatformV1Model", "model")
 
 
 # ---- vtrain's registration -------------------------------------------------------------------------
@@ -177,7 +178,7 @@ def _run(backend: VertexBackend, config: Any, digest: str = "0123456789abcdef") 
     from vtrain.request.build import build_request
     from vtrain.request.custom_job import to_proto
 
-    body = build_request(config).body
+    body = build_request(*planned(config)).body
     body["labels"] = {**body.get("labels", {}), "vtrain-config-hash": digest}
     job = backend.create(to_proto(body))
     job.wait(timeout=60, poll=0.02)
@@ -252,6 +253,16 @@ def test_submit_wait_registers_after_success_and_never_after_a_failure(emu: Emul
     again = CliRunner().invoke(cli, ["submit", str(ok), *args])
     assert again.exit_code == 0 and "\nmodel not uploaded again: " in again.stdout
     assert [v.version_id for v in client.list_model_versions(name=model.name)] == ["1"]
+    recovering = CliRunner().invoke(cli, ["submit", str(ok), "--recover", "1", *args])  # the succeeding attempt's
+    assert recovering.exit_code == 0, recovering.output
+    assert "\nmodel not uploaded again: " in recovering.stdout
+    renamed = write_job(tmp_path, JOB.format(name="train", extra=", new_version_each_run: true"), "new.yaml")
+    recovering = CliRunner().invoke(cli, ["submit", str(renamed), "--recover", "1", *args])
+    assert recovering.exit_code == 0 and "\nmodel registered: " in recovering.stdout, recovering.output
+    assert [v.version_id for v in client.list_model_versions(name=model.name)] == ["1", "2"]
+    failed = CliRunner().invoke(cli, ["submit", str(failing), "--recover", "1", *args])
+    assert failed.exit_code == 10, failed.output
+    assert "model: not uploaded: the job ended JOB_STATE_FAILED, not SUCCEEDED\n" in failed.stderr
 
 
 def test_an_upload_whose_answer_is_lost_is_not_made_twice(tmp_path: Any) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import planned
 from vtrain.errors import ConfigError, Problem
 from vtrain.jobfile.load import parse_config
 from vtrain.jobfile.model import JobConfig
@@ -40,7 +41,7 @@ def test_a_ring_of_one_gpu_replicas_is_accepted_and_sent_to_the_replicas() -> No
 
     config = parse(HEAD + "cluster:\n  chief: {machine_type: a2-highgpu-1g}\n  workers: {replicas: 3}\n" + RESTART)
     assert not [w for w in config.warnings if w.severity == "error" or "horovod" in w.message]
-    pools = build_job_dict(config)["jobSpec"]["workerPoolSpecs"]
+    pools = build_job_dict(*planned(config))["jobSpec"]["workerPoolSpecs"]
     env = {e["name"]: e["value"] for e in pools[1]["containerSpec"]["env"]}
     assert env["VTRAIN_DISTRIBUTION_STRATEGY"] == "horovod"
 

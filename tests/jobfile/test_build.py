@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import assert_equals_real_proto, write_job
+from tests.helpers import assert_equals_real_proto, planned, write_job
 from tests.trainer.image_helpers import make_trainer
 from vtrain.errors import ConfigError, Problem
 from vtrain.jobfile.load import load_config
@@ -34,7 +34,7 @@ def _problems(path: Path) -> list[Problem]:
 @pytest.mark.slow
 def test_a_build_job_needs_no_staging_bucket_and_runs_the_image_in_every_pool(tmp_path: Path) -> None:
     config = load_config(_job(tmp_path))
-    body = build_request(config).body
+    body = build_request(*planned(config)).body
     assert_equals_real_proto(body)
     chief, workers = body["jobSpec"]["workerPoolSpecs"]
     assert "pythonPackageSpec" not in chief and "pythonPackageSpec" not in workers
@@ -42,12 +42,12 @@ def test_a_build_job_needs_no_staging_bucket_and_runs_the_image_in_every_pool(tm
     cpu, gpu = chief["containerSpec"]["imageUri"], workers["containerSpec"]["imageUri"]
     assert cpu.startswith(f"{REPO}:") and gpu.startswith(f"{REPO}:") and cpu != gpu
     assert chief["containerSpec"]["command"] == ["python3", "-m", "trainer.task"]
-    assert build_request(load_config(_job(tmp_path))).body == body  # deterministic
+    assert build_request(*planned(load_config(_job(tmp_path)))).body == body  # deterministic
 
 
 def test_the_tag_follows_the_trainers_files_and_the_requirements(tmp_path: Path) -> None:
     def image() -> str:
-        return build_request(load_config(tmp_path / "job.yaml")).body["jobSpec"]["workerPoolSpecs"][0][
+        return build_request(*planned(load_config(tmp_path / "job.yaml"))).body["jobSpec"]["workerPoolSpecs"][0][
             "containerSpec"]["imageUri"]
 
     _job(tmp_path, f"    repository: {REPO}\n    requirements: reqs.txt\n")
@@ -147,8 +147,8 @@ def test_a_diloco_syncer_runs_vtrains_syncer_from_the_image_and_reducers_keep_go
     from vtrain.constants import DILOCO_SYNCER_MODULE
 
     config = load_config(_job(tmp_path, extra="distribution_strategy: diloco\n"))
-    pools = build_request(config).body["jobSpec"]["workerPoolSpecs"]
-    assert_equals_real_proto(build_request(config).body)
+    pools = build_request(*planned(config)).body["jobSpec"]["workerPoolSpecs"]
+    assert_equals_real_proto(build_request(*planned(config)).body)
     assert pools[0]["containerSpec"]["command"] == ["python3", "-m", DILOCO_SYNCER_MODULE]
     assert pools[1]["containerSpec"]["command"] == ["python3", "-m", "trainer.task"]
     gpu = ("  workers: {replicas: 2, machine_type: n1-standard-8, accelerator: t4, accelerator_count: 1}\n"
@@ -157,7 +157,7 @@ def test_a_diloco_syncer_runs_vtrains_syncer_from_the_image_and_reducers_keep_go
     path.write_text(path.read_text().replace(path.read_text().split("cluster:\n", 1)[1],
                                              "  chief: {machine_type: n1-standard-8, accelerator: t4, "
                                              "accelerator_count: 1}\n" + gpu))
-    pools = build_request(load_config(path)).body["jobSpec"]["workerPoolSpecs"]
+    pools = build_request(*planned(load_config(path))).body["jobSpec"]["workerPoolSpecs"]
     assert "/reductionserver" in pools[2]["containerSpec"]["imageUri"]
     assert pools[0]["containerSpec"]["imageUri"] == pools[1]["containerSpec"]["imageUri"]
 
@@ -190,7 +190,7 @@ def test_a_tuning_study_of_a_build_job_runs_the_image_in_every_trial(tmp_path: P
              "max: 0.1}}\n  max_trials: 2\n")
     path = _job(tmp_path)
     path.write_text(path.read_text() + extra)
-    body = build_request(load_config(path)).body
+    body = build_request(*planned(load_config(path))).body
     to_tuning_proto(body)  # strict: the real HyperparameterTuningJob
     pools = body["trialJobSpec"]["workerPoolSpecs"]
     assert all(p["containerSpec"]["imageUri"].startswith(f"{REPO}:") for p in pools)

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.helpers import planned
 from vtrain.errors import ConfigError, Problem
 from vtrain.jobfile.load import load_config
 from vtrain.request.build import build_request
@@ -39,8 +40,8 @@ def test_text_and_mapping_give_the_job_the_file_gives(tmp_path: Path) -> None:
     from_file = load_config(path)
     from_text, from_mapping = load_config(TEXT), load_config(yaml.safe_load(TEXT))
     assert from_text == from_file and from_mapping == from_file
-    body = build_request(from_file).body
-    assert build_request(from_text).body == body and build_request(from_mapping).body == body
+    body = build_request(*planned(from_file)).body
+    assert build_request(*planned(from_text)).body == body and build_request(*planned(from_mapping)).body == body
 
 
 def test_an_error_in_yaml_text_points_at_string_line_and_column() -> None:

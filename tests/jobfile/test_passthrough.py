@@ -12,9 +12,12 @@ import google.cloud.aiplatform_v1  # noqa: F401 - its import (seconds) is paid a
 import pytest
 from click.testing import CliRunner
 
-from tests.helpers import assert_equals_real_proto, write_job
+from tests.helpers import assert_equals_real_proto, planned, write_job
+from tests.jobfile.declared import dotted as dotted_key
+from tests.jobfile.declared import node_at
 from vtrain.cli import cli
 from vtrain.errors import ConfigError, Problem
+from vtrain.jobfile.json_schema import key_paths
 from vtrain.jobfile.load import parse_config
 from vtrain.jobfile.rules.passthrough import JOB_SPEC_KEYS, WORKER_POOL_KEYS, descriptor
 from vtrain.request.build import build_request
@@ -60,7 +63,7 @@ def test_a_wrong_field_is_refused_with_its_path(vertex: str, path: str, words: s
 
 def test_a_known_field_reaches_the_request_in_the_protos_order() -> None:
     config = parse_config(HEAD + f"vertex:\n  job_spec: {{models: ['{MODEL}']}}\n", "job.yaml")
-    body = build_request(config).body
+    body = build_request(*planned(config)).body
     assert body["jobSpec"]["models"] == [MODEL]
     assert_equals_real_proto(body)  # key order included: models (20) comes after workerPoolSpecs (1)
 
@@ -69,7 +72,7 @@ def test_a_tuning_jobs_trials_get_it_too() -> None:
     tuning = ("tuning: {metric: {name: acc, goal: maximize}, max_trials: 2, "
               "parameters: {lr: {type: double, min: 0.001, max: 0.1}}}\n")
     config = parse_config(HEAD + tuning + f"vertex:\n  job_spec: {{models: ['{MODEL}']}}\n", "job.yaml")
-    body = build_request(config).body
+    body = build_request(*planned(config)).body
     assert body["trialJobSpec"]["models"] == [MODEL]
     to_tuning_proto(body)
 
@@ -85,6 +88,26 @@ def test_every_field_a_vtrain_key_sets_is_in_the_owned_table() -> None:
                 desc = field.message_type
     pool = {f.json_name for f in descriptor("WorkerPoolSpec").fields}
     assert pool <= {k.split(".")[0] for k in WORKER_POOL_KEYS}  # today vtrain sets every WorkerPoolSpec field
+
+
+def test_each_plain_fields_declared_path_and_number_are_the_protos() -> None:
+    """A plain field is declared once, on its node (`rest=`, `rest_number=`): the path names real fields of
+    CustomJob and the number is the proto's, which orders the body as MessageToDict does."""
+    from google.cloud.aiplatform_v1 import CustomJob
+
+    assert PLAIN_FIELDS, "no node declares rest="
+    for key, path in PLAIN_FIELDS:
+        node = node_at((key,))
+        desc, numbers = CustomJob.pb().DESCRIPTOR, []
+        for part in path.split("."):
+            fields = {f.json_name: f for f in desc.fields}
+            assert part in fields, f"{key}: rest={path!r} names no field '{part}' of {desc.name}"
+            numbers.append(fields[part].number)
+            desc = fields[part].message_type
+        expected = numbers[1] if path.startswith("jobSpec.") else numbers[0]
+        assert node.rest_number == expected, f"{key}: rest_number={node.rest_number}, the proto says {expected}"
+    nested = [dotted_key(p) for p in key_paths() if len(p) > 1 and node_at(p).rest]
+    assert not nested, f"rest= is read on top-level keys only: {nested}"
 
 
 def test_validate_exits_2_naming_the_field(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ import google.cloud.aiplatform_v1  # noqa: F401 - its import (seconds) is paid a
 import pytest
 
 from tests.conftest import REPO
+from tests.helpers import planned
 from vtrain.errors import ConfigError, Problem
 from vtrain.jobfile.load import load_config, parse_config
 from vtrain.local.studies import Trial, tuning_from_body
@@ -40,7 +41,7 @@ def errors(tuning: str) -> list[Problem]:
 def test_the_golden_study_parses_strictly_and_the_emulator_accepts_it() -> None:
     from vtrain.emulator.tuning import check_tuning_job, parse_tuning_job
 
-    body = build_request(load_config(REPO / "configs" / "tuning" / "conditional.yaml")).body
+    body = build_request(*planned(load_config(REPO / "configs" / "tuning" / "conditional.yaml"))).body
     to_tuning_proto(body)
     check_tuning_job(parse_tuning_job(json.dumps(body).encode()))
     optimizer = body["studySpec"]["parameters"][0]
@@ -50,12 +51,12 @@ def test_the_golden_study_parses_strictly_and_the_emulator_accepts_it() -> None:
 
 
 def test_an_integer_parent_sends_int64_values_and_nesting_goes_deep() -> None:
-    body = build_request(config("""\
+    body = build_request(*planned(config("""\
         parameters:
           layers: {type: integer, min: 1, max: 4}
           width: {type: discrete, values: [64, 128], parent: layers, parent_values: [3, 4]}
           dropout: {type: double, min: 0.0, max: 0.5, parent: width, parent_values: [128]}
-        """)).body
+        """))).body
     layers = body["studySpec"]["parameters"][0]
     width = layers["conditionalParameterSpecs"][0]
     assert width["parentIntValues"] == {"values": ["3", "4"]}
@@ -67,8 +68,8 @@ def test_an_integer_parent_sends_int64_values_and_nesting_goes_deep() -> None:
                                            ("decay_curve", "decayCurveStoppingSpec"),
                                            ("convex", "convexAutomatedStoppingSpec")])
 def test_each_early_stopping_rule_is_its_spec_and_reads_back(word: str, key: str) -> None:
-    body = build_request(config(f"parameters: {{lr: {{type: double, min: 0.1, max: 1}}}}\nearly_stopping: {word}\n"
-                                "measurement_selection: best\n")).body
+    body = build_request(*planned(config(f"parameters: {{lr: {{type: double, min: 0.1, max: 1}}}}\n"
+                                         f"early_stopping: {word}\nmeasurement_selection: best\n"))).body
     assert body["studySpec"][key] == {} and body["studySpec"]["measurementSelectionType"] == "BEST_MEASUREMENT"
     to_tuning_proto(body)  # key order is the proto's: the round trip in test_tuning_spec compares it
     back = tuning_from_body(body)
@@ -76,7 +77,7 @@ def test_each_early_stopping_rule_is_its_spec_and_reads_back(word: str, key: str
 
 
 def test_measurement_selection_is_always_sent_and_last_by_default() -> None:
-    body = build_request(config("parameters: {lr: {type: double, min: 0.1, max: 1}}\n")).body
+    body = build_request(*planned(config("parameters: {lr: {type: double, min: 0.1, max: 1}}\n"))).body
     assert body["studySpec"]["measurementSelectionType"] == "LAST_MEASUREMENT"
 
 
@@ -129,7 +130,7 @@ def test_vtrain_local_says_what_it_does_not_apply() -> None:
 def test_local_studies_pass_a_conditional_parameter_only_under_its_parents_values() -> None:
     from vtrain.tuning import search
 
-    body = build_request(load_config(REPO / "configs" / "tuning" / "conditional.yaml")).body
+    body = build_request(*planned(load_config(REPO / "configs" / "tuning" / "conditional.yaml"))).body
     tuning = tuning_from_body(body)  # what `vtrain local` and the emulator read: the nesting, flattened
     momentum = tuning.parameter("momentum")
     assert (momentum.parent, momentum.parent_values) == ("optimizer", ("sgd",))

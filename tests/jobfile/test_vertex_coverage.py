@@ -11,7 +11,7 @@ import pytest
 
 import vtrain.emulator.validation  # noqa: F401 - imports aiplatform_v1 (seconds) at collection, not in a test
 from tests.conftest import REPO
-from tests.helpers import assert_equals_real_proto
+from tests.helpers import assert_equals_real_proto, planned
 from vtrain.errors import ConfigError, Problem
 from vtrain.jobfile.load import load_config, parse_config
 from vtrain.request.build import build_request
@@ -46,7 +46,7 @@ def test_the_golden_config_reaches_every_new_field_and_the_emulator_accepts_it()
     from vtrain.emulator.validation import check_custom_job, parse_custom_job
 
     config = load_config(REPO / "configs" / "vertex-coverage.yaml")
-    body = build_request(config).body
+    body = build_request(*planned(config)).body
     assert_equals_real_proto(body)
     check_custom_job(parse_custom_job(json.dumps(body).encode()))  # raises ApiError on what Vertex refuses
     spec = body["jobSpec"]
@@ -69,10 +69,10 @@ def test_an_experiment_by_name_is_left_for_submit_and_by_full_name_is_sent_as_wr
     """`experiment: NAME` is found or made at submit (its full name carries the project); a full name is
     the request's field as written. Either way the run goes with it."""
     chief = "cluster:\n  chief: {machine_type: n1-standard-4}\n"
-    bare = build_request(parse_config(text(f"experiment: mnist\nexperiment_run: {CTX}/mnist-7\n{chief}"),
-                                      "job.yaml")).body["jobSpec"]
+    bare = build_request(*planned(parse_config(text(f"experiment: mnist\nexperiment_run: {CTX}/mnist-7\n{chief}"),
+                                      "job.yaml"))).body["jobSpec"]
     assert "experiment" not in bare and bare["experimentRun"] == f"{CTX}/mnist-7"
-    full = build_request(parse_config(text(f"experiment: {CTX}/mnist\n{chief}"), "job.yaml")).body["jobSpec"]
+    full = build_request(*planned(parse_config(text(f"experiment: {CTX}/mnist\n{chief}"), "job.yaml"))).body["jobSpec"]
     assert full["experiment"] == f"{CTX}/mnist"
 
 
@@ -84,7 +84,7 @@ def test_a_pool_container_in_a_package_job_and_its_own_command() -> None:
             container: {image_uri: us-docker.pkg.dev/p/r/eval:1, command: [python3, -m, ev]}
             args: [--every=60]
         """), "job.yaml")
-    evaluator = build_request(config).body["jobSpec"]["workerPoolSpecs"][3]
+    evaluator = build_request(*planned(config)).body["jobSpec"]["workerPoolSpecs"][3]
     assert evaluator["containerSpec"]["imageUri"] == "us-docker.pkg.dev/p/r/eval:1"
     assert evaluator["containerSpec"]["command"] == ["python3", "-m", "ev"]
     assert evaluator["containerSpec"]["args"] == ["--every=60"]
@@ -220,11 +220,11 @@ def test_a_run_by_name_is_the_sdks_context_and_the_experiment_is_sent_in_full(
     from google.cloud.aiplatform.metadata.experiment_run_resource import _format_experiment_run_resource_id
 
     config = parse_config(text(keys + "cluster:\n  chief: {machine_type: n1-standard-4}\n"), "job.yaml")
-    spec = build_request(config, project="my-project").body["jobSpec"]
+    spec = build_request(*planned(config), project="my-project").body["jobSpec"]
     assert (spec["experiment"], spec.get("experimentRun")) == (experiment, run)
     if "experiment_run: run-7" in keys:  # the SDK's own composition: start_run("run-7") in my-exp
         assert run == f"{FULL}/{_format_experiment_run_resource_id('my-exp', 'run-7')}"
-    unresolved = build_request(config).body["jobSpec"]  # no project anywhere: submit fills the bare names
+    unresolved = build_request(*planned(config)).body["jobSpec"]  # no project anywhere: submit fills the bare names
     assert "experiment" not in unresolved or "/" in keys.split("\n")[0]
 
 

@@ -44,7 +44,7 @@ def job_file(tmp_path: Path, mesh: str, workers: int, args: str = "--epochs=1", 
 
 def job_dict(tmp_path: Path, mesh: str, workers: int, extra: str = "") -> dict[str, Any]:
     config = load_config(job_file(tmp_path, mesh, workers, extra=extra), target="local")
-    return build_job_dict(config, package_uris=["file:///p/t.tar.gz"])
+    return build_job_dict(config, artifacts=["file:///p/t.tar.gz"])
 
 
 def test_each_replica_is_told_its_share_of_the_mesh(tmp_path: Path) -> None:
@@ -85,7 +85,7 @@ def test_other_jobs_get_no_local_devices(tmp_path: Path) -> None:
         trainer: {{package: {TEMPLATE}, module: trainer.task}}
         cluster: {{chief: {{machine_type: n1-standard-4}}}}
     """)
-    plan = localenv.plan(build_job_dict(load_config(path, target="local"), package_uris=["file:///p/t.tar.gz"]))
+    plan = localenv.plan(build_job_dict(load_config(path, target="local"), artifacts=["file:///p/t.tar.gz"]))
     assert localenv.dtensor_devices(plan) is None and not plan.notices
 
 

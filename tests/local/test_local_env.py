@@ -32,7 +32,7 @@ def job_for(tmp_path: Path, cluster: str, extra: str = "") -> dict[str, Any]:
         {cluster}
         {extra}
         """)
-    return build_job_dict(load_config(path, target="local"), package_uris=["file:///p/t.tar.gz"])
+    return build_job_dict(load_config(path, target="local"), artifacts=["file:///p/t.tar.gz"])
 
 
 def ports_for(plan: localenv.Plan) -> dict[Replica, int]:
@@ -213,6 +213,25 @@ def test_env_key_follows_contents(tmp_path: Path) -> None:
     assert env_key([a], "/usr/bin/python3", ["/site"]) == first
     a.write_bytes(b"two")
     assert env_key([a], "/usr/bin/python3", ["/site"]) != first
+
+
+def test_a_venv_layered_on_another_by_a_pth_file_has_its_packages_as_the_image(tmp_path: Path) -> None:
+    """A venv whose packages come from another's site-packages through a .pth (as a worktree's does): what
+    it imports is the stand-in for the image, so a trainer's pin it satisfies is not installed again."""
+    import subprocess
+    import sys
+
+    base = tmp_path / "base" / "lib" / "site-packages"
+    (base / "fakepkg-1.0.dist-info").mkdir(parents=True)
+    (base / "fakepkg-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: fakepkg\nVersion: 1.0\n")
+    venv = tmp_path / "layered"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    (site,) = venv.glob("lib/python3*/site-packages")
+    (site / "layer.pth").write_text(f"{base}\n{REPO}\n")
+    code = ("from vtrain.local.envcache import host_site_dirs, installed_versions; d = host_site_dirs(); "
+            "print(d[-1]); print(installed_versions(d).get('fakepkg'))")  # fmt: skip
+    out = subprocess.run([str(venv / "bin" / "python"), "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == [str(base), "1.0"], out.stderr
 
 
 def test_default_cache_dir() -> None:

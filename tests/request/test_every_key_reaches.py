@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import assert_equals_real_proto
+from tests.helpers import assert_equals_real_proto, planned
 from tests.jobfile.declared import baseline, build, candidates, dotted, leaves, node_at, put, write_trainer
 from vtrain.request.build import build_request
 from vtrain.request.custom_job import PLAIN_FIELDS, build_job_dict
 
 
 def _body(data: dict[str, Any], root: Path) -> str:
-    return json.dumps(build_request(build(data, root)).body, sort_keys=True)
+    return json.dumps(build_request(*planned(build(data, root))).body, sort_keys=True)
 
 
 @pytest.mark.parametrize("path", leaves(), ids=dotted)
@@ -38,7 +38,7 @@ def test_every_key_changes_the_request_or_says_why_not(tmp_path: Path, path: tup
     assert values, f"{dotted(path)}: give its node examples= (a valid value other than the default)"
     assert any(changed), (
         f"setting {dotted(path)} to any of {values} leaves the request unchanged: the builder drops it "
-        "(a missing PLAIN_FIELDS row?), or declare vtrain_only= on its node with the reason"
+        "(a plain field without rest= on its node?), or declare vtrain_only= on its node with the reason"
     )
 
 
@@ -50,7 +50,7 @@ def test_plain_fields_keep_the_protos_field_order() -> None:
     from dataclasses import replace
 
     config = replace(config, **{a: values.get(a, f"projects/p/{a}") for a, _ in PLAIN_FIELDS})
-    body = build_job_dict(config)
+    body = build_job_dict(*planned(config))
     assert_equals_real_proto(body)
     assert [p for _, p in PLAIN_FIELDS if p.startswith("jobSpec.")] == [
         f"jobSpec.{k}" + (".outputUriPrefix" if k == "baseOutputDirectory" else "")

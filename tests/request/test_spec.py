@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from google.cloud.aiplatform_v1 import CustomJob
 
-from tests.helpers import assert_equals_real_proto, write_job
+from tests.helpers import assert_equals_real_proto, planned, write_job
 from vtrain.jobfile.load import load_config
 from vtrain.request.custom_job import build_job, build_job_dict
 
@@ -33,7 +33,7 @@ scheduling: {timeout: 24h, strategy: spot, restart_job_on_worker_restart: true}
 
 
 def _body(tmp_path: Path, text: str) -> dict:
-    return build_job_dict(load_config(write_job(tmp_path, text)))
+    return build_job_dict(*planned(load_config(write_job(tmp_path, text))))
 
 
 def test_round_trip_through_real_proto_is_exact(tmp_path: Path) -> None:
@@ -41,7 +41,7 @@ def test_round_trip_through_real_proto_is_exact(tmp_path: Path) -> None:
 
 
 def test_build_job_returns_real_custom_job(tmp_path: Path) -> None:
-    job = build_job(load_config(write_job(tmp_path, GPU_JOB)))
+    job = build_job(*planned(load_config(write_job(tmp_path, GPU_JOB))))
     assert isinstance(job, CustomJob)
     assert job.display_name == "gpu-job"
     assert job.job_spec.worker_pool_specs[1].replica_count == 7

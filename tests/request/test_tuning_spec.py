@@ -18,7 +18,7 @@ from google.cloud.aiplatform_v1 import HyperparameterTuningJob
 from google.protobuf import json_format
 
 from tests.conftest import REPO
-from tests.helpers import write_job
+from tests.helpers import planned, write_job
 from vtrain.cli import cli
 from vtrain.jobfile.load import load_config
 from vtrain.request.build import build_request
@@ -38,13 +38,14 @@ def test_three_tuning_examples() -> None:
 @pytest.mark.parametrize("path", CONFIGS, ids=[c.stem for c in CONFIGS])
 def test_tuning_example_matches_golden_and_real_proto(path: Path) -> None:
     config = load_config(path)
-    body = build_tuning_dict(config)
+    body = build_tuning_dict(*planned(config))
     pb = HyperparameterTuningJob()._pb
     json_format.ParseDict(body, pb)  # strict: an unknown field raises
     back = json_format.MessageToDict(pb)
     assert back.pop("labels", None) == body.get("labels")
     assert json.dumps(back, indent=2) == json.dumps({k: v for k, v in body.items() if k != "labels"}, indent=2)
-    assert body["trialJobSpec"] == build_job_dict(config)["jobSpec"]  # every trial runs the job the file describes
+    # every trial runs the job the file describes
+    assert body["trialJobSpec"] == build_job_dict(*planned(config))["jobSpec"]
     text = _HASH.sub("-<hash>.tar.gz", json.dumps(body, indent=2) + "\n")
     golden = GOLDEN / f"{path.stem}.json"
     if os.environ.get("UPDATE_GOLDEN") == "1":
@@ -88,7 +89,7 @@ def test_render_json_and_yaml_are_the_body_with_secrets_redacted(tmp_path: Path)
         "minValue": "8", "maxValue": "64"}, "scaleType": "UNIT_LOG_SCALE"}]
     assert "algorithm" not in body["studySpec"]  # default: Vertex's Bayesian optimisation
     as_yaml = CliRunner().invoke(cli, ["render", str(path), "-o", "yaml"]).stdout
-    assert yaml.safe_load(as_yaml) == json.loads(render(build_request(load_config(path)).body, "json"))
+    assert yaml.safe_load(as_yaml) == json.loads(render(build_request(*planned(load_config(path))).body, "json"))
     to_tuning_proto(body)
 
 
@@ -103,7 +104,7 @@ def test_a_trial_gets_its_values_appended_to_every_pool_but_the_reducers() -> No
     config = load_config(REPO / "configs" / "reduction-server.yaml", overrides=[
         "tuning={metric: {name: loss, goal: minimize}, parameters: {lr: {type: double, min: 0.1, max: 1}}, "
         "max_trials: 2}"])
-    body = build_tuning_dict(config)
+    body = build_tuning_dict(*planned(config))
     trial = trial_custom_job(body, "7", ["--lr=0.5"])
     pools = trial["jobSpec"]["workerPoolSpecs"]
     assert pools[0]["pythonPackageSpec"]["args"][-1] == "--lr=0.5"
@@ -116,7 +117,7 @@ def test_a_dtensor_trial_gets_the_mesh_in_every_pool() -> None:
     config = load_config(REPO / "configs" / "model-parallel.yaml", overrides=[
         "tuning={metric: {name: loss, goal: minimize}, parameters: {learning-rate: {type: double, min: 0.01, "
         "max: 0.1}}, max_trials: 2}"])
-    trial = trial_custom_job(build_tuning_dict(config), "3", ["--learning-rate=0.05"])
+    trial = trial_custom_job(build_tuning_dict(*planned(config)), "3", ["--learning-rate=0.05"])
     for pool in trial["jobSpec"]["workerPoolSpecs"]:
         env = {e["name"]: e["value"] for e in pool["pythonPackageSpec"]["env"]}
         assert env["VTRAIN_DISTRIBUTION_STRATEGY"] == "dtensor" and env["VTRAIN_DTENSOR_MESH"] == "batch=2,model=4"

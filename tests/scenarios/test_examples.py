@@ -17,7 +17,7 @@ import yaml
 from google.cloud.aiplatform_v1 import CustomJobSpec
 
 from tests.conftest import REPO
-from tests.helpers import assert_equals_real_proto
+from tests.helpers import assert_equals_real_proto, planned
 from vtrain.jobfile.load import load_config
 from vtrain.request.custom_job import build_job_dict
 from vtrain.request.render import render
@@ -43,7 +43,7 @@ def test_there_is_an_example_per_scenario() -> None:
 def test_example_matches_golden_and_real_proto(path: Path) -> None:
     config = load_config(path)
     assert not [w for w in config.warnings if w.severity == "error"]
-    body = build_job_dict(config)
+    body = build_job_dict(*planned(config))
     text = json.dumps(body, indent=2) + "\n"
 
     assert_equals_real_proto(body)
@@ -65,22 +65,22 @@ BUILT = [c for c in CONFIGS if "build:" in c.read_text(encoding="utf-8")]
 @pytest.mark.parametrize("path", BUILT, ids=[c.stem for c in BUILT])
 def test_built_images_are_tagged_with_the_hash_of_their_inputs(path: Path) -> None:
     """The tag the golden file hides is the one the image library plans from the same files."""
-    from vtrain.request.image import image_specs
+    from vtrain.trainer.artifacts import image_specs
     from vtrain.trainer.image.build import planned_image
 
     config = load_config(path)
     assert config.trainer.package is not None
-    planned = {planned_image(spec, config.trainer.package) for spec in image_specs(config).values()}
-    pools = build_job_dict(config)["jobSpec"]["workerPoolSpecs"]
-    assert {p["containerSpec"]["imageUri"] for p in pools if p} == planned
-    assert all(uri.rsplit(":", 1)[1] != "<hash>" for uri in planned)
+    images = {planned_image(spec, config.trainer.package) for spec in image_specs(config).values()}
+    pools = build_job_dict(*planned(config))["jobSpec"]["workerPoolSpecs"]
+    assert {p["containerSpec"]["imageUri"] for p in pools if p} == images
+    assert all(uri.rsplit(":", 1)[1] != "<hash>" for uri in images)
 
 
 @pytest.mark.parametrize("path", PACKAGED, ids=[c.stem for c in PACKAGED])
 def test_package_uris_are_where_submit_will_stage(path: Path) -> None:
     config = load_config(path)
     assert config.trainer.package is not None and config.staging_bucket is not None
-    uris = build_job_dict(config)["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]["packageUris"]
+    uris = build_job_dict(*planned(config))["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]["packageUris"]
     assert uris == [
         packaging.planned_uri(config.trainer.package, config.staging_bucket),
         packaging.planned_runtime_uri(config.staging_bucket),

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tests.helpers import write_job
+from tests.helpers import planned, write_job
 from tests.trainer.image_helpers import (
     Registry,
     make_trainer,
@@ -131,7 +131,7 @@ def test_the_job_file_and_the_schema_are_not_trainer_files(tmp_path: Path) -> No
     `args` (or any key) changes neither the sdist's name nor the image's tag."""
     from vtrain.jobfile.load import load_config
     from vtrain.request.build import build_request
-    from vtrain.request.image import planned_images
+    from vtrain.trainer.artifacts import planned_images
 
     root = make_trainer(tmp_path / "t")
     (root / SCHEMA_FILE).write_text("{}\n")
@@ -151,7 +151,7 @@ cluster: {{chief: {{machine_type: n1-standard-4}}}}
 
     def plan(path: Path) -> tuple[str, dict[str, str]]:
         config = load_config(path, [])
-        body = build_request(config).body
+        body = build_request(*planned(config)).body
         uri = body["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]["packageUris"][0]
         built = load_config(path, ["trainer.build.repository=127.0.0.1:5000/team/trainer",
                                    "trainer.image=127.0.0.1:5000/base/py:base",
@@ -196,27 +196,22 @@ def test_hashing_streams_the_same_digest_as_the_bytes(tmp_path: Path) -> None:
         S.hash_entries([("fifo", tmp_path / "fifo")])
 
 
-@pytest.mark.slow
-def test_a_large_file_gets_one_notice_and_a_plan_never_reads_it_when_the_sdist_drops_it(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_large_file_gets_one_notice_however_many_plans_read_it(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A selected file is in the sdist and the image (the selection is what ships): a large one is read to hash
+    it by every plan, and the notice says so once, with the way out (.vtrainignore)."""
     root = make_trainer(tmp_path / "t")
     monkeypatch.setattr(S, "LARGE_FILE", 1 << 20)
-    with open(root / "data.bin", "wb") as fh:  # sparse: a dataset beside the trainer, dropped by setuptools
+    with open(root / "data.bin", "wb") as fh:  # sparse: a dataset beside the trainer
         fh.truncate(C.CONTENT_SCAN_LIMIT + (4 << 20))
     lines = _notes(monkeypatch)
     first = P.planned_uri(root, "gs://bkt/s")
     assert len(lines) == 1 and "1 large file(s)" in lines[0] and "data.bin (20 MiB)" in lines[0]
-    read: list[str] = []
-    real_open = S.open_regular
-
-    def watching(path: Path) -> object:
-        read.append(Path(path).name)
-        return real_open(path)
-
-    monkeypatch.setattr(S, "open_regular", watching)
+    assert "shipped in the package and read to hash it whenever a plan" in lines[0] and ".vtrainignore" in lines[0]
     assert P.planned_uri(root, "gs://bkt/s") == first
-    assert "data.bin" not in read and "task.py" in read
     assert len(lines) == 1
+    (root / ".vtrainignore").write_text("data.bin\n")
+    assert P.planned_uri(root, "gs://bkt/s") != first
 
 
 def _layer_files(registry_host: str, repository: str, tag: str, digest: str) -> list[str]:
@@ -247,7 +242,9 @@ def test_the_pushed_trainer_layer_lists_exactly_the_sdists_files(registry: Regis
     members = P.sdist_members(P.build_sdist(root, tmp_path / "dist"))
     generated = {m for m in members if m == "PKG-INFO" or ".egg-info/" in m or m == "setup.cfg"}
     assert layer == sorted(set(members) - generated)
-    assert layer == ["README.md", "pyproject.toml", "trainer/__init__.py", "trainer/task.py"]
+    # the selection, whatever the backend keeps of it (setuptools leaves data.csv and docs/ out of its own sdist)
+    assert layer == [".vtrainignore", "README.md", "data.csv", "docs/todo.txt", "pyproject.toml", "trainer/__init__.py",
+                     "trainer/task.py"]
 
 
 @needs_registry

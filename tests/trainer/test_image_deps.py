@@ -24,7 +24,7 @@ from tests.trainer.image_helpers import (
     python_rootfs_entries,
 )
 from vtrain.errors import PackagingError
-from vtrain.request.image import base_packages, base_platform
+from vtrain.trainer.artifacts import base_packages, base_platform
 from vtrain.trainer.image import wheels
 from vtrain.trainer.image.build import build_and_push
 from vtrain.trainer.image.config import ImageSpec

@@ -1,17 +1,20 @@
-"""Issue 20, class 14: the trainer sdist's name hashes what the sdist holds.
+"""The trainer sdist's name is a function of the file selection alone (issue 32, "a pure request").
 
-A file the selection keeps but the build backend drops (setuptools leaves out a root `data.csv`,
-here a symlink to a dataset, that no package or MANIFEST.in names) changed the name, and so forced
-a new upload, whenever its target changed, though the package did not.
+The sdist holds every selected file: the build backend's own sdist plus the selected files it left
+out (setuptools drops a root `data.csv` that no package or MANIFEST.in names), so planning its name
+builds nothing. Issue 20, class 14 stays fixed: a symlink to a dataset outside the folder is not
+selected, so changing the dataset changes neither the name nor what is uploaded.
 """
 
 from __future__ import annotations
 
-import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from vtrain.errors import PackagingError
 from vtrain.trainer import packaging as P
 
 PYPROJECT = """[build-system]
@@ -26,25 +29,23 @@ version = "0.1.0"
 packages = ["trainer"]
 """
 
-pytestmark = pytest.mark.slow  # each new layout is one setuptools build (~1 s)
-
 
 @pytest.fixture
 def layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
-    """(trainer root, the folder its symlinks point into: inside the root, since a link out of it is left
-    out of the selection, issue 29); a cache of this test's own."""
+    """(trainer root, a dataset folder outside it); a cache of this test's own."""
     monkeypatch.setenv("VTRAIN_CACHE_DIR", str(tmp_path / "cache"))
     root = tmp_path / "trainer-src"
-    outside = root / "datasets"
+    outside = tmp_path / "datasets"
     outside.mkdir(parents=True)
-    (outside / "data.csv").write_text("a,b\n1,2\n")
-    (outside / "helper.py").write_text("X = 1\n")
+    (outside / "big.csv").write_text("a,b\n1,2\n")
     (root / "trainer").mkdir(parents=True)
     (root / "pyproject.toml").write_text(PYPROJECT)
     (root / "trainer" / "__init__.py").write_text("")
     (root / "trainer" / "task.py").write_text("print('train')\n")
-    (root / "data.csv").symlink_to(outside / "data.csv")  # selected, dropped by setuptools
-    (root / "trainer" / "helper.py").symlink_to(outside / "helper.py")  # selected and packaged
+    (root / "trainer" / "helper.py").write_text("X = 1\n")
+    (root / "data.csv").write_text("a,b\n1,2\n")  # selected; setuptools leaves it out of its sdist
+    (root / "trainer" / "alias.py").symlink_to(root / "trainer" / "helper.py")  # a link inside: selected
+    (root / "big.csv").symlink_to(outside / "big.csv")  # a link out of the folder: not selected
     return root, outside
 
 
@@ -52,64 +53,75 @@ def _name(root: Path) -> str:
     return P.planned_uri(root, "gs://bkt").rsplit("/", 1)[1]
 
 
-def test_only_what_the_sdist_holds_changes_its_name(layout: tuple[Path, Path], tmp_path: Path) -> None:
+def test_a_plan_builds_nothing_and_writes_nothing(layout: tuple[Path, Path], tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    root, _ = layout
+
+    def no_build(*_: object, **__: object) -> Path:
+        raise AssertionError("a plan ran the build backend")
+
+    monkeypatch.setattr(P, "run_backend", no_build)
+    assert _name(root) == f"hashed-{P.scan_package(root).digest}.tar.gz"
+    assert not (tmp_path / "cache").exists()
+
+
+@pytest.mark.slow
+def test_the_sdist_holds_every_selected_file_and_is_named_by_them(layout: tuple[Path, Path], tmp_path: Path) -> None:
     root, outside = layout
     planned = _name(root)
     sdist = P.build_sdist(root, tmp_path / "a")
     assert sdist.name == planned
     members = P.sdist_members(sdist)
-    assert "data.csv" in P.scan_package(root).files and "data.csv" not in members
-    assert "trainer/helper.py" in members
+    selected = P.scan_package(root).files
+    assert "data.csv" in selected and "big.csv" not in selected
+    assert set(selected) <= set(members)  # data.csv too, added under the backend's top folder
+    assert "PKG-INFO" in members and not [m for m in members if "big.csv" in m]
 
-    (outside / "data.csv").write_text("a,b\n3,4\n5,6\n")  # the dropped symlink's target changes
-    assert _name(root) == planned
-    assert P.build_sdist(root, tmp_path / "b").name == planned
-
-    (outside / "helper.py").write_text("X = 2\n")  # the packaged symlink's target changes
+    (outside / "big.csv").write_text("a,b\n3,4\n5,6\n")  # a dataset linked from outside changes: nothing does
+    assert _name(root) == planned and P.build_sdist(root, tmp_path / "b").name == planned
+    (root / "data.csv").write_text("a,b\n7,8\n")  # a file only vtrain adds changes: it is in the sdist, a new name
     changed = _name(root)
     assert changed != planned and P.build_sdist(root, tmp_path / "c").name == changed
-    (root / "trainer" / "task.py").write_text("print('train more')\n")  # a plain packaged file changes
+    (root / "trainer" / "helper.py").write_text("X = 2\n")  # a packaged file (and the link to it) changes
     assert _name(root) not in (planned, changed)
 
 
-def test_the_build_configuration_decides_what_counts(layout: tuple[Path, Path], tmp_path: Path) -> None:
-    """MANIFEST.in that includes the file: it is in the sdist, so its content is in the name."""
-    root, outside = layout
-    before = _name(root)
-    (root / "MANIFEST.in").write_text("include data.csv\n")
-    with_data = _name(root)
-    sdist = P.build_sdist(root, tmp_path / "a")
-    assert sdist.name == with_data != before and "data.csv" in P.sdist_members(sdist)
-    (outside / "data.csv").write_text("other rows\n")
-    assert _name(root) != with_data
+@pytest.mark.slow
+def test_pip_installs_what_the_backend_would(layout: tuple[Path, Path], tmp_path: Path) -> None:
+    """Vertex (and `vtrain local`) run `pip install` on the sdist: the wheel the backend builds from it holds the
+    package, and the files vtrain added ride along in the sdist only."""
+    root, _ = layout
+    sdist = P.build_sdist(root, tmp_path / "dist")
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps",
+                    "--no-build-isolation", "--target", str(target), str(sdist)], check=True, timeout=300)
+    assert (target / "trainer" / "task.py").read_text() == "print('train')\n"
+    assert not (target / "data.csv").exists()
+    run = subprocess.run([sys.executable, "-c", "import trainer.alias as a; print(a.X)"], cwd=tmp_path,
+                         env={"PYTHONPATH": str(target)}, capture_output=True, text=True, timeout=60)
+    assert run.stdout.strip() == "1", run.stderr
 
 
-def test_a_plan_of_a_built_layout_builds_nothing(layout: tuple[Path, Path], tmp_path: Path,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    root, outside = layout
-    built = P.build_sdist(root, tmp_path / "a").name
-    records = list((tmp_path / "cache" / "sdist-files").glob("hashed-*.json"))
-    assert [json.loads(r.read_text()) for r in records] == [{"dropped": ["data.csv", "datasets/data.csv",
-                                                                      "datasets/helper.py"]}]
-
-    def no_build(*_: object, **__: object) -> Path:
-        raise AssertionError("a plan of a layout already built ran the build backend")
-
-    monkeypatch.setattr(P, "run_backend", no_build)
-    (outside / "data.csv").write_text("changed\n")
-    assert _name(root) == built
-    records[0].write_text("{not json")  # a damaged record: the plan builds again rather than guess
-    with pytest.raises(AssertionError, match="ran the build backend"):
-        _name(root)
+@pytest.mark.slow
+def test_a_module_the_backend_leaves_out_is_refused_though_vtrain_adds_it(layout: tuple[Path, Path],
+                                                                         tmp_path: Path) -> None:
+    root, _ = layout
+    (root / "tools").mkdir()
+    (root / "tools" / "__init__.py").write_text("")
+    (root / "tools" / "run.py").write_text("")  # selected, but `packages = ["trainer"]` installs no tools/
+    with pytest.raises(PackagingError, match="left trainer module 'tools.run' out of the sdist"):
+        P.build_sdist(root, tmp_path / "dist", modules=["tools.run"])
+    assert not (tmp_path / "dist").exists()
 
 
-def test_staging_again_after_a_dropped_file_changed_uploads_nothing(layout: tuple[Path, Path],
-                                                                    tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_staging_again_after_a_linked_dataset_changed_uploads_nothing(layout: tuple[Path, Path],
+                                                                      tmp_path: Path) -> None:
     root, outside = layout
     (tmp_path / "staged").mkdir()
     staging = str(tmp_path / "staged")
     first = P.build_and_stage(root, staging, "trainer.task", progress=False)
-    (outside / "data.csv").write_text("new rows\n")
+    (outside / "big.csv").write_text("new rows\n")
     second = P.build_and_stage(root, staging, "trainer.task", progress=False)
     assert first[0].uploaded and not second[0].uploaded and second[0].uri == first[0].uri
     assert first[0].uri.endswith("/" + _name(root))

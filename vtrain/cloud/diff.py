@@ -300,6 +300,8 @@ def render_body(job_file: str | Path, overrides: Iterable[str], where: Any) -> d
     """The body `vtrain render -o json` prints for this file (same region resolution)."""
     from vtrain.jobfile.load import load_config
     from vtrain.request.build import build_request
+    from vtrain.trainer.artifacts import plan_artifacts
 
     config = load_config(job_file, overrides)
-    return build_request(config, region=where.region_for(config), project=where.project_for(config)).body
+    region, project = where.region_for(config), where.project_for(config)
+    return build_request(config, plan_artifacts(config, region=region), region=region, project=project).body

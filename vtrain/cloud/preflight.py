@@ -402,8 +402,10 @@ def run_preflight(
     checks.append(_output(config, target.region, client))
     if body is None:
         from vtrain.request.build import build_request
+        from vtrain.trainer.artifacts import plan_artifacts
 
-        body = build_request(config, region=target.region, project=target.project).body
+        body = build_request(config, plan_artifacts(config, region=target.region), region=target.region,
+                             project=target.project).body
     checks.append(_quota(body, target, credentials, backend))
     if config.tensorboard:
         checks.append(_tensorboard(config, backend))

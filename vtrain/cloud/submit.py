@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from vtrain.cloud.preflight import Report
     from vtrain.cloud.vertex.resources import Resolved
     from vtrain.cloud.vertex.retry import RetryPolicy
+    from vtrain.request.custom_job import Planned
     from vtrain.trainer.image.build import Pushed
     from vtrain.trainer.staging import StagedObject
 
@@ -140,11 +141,16 @@ def with_submit_labels(body: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _plan(config: JobConfig, target: Target, package_uris: list[str] | None = None) -> SubmitPlan:
+    """The plan for `config` at `target` (checked): its artifacts planned from the files, or with the package
+    URIs staging returned."""
     from vtrain.request.custom_job import trainer_package_uris
+    from vtrain.trainer.artifacts import plan_artifacts
 
-    uris = trainer_package_uris(config) if package_uris is None else package_uris
+    artifacts: Planned
     # regional image URIs follow the region; the Experiments contexts name the project
-    request = build_request(config, uris, region=target.region, project=target.project)
+    artifacts = plan_artifacts(config, region=target.region) if package_uris is None else package_uris
+    uris = trainer_package_uris(config, artifacts)
+    request = build_request(config, artifacts, region=target.region, project=target.project)
     body = with_submit_labels(request.body)
     return SubmitPlan(request.config, target, body, body["labels"][HASH_LABEL], _packages(config, uris),
                       request.kind)
@@ -189,9 +195,7 @@ def dry_run(plan: SubmitPlan, *, allow_credentials: bool = False, show_secrets: 
             packaging.check_module(scan, module)  # layout and syntax: what submit checks
         with tempfile.TemporaryDirectory(prefix=packaging.temp_prefix("dry-run")) as tmp:
             sdist = packaging.build_sdist(trainer.package, Path(tmp), allow_credentials=allow_credentials,
-                                          skip=plan.config.job_files())
-            for module in modules:
-                packaging.check_sdist(sdist, module)
+                                          skip=plan.config.job_files(), modules=modules)
             if not plan.packages[0].uri.endswith("/" + sdist.name):
                 raise PackagingError(
                     f"built {sdist.name}, but planned {plan.packages[0].uri}: did the "

@@ -43,8 +43,10 @@ def recover_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def submit_recovering(job_file: str, *, recover: int, backoff: float, output: str, poll: float,
-                      timeout: float | None, **kwargs: Any) -> None:
-    """Submit and wait, resubmitting retryable failures; exit as the last attempt ended."""
+                      timeout: float | None, after_end: Callable[[Any, str], None] | None = None,
+                      **kwargs: Any) -> None:
+    """Submit and wait, resubmitting retryable failures; exit as the last attempt ended. `after_end`
+    gets the last attempt's submit result and final state (the model upload after a success)."""
     from vtrain.cloud.jobs import job_dict, watch
     from vtrain.cloud.recover import submit_with_recovery
     from vtrain.handle import raise_for_state
@@ -87,4 +89,6 @@ def submit_recovering(job_file: str, *, recover: int, backoff: float, output: st
         echo_json(job_dict(last.job))
     else:
         click.echo(f"{last.job.name} ended {last.state} on attempt {last.number} of {recover + 1}")
+    if after_end is not None:
+        after_end(last.result, last.state)
     raise_for_state(last.job.name, last.state, last.error)

@@ -306,11 +306,13 @@ def _show(config: Any, report: Any, plot: str | None, output: str, data: dict[st
 
 
 def _job_spec(config: Any, build_request: Any) -> Any:
-    """The CustomJobSpec a run of this job got; package URIs do not enter the hash, so stand-ins do here."""
+    """The CustomJobSpec a run of this job got; package URIs do not enter the hash, so stand-ins do here (the
+    image names do: planned)."""
     from vtrain.errors import VtrainError
+    from vtrain.trainer.artifacts import plan_artifacts
 
     try:
-        return build_request(config).body.get("jobSpec")
+        return build_request(config, plan_artifacts(config)).body.get("jobSpec")
     except VtrainError:  # no staging location: a local package would be staged at `vtrain local`
         return build_request(config, ["-", "-"]).body.get("jobSpec")
 

@@ -146,9 +146,10 @@ def check_follow(config: Any, follow: tuple[str, ...], max_replicas: int | None)
     from vtrain.errors import UsageError
     from vtrain.local.env import plan
     from vtrain.request.custom_job import build_job_dict
+    from vtrain.trainer.artifacts import Artifacts
 
     try:
-        labels = [r.label for r in plan(build_job_dict(config, []), max_replicas).replicas]
+        labels = [r.label for r in plan(build_job_dict(config, Artifacts.stand_ins()), max_replicas).replicas]
     except ValueError:
         return  # a job the plan refuses is reported by run_local
     for label in follow:

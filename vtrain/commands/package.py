@@ -49,9 +49,11 @@ def package(job_file: str, allow_credentials: bool, target: str, output: str, ov
         from vtrain.cloud.images import blob_line, body_images, push_images, summary
         from vtrain.cloud.images import describe as describe_images
         from vtrain.request.build import build_request
+        from vtrain.trainer.artifacts import plan_artifacts
 
         text = output == "text"
-        pushed = push_images(config, body_images(build_request(config).body), allow_credentials=allow_credentials,
+        body = build_request(config, plan_artifacts(config)).body
+        pushed = push_images(config, body_images(body), allow_credentials=allow_credentials,
                              on_image=(lambda p: click.echo(summary(p))) if text else None,
                              on_blob=(lambda b: click.echo(blob_line(b), err=True)) if text else None)
         if output == "json":

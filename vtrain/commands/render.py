@@ -16,7 +16,7 @@ _JOB = click.argument("job_file", metavar="JOB.yaml", type=UserPath(dir_okay=Fal
 
 @click.command()
 @_JOB
-@output_option("json", "yaml", "gcloud")
+@output_option("json", "yaml", "gcloud", "kfp")
 @set_option
 @project_option
 @region_option
@@ -32,19 +32,26 @@ def render(
 
     json: the REST body of projects.locations.customJobs.create (hyperparameterTuningJobs.create
     when the file has `tuning:`); yaml: the same as YAML; gcloud: the file for
-    `gcloud ai custom-jobs create --config` (`gcloud ai hp-tuning-jobs create --config`).
+    `gcloud ai custom-jobs create --config` (`gcloud ai hp-tuning-jobs create --config`); kfp: the job as a
+    reusable Vertex AI Pipelines component (a one-step pipeline of CustomTrainingJobOp; needs the
+    `pipelines` extra; docs: Pipelines guide).
     """
     from vtrain.cloud.target import Where
     from vtrain.jobfile.load import load_config
     from vtrain.request.build import build_request
     from vtrain.request.render import render as render_job
+    from vtrain.trainer.artifacts import plan_artifacts
 
+    if output == "kfp":
+        return _kfp(job_file, overrides, project, region, model_request, show_secrets)
     config = load_config(job_file, overrides)
     for warning in config.warnings:
         click.echo(str(warning), err=True)
-    # The project and region `submit` would use, so the rendered request is the one it sends.
+    # The project and region `submit` would use, so the rendered request is the one it sends: both checked
+    # before the artifacts are planned from the trainer's files.
     where = Where(project, region)
-    request = build_request(config, region=where.region_for(config), project=where.project_for(config))
+    in_region, in_project = where.region_for(config), where.project_for(config)
+    request = build_request(config, plan_artifacts(config, region=in_region), region=in_region, project=in_project)
     config = request.config
     if model_request or config.model is not None:
         _model_request(request, where, output, model_request)
@@ -56,6 +63,46 @@ def render(
     hint = _estimate_hint(config)
     if hint:
         click.echo(hint, err=True)
+
+
+def _kfp(job_file: str, overrides: tuple[str, ...], project: str | None, region: str | None, model: bool,
+         show_secrets: bool) -> None:
+    """`render -o kfp`: the component YAML on stdout; where its planned artifacts come from on stderr."""
+    from vtrain.cloud.target import Where
+    from vtrain.errors import UsageError
+    from vtrain.jobfile.load import load_config
+
+    if model:
+        raise UsageError("--model renders the UploadModel request as json or yaml, not kfp")
+    config = load_config(job_file, overrides)  # the job file's own mistakes first, with or without kfp
+    import importlib
+
+    try:
+        for name in ("kfp", "google_cloud_pipeline_components"):  # by name, so the line names the one missing
+            importlib.import_module(name)
+    except ImportError as err:
+        raise UsageError(f"-o kfp needs the pipelines extra ({err.name} is not installed): pip install "
+                         "'vtrain[pipelines]' and pip install --no-deps google-cloud-pipeline-components==2.22.0 "
+                         "(docs: Pipelines guide)") from None
+    from vtrain.pipelines.training import component_yaml
+    where = Where(project, region)
+    if not show_secrets:  # the component must carry the values themselves: none is written unasked
+        from vtrain.request.build import build_request
+        from vtrain.request.redact import redact
+        from vtrain.trainer.artifacts import Artifacts
+
+        # the secrets are in env and args: the artifacts' stand-ins give the same request without reading a file
+        body = build_request(config, Artifacts.stand_ins(), region=where.region_for(config),
+                             project=where.project_for(config)).body
+        if redact(body) != body:
+            raise UsageError(f"{config.source}: the job has secret-looking values (env or args), which the component "
+                             "would carry in clear: pass --show-secrets to write them, or read them from Secret "
+                             "Manager in the trainer")
+    click.echo(component_yaml(job_file, overrides=overrides, project=where.project_for(config),
+                              region=where.region_for(config)), nl=False)
+    if config.trainer.package is not None:
+        click.echo("the component names the trainer's planned artifacts: `vtrain package` builds and stages them "
+                   "before the pipeline runs", err=True)
 
 
 def _model_request(request: Any, where: Any, output: str, show: bool) -> None:

@@ -198,8 +198,14 @@ def _wait(job: Any, output: str, timeout: float | None, poll: float, stream_logs
     raise_for_state(job.name, state, job.error)
 
 
-def _register(result: Any, output: str) -> None:
-    """After a job with `model:` SUCCEEDED: its model dir in Model Registry (see vtrain.cloud.registry)."""
+def _after_end(result: Any, state: str, output: str) -> None:
+    """After a job with `model:` SUCCEEDED: its model dir in Model Registry (see vtrain.cloud.registry); with
+    --recover, the model of the attempt that succeeded. A tuning study has no one model (refused by validate)."""
+    if result.plan.config.model is None or result.plan.is_tuning:
+        return
+    if state != "JOB_STATE_SUCCEEDED":
+        click.echo(f"model: not uploaded: the job ended {state}, not SUCCEEDED", err=True)
+        return
     from vtrain.cloud.registry import register_model
 
     job = result.job
@@ -335,7 +341,9 @@ def submit(
         return
     if recover:
         return submit_recovering(job_file, recover=recover, backoff=recover_backoff, output=output, poll=poll,
-                                 timeout=timeout, overrides=overrides, where=where, allow_credentials=allow_credentials)
+                                 timeout=timeout, overrides=overrides, where=where, allow_credentials=allow_credentials,
+                                 preflight=preflight is not False,
+                                 after_end=lambda result, state: _after_end(result, state, output))
     result = submit_job(
         job_file,
         overrides=overrides,
@@ -388,7 +396,6 @@ def submit(
                 click.echo(f"model: not uploaded yet: once the job SUCCEEDED, run `vtrain model upload {job.name} "
                            f"-f {shlex.quote(job_file)}`", err=True)
             raise
-        if model is not None and not result.plan.is_tuning:
-            _register(result, output)
+        _after_end(result, "JOB_STATE_SUCCEEDED", output)
     elif output == "json":
         echo_json(job_dict(job))

@@ -2,7 +2,8 @@
 
 - :mod:`.yamlpos`     YAML with positions (safe_load only, size/node/depth limits)
 - :mod:`.nodes`       the schema's node types (each node carries its doc, default and examples)
-- :mod:`.schema`      the job file's shape, built from those nodes (:mod:`.schema_blocks`: pools, diloco, tuning)
+- :mod:`.schema`      the job file's shape from those nodes: pools, the diloco/dtensor/tuning/model blocks, the top
+                      level
 - :mod:`.model`       the job model (frozen dataclasses), importing nothing that uses it
 - :mod:`.rules`       cross-field checks against Vertex's rules
 - :mod:`.json_schema` the JSON Schema, generated from the nodes

@@ -88,14 +88,14 @@ def _type_name(value: Any) -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class Declared:
-    """What a key declares besides its shape, written once where :mod:`vtrain.jobfile.schema` names it:
-    the JSON Schema (`vtrain schema`), the manual's reference table (`vtrain schema --markdown`) and the
-    guard tests read it from here, so a key's documentation cannot drift from the key.
-
-    `default` is what the job model builds when the key is left out (None: nothing, or no single value);
-    `vertex_default` marks a default that Vertex applies, vtrain sending nothing. `examples` are valid
-    values other than the default (editors offer them; the tests render each). `vtrain_only` says why a
-    key never reaches the request body ('' when it does).
+    """What a key declares besides its shape, written once on its node: the JSON Schema (`vtrain schema`), the
+    reference table and the guard tests read it here, so a key's documentation cannot drift from the key.
+    `default`: what the job model builds when the key is left out (None: nothing, or no single value);
+    `vertex_default`: Vertex applies it, vtrain sends nothing; `examples`: valid values other than the default
+    (editors offer them; the tests render each); `vtrain_only`: why the key never reaches the request ('' when
+    it does); `rest`: the dotted CustomJob REST path a top-level plain field is copied to with no builder code,
+    and `rest_number` its proto field number (under CustomJobSpec for ``jobSpec.…``), which keeps
+    MessageToDict's order (:func:`vtrain.jobfile.schema.plain_fields`; a test holds both against the protos).
     """
 
     doc: str = ""
@@ -103,6 +103,8 @@ class Declared:
     vertex_default: bool = False
     examples: tuple[Any, ...] = ()
     vtrain_only: str = ""
+    rest: str = ""
+    rest_number: int = 0
 
 
 @dataclass(frozen=True)

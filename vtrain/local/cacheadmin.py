@@ -7,8 +7,8 @@ Under the cache dir (VTRAIN_CACHE_DIR, else $XDG_CACHE_HOME/vtrain, else ~/.cach
     envs/KEY.use     held, shared, by every run that uses it; its mtime is the last use
     sdists/          the trainer and runtime sdists `vtrain local` built for its runs
     downloads/       prebuilt package_uris fetched from Cloud Storage
-    sdist-files/     per trainer layout, the selected files its build backend left out of the sdist
-                     (what names the sdist without building it again; `vtrain.trainer.packaging`)
+    sdist-files/     left by older vtrains (per trainer layout, the files the build backend left out);
+                     no longer read or written, since the sdist is named by the selection alone
     image-layers/    built requirements layers of trainer images (`vtrain.trainer.image.wheels`)
     image-bases/     each base image's C library, by its config digest (`vtrain.trainer.image.libc`)
     trainer-requires/ a trainer's dependencies as its build backend reported them, by content hash

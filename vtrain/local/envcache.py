@@ -91,11 +91,13 @@ def default_cache_dir(env: Mapping[str, str] | None = None) -> Path:
 
 
 def host_site_dirs() -> list[str]:
-    """The site directories of the interpreter running vtrain: the local stand-in for the image."""
+    """The site directories of the interpreter running vtrain: the local stand-in for the image. Those a
+    .pth file adds count too (a venv layered on another's site-packages): what imports here is the image."""
     dirs = list(site.getsitepackages())
     user = site.getusersitepackages() if site.ENABLE_USER_SITE else None
     if user and os.path.isdir(user):
         dirs.append(user)
+    dirs += [p for p in sys.path if os.path.basename(p) in ("site-packages", "dist-packages")]
     return [d for d in dict.fromkeys(dirs) if os.path.isdir(d)]
 
 

@@ -254,6 +254,7 @@ def run_local(
     from vtrain.jobfile.model import JobConfig
     from vtrain.request.build import TUNING_JOB, build_request, kind_of
     from vtrain.request.custom_job import build_job_dict
+    from vtrain.trainer.artifacts import Artifacts, plan_artifacts
 
     if not isinstance(config, JobConfig):
         config = load_config(config, target="local")
@@ -269,11 +270,12 @@ def run_local(
     opts = run_options(options, keywords, "run_local")
     if opts.faults:  # a fault for a replica this run lacks is a usage error before anything is built
         with contextlib.suppress(ValueError):  # a job the plan refuses is reported by run_job
-            labels = [r.label for r in localenv.plan(build_job_dict(config, []), opts.max_replicas).replicas]
+            shape = build_job_dict(config, Artifacts.stand_ins())  # replica labels only: no file read
+            labels = [r.label for r in localenv.plan(shape, opts.max_replicas).replicas]
             check_replicas(opts.faults, labels)
     trainer_env, package_uris = prepare_trainer(config, opts.cache_dir, opts.allow_credentials, notice)
     images = prepare_images(config, opts.cache_dir, opts.allow_credentials, notice, opts.containers)
-    job = build_request(config, package_uris).body
+    job = build_request(config, plan_artifacts(config) if package_uris is None else package_uris).body
     if config.model is not None and opts.check_output is None:  # what Vertex's prediction container needs
         opts = opts.replace(check_output=saved_model_check(trainer_env))
     return run_job(job, trainer_env=trainer_env, options=opts, name=config.name, out=out, notice=notice,

@@ -9,7 +9,7 @@ classified by :func:`kind_of_body`, with the same two names.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -18,6 +18,7 @@ from vtrain.request.tuning_job import TRIAL_SPEC, build_tuning_dict
 
 if TYPE_CHECKING:
     from vtrain.jobfile.model import JobConfig
+    from vtrain.request.custom_job import Planned
 
 Kind = Literal["customJobs", "hyperparameterTuningJobs"]
 CUSTOM_JOB: Kind = "customJobs"
@@ -51,17 +52,20 @@ class Request:
 
 
 def build_request(
-    config: JobConfig, package_uris: Sequence[str] | None = None, *, region: str | None = None,
-    project: str | None = None,
+    config: JobConfig, artifacts: Planned = None, *, region: str | None = None, project: str | None = None,
 ) -> Request:
     """The request for `config` in `region` (None: the file's own), for `project` (None: the file's own;
-    it names the Experiments contexts of `experiment: NAME`). Pure: no I/O."""
+    it names the Experiments contexts of `experiment: NAME`). Pure: no I/O.
+
+    `artifacts`: what the trainer's files name, planned for the same region
+    (:func:`vtrain.trainer.artifacts.plan_artifacts`), or the package URIs alone (given or staged). A job
+    that ships its trainer folder needs them (ValueError without); prebuilt URIs and containers do not."""
     if region and region != config.region:
         config = replace(config, region=region)
     if project and project != config.project:
         config = replace(config, project=project)
     kind = kind_of(config)
-    body = build_tuning_dict(config, package_uris) if kind == TUNING_JOB else build_job_dict(config, package_uris)
+    body = build_tuning_dict(config, artifacts) if kind == TUNING_JOB else build_job_dict(config, artifacts)
     return Request(kind, body, config)
 
 

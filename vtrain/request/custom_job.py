@@ -1,4 +1,8 @@
-"""JobConfig → the Vertex AI CustomJob request. Pure: no network, no environment.
+"""JobConfig → the Vertex AI CustomJob request. Pure: no network, no environment, no file read.
+
+What the trainer's files decide (package URIs, image names) comes in planned
+(:class:`vtrain.trainer.artifacts.Artifacts`, or the package URIs alone); a job that
+needs them and is given none is a ValueError, never a scan of the folder.
 
 :func:`build_job_dict` returns the REST body exactly as
 ``json_format.MessageToDict(aiplatform_v1.CustomJob)`` would write it (camelCase
@@ -18,31 +22,25 @@ from typing import TYPE_CHECKING, Any
 from vtrain import catalog
 from vtrain.constants import DILOCO_ENV, DILOCO_SYNCER_MODULE, DTENSOR_MESH_ENV, STRATEGY_ENV
 from vtrain.jobfile.model import JobConfig, PoolConfig
+from vtrain.jobfile.schema import plain_fields
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
     from google.cloud.aiplatform_v1 import CustomJob
+
+    from vtrain.trainer.artifacts import Artifacts
+
+    #: The artifacts' names: planned (images too), or the package URIs alone (given, or staged).
+    Planned: TypeAlias = Artifacts | Sequence[str] | None
 
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 _SCHEDULING_STRATEGY = {"standard": "STANDARD", "spot": "SPOT", "flex_start": "FLEX_START"}
 _RESERVATION_TYPE = {"none": "NO_RESERVATION", "any": "ANY_RESERVATION", "specific": "SPECIFIC_RESERVATION"}
 #: Plain Vertex fields: (JobConfig attribute, where the CustomJob REST body holds it), in the order
-#: MessageToDict writes them (field-number order), so a plain field needs one row here and no code.
-#: A value left unset (None, False, empty) is left out, as proto3 leaves out defaults.
-PLAIN_FIELDS: tuple[tuple[str, str], ...] = (
-    ("service_account", "jobSpec.serviceAccount"),
-    ("network", "jobSpec.network"),
-    ("base_output_dir", "jobSpec.baseOutputDirectory.outputUriPrefix"),
-    ("tensorboard", "jobSpec.tensorboard"),
-    ("enable_web_access", "jobSpec.enableWebAccess"),
-    ("reserved_ip_ranges", "jobSpec.reservedIpRanges"),
-    ("persistent_resource_id", "jobSpec.persistentResourceId"),
-    ("enable_dashboard_access", "jobSpec.enableDashboardAccess"),
-    ("experiment", "jobSpec.experiment"),
-    ("experiment_run", "jobSpec.experimentRun"),
-    ("protected_artifact_location_id", "jobSpec.protectedArtifactLocationId"),
-    ("labels", "labels"),
-    ("kms_key", "encryptionSpec.kmsKeyName"),
-)
+#: MessageToDict writes them (field-number order), declared on the schema nodes (`rest=`), so a plain
+#: field needs no code here. A value left unset (None, False, empty) is left out, as proto3 leaves out defaults.
+PLAIN_FIELDS: tuple[tuple[str, str], ...] = plain_fields()
 
 
 def _composed() -> dict[str, Callable[[JobConfig], Any]]:
@@ -61,18 +59,30 @@ def executor_image(config: JobConfig, pool: PoolConfig) -> str:
     return base_image(config, pool)
 
 
-def trainer_package_uris(config: JobConfig) -> list[str]:
-    """Where the trainer's packages are (or will be, once `submit` stages them)."""
+def _unplanned(what: str) -> ValueError:
+    return ValueError(f"this job's {what} {'is' if what.endswith('image') else 'are'} named by its files: pass the "
+                      "planned artifacts (vtrain.trainer.artifacts.plan_artifacts(config)) to build its request")
+
+
+def trainer_package_uris(config: JobConfig, artifacts: Planned = None) -> list[str]:
+    """Where the trainer's packages are (or will be, once `submit` stages them): the job file's own URIs, else
+    the given ones, else the planned ones."""
     trainer = config.trainer
     if trainer.build is not None:
         return []  # the trainer is in the image
+    if artifacts is not None and isinstance(artifacts, Sequence):
+        return list(artifacts)
     if trainer.package is None:
         return list(trainer.package_uris)
-    from vtrain.trainer import packaging
+    if artifacts is None:
+        raise _unplanned("package URIs")
+    return list(artifacts.package_uris)
 
-    staging = config.staging_bucket or ""
-    return [packaging.planned_uri(trainer.package, staging, skip=config.job_files()),
-            packaging.planned_runtime_uri(staging)]
+
+def _image_for(base: str, artifacts: Planned) -> str:
+    if artifacts is None or isinstance(artifacts, Sequence):
+        raise _unplanned("trainer image")
+    return artifacts.image_for(base)
 
 
 def _env_list(env: Mapping[str, str]) -> list[dict[str, str]]:
@@ -113,7 +123,7 @@ def _camel(mounts: Sequence[Mapping[str, str]]) -> list[dict[str, str]]:
 
 
 def _pool_spec(config: JobConfig, pool: PoolConfig, package_uris: Sequence[str],
-               images: Mapping[str, str]) -> dict[str, Any]:
+               artifacts: Planned) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "machineSpec": _machine_spec(config, pool),
         "replicaCount": str(int(pool.replicas)),
@@ -142,7 +152,7 @@ def _pool_spec(config: JobConfig, pool: PoolConfig, package_uris: Sequence[str],
         from vtrain.request.image import IMAGE_PYTHON
 
         module = DILOCO_SYNCER_MODULE if syncer else pool.module or trainer.module
-        built: dict[str, Any] = {"imageUri": images[executor_image(config, pool)],
+        built: dict[str, Any] = {"imageUri": _image_for(executor_image(config, pool), artifacts),
                                  "command": [IMAGE_PYTHON, "-m", str(module)]}  # its entry point, said in full
         if args:
             built["args"] = args
@@ -188,17 +198,12 @@ def _scheduling(config: JobConfig) -> dict[str, Any] | None:
     return out or None
 
 
-def worker_pool_specs(config: JobConfig, package_uris: Sequence[str] | None = None) -> list[dict[str, Any]]:
+def worker_pool_specs(config: JobConfig, artifacts: Planned = None) -> list[dict[str, Any]]:
     """Pools in Vertex order; an empty middle pool is `{}`, trailing empty pools are dropped."""
-    uris = trainer_package_uris(config) if package_uris is None else list(package_uris)
-    images: dict[str, str] = {}
-    if config.trainer.build is not None:  # REPOSITORY:TAG, the tag a hash of the files: planned, not pushed
-        from vtrain.request.image import planned_images
-
-        images = planned_images(config)
+    uris = trainer_package_uris(config, artifacts)
     slots: list[dict[str, Any]] = [{}, {}, {}, {}]
     for pool in config.pools():
-        slots[pool.index] = _pool_spec(config, pool, uris, images)
+        slots[pool.index] = _pool_spec(config, pool, uris, artifacts)
     while slots and not slots[-1]:
         slots.pop()
     return slots
@@ -212,9 +217,10 @@ def _put(body: dict[str, Any], path: str, value: Any) -> None:
     body[leaf] = list(value) if isinstance(value, tuple) else dict(value) if isinstance(value, Mapping) else value
 
 
-def build_job_dict(config: JobConfig, package_uris: Sequence[str] | None = None) -> dict[str, Any]:
-    """The `customJobs.create` REST body, as MessageToDict(CustomJob) writes it."""
-    spec: dict[str, Any] = {"workerPoolSpecs": worker_pool_specs(config, package_uris)}
+def build_job_dict(config: JobConfig, artifacts: Planned = None) -> dict[str, Any]:
+    """The `customJobs.create` REST body, as MessageToDict(CustomJob) writes it; `artifacts` as
+    :func:`~vtrain.request.build.build_request` takes them."""
+    spec: dict[str, Any] = {"workerPoolSpecs": worker_pool_specs(config, artifacts)}
     scheduling = _scheduling(config)
     if scheduling:
         spec["scheduling"] = scheduling
@@ -294,6 +300,6 @@ def to_proto(body: Mapping[str, Any]) -> CustomJob:
     return job
 
 
-def build_job(config: JobConfig, package_uris: Sequence[str] | None = None) -> CustomJob:
+def build_job(config: JobConfig, artifacts: Planned = None) -> CustomJob:
     """The CustomJob `submit` sends and `local` runs: a real google.cloud.aiplatform_v1.CustomJob."""
-    return to_proto(build_job_dict(config, package_uris))
+    return to_proto(build_job_dict(config, artifacts))

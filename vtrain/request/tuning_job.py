@@ -20,6 +20,8 @@ from vtrain.tuning.model import ALGORITHMS, GOALS, MEASUREMENTS, SCALES, STOPPIN
 if TYPE_CHECKING:
     from google.cloud.aiplatform_v1 import HyperparameterTuningJob
 
+    from vtrain.request.custom_job import Planned
+
 #: Where a tuning body keeps the CustomJobSpec every trial runs.
 TRIAL_SPEC = "trialJobSpec"
 
@@ -83,12 +85,12 @@ def study_spec(tuning: TuningConfig) -> dict[str, Any]:
     return spec
 
 
-def build_tuning_dict(config: JobConfig, package_uris: Sequence[str] | None = None) -> dict[str, Any]:
+def build_tuning_dict(config: JobConfig, artifacts: Planned = None) -> dict[str, Any]:
     """The `hyperparameterTuningJobs.create` body, as MessageToDict(HyperparameterTuningJob) writes it."""
     if config.tuning is None:
         raise ValueError("this job file has no tuning: block; build a CustomJob with "
                          "vtrain.request.custom_job.build_job_dict")
-    custom = build_job_dict(config, package_uris)
+    custom = build_job_dict(config, artifacts)
     tuning = config.tuning
     body: dict[str, Any] = {
         "displayName": custom["displayName"],

@@ -15,7 +15,8 @@ branch; TensorFlow is imported lazily, only when a strategy is built, so
         model = ...
     model.fit(..., callbacks=[runtime.backup_and_restore(keras)])
     runtime.save_model(model)              # chief -> model_dir(), others -> scratch
-    runtime.report_metric("loss", 0.25, step=3)   # a tuning trial's metric (cloudml-hypertune's format)
+    runtime.report_metric("loss", 0.25, step=3)   # a tuning trial's metric (cloudml-hypertune's format),
+                                                  # and the experiment run's (runtime.experiment_run())
     model.fit(..., callbacks=[runtime.profile_callback(keras, global_batch, dataset)])  # or runtime.profile(model, opt)
 
 Signals read (all set by the launcher):
@@ -88,6 +89,7 @@ from vtrain.runtime.decision import (
 from vtrain.runtime.diloco import Diloco, diloco, diloco_callback, learner_shard
 from vtrain.runtime.dtensor import MESH_ENV, dtensor_mesh
 from vtrain.runtime.dtensor_checkpoint import ShardedCheckpoint
+from vtrain.runtime.experiment_log import experiment_run
 from vtrain.runtime.hypertune import metric_reporter, read_reports, report_metric, trial_id
 from vtrain.runtime.outputs import (
     LOCAL_OUTPUT_DIR,
@@ -141,6 +143,7 @@ __all__ = [
     "diloco",
     "diloco_callback",
     "dtensor_mesh",
+    "experiment_run",
     "info",
     "is_chief",
     "job_attempt",

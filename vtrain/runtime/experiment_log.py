@@ -9,9 +9,16 @@ the names. Only then, and only in the chief, is google-cloud-aiplatform imported
 What is logged: params, the trainer's own `--NAME=VALUE` / `--NAME VALUE` arguments (a tuning
 trial's hyperparameters arrive so too), numbers as numbers; metrics, the last value of each metric
 reported through `runtime.report_metric` (so `metric_reporter` too), logged at exit (the SDK is imported
-at the first report: exit hooks cannot be added once exit has begun). A logging error is one line on
-stderr, never the training's failure. VTRAIN_EXPERIMENT_API_ENDPOINT (tests, `vtrain emulator
---run-jobs` sets it) sends the calls to that endpoint over REST with anonymous credentials.
+at the first report: exit hooks cannot be added once exit has begun). When the run is backed by a
+TensorBoard run (submit backs it when the job links a TensorBoard; the SDK finds it through the run's
+`-tb-run` artifact), every report is also a point of that metric's time series, as
+`aiplatform.log_time_series_metrics(metrics, step=..., wall_time=...)` writes it: at the report's step
+(or, for a report without one, its number among that metric's reports) and time. Bounded: at most
+MAX_METRICS metric names (later names are not kept) and MAX_STEPS steps a run (past that, every other
+step is dropped, the last always kept, so a long run's series keeps its whole shape, thinned). A
+logging error is one line on stderr, never the training's failure. VTRAIN_EXPERIMENT_API_ENDPOINT
+(tests, `vtrain emulator --run-jobs` sets it) sends the calls to that endpoint over REST with anonymous
+credentials.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import os
 import re
 import sys
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -32,9 +40,15 @@ _CONTEXT = re.compile(r"^projects/(?P<project>[^/]+)/locations/(?P<location>[^/]
 _FLAG = re.compile(r"^--([A-Za-z_][A-Za-z0-9_.-]*)(?:=(.*))?$", re.DOTALL)
 MAX_PARAMS = 200
 MAX_VALUE = 1000
+#: Metric names kept (final values and series), and steps a run's series keep (thinned past it).
+MAX_METRICS = 100
+MAX_STEPS = 200
 
 _lock = threading.Lock()
 _metrics: dict[str, float] = {}
+_reports: dict[str, int] = {}  # reports of each metric so far: the step of one reported without a step
+_series: dict[int, dict[str, float]] = {}  # step -> the metrics reported at it
+_walls: dict[int, float] = {}  # step -> when it was last reported (seconds since the epoch)
 _registered = False
 
 
@@ -76,11 +90,26 @@ def _number(text: str) -> Any:
     return text
 
 
-def record_metric(name: str, value: float) -> None:
-    """Keep the latest value of `name`; at the first, the chief of a job with a run logs at exit."""
+def experiment_run(env: Mapping[str, str] | None = None) -> str | None:
+    """The name of the Experiment Run this job logs to (Vertex names it in AIP_EXPERIMENT_RUN_NAME), or None."""
+    names = run_of(os.environ if env is None else env)
+    return None if names is None else names[3]
+
+
+def record_metric(name: str, value: float, step: int | None = None, wall_time: float | None = None) -> None:
+    """Keep the latest value of `name` and its point at `step` (bounded, see the module); at the first
+    report, the chief of a job with a run logs at exit."""
     global _registered
+    number = float(value)
     with _lock:
-        _metrics[name] = float(value)
+        if name in _metrics or len(_metrics) < MAX_METRICS:
+            _metrics[name] = number
+            _reports[name] = _reports.get(name, 0) + 1
+            at = int(step) if step else _reports[name]
+            _series.setdefault(at, {})[name] = number
+            _walls[at] = time.time() if wall_time is None else float(wall_time)
+            if len(_series) > MAX_STEPS:
+                _thin()
         if _registered:
             return
         _registered = True
@@ -91,6 +120,13 @@ def record_metric(name: str, value: float) -> None:
             _warn(os.environ.get(RUN_ENV, ""), err)
             return
         atexit.register(flush)
+
+
+def _thin() -> None:
+    """Drop every other step, the last kept (under _lock)."""
+    steps = sorted(_series)
+    for at in steps[-2::-2]:
+        del _series[at], _walls[at]
 
 
 def _is_chief() -> bool:
@@ -111,6 +147,7 @@ def flush(env: Mapping[str, str] | None = None, argv: Sequence[str] | None = Non
     project, location, experiment, run = names
     with _lock:
         metrics: dict[str, float | int | str] = dict(_metrics)
+        series = {at: (dict(_series[at]), _walls[at]) for at in sorted(_series)}
     params = params_of(sys.argv[1:] if argv is None else argv)
     try:
         from google.cloud import aiplatform
@@ -132,6 +169,13 @@ def flush(env: Mapping[str, str] | None = None, argv: Sequence[str] | None = Non
             target.log_params(params)
         if metrics:
             target.log_metrics(metrics)
+        if series and getattr(target, "_backing_tensorboard_run", None) is not None:  # as the SDK finds it
+            from google.protobuf.timestamp_pb2 import Timestamp
+
+            for at, (values, wall) in series.items():
+                stamp = Timestamp()
+                stamp.FromNanoseconds(int(wall * 1e9))
+                target.log_time_series_metrics(values, step=at, wall_time=stamp)
         return True
     except Exception as err:  # never the training's failure
         _warn(run, err)
@@ -145,4 +189,5 @@ def _warn(run: str, err: BaseException) -> None:
           f"{printable(f'{type(err).__name__}: {err}', limit=500)}", file=sys.stderr, flush=True)  # fmt: skip
 
 
-__all__ = ["ENDPOINT_ENV", "EXPERIMENT_ENV", "RUN_ENV", "flush", "params_of", "record_metric", "run_of"]
+__all__ = ["ENDPOINT_ENV", "EXPERIMENT_ENV", "MAX_METRICS", "MAX_STEPS", "RUN_ENV", "experiment_run", "flush",
+           "params_of", "record_metric", "run_of"]

@@ -92,9 +92,9 @@ def report_metric(name: str, value: float, step: int | None = None, checkpoint_p
     """
     if not isinstance(name, str) or not name or name in _RESERVED:
         raise ValueError(f"metric name must be a non-empty text other than {', '.join(sorted(_RESERVED))}")
-    number = float(value)
+    number, now = float(value), time.time()
     entry = {
-        "timestamp": time.time(),
+        "timestamp": now,
         "trial": str(trial_id() or 0),
         name: str(number),
         "global_step": str(int(step) if step else 0),
@@ -103,7 +103,7 @@ def report_metric(name: str, value: float, step: int | None = None, checkpoint_p
     _WRITER.add(metric_file(), entry)
     from vtrain.runtime.experiment_log import record_metric
 
-    record_metric(name, number)  # the run's final metrics, logged at exit when the job has an experiment run
+    record_metric(name, number, step, now)  # the run's metrics (and series), logged at exit
 
 
 def read_reports(path: str | os.PathLike[str]) -> list[Report]:

@@ -12,7 +12,7 @@ The layout vtrain accepts (Vertex runs ``python -m MODULE`` on the installed sdi
 A package with ``__init__.py`` but no ``__main__.py`` is refused: ``python -m`` cannot run it.
 Whether the build backend really packages the module (an explicit ``packages = [...]`` can leave
 a subpackage out) is checked on the built sdist by the commands that build
-(:func:`vtrain.trainer.packaging.check_sdist`), with this same function over the sdist's members.
+(:func:`vtrain.trainer.packaging.check_kept`), with this same function over the backend's sdist members.
 """
 
 from __future__ import annotations

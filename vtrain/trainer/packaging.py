@@ -1,17 +1,18 @@
 """Trainer directory → content-hashed sdist → staging (gs:// or a local directory).
 
-Why content-hashed: the sdist is named after a hash of exactly the source files that go into it,
-so ``vtrain render`` can print the final ``packageUris`` (:func:`planned_uri`), and an unchanged
-trainer is never uploaded twice.
+Why content-hashed: the sdist is named after a hash of the selected files (:mod:`vtrain.trainer.select`),
+so ``vtrain render`` can print the final ``packageUris`` (:func:`planned_uri`) by reading the files,
+building nothing, and an unchanged trainer is never uploaded twice.
 
-Why the hash needs the backend's verdict: of the selected files, the build backend keeps only
-some (setuptools drops a root ``data.csv``, often a symlink to a dataset, that no package or
-MANIFEST.in names). Hashing every selected file would give a new name, and a new upload, each
-time such a file changed though the package did not. So the name hashes the selected files the
-sdist holds. Which ones those are depends only on the file list and the build configuration
-(:mod:`vtrain.trainer.sdistfiles`): each build records the files it dropped under that key in vtrain's cache,
-and a plan reads it back, so a render builds nothing once the layout has been built (the first
-render of a new layout builds the sdist locally once, sending nothing).
+Why the sdist holds every selected file: a build backend keeps only some of them (setuptools drops
+a root ``data.csv`` that no package or ``MANIFEST.in`` names), and which ones only a build can tell.
+So vtrain adds the selected files the backend left out to its sdist, under the sdist's top folder:
+the sdist holds the selection, and its name is a function of the selection alone. Installing it is
+unchanged (pip builds the wheel with the backend, which installs what it would have installed; the
+added files ride along in the sdist only). Changing a file the backend does not package therefore
+gives a new name and a new upload: that file is in the sdist. A symlink that leads out of the folder
+is not selected (:mod:`vtrain.trainer.select`), so a dataset linked beside the sources changes
+nothing (issue 20, class 14).
 
 Why build from a filtered copy: a build backend picks files by its own rules (setuptools reads
 MANIFEST.in, git file finders, package data). Building from a temporary copy that holds only the
@@ -33,7 +34,6 @@ import sys
 import tarfile
 import tempfile
 from collections.abc import Iterable
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -43,7 +43,6 @@ from vtrain.foreign import printable
 from vtrain.trainer.backend import run_backend
 from vtrain.trainer.credentials import check_contents, credential_reason
 from vtrain.trainer.entrymodule import entry_module_problem, syntax_problem
-from vtrain.trainer.sdistfiles import record_drops, recorded_drops, sdist_digest
 from vtrain.trainer.select import (
     Scan,
     check_package_dir,
@@ -101,53 +100,16 @@ def _local_skips(target: StagingTarget) -> list[Path]:
     return [target.directory] if target.directory is not None else []
 
 
-def planned_uri(package_dir: Path, staging: str, *, isolation: bool | None = None, skip: Iterable[Path] = ()) -> str:
-    """The URI the trainer sdist will have once staged. Sends nothing; reads files, and builds the sdist
-    locally only if this layout was never built (to learn which files the backend keeps). `skip`: paths
-    that are not the trainer's (the job file)."""
+def planned_uri(package_dir: Path, staging: str, *, skip: Iterable[Path] = ()) -> str:
+    """The URI the trainer sdist will have once staged. Sends nothing and builds nothing: reads the selected
+    files to hash them. `skip`: paths that are not the trainer's (the job file)."""
     target = parse_staging(staging)
-    scan = trainer_files(package_dir, skip=[*skip, *_local_skips(target)], isolation=isolation)
-    return target.uri_for(sdist_name(scan))
-
-
-def trainer_files(package_dir: Path, *, skip: Iterable[Path] = (), isolation: bool | None = None) -> Scan:
-    """The trainer's files as its sdist holds them: the one selection the sdist and the image share.
-
-    The selection (:func:`~vtrain.trainer.select.select_files`, every file judged for secrets by name
-    and, up to a size, by content) less the files the build backend leaves out of the sdist (recorded
-    for this layout, else learnt by building it here once, sending nothing); `digest` is the hash of
-    exactly those files, streamed (the sdist's name). A file the backend drops is never read whole.
-    """
-    scan = check_contents(select_files(package_dir, skip=skip))
-    dropped = recorded_drops(scan, dist_name(scan.root))
-    if dropped is None:
-        dropped = learn_drops(scan, isolation)
-    gone = set(dropped)
-    kept = replace(scan, files=[rel for rel in scan.files if rel not in gone])
-    kept.digest = sdist_digest(scan.root, kept.files, ())
-    return kept
+    return target.uri_for(sdist_name(scan_package(package_dir, skip=[*skip, *_local_skips(target)])))
 
 
 def sdist_name(scan: Scan) -> str:
-    """The trainer sdist's file name, for a :func:`trainer_files` scan."""
+    """The trainer sdist's file name, for a :func:`scan_package` scan (the hash of the selection)."""
     return f"{dist_name(scan.root)}-{scan.digest}.tar.gz"
-
-
-def planned_name(scan: Scan, isolation: bool | None = None) -> str:
-    """The trainer sdist's file name for a full scan: from the recorded drops of this layout, else from
-    building it now."""
-    dropped = recorded_drops(scan, dist_name(scan.root))
-    if dropped is None:
-        dropped = learn_drops(scan, isolation)
-    digest = scan.digest if not dropped and scan.digest else sdist_digest(scan.root, scan.files, dropped)
-    return f"{dist_name(scan.root)}-{digest}.tar.gz"
-
-
-def learn_drops(scan: Scan, isolation: bool | None = None) -> list[str]:
-    """Build this layout once, here, to learn which selected files the backend leaves out (recorded for the
-    next plan). The backend picks files by name, never by content: large files are empty stand-ins."""
-    with tempfile.TemporaryDirectory(prefix=temp_prefix("dry-run")) as tmp:
-        return _build_scan(scan, dist_name(scan.root), Path(tmp), isolation, stand_ins=True)[1]
 
 
 def check_module(scan: Scan, module: str) -> None:
@@ -181,14 +143,16 @@ def build_sdist(
     allow_credentials: bool = False,
     isolation: bool | None = None,
     skip: Iterable[Path] = (),
+    modules: Iterable[str] = (),
 ) -> Path:
-    """Build the trainer into ``out_dir/{dist_name}-{hash}.tar.gz``: the hash of the selected files the
-    sdist holds, :func:`planned_uri`'s (the files the backend dropped are recorded for the next plan)."""
+    """Build the trainer into ``out_dir/{dist_name}-{hash}.tar.gz``: the hash of the selected files, which the
+    sdist holds all of (:func:`planned_uri`'s name). Each of `modules` must be among the files the build
+    backend itself packaged (:func:`check_kept`), or nothing is written."""
     scan = check_contents(select_files(package_dir, skip=skip))
     if not allow_credentials:
         refuse_credentials(scan)
     sweep_stale_builds()
-    return _build_scan(scan, dist_name(scan.root), Path(out_dir), isolation)[0]
+    return _build_scan(scan, dist_name(scan.root), Path(out_dir), isolation, modules)
 
 
 #: Temporary build trees are named `vtrain-KIND-PID-…`: one whose PID is dead was left by a killed vtrain.
@@ -206,32 +170,55 @@ def sweep_stale_builds() -> list[Path]:
     return sweep_stale(Path(tempfile.gettempdir()), _STALE_BUILD)
 
 
-def _build_scan(scan: Scan, name: str, out_dir: Path, isolation: bool | None, *,
-                stand_ins: bool = False) -> tuple[Path, list[str]]:
-    """Build the sdist from a copy of the selected files: (the sdist, the selected files it left out).
-    `stand_ins`: files over LARGE_FILE are copied empty (a build only to learn what the backend keeps)."""
-    large = {rel for rel, _ in scan.large} if stand_ins else set()
+def _build_scan(scan: Scan, name: str, out_dir: Path, isolation: bool | None,
+                modules: Iterable[str] = ()) -> Path:
+    """Build the sdist from a copy of the selected files, then add the selected files the backend left out."""
     with tempfile.TemporaryDirectory(prefix=temp_prefix("build")) as tmp:
         src = Path(tmp) / "src"
         with readable_errors(scan.root):
             for rel in scan.files:
                 dest = src / rel
                 dest.parent.mkdir(parents=True, exist_ok=True)
-                if rel in large:
-                    dest.touch()
-                else:
-                    with open_regular(scan.root / rel) as fh, open(dest, "wb") as out:
-                        shutil.copyfileobj(fh, out, 1 << 20)
+                with open_regular(scan.root / rel) as fh, open(dest, "wb") as out:
+                    shutil.copyfileobj(fh, out, 1 << 20)
         built = run_backend(src, Path(tmp) / "dist", isolation=isolation)
-        members = set(sdist_members(built))
-        dropped = [rel for rel in scan.files if rel not in members]
+        kept = sdist_members(built)
+        for module in modules:
+            check_kept(kept, module)
         # The copies are what was built: hashing them, not the originals, names exactly this sdist.
-        digest = hash_entries((rel, src / rel) for rel in scan.files if rel in members)
-        record_drops(scan, name, dropped)
+        digest = hash_entries((rel, src / rel) for rel in scan.files)
         out_dir.mkdir(parents=True, exist_ok=True)
         final = out_dir / f"{name}-{digest}.tar.gz"
+        complete_sdist(built, src, [rel for rel in scan.files if rel not in set(kept)], final)
+    return final
+
+
+def complete_sdist(built: Path, src: Path, missing: list[str], final: Path) -> None:
+    """`built` (the backend's sdist) as `final`, with the files `missing` from it (paths under `src`) added under
+    its top folder, in order, after its own members. A backend's sdist has one top folder (``NAME-VERSION/``)."""
+    if not missing:
         shutil.move(built, final)
-    return final, dropped
+        return
+    with tarfile.open(built) as tar:
+        members = tar.getmembers()
+        tops = {m.name.split("/", 1)[0] for m in members}
+        if len(tops) != 1:
+            raise PackagingError(f"the build backend wrote an sdist with {len(tops)} top-level entries, not one "
+                                 "NAME-VERSION folder")
+        top = tops.pop()
+        with tarfile.open(final, "w:gz", format=tarfile.PAX_FORMAT) as out:
+            for member in members:
+                out.addfile(member, tar.extractfile(member) if member.isfile() else None)
+            mtime = max((m.mtime for m in members), default=0)
+            for rel in missing:
+                path = src / rel
+                info = tarfile.TarInfo(f"{top}/{rel}")
+                st = path.stat()
+                info.size = st.st_size
+                info.mode = 0o755 if st.st_mode & 0o111 else 0o644
+                info.mtime = mtime
+                with open(path, "rb") as fh:
+                    out.addfile(info, fh)
 
 
 # --- vtrain's own runtime -----------------------------------------------------------------------
@@ -358,22 +345,18 @@ def build_and_stage(
     runtime_name = _runtime_name(runtime)
     with tempfile.TemporaryDirectory(prefix=temp_prefix("dist")) as tmp:
         built: dict[str, Path] = {}
-        trainer_name = ""
-        if recorded_drops(scan, dist_name(scan.root)) is None:  # a layout never built here: its name needs the build
-            sdist = _build_scan(scan, dist_name(scan.root), Path(tmp), isolation)[0]
-            trainer_name = sdist.name
-            built[trainer_name] = sdist
-        trainer_name = trainer_name or planned_name(scan, isolation)
+        with readable_errors(scan.root):
+            scan.digest = hash_entries((rel, scan.root / rel) for rel in scan.files)
+        trainer_name = sdist_name(scan)
         # Content-addressed names: what is already staged needs neither a build nor an upload.
         known = {name: lookup(target, name, client) for name in (trainer_name, runtime_name)}
-        if known[trainer_name] is None and trainer_name not in built:
-            sdist = _build_scan(scan, dist_name(scan.root), Path(tmp), isolation)[0]
-            if sdist.name != trainer_name:  # the backend keeps other files than it did (a new version)
+        if known[trainer_name] is None:
+            sdist = _build_scan(scan, dist_name(scan.root), Path(tmp), isolation,
+                                [module] if module is not None else ())
+            if sdist.name != trainer_name:  # a file changed between the hash and the build's copy of it
                 trainer_name = sdist.name
                 known[trainer_name] = lookup(target, trainer_name, client)
             built[trainer_name] = sdist
-        if trainer_name in built and module is not None:
-            check_sdist(built[trainer_name], module)
         if known[runtime_name] is None:
             built[runtime_name] = _build_entries(runtime, runtime_name, Path(tmp), isolation)
         # Every build succeeded: only now send anything.
@@ -383,9 +366,10 @@ def build_and_stage(
         ]
 
 
-def check_sdist(sdist: Path, module: str) -> None:
-    """The built sdist still has the entry module: a build backend can leave files out."""
-    if entry_module_problem(sdist_members(sdist), module) is not None:
+def check_kept(members: Iterable[str], module: str) -> None:
+    """The build backend packaged the entry module (`members`: the paths its sdist holds): a backend can leave
+    files out, and vtrain's additions to the sdist ride along without being installed."""
+    if entry_module_problem(list(members), module) is not None:
         raise PackagingError(
             f"the build backend left trainer module {module!r} out of the sdist: list its package "
             "in pyproject.toml ([tool.setuptools] packages) or add an __init__.py"
@@ -406,11 +390,11 @@ __all__ = [
     "build_sdist",
     "check_contents",
     "check_module",
-    "check_sdist",
+    "check_kept",
     "check_package_dir",
     "credential_reason",
+    "complete_sdist",
     "dist_name",
-    "planned_name",
     "planned_runtime_uri",
     "refuse_credentials",
     "runtime_entries",
@@ -418,11 +402,9 @@ __all__ = [
     "run_backend",
     "scan_package",
     "select_files",
-    "sdist_digest",
     "sdist_members",
     "sdist_name",
     "stage",
     "sweep_stale_builds",
     "temp_prefix",
-    "trainer_files",
 ]

@@ -7,7 +7,7 @@ in use, job files `vtrain init` wrote, ``vtrain.schema.json``): editing `args` c
 
 Never a byte from outside the folder: a symlink that resolves outside it (a dataset, ``/etc/passwd``,
 ``~/.aws/credentials``) is left out, with one notice naming it, rather than refused: a link to a
-dataset beside the sources is common and the sdist would not hold it anyway, while refusing would
+dataset beside the sources is common and the trainer would not install it anyway, while refusing would
 make every such layout edit ``.vtrainignore``. The notice comes before any build, and an entry module
 reached only through such a link fails the entry-module check. A link inside the folder counts only
 when the file it names is selected on its own (a link to an ignored ``.env`` or to ``.git/config`` is left out too).
@@ -162,9 +162,9 @@ def _notice(scan: Scan) -> None:
         names = ", ".join(f"{printable(rel)} ({size / (1 << 30):.1f} GiB)" if size >= 1 << 30
                           else f"{printable(rel)} ({size >> 20} MiB)" for rel, size in scan.large[:5])
         more = f" and {len(scan.large) - 5} more" if len(scan.large) > 5 else ""
-        once("large", f"trainer package {printable(str(scan.root))}: {len(scan.large)} large file(s), read to hash "
-                      f"them whenever the build backend keeps them: {names}{more}; list them in {VTRAIN_IGNORE} "
-                      "if the trainer does not need them")
+        once("large", f"trainer package {printable(str(scan.root))}: {len(scan.large)} large file(s), shipped in "
+                      f"the package and read to hash it whenever a plan or a build names it: {names}{more}; "
+                      f"list them in {VTRAIN_IGNORE} if the trainer does not need them")
 
 
 @contextlib.contextmanager

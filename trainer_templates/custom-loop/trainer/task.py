@@ -10,7 +10,8 @@ layers and optimizers work here even under multi-worker (only model.fit breaks
 with Keras 3). The chief keeps checkpoints and the model; every replica writes
 weights.json with a checksum of its final weights. Under DiLoCo each learner trains
 alone and runtime.diloco() exchanges parameter changes with the syncer every H steps.
-In a hyperparameter tuning trial the chief reports the mean loss per epoch (runtime.report_metric).
+In a tuning trial, or a job with an experiment run, the chief reports the mean loss per epoch
+(runtime.report_metric): the trial's metric, the run's metric and its series.
 Every replica profiles itself (runtime.profile) for `vtrain estimate --from-run`.
 """
 
@@ -141,7 +142,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 rate * global_batch,
                 total / steps,
             )
-            if runtime.trial_id() is not None and info.is_chief:  # a tuning trial: report its metric
+            reporting = runtime.trial_id() is not None or runtime.experiment_run() is not None
+            if reporting and info.is_chief:  # a tuning trial's metric, or the experiment run's
                 runtime.report_metric(args.metric, total / steps, step=done // args.steps_per_epoch)
             start, total, steps = time.perf_counter(), 0.0, 0
     checkpoints.close()

@@ -8,7 +8,8 @@ for multi-worker jobs, where Keras 3's model.fit fails. The chief saves the
 model to AIP_MODEL_DIR; every replica writes weights.json with a checksum of
 its final weights, so a launcher can check that all of them agree. In a
 hyperparameter tuning trial, the flags are the tunable values and the chief
-reports the loss per epoch (runtime.metric_reporter) for the tuner to compare. Every replica
+reports the loss per epoch (runtime.metric_reporter) for the tuner to compare; in a job with an
+experiment run, the same reports become the run's metric and its per-epoch series. Every replica
 profiles itself (runtime.profile_callback) for `vtrain estimate --from-run`.
 """
 
@@ -129,7 +130,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         callbacks.append(runtime.profile_callback(keras, global_batch, dataset))
     if diloco:  # after BackupAndRestore: joining replaces the weights with the global model
         callbacks.append(runtime.diloco_callback(keras, examples_per_step=global_batch))
-    if runtime.trial_id() is not None:  # a tuning trial (Vertex AI or `vtrain local`): report its metric
+    if runtime.trial_id() is not None or runtime.experiment_run() is not None:  # a tuning trial's metric, or
+        # the experiment run's: its final value and, with a TensorBoard linked, its per-epoch series
         callbacks.append(runtime.metric_reporter(keras, "loss", name=args.metric))
     if info.is_chief and importlib.util.find_spec("tensorboard"):  # TF >= 2.21 no longer bundles it
         callbacks.append(keras.callbacks.TensorBoard(runtime.tensorboard_dir()))

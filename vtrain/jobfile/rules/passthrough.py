@@ -16,17 +16,14 @@ from typing import Any
 from vtrain.jobfile.model import JobConfig
 from vtrain.jobfile.nodes import did_you_mean
 from vtrain.jobfile.rules.base import Rules
+from vtrain.jobfile.schema import plain_fields
 from vtrain.jobfile.yamlpos import PathKey
 
-#: REST fields (dotted, under CustomJobSpec) that a job-file key sets, and the key.
-#: tests/jobfile/test_passthrough.py holds this against the builder's PLAIN_FIELDS.
+#: REST fields (dotted, under CustomJobSpec) that a job-file key sets, and the key: the plain fields as their
+#: schema nodes declare them (`rest=`), and those the builder composes.
 JOB_SPEC_KEYS: dict[str, str] = {
-    "workerPoolSpecs": "cluster", "serviceAccount": "service_account", "network": "network",
-    "reservedIpRanges": "reserved_ip_ranges", "pscInterfaceConfig": "psc_interface",
-    "baseOutputDirectory": "base_output_dir", "protectedArtifactLocationId": "protected_artifact_location_id",
-    "tensorboard": "tensorboard", "enableWebAccess": "enable_web_access",
-    "enableDashboardAccess": "enable_dashboard_access", "experiment": "experiment", "experimentRun": "experiment_run",
-    "persistentResourceId": "persistent_resource_id", "scheduling.timeout": "scheduling.timeout",
+    **{path.removeprefix("jobSpec.").split(".")[0]: key for key, path in plain_fields() if path.startswith("jobSpec.")},
+    "workerPoolSpecs": "cluster", "pscInterfaceConfig": "psc_interface", "scheduling.timeout": "scheduling.timeout",
     "scheduling.restartJobOnWorkerRestart": "scheduling.restart_job_on_worker_restart",
     "scheduling.strategy": "scheduling.strategy", "scheduling.disableRetries": "scheduling.disable_retries",
     "scheduling.maxWaitDuration": "scheduling.max_wait",

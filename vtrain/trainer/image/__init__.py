@@ -14,7 +14,7 @@ pushed over the OCI distribution API with no Docker daemon.
     build         planned_image (offline), build_image, push_image, build_and_push
 
 The image's layout: ``/opt/vtrain/trainer`` (the trainer's files exactly as its sdist holds them,
-one selection: :func:`vtrain.trainer.packaging.trainer_files`; ``src/`` on ``PYTHONPATH`` instead for
+one selection: :func:`vtrain.trainer.packaging.scan_package`; ``src/`` on ``PYTHONPATH`` instead for
 a src layout) and ``/opt/vtrain/runtime`` (vtrain's runtime) are plain directories on ``PYTHONPATH``,
 ahead of the base's own packages. A directory rather than an installed wheel, so that no build
 backend runs (the layer is exactly the files the content hash covers, built the same on every

@@ -48,7 +48,8 @@ from vtrain.trainer.image.reference import ImageRef, parse_reference, parse_repo
 from vtrain.trainer.image.registry import Credentials, RegistryClient
 from vtrain.trainer.image.requirements import declared_requirements
 from vtrain.trainer.image.wheels import requirements_layer
-from vtrain.trainer.packaging import check_module, trainer_files
+from vtrain.trainer.packaging import check_module, scan_package
+from vtrain.trainer.select import Scan
 
 
 @dataclass(frozen=True)
@@ -97,10 +98,20 @@ class Pushed:
 
 def planned_image(spec: ImageSpec, package_dir: Path, *, skip: Iterable[Path] = ()) -> str:
     """``REPOSITORY:TAG`` the image will have: reads the trainer's files (the sdist's, as
-    :func:`~vtrain.trainer.packaging.trainer_files` selects them), sends nothing."""
-    target = parse_repository(spec.repository)
+    :func:`~vtrain.trainer.packaging.scan_package` selects them), builds and sends nothing."""
+    check_names(spec)
+    return image_name(spec, scan_package(package_dir, skip=skip))
+
+
+def check_names(spec: ImageSpec) -> None:
+    """The target repository and the base are image references (PackagingError, one line, if not)."""
+    parse_repository(spec.repository)
     parse_reference(spec.base, what="base image")
-    scan = trainer_files(package_dir, skip=skip)
+
+
+def image_name(spec: ImageSpec, scan: Scan) -> str:
+    """``REPOSITORY:TAG`` of the image on `spec` for the trainer files of `scan` (hashed)."""
+    target = parse_repository(spec.repository)
     return str(target.with_tag(image_tag(spec, scan.digest, runtime_digest(), src_layout=src_layout(scan))))
 
 

@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from vtrain.trainer.packaging import refuse_credentials, runtime_entries, trainer_files
+from vtrain.trainer.packaging import refuse_credentials, runtime_entries, scan_package
 from vtrain.trainer.select import Scan, hash_entries, readable_errors
 
 TAR_GZIP = "application/vnd.oci.image.layer.v1.tar+gzip"
@@ -152,10 +152,10 @@ def tree_entries(root: Path, prefix: str) -> list[Entry]:
 
 
 def scan_trainer(package_dir: Path, *, allow_credentials: bool = False, skip: Iterable[Path] = ()) -> Scan:
-    """The trainer's files exactly as its sdist holds them (:func:`~vtrain.trainer.packaging.trainer_files`:
+    """The trainer's files exactly as its sdist holds them (:func:`~vtrain.trainer.packaging.scan_package`:
     one selection, the same hash), refusing every file that looks like a secret unless `allow_credentials`.
     `skip`: paths that are not the trainer's (the job file)."""
-    scan = trainer_files(package_dir, skip=skip)
+    scan = scan_package(package_dir, skip=skip)
     if not allow_credentials:
         refuse_credentials(scan)
     return scan

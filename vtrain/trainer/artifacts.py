@@ -1,0 +1,154 @@
+"""The artifacts planner: the names of what a job ships, from its files, building and sending nothing.
+
+A job file's trainer ships as artifacts whose names are content hashes, so they are known before
+anything is built: the trainer's sdist and vtrain's runtime sdist (``packageUris``), or one image per
+base (``REPOSITORY:TAG``) for `trainer.build`. :func:`plan_artifacts` is the one place that reads the
+trainer folder (the selected files, hashed) and the requirements files to name them, and returns an
+:class:`Artifacts`; the request (:func:`vtrain.request.build.build_request`) takes that value and does
+no I/O. Commands plan at their edge, after everything that needs no file has been checked (a bad
+``--project`` is refused before the trainer folder or vtrain's cache is touched).
+
+The names are functions of the selection alone (:mod:`vtrain.trainer.packaging`: the sdist holds every
+selected file), so planning never runs a build backend, writes nothing, and needs no cache: a cold
+``vtrain render`` costs what a warm one does.
+
+What an image is made of besides the trainer's files (:class:`~vtrain.trainer.image.config.ImageSpec`:
+its base, requirements, Python, platform) is read from the job file here too (:func:`image_specs`), for
+the builders (`package`, `submit`, `vtrain local`) to build exactly what was planned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from vtrain import catalog
+
+if TYPE_CHECKING:
+    from vtrain.jobfile.model import JobConfig
+    from vtrain.trainer.image.config import ImageSpec
+
+#: The image name that stands in for a planned one where only the request's shape matters.
+STAND_IN_IMAGE = "vtrain-planned-image"
+
+
+@dataclass(frozen=True)
+class Artifacts:
+    """What a job's request names that its files decide: `package_uris` (trainer sdist, then vtrain's runtime
+    sdist, where they will be staged; empty for an image or container trainer) and `images` (base image →
+    ``REPOSITORY:TAG`` of the trainer image built on it, for `trainer.build`)."""
+
+    package_uris: tuple[str, ...] = ()
+    images: Mapping[str, str] = field(default_factory=dict)
+    stand_in: bool = False  # names that stand in for the planned ones: the request's shape only
+
+    @classmethod
+    def stand_ins(cls, package_uris: tuple[str, ...] = ()) -> Artifacts:
+        """Names for a request whose shape alone matters (replica labels, a check before building): read from
+        no file, and every image is :data:`STAND_IN_IMAGE`."""
+        return cls(package_uris=package_uris, stand_in=True)
+
+    def image_for(self, base: str) -> str:
+        """The planned image on `base`; a KeyError names the base when it was not planned."""
+        if self.stand_in:
+            return self.images.get(base, STAND_IN_IMAGE)
+        if base not in self.images:
+            raise KeyError(f"no image was planned on base {base} (planned: {', '.join(sorted(self.images))})")
+        return self.images[base]
+
+
+def plan_artifacts(config: JobConfig, *, region: str | None = None) -> Artifacts:
+    """The artifacts `config` ships, in `region` (None: the file's own; it picks the regional base images):
+    reads the selected trainer files and the requirements files, builds and sends nothing. Raises what a
+    build would on the same files (PackagingError: a missing folder, an unreadable file, a bad staging
+    location or requirements line)."""
+    if region and region != config.region:
+        config = replace(config, region=region)
+    trainer = config.trainer
+    if trainer.package is None or trainer.container is not None:
+        return Artifacts()
+    if trainer.build is not None:
+        return Artifacts(images=planned_images(config))
+    from vtrain.trainer.packaging import planned_runtime_uri, planned_uri
+
+    staging = config.staging_bucket or ""
+    return Artifacts(package_uris=(planned_uri(trainer.package, staging, skip=config.job_files()),
+                                   planned_runtime_uri(staging)))
+
+
+# --- images ------------------------------------------------------------------------------------
+
+def image_spec(config: JobConfig, base: str) -> ImageSpec:
+    """What goes into the image on `base` (requirement files read here: PackagingError names the line)."""
+    from vtrain.jobfile.model import is_requirements_file
+    from vtrain.request.image import IMAGE_PYTHON
+    from vtrain.trainer.image.config import ImageSpec
+    from vtrain.trainer.image.requirements import read_requirements
+
+    build = config.trainer.build
+    assert build is not None and config.trainer.module
+    found = read_requirements(build.requirements, [is_requirements_file(e) for e in build.requirements],
+                              root=job_dir(config))
+    return ImageSpec(base=base, repository=build.repository.strip(), module=config.trainer.module,
+                     requirements=found.requirements, dependencies=build.dependencies,
+                     python_version=build.python_version or catalog.prebuilt_python(base), python=IMAGE_PYTHON,
+                     platform=(build.platform or "").strip() or base_platform(base), constraints=found.constraints,
+                     provided=base_packages(base), index_args=found.index_args)
+
+
+def job_dir(config: JobConfig) -> Path:
+    """The job file's directory: requirements files may include only files under it."""
+    return config.source.parent if config.source is not None else Path.cwd()
+
+
+def base_platform(base: str) -> str | None:
+    """The newest wheel platform tag a prebuilt base runs (None: read from the base as it is built)."""
+    from vtrain.trainer.image.libc import PREBUILT_PLATFORM
+
+    return PREBUILT_PLATFORM if catalog.PREBUILT_URI_RE.match(base) else None
+
+
+def base_packages(base: str) -> tuple[str, ...]:
+    """What a prebuilt base already has, as requirements: its TensorFlow (and with it TensorFlow's own
+    dependencies), which the image's requirements layer does not install again. Other bases: nothing known."""
+    found = catalog.PREBUILT_URI_RE.match(base)
+    if found is None:
+        return ()
+    major, minor = found["version"].split("-")
+    return (f"tensorflow=={major}.{minor}.*",)
+
+
+def image_specs(config: JobConfig) -> dict[str, ImageSpec]:
+    """One spec per distinct base among the pools that run the trainer (Reduction Server and pools with a
+    container of their own left out)."""
+    from vtrain.request.image import base_image
+
+    out: dict[str, ImageSpec] = {}
+    for pool in config.pools():
+        if pool.role != "reduction_server" and pool.container is None:
+            base = base_image(config, pool)
+            if base not in out:
+                out[base] = image_spec(config, base)
+    return out
+
+
+def planned_images(config: JobConfig) -> dict[str, str]:
+    """base → ``REPOSITORY:TAG`` of its image, from the files alone (read once for every base; no network)."""
+    from vtrain.trainer.image.build import check_names, image_name
+    from vtrain.trainer.packaging import scan_package
+
+    package = config.trainer.package
+    assert package is not None
+    specs = image_specs(config)
+    for spec in specs.values():
+        check_names(spec)
+    if not specs:
+        return {}
+    scan = scan_package(package, skip=config.job_files())
+    return {base: image_name(spec, scan) for base, spec in specs.items()}
+
+
+__all__ = ["STAND_IN_IMAGE", "Artifacts", "base_packages", "base_platform", "image_spec",
+           "image_specs", "job_dir", "plan_artifacts", "planned_images"]
