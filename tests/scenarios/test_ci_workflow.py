@@ -38,7 +38,6 @@ def test_workflow_is_what_the_test_runs() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.alone  # the workflow gives the emulators a fixed 20 s to start: a busy second worker can take that
 def test_the_workflow_steps_run_in_order(tmp_path: Path) -> None:
     workflow = yaml.safe_load(WORKFLOW.read_text())
     job = workflow["jobs"]["job-file"]
