@@ -3,9 +3,11 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-# `make test`: the tests not marked slow or alone run on $(WORKERS) pytest-xdist workers (independent: tmp
-# paths, free ports, per-test environment), then the others (multi-process TensorFlow, signals to process trees)
-# one at a time, with the machine to themselves. Both parts always run; --durations lists each part's slowest.
+# `make test`: every test not marked alone runs on $(WORKERS) pytest-xdist workers (independent: tmp paths,
+# free ports, per-test environment), the slow ones (multi-process TensorFlow, subprocess CLIs) too; worksteal
+# hands a worker that ran out the other's remaining tests. Then the `alone` ones one at a time, with the
+# machine to themselves: they signal a process tree under way, or time it, and a busy CPU would change what
+# they see. Both parts always run; --durations lists each part's slowest.
 WORKERS ?= 2
 PYTEST  := $(BIN)/python -m pytest -q --durations=30
 # The manual's strict build (a broken link, a missing anchor, a stale generated page fail), into build/site.
@@ -33,7 +35,7 @@ test: $(STAMP)
 	$(BIN)/ruff check vtrain tests benchmarks docs/generate.py
 	$(BIN)/python -m mypy
 	$(MKDOCS) build --strict --quiet
-	$(PYTEST) -n $(WORKERS) -m "not slow and not alone"; a=$$?; $(PYTEST) -m "slow or alone"; b=$$?; exit $$((a || b))
+	$(PYTEST) -n $(WORKERS) --dist worksteal -m "not alone"; a=$$?; $(PYTEST) -m alone; b=$$?; exit $$((a || b))
 
 # The quick loop: everything but the tests marked slow (CI runs `make test`).
 test-fast: $(STAMP)

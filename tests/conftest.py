@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from tests.helpers import MakeEmulator, MakeRegistry
+    from tests.helpers import MakeEmulator, MakeRegistry, QuickstartRun
     from tests.trainer.image_helpers import Registry
     from vtrain.emulator import Emulator
 
@@ -41,6 +41,52 @@ def repo() -> Path:
 
 
 pytest_plugins = ["tests.gcs_emulator"]
+
+QUICKSTART_PAGE = REPO / "docs" / "guides" / "quickstart.md"
+
+
+def page_blocks(page: Path, language: str) -> list[str]:
+    """The fenced ```language blocks of a docs page, in order."""
+    import re
+
+    return re.findall(rf"^```{language}\n(.*?)^```$", page.read_text(encoding="utf-8"), flags=re.S | re.M)
+
+
+@pytest.fixture(scope="session")
+def quickstart_run(tmp_path_factory: pytest.TempPathFactory) -> QuickstartRun:
+    """The quickstart page's ```bash blocks, in order, in one shell (as in a person's terminal), in a folder laid
+    out as a checkout: the keras template trained by a chief and two workers, real TensorFlow processes. Run
+    once for the whole test run: the tests that read what it made (the page, --from-run, multi-worker
+    training) share it; under pytest-xdist the first worker to ask runs it and the other waits for it, by a
+    lock in the run's common temporary folder. Its environment is as clean as a test's."""
+    import fcntl
+    import json
+    import subprocess
+    import sys
+
+    from tests.helpers import QuickstartRun
+
+    if not (Path(sys.prefix) / "bin" / "vtrain").is_file():
+        pytest.skip(f"the page runs `source .venv/bin/activate` then `vtrain`: {sys.prefix} has no vtrain script")
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # the workers' basetemps are folders of one per-run folder
+    folder, done = shared / "quickstart", shared / "quickstart.json"
+    script = "\n".join(page_blocks(QUICKSTART_PAGE, "bash"))
+    with open(shared / "quickstart.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.is_file():
+            folder.mkdir()
+            for name in ("configs", "trainer_templates"):
+                (folder / name).symlink_to(REPO / name)
+            (folder / ".venv").symlink_to(sys.prefix)
+            env = {k: v for k, v in os.environ.items() if not k.startswith(_PREFIXES)}
+            env.update(VTRAIN_CACHE_DIR=str(folder / "cache"), XDG_STATE_HOME=str(folder / "xdg-state"))
+            ran = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", script], cwd=folder, env=env,
+                                 capture_output=True, text=True, timeout=900)
+            done.write_text(json.dumps({"returncode": ran.returncode, "stdout": ran.stdout, "stderr": ran.stderr}))
+    result = json.loads(done.read_text())
+    return QuickstartRun(folder=folder, script=script, **result)
 
 #: What `emu` passes to the emulator unless an `emulator` mark says otherwise: jobs leave PENDING and
 #: CANCELLING after 0.05 s (the emulator's own defaults, 0.5 s and 0.2 s, are for people watching).
@@ -146,7 +192,22 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         _unmarked_slow.append((report.nodeid, report.duration))
 
 
+#: Modules that collecting the suite must not import: each pytest run (each xdist worker, the `alone` part)
+#: would pay for them, the runs that deselect the tests that need them too. Said at the end, not failed.
+HEAVY_AT_COLLECTION = ("tensorflow",)
+_heavy_collected: list[str] = []
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    import sys
+
+    _heavy_collected.extend(name for name in HEAVY_AT_COLLECTION if name in sys.modules)
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _heavy_collected:
+        terminalreporter.section("imported while collecting (import it in a fixture or the test)")
+        terminalreporter.write_line(", ".join(_heavy_collected))
     if _unmarked_slow:
         terminalreporter.section(f"tests over {SLOW_SECONDS:g} s not marked slow (mark them @pytest.mark.slow)")
         for nodeid, took in sorted(_unmarked_slow, key=lambda e: -e[1]):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -62,3 +63,27 @@ class MakeRegistry(Protocol):
 
     def __call__(self, name: str = "registry", *, auth: bool = False,
                  token: tuple[str, Path] | None = None) -> Registry: ...
+
+
+@dataclass(frozen=True)
+class QuickstartRun:
+    """The quickstart page's ```bash blocks, run once in `folder` (laid out as a checkout): the `quickstart_run`
+    fixture. The job's run is `folder/vtrain-out/quickstart/vtrain-local/latest`."""
+
+    folder: Path
+    script: str
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def output_dir(self) -> Path:
+        return self.folder / "vtrain-out" / "quickstart"
+
+    @property
+    def run_dir(self) -> Path:
+        return self.output_dir / "vtrain-local" / "latest"
+
+    def assert_succeeded(self) -> None:
+        assert self.returncode == 0, (f"{self.script}\n--- stdout\n{self.stdout[-3000:]}\n"
+                                      f"--- stderr\n{self.stderr[-3000:]}")

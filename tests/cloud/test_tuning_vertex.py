@@ -131,12 +131,16 @@ def test_emulator_without_run_jobs_suggests_trials_but_measures_none(tmp_path: P
 
 
 # ---- submit --wait with --run-jobs: the real trials, the real best --------------------------
+@pytest.fixture(scope="module")
+def tuning_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One environment cache for this file's trials: the tuner is installed once, not once per test."""
+    return tmp_path_factory.mktemp("tuning-cache")
+
+
 @pytest.fixture
-def emu(make_emulator: MakeEmulator, tmp_path: Path, gcs: Any, monkeypatch: pytest.MonkeyPatch,
-        tmp_path_factory: pytest.TempPathFactory) -> Emulator:
+def emu(make_emulator: MakeEmulator, tmp_path: Path, gcs: Any, tuning_cache: Path) -> Emulator:
     gcs.create_bucket("stage-bkt")
-    runner = TuningRunner(cache_dir=tmp_path_factory.mktemp("tuning-cache"), output_root=tmp_path / "runs",
-                          kill_grace=2)
+    runner = TuningRunner(cache_dir=tuning_cache, output_root=tmp_path / "runs", kill_grace=2)
     return make_emulator(tuning_runner=runner, pending_seconds=0.05, cancel_seconds=0.05, point_at=PROJECT)
 
 

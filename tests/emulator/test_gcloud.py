@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -79,14 +80,28 @@ def test_stream_logs_prints_the_tasks_and_severities(tmp_path: Path) -> None:
             assert time.monotonic() < deadline
             time.sleep(0.05)
         assert GCLOUD is not None
-        proc = subprocess.Popen([GCLOUD, "ai", "custom-jobs", "stream-logs", job.name, "--region=us-central1"],
-                                env=gcloud_env(emu, tmp_path / "gcloud"), stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+        err = tmp_path / "stderr"
+        with open(err, "w") as err_file:
+            proc = subprocess.Popen([GCLOUD, "ai", "custom-jobs", "stream-logs", job.name, "--region=us-central1"],
+                                    env=gcloud_env(emu, tmp_path / "gcloud"), stdout=subprocess.PIPE,
+                                    stderr=err_file, text=True)
+        # gcloud keeps polling after the last line: read until two lines came, then stop it and take what else
+        # it had printed. No fixed wait (a slow start on a busy machine is no failure); the watchdog only
+        # ends a gcloud that never prints.
+        watchdog = threading.Timer(120, proc.kill)
+        watchdog.start()
+        out: list[str] = []
         try:
-            out, _ = proc.communicate(timeout=15)  # gcloud keeps polling after the last line
-        except subprocess.TimeoutExpired:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                out += [line] if line.strip() else []
+                if len(out) == 2:
+                    break
+        finally:
+            watchdog.cancel()
             proc.kill()
-            out, _ = proc.communicate()
-    lines = [line.split("\t") for line in out.splitlines() if line.strip()]
+            rest, _ = proc.communicate()
+    lines = [line.rstrip("\n").split("\t") for line in out + rest.splitlines() if line.strip()]
+    assert all(len(line) == 4 for line in lines), (lines, err.read_text())
     assert [(severity, task, text) for severity, _, task, text in lines] == [
         ("INFO", "service", "the runner's own notice"), ("INFO", "workerpool0-0", "a replica's line")]

@@ -7,9 +7,6 @@ quickstart rehearsal wrote; tests/runtime/test_profiler.py and the slow test at 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +14,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from tests.conftest import REPO
+from tests.helpers import QuickstartRun
 from vtrain.cli import cli
 from vtrain.jobfile.load import load_config
 from vtrain.request.build import build_request
@@ -256,22 +254,20 @@ def test_last_needs_a_local_output_dir(job: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_real_quickstart_rehearsal_gives_the_advice_of_its_numbers_typed_by_hand(tmp_path: Path) -> None:
-    """The acceptance: `vtrain local` the quickstart (fewer steps), then --from-run vs the same numbers by hand."""
-    out = tmp_path / "out"
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+def test_a_real_quickstart_rehearsal_gives_the_advice_of_its_numbers_typed_by_hand(
+    quickstart_run: QuickstartRun,
+) -> None:
+    """The acceptance: `vtrain local` the quickstart (the quickstart page's run, shared with the tests that read
+    it: `quickstart_run` in tests/conftest.py), then --from-run vs the same numbers by hand."""
+    quickstart_run.assert_succeeded()
     quickstart = str(REPO / "configs" / "quickstart.yaml")
-    few = ["--set", "trainer.args=[--epochs=1, --steps-per-epoch=12, --batch-size=16]"]
-    done = subprocess.run([sys.executable, "-m", "vtrain", "local", quickstart, "--output-dir", str(out), *few],
-                          env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    profiles = sorted(p.name for p in (out / "vtrain-local" / "latest" / "profile").iterdir())
+    profiles = sorted(p.name for p in (quickstart_run.run_dir / "profile").iterdir())
     assert profiles == ["chief-0.json", "worker-0.json", "worker-1.json"]
-    measured = as_json(quickstart, *few, "--from-run", str(out / "vtrain-local" / "latest"))
+    measured = as_json(quickstart, "--from-run", str(quickstart_run.run_dir))
     assert measured["from_run"]["warnings"] == []  # the same job shape, a succeeded run
     i = {k: v["value"] for k, v in measured["from_run"]["inputs"].items()}
     assert i["params"] == 8 * 16 + 16 + 16 + 1  # the template's Dense(16) and Dense(1) over 8 features
-    typed = as_json(quickstart, *few, "--params", str(i["params"]), "--optimizer", i["optimizer"], "--precision",
+    typed = as_json(quickstart, "--params", str(i["params"]), "--optimizer", i["optimizer"], "--precision",
                     i["precision"], "--grad-dtype", i["grad_dtype"], "--activations", str(i["activations"]),
                     "--step-compute", f"{i['step_compute_s']}s")
     measured.pop("from_run")

@@ -3,6 +3,7 @@ script calls, the wrappers' contracts, and the clear refusals. The ring of two: 
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
@@ -11,7 +12,16 @@ import pytest
 
 from vtrain.errors import HorovodUnsupported
 
-tf = pytest.importorskip("tensorflow")
+# Skipped without TensorFlow, which is imported by the first test that needs it, not at collection (every
+# pytest run, the ones that deselect these tests too, would pay for it).
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="TensorFlow is not installed")
+
+
+@pytest.fixture
+def tf() -> ModuleType:
+    import tensorflow
+
+    return tensorflow
 
 
 @pytest.fixture
@@ -25,7 +35,7 @@ def hvd(monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
     module.shutdown()
 
 
-def test_a_ring_of_one_answers_as_horovod_does(hvd: Any) -> None:
+def test_a_ring_of_one_answers_as_horovod_does(hvd: Any, tf: Any) -> None:
     assert hvd.is_initialized() and (hvd.rank(), hvd.size(), hvd.local_rank(), hvd.local_size()) == (0, 1, 0, 1)
     assert (hvd.cross_rank(), hvd.cross_size(), hvd.mpi_enabled(), hvd.gloo_enabled()) == (0, 1, False, False)
     x = tf.constant([1.0, 2.0])
@@ -40,7 +50,7 @@ def test_a_ring_of_one_answers_as_horovod_does(hvd: Any) -> None:
     assert hvd.size() == 1
 
 
-def test_what_is_not_there_fails_at_the_call(hvd: Any) -> None:
+def test_what_is_not_there_fails_at_the_call(hvd: Any, tf: Any) -> None:
     x = tf.constant([1.0])
     with pytest.raises(HorovodUnsupported, match="Adasum reduction is not implemented"):
         hvd.allreduce(x, op=hvd.Adasum)
@@ -65,7 +75,7 @@ def test_before_init_the_ranks_are_unknown(monkeypatch: pytest.MonkeyPatch) -> N
         hvd.rank()
 
 
-def test_the_tape_returns_the_tapes_gradients_in_their_structure(hvd: Any) -> None:
+def test_the_tape_returns_the_tapes_gradients_in_their_structure(hvd: Any, tf: Any) -> None:
     v = {"a": tf.Variable(2.0), "b": tf.Variable([1.0, 3.0])}
     with tf.GradientTape() as tape:
         y = v["a"] ** 2 + tf.reduce_sum(v["b"] * 3.0)
@@ -76,7 +86,7 @@ def test_the_tape_returns_the_tapes_gradients_in_their_structure(hvd: Any) -> No
 
 
 @pytest.mark.parametrize("flavour", ["tf_keras", "keras"])
-def test_the_optimizer_is_a_copy_of_its_class_that_still_steps(hvd: Any, flavour: str) -> None:
+def test_the_optimizer_is_a_copy_of_its_class_that_still_steps(hvd: Any, tf: Any, flavour: str) -> None:
     keras = pytest.importorskip(flavour)
     original = keras.optimizers.SGD(learning_rate=0.5, momentum=0.25)
     wrapped = hvd.DistributedOptimizer(original)
@@ -89,7 +99,7 @@ def test_the_optimizer_is_a_copy_of_its_class_that_still_steps(hvd: Any, flavour
         hvd.DistributedOptimizer(original, backward_passes_per_step=2)
 
 
-def test_a_tf1_optimizer_is_refused(hvd: Any) -> None:
+def test_a_tf1_optimizer_is_refused(hvd: Any, tf: Any) -> None:
     with pytest.raises(HorovodUnsupported, match="TF1 tf.compat.v1.train optimizers are not supported"):
         hvd.DistributedOptimizer(tf.compat.v1.train.GradientDescentOptimizer(0.1))
 
@@ -105,7 +115,7 @@ def test_tf_keras_is_chosen_only_while_it_can_still_take_effect(monkeypatch: pyt
     assert prefer_tf_keras(chosen) is False and chosen == {"TF_USE_LEGACY_KERAS": "0"}
 
 
-def test_init_after_the_first_tensor_says_to_call_it_first(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_init_after_the_first_tensor_says_to_call_it_first(monkeypatch: pytest.MonkeyPatch, tf: Any) -> None:
     monkeypatch.setenv("TF_USE_LEGACY_KERAS", "0")
     import vtrain.horovod.tensorflow as hvd
 

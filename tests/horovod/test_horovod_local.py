@@ -4,6 +4,7 @@ MultiWorkerMirrored run of the same model and data. The API check runs every col
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
 import shutil
@@ -17,8 +18,9 @@ from vtrain.handle import SUCCEEDED
 from vtrain.local.runner import run_local
 
 np = pytest.importorskip("numpy")
-pytest.importorskip("tensorflow")
-pytest.importorskip("tf_keras")
+# Not imported here: TensorFlow at collection would cost every pytest run, the ones that deselect these tests too.
+pytestmark = pytest.mark.skipif(not all(importlib.util.find_spec(name) for name in ("tensorflow", "tf_keras")),
+                                reason="TensorFlow and tf_keras are not installed")
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "data" / "trainers" / "horovod"
 ONE_LINE = {"import horovod.tensorflow.keras as hvd": "import vtrain.horovod.keras as hvd",

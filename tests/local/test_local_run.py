@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import write_job
+from tests.helpers import QuickstartRun, write_job
 from vtrain.errors import BackendError, JobFailed, WaitTimeout
 from vtrain.local.runner import LocalJob, run_local
 
@@ -417,19 +417,19 @@ def test_tf_config_parsed_by_tensorflow(tmp_path: Path, cache: Path, monkeypatch
 
 
 @pytest.mark.slow
-def test_multi_worker_training_is_really_synchronised(tmp_path: Path, cache: Path) -> None:
-    path = tf_job(tmp_path, TWO_WORKERS, ["--epochs=2", "--steps-per-epoch=10", "--batch-size=32"],
-                  "distribution_strategy: multi_worker_mirrored")
-    job = run_local(path, output_dir=tmp_path / "out", cache_dir=cache)
-    assert job.wait(timeout=170) == "JOB_STATE_SUCCEEDED", job.error
-    out = tmp_path / "out"
+def test_multi_worker_training_is_really_synchronised(quickstart_run: QuickstartRun) -> None:
+    """The quickstart (the keras template, multi_worker_mirrored, a chief and 2 workers) as its page runs it:
+    `quickstart_run` in tests/conftest.py, shared with the tests that read the same run."""
+    quickstart_run.assert_succeeded()
+    out = quickstart_run.output_dir
     assert (out / "model" / "saved_model.pb").is_file()
     records = [json.loads(p.read_text()) for p in [out / "model" / "weights.json",
                                                     *sorted(out.glob("workertemp/worker-*/weights.json"))]]
     assert [(r["task_type"], r["task_index"]) for r in records] == [("chief", 0), ("worker", 0), ("worker", 1)]
     assert {r["strategy"] for r in records} == {"multi_worker_mirrored"}
     assert len({r["sha256"] for r in records}) == 1, "replicas ended with different weights"
-    assert_clean(job)
+    # Its processes and ports are gone when `vtrain local` has exited; assert_clean checks that of a Keras
+    # multi-worker job in test_local_restarts.py (a worker killed mid-run) and of the jobs above.
 
 
 @pytest.mark.slow
