@@ -1,6 +1,8 @@
 """Horovod TF2 scripts, written for real Horovod, run under `vtrain local` as 2 replicas after changing only
 their import line (issue 34): both ranks end with identical weights, and the losses and weights match a
-MultiWorkerMirrored run of the same model and data. The API check runs every collective over the ring of 2."""
+MultiWorkerMirrored run of the same model and data. The API check runs every collective over the ring of 2.
+Two jobs in all (module fixtures): one Horovod job runs both examples and the API check in each rank, one
+MultiWorkerMirrored job both twins."""
 
 from __future__ import annotations
 
@@ -47,17 +49,29 @@ def run(tmp_path: Path, package: Path, script: str, strategy: str) -> Path:
         trainer:
           package: {package}
           module: trainer.harness
-          args: [{script}]
+          args: ["{script}"]
         distribution_strategy: {strategy}
         cluster:
           chief: {{machine_type: n1-standard-4}}
           workers: {{replicas: 1}}
         scheduling: {{restart_job_on_worker_restart: true}}
-    """, name=f"{script}.yaml")
+    """)
     out = io.StringIO()
-    handle = run_local(job, output_dir=tmp_path / script, cache_dir=tmp_path.parent / "cache", out=out)
+    handle = run_local(job, output_dir=tmp_path / "out", cache_dir=tmp_path.parent / "cache", out=out)
     assert handle.wait(600) == SUCCEEDED, out.getvalue()[-4000:]
-    return tmp_path / script / "model"
+    return tmp_path / "out" / "model"
+
+
+@pytest.fixture(scope="module")
+def horovod_run(tmp_path_factory: pytest.TempPathFactory, migrated: Path) -> Path:
+    """One Horovod job runs both examples and the API check, one after the other in each rank."""
+    return run(tmp_path_factory.mktemp("horovod"), migrated, "keras_mnist,tape_mnist,api_check", "horovod")
+
+
+@pytest.fixture(scope="module")
+def twin_run(tmp_path_factory: pytest.TempPathFactory, migrated: Path) -> Path:
+    """One MultiWorkerMirrored job trains both examples' twins."""
+    return run(tmp_path_factory.mktemp("twin"), migrated, "twin_keras,twin_tape", "multi_worker_mirrored")
 
 
 def ranks(folder: Path, script: str) -> list[dict[str, Any]]:
@@ -70,10 +84,9 @@ def weights(record: dict[str, Any]) -> list[Any]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("script", ["keras_mnist", "tape_mnist"])
-def test_a_horovod_example_trains_as_multi_worker_mirrored_does(tmp_path: Path, migrated: Path, script: str) -> None:
-    hvd = ranks(run(tmp_path, migrated, script, "horovod"), script)
-    twin = ranks(run(tmp_path, migrated, f"twin_{script.split('_')[0]}", "multi_worker_mirrored"),
-                 f"twin_{script.split('_')[0]}")
+def test_a_horovod_example_trains_as_multi_worker_mirrored_does(horovod_run: Path, twin_run: Path, script: str) -> None:
+    hvd = ranks(horovod_run, script)
+    twin = ranks(twin_run, f"twin_{script.split('_')[0]}")
     for a, b in zip(weights(hvd[0]), weights(hvd[1]), strict=True):  # both ranks hold one model
         assert np.array_equal(a, b)
     for a, b in zip(weights(hvd[0]), weights(twin[0]), strict=True):  # ... the one MultiWorkerMirrored trains
@@ -87,9 +100,8 @@ def test_a_horovod_example_trains_as_multi_worker_mirrored_does(tmp_path: Path, 
 
 
 @pytest.mark.slow
-def test_every_collective_over_a_ring_of_two(tmp_path: Path, migrated: Path) -> None:
-    folder = run(tmp_path, migrated, "api_check", "horovod")
-    got = [json.loads((folder / f"api-rank{r}.json").read_text()) for r in (0, 1)]
+def test_every_collective_over_a_ring_of_two(horovod_run: Path) -> None:
+    got = [json.loads((horovod_run / f"api-rank{r}.json").read_text()) for r in (0, 1)]
     assert [g["local"] for g in got] == [[0, 1, 0, 2], [0, 1, 1, 2]]  # local rank/size, cross rank/size
     for g in got:  # rank r sent [1, 2, 3] * (r + 1)
         assert (g["average"], g["sum"], g["max"], g["fp16"]) == ([1.5, 3, 4.5], [3, 6, 9], [2, 4, 6], [1.5, 3, 4.5])

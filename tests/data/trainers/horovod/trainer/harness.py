@@ -1,5 +1,8 @@
-"""Runs one of the example scripts (or its MultiWorkerMirrored twin) and writes what the tests compare:
-this rank's final weights and its losses, as AIP_MODEL_DIR/<script>-rank<r>.npz."""
+"""Runs example scripts (or their MultiWorkerMirrored twins), one after the other in this process (argv: their
+names, comma-separated), and writes what the tests compare: each one's final weights and losses on this rank, as
+AIP_MODEL_DIR/<script>-rank<r>.npz. One process for several scripts, as a user's trainer may train twice: the
+tests start TensorFlow (~7 CPU-s a process) half as often, and each script seeds itself, so the order changes
+no number."""
 
 from __future__ import annotations
 
@@ -11,7 +14,11 @@ import numpy as np
 
 
 def main() -> None:
-    name = sys.argv[1]
+    for name in sys.argv[1].split(","):
+        run(name)
+
+
+def run(name: str) -> None:
     if name == "api_check":
         from trainer import api_check
 
