@@ -428,6 +428,11 @@ def test_multi_worker_training_is_really_synchronised(quickstart_run: Quickstart
     assert [(r["task_type"], r["task_index"]) for r in records] == [("chief", 0), ("worker", 0), ("worker", 1)]
     assert {r["strategy"] for r in records} == {"multi_worker_mirrored"}
     assert len({r["sha256"] for r in records}) == 1, "replicas ended with different weights"
+    for label in ("chief-0", "worker-0", "worker-1"):  # the template's own account: MultiWorkerMirrored, tf_keras
+        log = (quickstart_run.run_dir / f"{label}.log").read_text()
+        assert "using multi_worker_mirrored strategy" in log and "3 replica(s) in sync" in log, log[-2000:]
+        assert "keras tf_keras" in log
+    assert not list(out.glob("workertemp/worker-*/model"))  # the workers' scratch copies of the model removed
     # Its processes and ports are gone when `vtrain local` has exited; assert_clean checks that of a Keras
     # multi-worker job in test_local_restarts.py (a worker killed mid-run) and of the jobs above.
 
@@ -445,16 +450,18 @@ def test_parameter_server_job(tmp_path: Path, cache: Path) -> None:
 
 @pytest.mark.slow
 def test_a_killed_worker_fails_the_job_fast(tmp_path: Path, cache: Path) -> None:
-    """--restart-policy never (for debugging): the first lost replica ends the job at once."""
-    path = tf_job(tmp_path, TWO_WORKERS, ["--epochs=1000", "--steps-per-epoch=20", "--batch-size=16"])
+    """--restart-policy never (for debugging): the first lost replica ends the job at once (chief + 1 worker:
+    the smallest cluster where a peer outlives the lost one)."""
+    one_worker = "  chief: {machine_type: n1-standard-4}\n  workers: {replicas: 1}"
+    path = tf_job(tmp_path, one_worker, ["--epochs=1000", "--steps-per-epoch=20", "--batch-size=16"])
     job = run_local(path, output_dir=tmp_path / "out", cache_dir=cache, restart_policy="never")
     deadline = time.monotonic() + 150
-    while "Epoch 2/" not in job.replica_log("worker-1").read_text() and time.monotonic() < deadline:
+    while "Epoch 2/" not in job.replica_log("worker-0").read_text() and time.monotonic() < deadline:
         time.sleep(0.2)
     assert job.state == "JOB_STATE_RUNNING", job.error
-    os.kill(job.pids["worker-1"], signal.SIGKILL)
+    os.kill(job.pids["worker-0"], signal.SIGKILL)
     killed = time.monotonic()
     assert job.wait(timeout=60) == "JOB_STATE_FAILED"
     assert time.monotonic() - killed < 10
-    assert (job.error or "").startswith("worker-1 exited 137 (SIGKILL)\nlast lines of worker-1")
+    assert (job.error or "").startswith("worker-0 exited 137 (SIGKILL)\nlast lines of worker-0")
     assert_clean(job)

@@ -1,4 +1,5 @@
-"""The trainer templates: real TensorFlow runs, single-process and a 2-worker MultiWorkerMirrored job."""
+"""The trainer templates: real TensorFlow runs, single-process (the keras template's multi-worker run is the
+quickstart's, shared: tests/local/test_local_run.py::test_multi_worker_training_is_really_synchronised)."""
 
 from __future__ import annotations
 
@@ -100,33 +101,6 @@ def free_ports(n: int) -> list[int]:
     for s in socks:
         s.close()
     return ports
-
-
-@pytest.mark.slow
-def test_keras_two_workers_end_with_identical_weights(tmp_path: Path) -> None:
-    """MultiWorkerMirrored on 127.0.0.1 with tf_keras: all-reduce keeps both replicas equal."""
-    out = tmp_path / "out"
-    chief, worker = (f"127.0.0.1:{p}" for p in free_ports(2))
-    cluster = {"chief": [chief], "worker": [worker]}
-    procs = [
-        start("keras", out, TINY, TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": t, "index": 0}}))
-        for t in ("chief", "worker")
-    ]
-    try:
-        logs = [finish(p, timeout=90) for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                os.killpg(p.pid, 9)
-    for log in logs:
-        assert "using multi_worker_mirrored strategy" in log
-        assert "2 replica(s) in sync" in log and "keras tf_keras" in log
-    chief_record = weights(out / "model")
-    worker_record = weights(out / "workertemp" / "worker-0")
-    assert (chief_record["task_type"], worker_record["task_type"]) == ("chief", "worker")
-    assert chief_record["sha256"] == worker_record["sha256"]
-    assert (out / "model" / "saved_model.pb").is_file()
-    assert not (out / "workertemp" / "worker-0" / "model").exists()  # scratch copy removed
 
 
 def test_templates_are_installable_packages() -> None:
