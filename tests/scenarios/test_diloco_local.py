@@ -25,7 +25,13 @@ from vtrain.local.runner import run_local
 REPO = Path(__file__).resolve().parents[2]
 
 
-def run_diloco(tmp_path: Path, template: str, args: str, *, extra: str = "",
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One environment cache for the file: each template's trainer is installed once, not once per test."""
+    return tmp_path_factory.mktemp("vtrain-cache")
+
+
+def run_diloco(tmp_path: Path, cache: Path, template: str, args: str, *, extra: str = "",
                fault: str | None = None) -> tuple[Any, str]:
     """A 2-learner DiLoCo job of `template` through `vtrain local`, waited for; (job, its output)."""
     path = write_job(tmp_path, f"""
@@ -41,7 +47,7 @@ def run_diloco(tmp_path: Path, template: str, args: str, *, extra: str = "",
           workers: {{replicas: 2}}
     """)
     out = io.StringIO()
-    job = run_local(path, output_dir=tmp_path / "out", cache_dir=tmp_path / "cache", out=out,
+    job = run_local(path, output_dir=tmp_path / "out", cache_dir=cache, out=out,
                     faults=[parse_fault(fault)] if fault else ())
     assert job.wait(600) == SUCCEEDED, out.getvalue()[-4000:]
     return job, out.getvalue()
@@ -60,9 +66,10 @@ def syncer_summary(tmp_path: Path) -> dict[str, Any]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("template", "extra"), [("custom-loop", ""), ("keras", ", overlap: true")])
-def test_a_diloco_job_runs_locally_and_learners_end_equal(tmp_path: Path, template: str, extra: str) -> None:
+def test_a_diloco_job_runs_locally_and_learners_end_equal(tmp_path: Path, cache: Path, template: str,
+                                                          extra: str) -> None:
     # The Keras template with overlap: merges applied inside model.fit between batches, on real tf.Variables.
-    job, out = run_diloco(tmp_path, template, "--epochs=2, --steps-per-epoch=20", extra=extra)
+    job, out = run_diloco(tmp_path, cache, template, "--epochs=2, --steps-per-epoch=20", extra=extra)
     lead, other = weights(tmp_path)
     assert lead["is_chief"] and lead["strategy"] == "diloco"
     assert set(job.summary["replicas"].values()) == {0}  # the syncer outlived every learner: none was stopped
@@ -78,9 +85,9 @@ def test_a_diloco_job_runs_locally_and_learners_end_equal(tmp_path: Path, templa
 
 
 @pytest.mark.slow
-def test_a_killed_learner_is_restarted_and_rejoins(tmp_path: Path) -> None:
+def test_a_killed_learner_is_restarted_and_rejoins(tmp_path: Path, cache: Path) -> None:
     # 200 steps (~2 s): long enough that the launcher sees step 55 before the learner is done
-    job, _ = run_diloco(tmp_path, "custom-loop", "--epochs=2, --steps-per-epoch=100, --checkpoint-every=10",
+    job, _ = run_diloco(tmp_path, cache, "custom-loop", "--epochs=2, --steps-per-epoch=100, --checkpoint-every=10",
                         fault="worker-1:kill@step:55")
     assert job.summary["restarts"]["restarts"].get("worker-1") == 1  # restarted in place, once
     assert not job.summary["restarts"]["restarts"].get("chief-0")  # the syncer merged around it
@@ -91,12 +98,12 @@ def test_a_killed_learner_is_restarted_and_rejoins(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("fault", "every"), [("kill", "0s"), ("preempt", "60s")])
-def test_a_killed_or_preempted_syncer_is_restarted_and_resumes_from_its_checkpoint(tmp_path: Path, fault: str,
-                                                                                   every: str) -> None:
+def test_a_killed_or_preempted_syncer_is_restarted_and_resumes_from_its_checkpoint(tmp_path: Path, cache: Path,
+                                                                                   fault: str, every: str) -> None:
     # kill with checkpoint_every 0: a checkpoint after every merge, and the syncer reports an outer step
     # only once it is checkpointed, so a SIGKILL at its 3rd merge can cost no round. preempt with the
     # default 60 s: no periodic checkpoint is due, the SIGTERM handler writes one on the way out.
-    job, _ = run_diloco(tmp_path, "custom-loop", "--epochs=2, --steps-per-epoch=100",
+    job, _ = run_diloco(tmp_path, cache, "custom-loop", "--epochs=2, --steps-per-epoch=100",
                         extra=f", checkpoint_every: {every}", fault=f"chief-0:{fault}@step:3")
     restarts = job.summary["restarts"]
     assert restarts["restarts"].get("chief-0") == 1, restarts
@@ -113,10 +120,12 @@ def test_a_killed_or_preempted_syncer_is_restarted_and_resumes_from_its_checkpoi
 
 
 @pytest.mark.slow
-def test_a_keras_learner_killed_mid_fit_restores_its_backup_then_rejoins_with_the_global_model(tmp_path: Path) -> None:
+def test_a_keras_learner_killed_mid_fit_restores_its_backup_then_rejoins_with_the_global_model(
+    tmp_path: Path, cache: Path
+) -> None:
     # The Keras template: BackupAndRestore first, then the DiLoCo callback, whose join replaces the restored
     # (stale) local weights with the syncer's global model.
-    job, out = run_diloco(tmp_path, "keras", "--epochs=2, --steps-per-epoch=60, --backup-every=10",
+    job, out = run_diloco(tmp_path, cache, "keras", "--epochs=2, --steps-per-epoch=60, --backup-every=10",
                           fault="worker-1:kill@step:45")
     restarts = job.summary["restarts"]
     assert restarts["restarts"].get("worker-1") == 1 and not restarts["restarts"].get("chief-0"), restarts
