@@ -302,7 +302,7 @@ def test_a_worker_killed_mid_run_resumes_from_its_backup(tmp_path: Path, cache: 
 def test_a_preempted_chief_saves_on_sigterm_and_resumes(tmp_path: Path, cache: Path) -> None:
     """The custom loop: SIGTERM (a Spot preemption) → TF's PreemptionCheckpointHandler saves on every
     replica and they exit 143; restarted, they resume at the saved step with nothing redone."""
-    job, out, notices = start(tmp_path, cache, ["--epochs=2", "--steps-per-epoch=100", "--batch-size=16",
+    job, out, notices = start(tmp_path, cache, ["--epochs=2", "--steps-per-epoch=50", "--batch-size=16",
                                                 "--checkpoint-every=1000"],
                               cluster=ONE_WORKER, package=CUSTOM_LOOP, faults=("chief-0:preempt:60s@step:30",))
     assert job.wait(timeout=240) == "JOB_STATE_SUCCEEDED", job.error
