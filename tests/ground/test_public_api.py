@@ -72,7 +72,8 @@ vtrain.run_locally
 
 @pytest.mark.slow
 def test_a_type_checker_sees_the_sdk_s_types_not_any(tmp_path: Path) -> None:
-    """mypy on a user's snippet (the project's settings and cache: `make test` has just warmed it)."""
+    """mypy on a user's snippet (the project's settings and cache, which `make test`'s own mypy run warms beside
+    the suite)."""
     snippet = tmp_path / "notebook.py"
     snippet.write_text(SNIPPET, encoding="utf-8")
     done = subprocess.run([sys.executable, "-m", "mypy", "--config-file", str(REPO / "pyproject.toml"),
