@@ -281,7 +281,7 @@ def weights(out: Path) -> list[str]:
 
 @pytest.mark.slow
 def test_a_worker_killed_mid_run_resumes_from_its_backup(tmp_path: Path, cache: Path) -> None:
-    """Keras (tf_keras under MultiWorkerMirrored) with BackupAndRestore each epoch: worker-1 is SIGKILLed
+    """Keras (tf_keras under MultiWorkerMirrored) with BackupAndRestore each epoch: worker-0 is SIGKILLed
     in epoch 2; its peer's collectives fail with it and it is restarted too (TF's documented
     behaviour); both resume from the epoch-1 backup, not from 0, and end with the same weights."""
     job, _, notices = start(tmp_path, cache, ["--epochs=3", "--steps-per-epoch=30", "--batch-size=16"],
