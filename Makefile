@@ -35,8 +35,9 @@ demo: $(STAMP)
 	$(BIN)/vtrain local configs/quickstart.yaml --output-dir vtrain-out/quickstart
 
 # mypy and the manual's strict build run beside the suite's parallel part, whose workers wait on processes and
-# sockets part of the time, so their ~37 CPU-s fill those waits instead of running alone); what they said is printed after it, before the alone part,
-# and either failing fails the target. (`make lint` and `make test-fast` run them first, for the quick loop.)
+# sockets part of the time: their ~37 CPU-s fill those waits instead of running alone. What they said is printed
+# after that part, before the alone one, and either failing fails the target. (`make lint` and `make test-fast`
+# run them first, for the quick loop.)
 test: $(STAMP)
 	$(BIN)/python -m compileall -q -j 0 vtrain  # for the suite's hundreds of `python -m vtrain` processes
 	$(BIN)/ruff check vtrain tests benchmarks docs/generate.py
