@@ -52,6 +52,13 @@ def page_blocks(page: Path, language: str) -> list[str]:
     return re.findall(rf"^```{language}\n(.*?)^```$", page.read_text(encoding="utf-8"), flags=re.S | re.M)
 
 
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One `vtrain local` environment cache per test file: each trainer is installed once (~10 CPU-s), then
+    reused by the file's other tests. (It shadows pytest's own `cache` fixture, which no test uses.)"""
+    return tmp_path_factory.mktemp("vtrain-cache")
+
+
 @pytest.fixture(scope="session")
 def quickstart_run(tmp_path_factory: pytest.TempPathFactory) -> QuickstartRun:
     """The quickstart page's ```bash blocks, in order, in one shell (as in a person's terminal), in a folder laid

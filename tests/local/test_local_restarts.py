@@ -20,7 +20,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.local.test_local_run import KERAS, PROBE, TWO_WORKERS, alive, assert_clean, cli_env, job_file, port_free
+from tests.local.test_local_run import (
+    KERAS,
+    ONE_WORKER,
+    PROBE,
+    TWO_WORKERS,
+    alive,
+    assert_clean,
+    cli_env,
+    job_file,
+    port_free,
+)
 from vtrain.errors import FaultSpecError
 from vtrain.local.faults import parse_fault
 from vtrain.local.options import RunOptions
@@ -28,7 +38,6 @@ from vtrain.local.runner import LocalJob, run_local
 
 CUSTOM_LOOP = KERAS.parent / "custom-loop"
 CHIEF = "  chief: {machine_type: n1-standard-4}"
-ONE_WORKER = CHIEF + "\n  workers: {replicas: 1}"
 
 
 def start(tmp_path: Path, cache: Path, args: list[str], cluster: str = TWO_WORKERS, faults: tuple[str, ...] = (),

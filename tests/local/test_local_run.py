@@ -35,6 +35,8 @@ FULL = """  chief: {machine_type: n1-standard-4}
   evaluator: {}"""
 TWO_WORKERS = """  chief: {machine_type: n1-standard-4}
   workers: {replicas: 2}"""
+ONE_WORKER = """  chief: {machine_type: n1-standard-4}
+  workers: {replicas: 1}"""  # the smallest cluster in which a peer outlives a lost replica
 
 
 def job_file(tmp_path: Path, args: list[str], cluster: str = FULL, package: Path = PROBE, extra: str = "") -> Path:
@@ -316,7 +318,7 @@ def cli_env(cache: Path) -> dict[str, str]:
 
 
 def test_cli_json_summary(tmp_path: Path, cache: Path) -> None:
-    path = job_file(tmp_path, [], "  chief: {machine_type: n1-standard-4}\n  workers: {replicas: 1}")
+    path = job_file(tmp_path, [], ONE_WORKER)
     done = subprocess.run([sys.executable, "-m", "vtrain", "local", str(path), "--output-dir", str(tmp_path / "o"),
                            "-o", "json"], env=cli_env(cache), capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -452,8 +454,7 @@ def test_parameter_server_job(tmp_path: Path, cache: Path) -> None:
 def test_a_killed_worker_fails_the_job_fast(tmp_path: Path, cache: Path) -> None:
     """--restart-policy never (for debugging): the first lost replica ends the job at once (chief + 1 worker:
     the smallest cluster where a peer outlives the lost one)."""
-    one_worker = "  chief: {machine_type: n1-standard-4}\n  workers: {replicas: 1}"
-    path = tf_job(tmp_path, one_worker, ["--epochs=1000", "--steps-per-epoch=20", "--batch-size=16"])
+    path = tf_job(tmp_path, ONE_WORKER, ["--epochs=1000", "--steps-per-epoch=20", "--batch-size=16"])
     job = run_local(path, output_dir=tmp_path / "out", cache_dir=cache, restart_policy="never")
     deadline = time.monotonic() + 150
     while "Epoch 2/" not in job.replica_log("worker-0").read_text() and time.monotonic() < deadline:

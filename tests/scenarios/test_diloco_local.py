@@ -25,12 +25,6 @@ from vtrain.local.runner import run_local
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One environment cache for the file: each template's trainer is installed once, not once per test."""
-    return tmp_path_factory.mktemp("vtrain-cache")
-
-
 def run_diloco(tmp_path: Path, cache: Path, template: str, args: str, *, extra: str = "",
                fault: str | None = None) -> tuple[Any, str]:
     """A 2-learner DiLoCo job of `template` through `vtrain local`, waited for; (job, its output)."""

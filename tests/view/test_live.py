@@ -32,11 +32,6 @@ ROW = re.compile(r"^(chief-0|worker-0|worker-1)\s+(starting|running|done|stopped
                  r"(\d+|-)\s+(\S+)\s+(\d+)\s*$")
 
 
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("vtrain-cache")
-
-
 def expected_marks(result: dict) -> list[str]:
     """Every fault fired, restart and recovery in result.json, as the timeline keys them: each once."""
     marks = [f"fault:{f['replica']}:{f['at']:g}" for f in result["faults"]]
