@@ -12,6 +12,11 @@ WORKERS ?= 2
 PYTEST  := $(BIN)/python -m pytest -q --durations=30
 # The manual's strict build (a broken link, a missing anchor, a stale generated page fail), into build/site.
 MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs
+# Python writes each module's bytecode the first time it imports it, under every target here: a machine that
+# sets PYTHONDONTWRITEBYTECODE (this one does) would otherwise compile TensorFlow's ~3,100 modules again in
+# each process that imports it (~17 CPU-s a start, the suite starts hundreds of Python processes). Lazily,
+# not at install: pip (or compileall) would compile all ~15,000 files of the environment, most never imported.
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: demo test test-fast lint bench docs install clean
 
@@ -23,9 +28,6 @@ $(STAMP): pyproject.toml
 	# they go in without their dependencies (docs/guides/pipelines.md). kfp pins requests 2.33, which ships no
 	# types: mypy --strict then needs its stubs.
 	$(BIN)/python -m pip install --quiet --no-compile --no-deps google-cloud-pipeline-components==2.22.0 types-requests
-	# Byte-compiled on every core at once (pip compiles one file at a time: 67 s of a 159 s install here, 45 s
-	# this way); a machine with PYTHONDONTWRITEBYTECODE set would otherwise compile TensorFlow at every import.
-	$(BIN)/python -m compileall -q -j 0 $(VENV)/lib > /dev/null || true
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -39,7 +41,6 @@ demo: $(STAMP)
 # after that part, before the alone one, and either failing fails the target. (`make lint` and `make test-fast`
 # run them first, for the quick loop.)
 test: $(STAMP)
-	$(BIN)/python -m compileall -q -j 0 vtrain  # for the suite's hundreds of `python -m vtrain` processes
 	$(BIN)/ruff check vtrain tests benchmarks docs/generate.py
 	@mkdir -p build
 	@( $(BIN)/python -m mypy > build/mypy.out 2>&1; echo $$? > build/mypy.rc ) & \

@@ -187,6 +187,18 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The files with the most `slow` tests first, each file's tests together and in their order. xdist's
+    worksteal gives each worker a contiguous part of this list and a worker that runs out takes the end of
+    the other's: the end is then quick tests, not a minute-long TensorFlow scenario that one worker runs
+    while the other waits. (A stable sort on the file's count keeps a file's tests adjacent, so its module
+    fixtures still run once per worker.)"""
+    slow: dict[Path, int] = {}
+    for item in items:
+        slow[item.path] = slow.get(item.path, 0) + (item.get_closest_marker("slow") is not None)
+    items.sort(key=lambda item: -slow[item.path])
+
+
 #: A test that takes longer than this and is not marked `slow` is named at the end of the run, so
 #: `make test-fast` stays quick; a report, not a failure (timings are not asserted in tests).
 SLOW_SECONDS = 5.0
