@@ -1,22 +1,23 @@
 """DTensor in replicas (issue 22): the mesh text, DTENSOR_* from the cluster, and real 2-client runs.
 
 The first part needs no TensorFlow. The slow part runs the model-parallel template as 2 processes x 2
-logical CPUs on 127.0.0.1 (mesh batch=2,model=2) against the same model unsharded in one process.
+logical CPUs on 127.0.0.1 (mesh batch=2,model=2; the run tests/local/test_dtensor_local.py starts through
+`vtrain local`) against the same model unsharded in one process.
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from tests.helpers import DTENSOR_ARGS, DTENSOR_HIDDEN, dtensor_fault_free, once
+from tests.helpers import dtensor_records as records
 from vtrain.errors import RuntimeMismatch
 from vtrain.local.ports import free_ports
 from vtrain.runtime.decision import Decision, choose_strategy
@@ -208,11 +209,11 @@ def test_dtensor_mesh_without_a_mesh_says_how_to_give_one(monkeypatch: pytest.Mo
 # Each TensorFlow process costs ~8 CPU-s before a step runs, so the runs below are shared. The one-client
 # checks (the mesh made once, the layout helpers, one client refused on two clients' checkpoints) are one
 # process; the killed job restarts from a copy of the 2-client run's checkpoints instead of training its own
-# first part. The 2-client run, the unsharded one and the one-client process are each made once for the whole
-# test run (`once`: under pytest-xdist the first worker to ask makes it, the other waits and reads it).
+# first part. The 2-client run (the `vtrain local` tests' fault-free run: the same training), the unsharded
+# one and the one-client process are each made once for the whole test run (`tests.helpers.once`: under
+# pytest-xdist the first worker to ask makes it, the other waits and reads it).
 
-STEPS = ["--epochs=2", "--steps-per-epoch=4", "--checkpoint-every=3"]  # N = 8 steps: saves 3, 6 and the last, 8
-HIDDEN = 64
+STEPS, HIDDEN = DTENSOR_ARGS, DTENSOR_HIDDEN  # N = 8 steps, global batch 16: saves 3, 6 and the last, 8
 
 
 def _env(out: Path, **extra: str) -> dict[str, str]:
@@ -255,40 +256,18 @@ def run_template(out: Path, args: list[str], clients_: int, timeout: float = 120
     return logs
 
 
-def records(out: Path, clients_: int) -> list[dict]:
-    paths = [out / "model" / "weights.json"] + [out / "workertemp" / f"worker-{i}" / "weights.json"
-                                                 for i in range(clients_ - 1)]  # fmt: skip
-    return [json.loads(p.read_text()) for p in paths]
-
-
-def once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], object]) -> Path:
-    """The folder `make` fills, made once for the whole test run: pytest-xdist workers share it through a lock
-    in the run's common temporary folder (as `quickstart_run` does). Tests only read it."""
-    shared = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        shared = shared.parent  # the workers' basetemps are folders of one per-run folder
-    out, done = shared / f"dtensor-{name}", shared / f"dtensor-{name}.done"
-    with open(shared / f"dtensor-{name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not done.is_file():
-            shutil.rmtree(out, ignore_errors=True)  # what a worker that failed left half done
-            out.mkdir()
-            make(out)
-            done.touch()
-    return out
-
-
 @pytest.fixture(scope="module")
 def sharded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict]]:
-    args = ["--mesh=batch=2,model=2", "--batch-size=8", f"--hidden={HIDDEN}", *STEPS]
-    out = once(tmp_path_factory, "sharded", lambda out: run_template(out, args, 2))
+    """The template as a chief and a worker, 2 DTensor clients x 2 logical CPUs (mesh batch=2,model=2): the
+    fault-free run tests/local/test_dtensor_local.py makes through `vtrain local` (one run for both files)."""
+    out = dtensor_fault_free(tmp_path_factory)
     return out, records(out, 2)
 
 
 @pytest.fixture(scope="module")
 def unsharded(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    args = ["--mesh=batch=1,model=1", "--batch-size=16", f"--hidden={HIDDEN}", *STEPS]
-    out = once(tmp_path_factory, "unsharded", lambda out: run_template(out, args, 1))
+    args = ["--mesh=batch=1,model=1", *STEPS, "--batch-size=16"]  # the same global batch on one device
+    out = once(tmp_path_factory, "dtensor-unsharded", lambda out: run_template(out, args, 1))
     return records(out, 1)[0]
 
 
@@ -334,7 +313,7 @@ def test_a_killed_job_resumes_from_the_newest_complete_sharded_checkpoint(
     assert sorted(p.name for p in (steps / "step-8").iterdir()) == ["client-0-of-2.npz", "client-1-of-2.npz"]
     (steps / "step-8" / "client-1-of-2.npz").unlink()
     shutil.copy(steps / "step-8" / "client-0-of-2.npz", steps / "step-8" / "client-1-of-2.npz.tmp-999")
-    logs = run_template(out, ["--mesh=batch=2,model=2", "--batch-size=8", f"--hidden={HIDDEN}", *STEPS], 2)
+    logs = run_template(out, ["--mesh=batch=2,model=2", *STEPS], 2)
     assert all("resumed from step 6" in log for log in logs)
     status = json.loads((out / "status-worker-0.json").read_text())
     assert (status["step"], status["first"]) == (8, 7)
@@ -400,7 +379,8 @@ def one_client(sharded: tuple[Path, list[dict]],
                               timeout=120)  # fmt: skip
         (out / "done.json").write_text(json.dumps([done.returncode, done.stdout, done.stderr]))
 
-    returncode, stdout, stderr = json.loads((once(tmp_path_factory, "one-client", make) / "done.json").read_text())
+    folder = once(tmp_path_factory, "dtensor-one-client", make)
+    returncode, stdout, stderr = json.loads((folder / "done.json").read_text())
     return subprocess.CompletedProcess(code, returncode, stdout, stderr)
 
 
