@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
+import shutil
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,6 +13,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 from vtrain.cloud.vertex.retry import RetryPolicy
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import pytest
+
     from tests.trainer.image_helpers import Registry
     from vtrain.emulator import Emulator
 
@@ -87,3 +94,92 @@ class QuickstartRun:
     def assert_succeeded(self) -> None:
         assert self.returncode == 0, (f"{self.script}\n--- stdout\n{self.stdout[-3000:]}\n"
                                       f"--- stderr\n{self.stderr[-3000:]}")
+
+
+def run_temp(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The temporary folder of the whole test run, which pytest-xdist workers share."""
+    shared = tmp_path_factory.getbasetemp()
+    return shared.parent if os.environ.get("PYTEST_XDIST_WORKER") else shared  # workers' basetemps are in it
+
+
+def once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], object]) -> Path:
+    """The folder `name` that `make` fills, made once for the whole test run: pytest-xdist workers share it
+    through a lock in the run's common temporary folder (as `quickstart_run` does). Tests only read it."""
+    shared = run_temp(tmp_path_factory)
+    folder, done = shared / name, shared / f"{name}.done"
+    with open(shared / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.is_file():
+            shutil.rmtree(folder, ignore_errors=True)  # what a worker that failed left half done
+            folder.mkdir()
+            make(folder)
+            done.touch()
+    return folder
+
+
+# --------------------------------------------------------------------------- a real 2-client DTensor run
+
+MODEL_PARALLEL = Path(__file__).resolve().parents[1] / "trainer_templates" / "model-parallel"
+DTENSOR_HIDDEN = 64
+#: 8 steps of the model-parallel template, a global batch of 16 over mesh batch=2,model=2, a report every 2
+#: (an epoch) and a sharded checkpoint every 3: steps 3, 6 and the last, 8, which is off that grid.
+DTENSOR_ARGS = ["--epochs=4", "--steps-per-epoch=2", "--checkpoint-every=3", "--batch-size=8",
+                f"--hidden={DTENSOR_HIDDEN}"]  # fmt: skip
+
+
+def model_parallel_job(tmp_path: Path, mesh: str, workers: int, args: str = "--epochs=1", extra: str = "",
+                       evaluator: str = "evaluator: {}") -> Path:  # fmt: skip
+    """A job file of the model-parallel template: DTensor over a chief and `workers` workers."""
+    return write_job(tmp_path, f"""
+        name: mp
+        trainer:
+          package: {MODEL_PARALLEL}
+          module: trainer.task
+          args: [{args}]
+        distribution_strategy: dtensor
+        dtensor: {{mesh: {mesh}}}
+        cluster:
+          chief: {{machine_type: n1-standard-4}}
+          workers: {{replicas: {workers}}}
+          {evaluator}
+        {extra}
+    """)
+
+
+def dtensor_local_run(folder: Path, cache: Path, fault: str | None = None,
+                      extra: str = "") -> tuple[Any, str, list[dict[str, Any]]]:  # fmt: skip
+    """The template with DTENSOR_ARGS as a chief and a worker (2 DTensor clients x 2 logical CPUs) through
+    `vtrain local`, outputs in `folder`/out: (the job, its log, the chief's and the worker's weights.json)."""
+    import io
+
+    from vtrain.handle import SUCCEEDED
+    from vtrain.local.faults import parse_fault
+    from vtrain.local.runner import run_local
+
+    out = io.StringIO()
+    path = model_parallel_job(folder, "{batch: 2, model: 2}", 1, ", ".join(DTENSOR_ARGS), extra, evaluator="")
+    job = run_local(path, output_dir=folder / "out", cache_dir=cache, out=out,
+                    faults=[parse_fault(fault)] if fault else ())  # fmt: skip
+    assert job.wait(600) == SUCCEEDED, out.getvalue()[-4000:]
+    return job, out.getvalue(), dtensor_records(folder / "out")
+
+
+def dtensor_records(out: Path, clients: int = 2) -> list[dict[str, Any]]:
+    """weights.json of each client of a run with outputs in `out`: the chief's, then each worker's."""
+    import json
+
+    paths = [out / "model" / "weights.json"] + [out / "workertemp" / f"worker-{i}" / "weights.json"
+                                                 for i in range(clients - 1)]  # fmt: skip
+    return [json.loads(p.read_text()) for p in paths]
+
+
+def dtensor_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The `vtrain local` environment cache of the DTensor runs (the template installed once per test run)."""
+    return run_temp(tmp_path_factory) / "dtensor-vtrain-cache"
+
+
+def dtensor_fault_free(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The outputs (model/, workertemp/, checkpoints/) of one fault-free `dtensor_local_run`, made once for the
+    whole test run: the `vtrain local` DTensor tests and the runtime's DTensor tests read the same run."""
+    cache = dtensor_cache(tmp_path_factory)
+    return once(tmp_path_factory, "dtensor-fault-free", lambda folder: dtensor_local_run(folder, cache)) / "out"

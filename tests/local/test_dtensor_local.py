@@ -4,42 +4,28 @@ as 2 replicas x 2 CPUs through `vtrain local`, fault-free and with a replica kil
 
 from __future__ import annotations
 
-import io
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.helpers import write_job
+from tests.helpers import (
+    DTENSOR_HIDDEN,
+    dtensor_cache,
+    dtensor_fault_free,
+    dtensor_local_run,
+    dtensor_records,
+    write_job,
+)
+from tests.helpers import model_parallel_job as job_file
 from vtrain.errors import UsageError
-from vtrain.handle import SUCCEEDED
 from vtrain.jobfile.load import load_config
 from vtrain.local import env as localenv
-from vtrain.local.faults import parse_fault
-from vtrain.local.runner import build_procs, run_local
+from vtrain.local.runner import build_procs
 from vtrain.request.custom_job import build_job_dict
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO / "trainer_templates" / "model-parallel"
-
-
-def job_file(tmp_path: Path, mesh: str, workers: int, args: str = "--epochs=1", extra: str = "",
-             evaluator: str = "evaluator: {}") -> Path:
-    return write_job(tmp_path, f"""
-        name: mp
-        trainer:
-          package: {TEMPLATE}
-          module: trainer.task
-          args: [{args}]
-        distribution_strategy: dtensor
-        dtensor: {{mesh: {mesh}}}
-        cluster:
-          chief: {{machine_type: n1-standard-4}}
-          workers: {{replicas: {workers}}}
-          {evaluator}
-        {extra}
-    """)
 
 
 def job_dict(tmp_path: Path, mesh: str, workers: int, extra: str = "") -> dict[str, Any]:
@@ -91,24 +77,11 @@ def test_other_jobs_get_no_local_devices(tmp_path: Path) -> None:
 
 # --------------------------------------------------------------------------- real runs (slow)
 
-ARGS = "--epochs=4, --steps-per-epoch=2, --checkpoint-every=2, --hidden=32"  # 8 steps, a report every 2
-
-
-def run(tmp_path: Path, fault: str | None = None, extra: str = "") -> tuple[Any, str, list[dict[str, Any]]]:
-    out = io.StringIO()
-    path = job_file(tmp_path, "{batch: 2, model: 2}", 1, ARGS, extra, evaluator="")
-    job = run_local(path, output_dir=tmp_path / "out", cache_dir=tmp_path.parent / "cache", out=out,
-                    faults=[parse_fault(fault)] if fault else ())  # fmt: skip
-    assert job.wait(600) == SUCCEEDED, out.getvalue()[-4000:]
-    base = tmp_path / "out"
-    records = [json.loads(p.read_text()) for p in (base / "model" / "weights.json",
-                                                   base / "workertemp" / "worker-0" / "weights.json")]
-    return job, out.getvalue(), records
-
-
 @pytest.fixture(scope="module")
 def fault_free(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
-    return run(tmp_path_factory.mktemp("dtensor"))[2]
+    """The fault-free run (tests.helpers.DTENSOR_ARGS: 8 steps, a checkpoint every 3), made once per test run;
+    tests/runtime/test_dtensor.py reads the same run as its 2-client reference."""
+    return dtensor_records(dtensor_fault_free(tmp_path_factory))
 
 
 @pytest.mark.slow
@@ -117,19 +90,19 @@ def test_a_dtensor_job_runs_through_vtrain_local(fault_free: list[dict[str, Any]
     assert (chief["client"], worker["client"], chief["mesh"]) == (0, 1, "batch=2,model=2")
     assert chief["sha256"] == worker["sha256"] and len(chief["losses"]) == 8
     for record in (chief, worker):  # 2 logical CPUs each, each holding half of the block's kernels
-        assert record["shard_shapes"]["w1"] == [[8, 16]] * 2 and len(record["device_bytes"]) == 2
+        assert record["shard_shapes"]["w1"] == [[8, DTENSOR_HIDDEN // 2]] * 2 and len(record["device_bytes"]) == 2
 
 
 @pytest.mark.slow
 def test_a_killed_replica_restarts_the_job_from_the_sharded_checkpoint(
-    tmp_path: Path, fault_free: list[dict[str, Any]]
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, fault_free: list[dict[str, Any]]
 ) -> None:
-    job, out, (chief, worker) = run(tmp_path, "worker-0:kill@step:4",
-                                    extra="scheduling: {restart_job_on_worker_restart: true}")
+    job, out, (chief, worker) = dtensor_local_run(tmp_path, dtensor_cache(tmp_path_factory), "worker-0:kill@step:4",
+                                                  extra="scheduling: {restart_job_on_worker_restart: true}")
     assert job.summary["restarts"]["restarts"] == {"chief-0": 1, "worker-0": 1}  # the whole job, as Vertex
-    # A checkpoint every 2 steps; the kill is sent when step 4 is reported, and a loaded machine may run a
+    # A checkpoint every 3 steps; the kill is sent when step 4 is reported, and a loaded machine may run a
     # step or two more first: the job resumes from a complete checkpoint before the 8th (last) step.
-    assert chief["resumed_from"] == worker["resumed_from"] and chief["resumed_from"] in (2, 4, 6)
+    assert chief["resumed_from"] == worker["resumed_from"] and chief["resumed_from"] in (3, 6)
     assert chief["sha256"] == worker["sha256"] == fault_free[0]["sha256"]  # the same model as fault-free
     assert chief["losses"][-1] == pytest.approx(fault_free[0]["losses"][-1], rel=1e-6)
     assert "resumed from step" in out

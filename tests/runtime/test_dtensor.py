@@ -1,7 +1,8 @@
 """DTensor in replicas (issue 22): the mesh text, DTENSOR_* from the cluster, and real 2-client runs.
 
 The first part needs no TensorFlow. The slow part runs the model-parallel template as 2 processes x 2
-logical CPUs on 127.0.0.1 (mesh batch=2,model=2) against the same model unsharded in one process.
+logical CPUs on 127.0.0.1 (mesh batch=2,model=2; the run tests/local/test_dtensor_local.py starts through
+`vtrain local`) against the same model unsharded in one process.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import DTENSOR_ARGS, DTENSOR_HIDDEN, dtensor_fault_free, once
+from tests.helpers import dtensor_records as records
 from vtrain.errors import RuntimeMismatch
 from vtrain.local.ports import free_ports
 from vtrain.runtime.decision import Decision, choose_strategy
@@ -202,9 +205,15 @@ def test_dtensor_mesh_without_a_mesh_says_how_to_give_one(monkeypatch: pytest.Mo
 
 
 # --------------------------------------------------------------------------- real runs (slow)
+#
+# Each TensorFlow process costs ~8 CPU-s before a step runs, so the runs below are shared. The one-client
+# checks (the mesh made once, the layout helpers, one client refused on two clients' checkpoints) are one
+# process; the killed job restarts from a copy of the 2-client run's checkpoints instead of training its own
+# first part. The 2-client run (the `vtrain local` tests' fault-free run: the same training), the unsharded
+# one and the one-client process are each made once for the whole test run (`tests.helpers.once`: under
+# pytest-xdist the first worker to ask makes it, the other waits and reads it).
 
-STEPS = ["--epochs=2", "--steps-per-epoch=4", "--checkpoint-every=4"]  # N = 8 steps
-HIDDEN = 64
+STEPS, HIDDEN = DTENSOR_ARGS, DTENSOR_HIDDEN  # N = 8 steps, global batch 16: saves 3, 6 and the last, 8
 
 
 def _env(out: Path, **extra: str) -> dict[str, str]:
@@ -247,23 +256,18 @@ def run_template(out: Path, args: list[str], clients_: int, timeout: float = 120
     return logs
 
 
-def records(out: Path, clients_: int) -> list[dict]:
-    paths = [out / "model" / "weights.json"] + [out / "workertemp" / f"worker-{i}" / "weights.json"
-                                                 for i in range(clients_ - 1)]  # fmt: skip
-    return [json.loads(p.read_text()) for p in paths]
-
-
 @pytest.fixture(scope="module")
 def sharded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict]]:
-    out = tmp_path_factory.mktemp("sharded")
-    run_template(out, ["--mesh=batch=2,model=2", "--batch-size=8", f"--hidden={HIDDEN}", *STEPS], 2)
+    """The template as a chief and a worker, 2 DTensor clients x 2 logical CPUs (mesh batch=2,model=2): the
+    fault-free run tests/local/test_dtensor_local.py makes through `vtrain local` (one run for both files)."""
+    out = dtensor_fault_free(tmp_path_factory)
     return out, records(out, 2)
 
 
 @pytest.fixture(scope="module")
 def unsharded(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    out = tmp_path_factory.mktemp("unsharded")
-    run_template(out, ["--mesh=batch=1,model=1", "--batch-size=16", f"--hidden={HIDDEN}", *STEPS], 1)
+    args = ["--mesh=batch=1,model=1", *STEPS, "--batch-size=16"]  # the same global batch on one device
+    out = once(tmp_path_factory, "dtensor-unsharded", lambda out: run_template(out, args, 1))
     return records(out, 1)[0]
 
 
@@ -299,41 +303,38 @@ def test_weight_bytes_per_device_are_about_half(sharded: tuple[Path, list[dict]]
 def test_a_killed_job_resumes_from_the_newest_complete_sharded_checkpoint(
     sharded: tuple[Path, list[dict]], tmp_path: Path
 ) -> None:
-    """Run 5 steps (checkpoints 2, 4, 5), then leave step 5 as a client killed mid-save would: client 1's
-    file missing, a temporary file beside client 0's. The restart resumes from step 4 and ends where
-    the uninterrupted 8-step run ended."""
+    """The uninterrupted 8-step run saved steps 3, 6 and its last, 8 (off the every-3 grid). Leave step 8 as
+    a client killed mid-save would: client 1's file missing, a temporary file beside client 0's. The restart
+    resumes from step 6 and ends where the uninterrupted run ended."""
     out = tmp_path / "job"
-    first = ["--mesh=batch=2,model=2", "--batch-size=8", f"--hidden={HIDDEN}"]
-    run_template(out, [*first, "--epochs=1", "--steps-per-epoch=5", "--checkpoint-every=2"], 2)
     steps = out / "checkpoints" / "dtensor"
-    assert {"step-4", "step-5"} <= {p.name for p in steps.iterdir()}
-    assert len(list((steps / "step-5").iterdir())) == 2
-    (steps / "step-5" / "client-1-of-2.npz").unlink()
-    shutil.copy(steps / "step-5" / "client-0-of-2.npz", steps / "step-5" / "client-1-of-2.npz.tmp-999")
-    shutil.rmtree(out / "model")
-    logs = run_template(out, [*first, *STEPS], 2)
-    assert all("resumed from step 4" in log for log in logs)
+    shutil.copytree(sharded[0] / "checkpoints", out / "checkpoints")
+    assert {"step-6", "step-8"} <= {p.name for p in steps.iterdir()}
+    assert sorted(p.name for p in (steps / "step-8").iterdir()) == ["client-0-of-2.npz", "client-1-of-2.npz"]
+    (steps / "step-8" / "client-1-of-2.npz").unlink()
+    shutil.copy(steps / "step-8" / "client-0-of-2.npz", steps / "step-8" / "client-1-of-2.npz.tmp-999")
+    logs = run_template(out, ["--mesh=batch=2,model=2", *STEPS], 2)
+    assert all("resumed from step 6" in log for log in logs)
     status = json.loads((out / "status-worker-0.json").read_text())
-    assert (status["step"], status["first"]) == (8, 5)
+    assert (status["step"], status["first"]) == (8, 7)
     chief, worker = records(out, 2)
     reference = sharded[1][0]
-    assert chief["resumed_from"] == worker["resumed_from"] == 4
-    assert chief["losses"] == pytest.approx(reference["losses"][4:], rel=1e-6)
-    assert chief["sha256"] == worker["sha256"]
-    assert not (steps / "step-5").exists()  # the unfinished save was dropped on restore
-    # One replica instead of two on the same checkpoints: refused, not a silent fresh start.
-    alone = subprocess.run([sys.executable, "-m", "trainer.task", "--mesh=batch=1,model=2", *STEPS], cwd=out,
-                           env=_env(out), capture_output=True, text=True, timeout=120)  # fmt: skip
-    assert alone.returncode == 1
-    assert "holds step 8 written by 2 DTensor client(s), but this job has 1" in alone.stderr
+    assert chief["resumed_from"] == worker["resumed_from"] == 6
+    assert chief["losses"] == pytest.approx(reference["losses"][6:], rel=1e-6)
+    assert chief["sha256"] == worker["sha256"] == reference["sha256"]
+    # The unfinished save was dropped on restore (its leftover temporary file with it), and step 8 saved anew.
+    assert sorted(p.name for p in (steps / "step-8").iterdir()) == ["client-0-of-2.npz", "client-1-of-2.npz"]
 
 
-@pytest.mark.slow
-def test_dtensor_mesh_is_made_once_per_process(tmp_path: Path) -> None:
-    """Real TensorFlow, one process: the size check before DTensor starts, the same mesh again, another
-    mesh refused, and a trainer that touched TensorFlow first told what to do."""
-    code = """if True:
-        import os
+@pytest.fixture(scope="module")
+def one_client(sharded: tuple[Path, list[dict]],
+               tmp_path_factory: pytest.TempPathFactory) -> subprocess.CompletedProcess[str]:
+    """One process, 4 logical CPUs, mesh batch=2,model=2 from VTRAIN_DTENSOR_MESH: the size check before DTensor
+    starts, the same mesh again, another mesh refused; a sharded embedding lookup feeding a column- then
+    row-sharded block; then the template as one client on the checkpoints of the 2-client run (it must fail)."""
+    code = f"""if True:
+        import os, runpy, sys
+        import numpy as np
         from vtrain import runtime
         from vtrain.errors import RuntimeMismatch
         os.environ["VTRAIN_LOCAL_DEVICES"] = "1"
@@ -342,36 +343,15 @@ def test_dtensor_mesh_is_made_once_per_process(tmp_path: Path) -> None:
         except RuntimeMismatch as err:
             print("size:", err)
         del os.environ["VTRAIN_LOCAL_DEVICES"]
-        os.environ["VTRAIN_DTENSOR_MESH"] = "batch=1,model=2"
+        os.environ["VTRAIN_DTENSOR_MESH"] = "batch=2,model=2"
         mesh = runtime.dtensor_mesh()
-        same = runtime.dtensor_mesh("batch=1,model=2") is mesh
+        same = runtime.dtensor_mesh("batch=2,model=2") is mesh
         print("mesh:", runtime.dtensor.mesh_dims(mesh), mesh.device_type(), same)
         try:
             runtime.dtensor_mesh("batch=2,model=1")
         except RuntimeMismatch as err:
             print("again:", err)
-    """
-    late = "import tensorflow as tf; tf.constant(1.0) + 1\nfrom vtrain import runtime\nruntime.dtensor_mesh('batch=2')"
-    env = _env(tmp_path)
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-3000:]
-    out = done.stdout
-    assert "size: mesh batch=2 has 2 devices, but 1 client(s) x 1 CPU device(s) per client = 1" in out
-    assert "mesh: (('batch', 1), ('model', 2)) CPU True" in out
-    assert "again: dtensor_mesh('batch=2,model=1'): this process already initialised DTensor for mesh " in out
-    done = subprocess.run([sys.executable, "-c", late], env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 1 and "call runtime.dtensor_mesh() before any other TensorFlow work" in done.stderr
-
-
-@pytest.mark.slow
-def test_layout_helpers_compute_what_numpy_does(tmp_path: Path) -> None:
-    """One process, 4 logical CPUs, mesh batch=2,model=2: a sharded embedding lookup feeding a
-    column- then row-sharded block gives numpy's answer; pieces have the shapes the layouts say."""
-    code = """if True:
-        import numpy as np
-        from vtrain import runtime
         from vtrain.runtime import dtensor_layouts as L
-        mesh = runtime.dtensor_mesh("batch=2,model=2")
         import tensorflow as tf
         from tensorflow.experimental import dtensor
         rng = np.random.default_rng(0)
@@ -389,11 +369,47 @@ def test_layout_helpers_compute_what_numpy_does(tmp_path: Path) -> None:
         print("y layout", dtensor.fetch_layout(y).sharding_specs)
         flat = dtensor.create_mesh([("batch", 4)], device_type="CPU")
         print("no model dim", L.column_sharded(flat).sharding_specs, L.batch_sharded(flat, 2).sharding_specs)
+        sys.argv = ["trainer.task", "--mesh=batch=2,model=2", *{STEPS!r}]
+        runpy.run_module("trainer.task", run_name="__main__", alter_sys=True)
     """
-    done = subprocess.run([sys.executable, "-c", code], env=_env(tmp_path), capture_output=True, text=True,
+
+    def make(out: Path) -> None:
+        shutil.copytree(sharded[0] / "checkpoints", out / "checkpoints")  # step 8, written by 2 clients
+        done = subprocess.run([sys.executable, "-c", code], cwd=out, env=_env(out), capture_output=True, text=True,
+                              timeout=120)  # fmt: skip
+        (out / "done.json").write_text(json.dumps([done.returncode, done.stdout, done.stderr]))
+
+    folder = once(tmp_path_factory, "dtensor-one-client", make)
+    returncode, stdout, stderr = json.loads((folder / "done.json").read_text())
+    return subprocess.CompletedProcess(code, returncode, stdout, stderr)
+
+
+@pytest.mark.slow
+def test_one_client_on_two_clients_checkpoints_is_refused(one_client: subprocess.CompletedProcess[str]) -> None:
+    """One replica instead of two on the same checkpoints: refused, not a silent fresh start."""
+    assert one_client.returncode == 1, one_client.stderr[-3000:]
+    assert "holds step 8 written by 2 DTensor client(s), but this job has 1" in one_client.stderr
+
+
+@pytest.mark.slow
+def test_dtensor_mesh_is_made_once_per_process(one_client: subprocess.CompletedProcess[str], tmp_path: Path) -> None:
+    """Real TensorFlow, one process: the size check before DTensor starts, the same mesh again, another
+    mesh refused, and a trainer that touched TensorFlow first told what to do."""
+    out = one_client.stdout
+    assert "size: mesh batch=2 has 2 devices, but 1 client(s) x 1 CPU device(s) per client = 1" in out, out
+    assert "mesh: (('batch', 2), ('model', 2)) CPU True" in out, one_client.stderr[-3000:]
+    assert "again: dtensor_mesh('batch=2,model=1'): this process already initialised DTensor for mesh " in out
+    late = "import tensorflow as tf; tf.constant(1.0) + 1\nfrom vtrain import runtime\nruntime.dtensor_mesh('batch=2')"
+    done = subprocess.run([sys.executable, "-c", late], env=_env(tmp_path), capture_output=True, text=True,
                           timeout=120)  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    out = done.stdout
-    assert "close True" in out
+    assert done.returncode == 1 and "call runtime.dtensor_mesh() before any other TensorFlow work" in done.stderr
+
+
+@pytest.mark.slow
+def test_layout_helpers_compute_what_numpy_does(one_client: subprocess.CompletedProcess[str]) -> None:
+    """One process, 4 logical CPUs, mesh batch=2,model=2: a sharded embedding lookup feeding a
+    column- then row-sharded block gives numpy's answer; pieces have the shapes the layouts say."""
+    out = one_client.stdout
+    assert "close True" in out, one_client.stderr[-3000:]
     assert "pieces (10, 4) (8, 3) (3, 8)" in out
     assert "no model dim ['unsharded', 'unsharded'] ['batch', 'unsharded']" in out
