@@ -52,10 +52,12 @@ def page_blocks(page: Path, language: str) -> list[str]:
     return re.findall(rf"^```{language}\n(.*?)^```$", page.read_text(encoding="utf-8"), flags=re.S | re.M)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One `vtrain local` environment cache per test file: each trainer is installed once (~10 CPU-s), then
-    reused by the file's other tests. (It shadows pytest's own `cache` fixture, which no test uses.)"""
+    """One `vtrain local` (and emulated run) environment cache for the whole run, one per xdist worker: each
+    trainer is installed once (~10 CPU-s) by the first test that runs it, then reused by every other test
+    file. A test that damages a cache or asserts what one installs makes its own. (It shadows pytest's own
+    `cache` fixture, which no test uses.)"""
     return tmp_path_factory.mktemp("vtrain-cache")
 
 

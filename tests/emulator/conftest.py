@@ -1,19 +1,13 @@
-"""What the emulator tests that run real jobs (`--run-jobs`) share: the environment cache and the bucket."""
+"""What the emulator tests that run real jobs (`--run-jobs`) share: the bucket (the environment cache is
+`tests/conftest.py`'s `cache`)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 PROJECT = "test-project"
-
-
-@pytest.fixture(scope="session")
-def env_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One environment cache for the session: the probe is installed once, then reused."""
-    return tmp_path_factory.mktemp("vtrain-emulated-cache")
 
 
 @pytest.fixture

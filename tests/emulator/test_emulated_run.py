@@ -36,8 +36,8 @@ NAME_RE = rf"projects/{Emulator.project_number(PROJECT)}/locations/us-central1/c
 
 
 @pytest.fixture
-def emu(make_emulator: MakeEmulator, tmp_path: Path, env_cache: Path, bucket: Any) -> Emulator:
-    runner = EmulatedRunner(cache_dir=env_cache, output_root=tmp_path / "runs", kill_grace=2)
+def emu(make_emulator: MakeEmulator, tmp_path: Path, cache: Path, bucket: Any) -> Emulator:
+    runner = EmulatedRunner(cache_dir=cache, output_root=tmp_path / "runs", kill_grace=2)
     return make_emulator(runner, pending_seconds=0.05, cancel_seconds=0.05)
 
 
@@ -177,10 +177,10 @@ def test_cancel_stops_every_replica(tmp_path: Path, emu: Emulator) -> None:
 
 @pytest.mark.slow
 def test_command_run_jobs_serves_runs_and_leaves_no_process_when_stopped(
-    tmp_path: Path, env_cache: Path, bucket: Any
+    tmp_path: Path, cache: Path, bucket: Any
 ) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GOOGLE_", "CLOUDSDK_", "VTRAIN_"))}
-    env.update(PYTHONPATH=str(REPO), VTRAIN_CACHE_DIR=str(env_cache), TMPDIR=str(tmp_path),
+    env.update(PYTHONPATH=str(REPO), VTRAIN_CACHE_DIR=str(cache), TMPDIR=str(tmp_path),
                STORAGE_EMULATOR_HOST=bucket.host, GOOGLE_CLOUD_PROJECT=PROJECT)
     proc = subprocess.Popen(
         [sys.executable, "-m", "vtrain", "emulator", "--run-jobs", "--port", "0", "--pending-seconds", "0", "-q"],
@@ -207,7 +207,7 @@ def test_command_run_jobs_serves_runs_and_leaves_no_process_when_stopped(
     assert [pid for pid in pids if alive(pid)] == []
 
 
-def test_runner_parts_and_a_missing_package(tmp_path: Path, env_cache: Path) -> None:
+def test_runner_parts_and_a_missing_package(tmp_path: Path, cache: Path) -> None:
     """Called directly, as the emulator calls it: a job the REST body describes, a context to log to."""
     from google.cloud.aiplatform_v1 import CustomJob
     from google.protobuf import json_format
@@ -233,7 +233,7 @@ def test_runner_parts_and_a_missing_package(tmp_path: Path, env_cache: Path) -> 
     json_format.ParseDict(body, job._pb)
     logged: list[tuple[str, str]] = []
     ctx = RunContext(job_id="123", _sink=lambda message, task, severity: logged.append((task, message)))
-    result = EmulatedRunner(cache_dir=env_cache, output_root=tmp_path / "runs")(job, ctx)
+    result = EmulatedRunner(cache_dir=cache, output_root=tmp_path / "runs")(job, ctx)
     assert (result.state, result.error) == ("JOB_STATE_FAILED", f"trainer package {missing.as_uri()} not found")
     assert logged[-1] == ("", f"the job cannot run here: trainer package {missing.as_uri()} not found")
 
@@ -254,7 +254,7 @@ def test_faults_from_the_jobs_labels_and_vertex_restarts(tmp_path: Path, emu: Em
     assert "[vertex] restarts: worker-0 1 (attempt 1 of the job)" in lines
 
 
-def test_a_malformed_fault_label_fails_the_job_before_it_runs(tmp_path: Path, env_cache: Path) -> None:
+def test_a_malformed_fault_label_fails_the_job_before_it_runs(tmp_path: Path, cache: Path) -> None:
     from google.cloud.aiplatform_v1 import CustomJob
     from google.protobuf import json_format
 
@@ -268,7 +268,7 @@ def test_a_malformed_fault_label_fails_the_job_before_it_runs(tmp_path: Path, en
     json_format.ParseDict(body, job._pb)
     logged: list[tuple[str, str]] = []
     ctx = RunContext(job_id="7", _sink=lambda message, task, severity: logged.append((task, message)))
-    result = EmulatedRunner(cache_dir=env_cache, output_root=tmp_path / "runs")(job, ctx)
+    result = EmulatedRunner(cache_dir=cache, output_root=tmp_path / "runs")(job, ctx)
     assert (result.state, result.code) == ("JOB_STATE_FAILED", 3)
     assert result.error == ("fault 'worker-0:explode@1s': kind 'explode' is not one of kill, preempt[:GRACE], "
                             "stop:SECONDS")

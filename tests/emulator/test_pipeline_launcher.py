@@ -27,8 +27,8 @@ PROJECT = "test-project"  # the bucket fixture (tests/emulator/conftest.py) name
 
 
 @pytest.fixture
-def emu(make_emulator: MakeEmulator, tmp_path: Path, env_cache: Path, bucket: Any) -> Emulator:
-    runner = EmulatedRunner(cache_dir=env_cache, output_root=tmp_path / "runs", kill_grace=2)
+def emu(make_emulator: MakeEmulator, tmp_path: Path, cache: Path, bucket: Any) -> Emulator:
+    runner = EmulatedRunner(cache_dir=cache, output_root=tmp_path / "runs", kill_grace=2)
     return make_emulator(runner, point_at=PROJECT, pending_seconds=0.05, cancel_seconds=0.05)
 
 

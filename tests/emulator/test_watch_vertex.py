@@ -24,8 +24,8 @@ PROGRESS = re.compile(r"^\[vtrain\] progress \d+:\d\d: (.*)$", re.M)
 
 
 @pytest.fixture
-def emu(make_emulator: MakeEmulator, tmp_path: Path, env_cache: Path, bucket: object) -> Emulator:
-    runner = EmulatedRunner(cache_dir=env_cache, output_root=tmp_path / "runs", kill_grace=2, restart_policy="never")
+def emu(make_emulator: MakeEmulator, tmp_path: Path, cache: Path, bucket: object) -> Emulator:
+    runner = EmulatedRunner(cache_dir=cache, output_root=tmp_path / "runs", kill_grace=2, restart_policy="never")
     return make_emulator(runner, pending_seconds=0.05, cancel_seconds=0.05)
 
 

@@ -58,8 +58,9 @@ def test_a_saved_model_needs_the_serving_signature(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_vtrain_local_fails_a_trainer_that_saves_no_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("VTRAIN_CACHE_DIR", str(tmp_path / "cache"))
+def test_vtrain_local_fails_a_trainer_that_saves_no_model(tmp_path: Path, cache: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VTRAIN_CACHE_DIR", str(cache))
     job = write_job(tmp_path, f"""
         name: probe-model
         base_output_dir: out
