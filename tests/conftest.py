@@ -68,33 +68,29 @@ def quickstart_run(tmp_path_factory: pytest.TempPathFactory) -> QuickstartRun:
     once for the whole test run: the tests that read what it made (the page, --from-run, multi-worker
     training) share it; under pytest-xdist the first worker to ask runs it and the other waits for it, by a
     lock in the run's common temporary folder. Its environment is as clean as a test's."""
-    import fcntl
     import json
     import subprocess
     import sys
 
-    from tests.helpers import QuickstartRun
+    from tests.helpers import QuickstartRun, once
 
     if not (Path(sys.prefix) / "bin" / "vtrain").is_file():
         pytest.skip(f"the page runs `source .venv/bin/activate` then `vtrain`: {sys.prefix} has no vtrain script")
-    shared = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        shared = shared.parent  # the workers' basetemps are folders of one per-run folder
-    folder, done = shared / "quickstart", shared / "quickstart.json"
     script = "\n".join(page_blocks(QUICKSTART_PAGE, "bash"))
-    with open(shared / "quickstart.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not done.is_file():
-            folder.mkdir()
-            for name in ("configs", "trainer_templates"):
-                (folder / name).symlink_to(REPO / name)
-            (folder / ".venv").symlink_to(sys.prefix)
-            env = {k: v for k, v in os.environ.items() if not k.startswith(_PREFIXES)}
-            env.update(VTRAIN_CACHE_DIR=str(folder / "cache"), XDG_STATE_HOME=str(folder / "xdg-state"))
-            ran = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", script], cwd=folder, env=env,
-                                 capture_output=True, text=True, timeout=900)
-            done.write_text(json.dumps({"returncode": ran.returncode, "stdout": ran.stdout, "stderr": ran.stderr}))
-    result = json.loads(done.read_text())
+
+    def run(folder: Path) -> None:
+        for name in ("configs", "trainer_templates"):
+            (folder / name).symlink_to(REPO / name)
+        (folder / ".venv").symlink_to(sys.prefix)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(_PREFIXES)}
+        env.update(VTRAIN_CACHE_DIR=str(folder / "cache"), XDG_STATE_HOME=str(folder / "xdg-state"))
+        ran = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", script], cwd=folder, env=env,
+                             capture_output=True, text=True, timeout=900)
+        (folder / "ran.json").write_text(json.dumps({"returncode": ran.returncode, "stdout": ran.stdout,
+                                                     "stderr": ran.stderr}))
+
+    folder = once(tmp_path_factory, "quickstart", run)
+    result = json.loads((folder / "ran.json").read_text())
     return QuickstartRun(folder=folder, script=script, **result)
 
 #: What `emu` passes to the emulator unless an `emulator` mark says otherwise: jobs leave PENDING and

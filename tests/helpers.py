@@ -104,7 +104,7 @@ def run_temp(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], object]) -> Path:
     """The folder `name` that `make` fills, made once for the whole test run: pytest-xdist workers share it
-    through a lock in the run's common temporary folder (as `quickstart_run` does). Tests only read it."""
+    through a lock in the run's common temporary folder (`quickstart_run`, the DTensor runs). Tests only read it."""
     shared = run_temp(tmp_path_factory)
     folder, done = shared / name, shared / f"{name}.done"
     with open(shared / f"{name}.lock", "w") as lock:
