@@ -54,11 +54,12 @@ def page_blocks(page: Path, language: str) -> list[str]:
 
 @pytest.fixture(scope="session")
 def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One `vtrain local` (and emulated run) environment cache for the whole run, one per xdist worker: each
-    trainer is installed once (~10 CPU-s) by the first test that runs it, then reused by every other test
-    file. A test that damages a cache or asserts what one installs makes its own. (It shadows pytest's own
-    `cache` fixture, which no test uses.)"""
-    return tmp_path_factory.mktemp("vtrain-cache")
+    """`tests.helpers.run_cache`: one `vtrain local` (and emulated run) environment cache for the whole run,
+    both xdist workers included. A test that damages a cache or asserts what one installs makes its own. (It
+    shadows pytest's own `cache` fixture, which no test uses.)"""
+    from tests.helpers import run_cache
+
+    return run_cache(tmp_path_factory)
 
 
 @pytest.fixture(scope="session")

@@ -102,6 +102,15 @@ def run_temp(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return shared.parent if os.environ.get("PYTEST_XDIST_WORKER") else shared  # workers' basetemps are in it
 
 
+def run_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The environment cache of `vtrain local` and of the emulator's `--run-jobs` runner for the whole test
+    run, shared by the pytest-xdist workers (vtrain's own locks make concurrent runs on one cache safe): each
+    trainer is installed once (~10 CPU-s), by the first test that runs it."""
+    cache = run_temp(tmp_path_factory) / "vtrain-cache"
+    cache.mkdir(exist_ok=True)
+    return cache
+
+
 def once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], object]) -> Path:
     """The folder `name` that `make` fills, made once for the whole test run: pytest-xdist workers share it
     through a lock in the run's common temporary folder (`quickstart_run`, the DTensor runs). Tests only read it."""
@@ -173,13 +182,8 @@ def dtensor_records(out: Path, clients: int = 2) -> list[dict[str, Any]]:
     return [json.loads(p.read_text()) for p in paths]
 
 
-def dtensor_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The `vtrain local` environment cache of the DTensor runs (the template installed once per test run)."""
-    return run_temp(tmp_path_factory) / "dtensor-vtrain-cache"
-
-
 def dtensor_fault_free(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The outputs (model/, workertemp/, checkpoints/) of one fault-free `dtensor_local_run`, made once for the
     whole test run: the `vtrain local` DTensor tests and the runtime's DTensor tests read the same run."""
-    cache = dtensor_cache(tmp_path_factory)
+    cache = run_cache(tmp_path_factory)
     return once(tmp_path_factory, "dtensor-fault-free", lambda folder: dtensor_local_run(folder, cache)) / "out"

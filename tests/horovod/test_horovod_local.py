@@ -43,7 +43,7 @@ def migrated(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def run(tmp_path: Path, package: Path, script: str, strategy: str) -> Path:
+def run(tmp_path: Path, cache: Path, package: Path, script: str, strategy: str) -> Path:
     job = write_job(tmp_path, f"""
         name: hvd
         trainer:
@@ -57,21 +57,21 @@ def run(tmp_path: Path, package: Path, script: str, strategy: str) -> Path:
         scheduling: {{restart_job_on_worker_restart: true}}
     """)
     out = io.StringIO()
-    handle = run_local(job, output_dir=tmp_path / "out", cache_dir=tmp_path.parent / "cache", out=out)
+    handle = run_local(job, output_dir=tmp_path / "out", cache_dir=cache, out=out)
     assert handle.wait(600) == SUCCEEDED, out.getvalue()[-4000:]
     return tmp_path / "out" / "model"
 
 
 @pytest.fixture(scope="module")
-def horovod_run(tmp_path_factory: pytest.TempPathFactory, migrated: Path) -> Path:
+def horovod_run(tmp_path_factory: pytest.TempPathFactory, cache: Path, migrated: Path) -> Path:
     """One Horovod job runs both examples and the API check, one after the other in each rank."""
-    return run(tmp_path_factory.mktemp("horovod"), migrated, "keras_mnist,tape_mnist,api_check", "horovod")
+    return run(tmp_path_factory.mktemp("horovod"), cache, migrated, "keras_mnist,tape_mnist,api_check", "horovod")
 
 
 @pytest.fixture(scope="module")
-def twin_run(tmp_path_factory: pytest.TempPathFactory, migrated: Path) -> Path:
+def twin_run(tmp_path_factory: pytest.TempPathFactory, cache: Path, migrated: Path) -> Path:
     """One MultiWorkerMirrored job trains both examples' twins."""
-    return run(tmp_path_factory.mktemp("twin"), migrated, "twin_keras,twin_tape", "multi_worker_mirrored")
+    return run(tmp_path_factory.mktemp("twin"), cache, migrated, "twin_keras,twin_tape", "multi_worker_mirrored")
 
 
 def ranks(folder: Path, script: str) -> list[dict[str, Any]]:

@@ -11,7 +11,6 @@ import pytest
 
 from tests.helpers import (
     DTENSOR_HIDDEN,
-    dtensor_cache,
     dtensor_fault_free,
     dtensor_local_run,
     dtensor_records,
@@ -95,9 +94,9 @@ def test_a_dtensor_job_runs_through_vtrain_local(fault_free: list[dict[str, Any]
 
 @pytest.mark.slow
 def test_a_killed_replica_restarts_the_job_from_the_sharded_checkpoint(
-    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, fault_free: list[dict[str, Any]]
+    tmp_path: Path, cache: Path, fault_free: list[dict[str, Any]]
 ) -> None:
-    job, out, (chief, worker) = dtensor_local_run(tmp_path, dtensor_cache(tmp_path_factory), "worker-0:kill@step:4",
+    job, out, (chief, worker) = dtensor_local_run(tmp_path, cache, "worker-0:kill@step:4",
                                                   extra="scheduling: {restart_job_on_worker_restart: true}")
     assert job.summary["restarts"]["restarts"] == {"chief-0": 1, "worker-0": 1}  # the whole job, as Vertex
     # A checkpoint every 3 steps; the kill is sent when step 4 is reported, and a loaded machine may run a
