@@ -33,6 +33,16 @@ def _clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
             monkeypatch.delenv(name, raising=False)
     # vtrain's state (records of creates whose answer was lost) stays inside each test.
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))
+    # The high-level SDK's experiment tracker is module state: a TensorBoard one test gave `aiplatform.init`
+    # would make the next test's `init` on that worker call google.auth.default() (metadata.py
+    # _get_global_tensorboard), which a machine without credentials lacks. Cleared unless nothing imported it.
+    import sys
+
+    metadata = sys.modules.get("google.cloud.aiplatform.metadata.metadata")
+    if metadata is not None:
+        tracker = metadata._experiment_tracker
+        tracker.reset()
+        tracker._global_tensorboard = None
 
 
 @pytest.fixture

@@ -35,8 +35,8 @@ def test_the_default_tensorboard_is_found_not_made_twice(sdk: tuple[Any, Emulato
     assert len(defaults) == 1
 
 
-# The own-TensorBoard set-up last: once `experiment_tensorboard=` names one, the SDK's later `init` calls
-# google.auth.default() for it (metadata.py _get_global_tensorboard), which a machine without ADC lacks.
+# Once `experiment_tensorboard=` names one, the SDK's later `init` calls google.auth.default() for it (metadata.py
+# _get_global_tensorboard), which a machine without ADC lacks: tests/conftest.py clears it before each test.
 @pytest.mark.parametrize("setup", ["default", "no-tensorboard", "own-tensorboard"])
 def test_experiment_run_params_and_metrics_come_back_in_the_data_frame(
         sdk: tuple[Any, Emulator, dict[str, Any]], setup: str) -> None:  # fmt: skip

@@ -104,10 +104,6 @@ def assert_syncer_resumed_from_its_checkpoint(restarts: dict[str, Any], tmp_path
     assert lead["sha256"] == other["sha256"]
 
 
-# The tests of each template are next to each other: pytest-xdist splits a file's tests into runs of
-# neighbours, so each worker installs (~10 CPU-s) the template of the tests it was given, seldom both.
-
-
 @pytest.mark.slow
 def test_a_custom_loop_diloco_job_runs_locally_and_learners_end_equal(tmp_path: Path, cache: Path) -> None:
     run_fault_free(tmp_path, cache, "custom-loop")
