@@ -175,7 +175,10 @@ class Watch:
                         with self._lock:
                             self._live.update(table, refresh=True)
                         shown = key
-                elif time.monotonic() - last >= self._every and progress["replicas"] and changed(self._said, progress):
+                elif (time.monotonic() - last >= self._every and progress["replicas"] and changed(self._said, progress)
+                      and any(r["state"] in ("starting", "running") for r in progress["replicas"])):
+                    # once every replica has ended, the job's own end lines (restarts, the final state) say it:
+                    # a progress line then would land among or after them
                     self._notice(f"[vtrain] {plain_line(progress)}")
                     self._said, last = progress, time.monotonic()
             except Exception:  # noqa: BLE001 - a view must never stop the run it shows
