@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import fcntl
+import io
+import json
 import os
 import shutil
 import textwrap
@@ -159,8 +161,6 @@ def dtensor_local_run(folder: Path, cache: Path, fault: str | None = None,
                       extra: str = "") -> tuple[Any, str, list[dict[str, Any]]]:  # fmt: skip
     """The template with DTENSOR_ARGS as a chief and a worker (2 DTensor clients x 2 logical CPUs) through
     `vtrain local`, outputs in `folder`/out: (the job, its log, the chief's and the worker's weights.json)."""
-    import io
-
     from vtrain.handle import SUCCEEDED
     from vtrain.local.faults import parse_fault
     from vtrain.local.runner import run_local
@@ -175,8 +175,6 @@ def dtensor_local_run(folder: Path, cache: Path, fault: str | None = None,
 
 def dtensor_records(out: Path, clients: int = 2) -> list[dict[str, Any]]:
     """weights.json of each client of a run with outputs in `out`: the chief's, then each worker's."""
-    import json
-
     paths = [out / "model" / "weights.json"] + [out / "workertemp" / f"worker-{i}" / "weights.json"
                                                  for i in range(clients - 1)]  # fmt: skip
     return [json.loads(p.read_text()) for p in paths]
