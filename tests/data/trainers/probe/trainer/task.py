@@ -119,8 +119,9 @@ def main() -> None:
 
         for step in range(1, args.count + 1):
             time.sleep(args.step_seconds)
-            report_step(step)
+            # The line first: a fault fired at the report of step N (`kill@step:N`) then follows the line "step N".
             print(f"{me} step {step}", flush=True)
+            report_step(step)
     for item in args.metric:
         from vtrain.runtime import report_metric
 
