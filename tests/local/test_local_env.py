@@ -13,7 +13,7 @@ from vtrain.errors import UsageError
 from vtrain.jobfile.load import load_config
 from vtrain.local import env as localenv
 from vtrain.local.env import Replica
-from vtrain.local.envcache import check_requirements, default_cache_dir, env_key
+from vtrain.local.envcache import check_requirements, default_cache_dir, env_key, package_digest
 from vtrain.request.custom_job import build_job_dict
 
 REPO = Path(__file__).resolve().parents[2]
@@ -213,6 +213,56 @@ def test_env_key_follows_contents(tmp_path: Path) -> None:
     assert env_key([a], "/usr/bin/python3", ["/site"]) == first
     a.write_bytes(b"two")
     assert env_key([a], "/usr/bin/python3", ["/site"]) != first
+
+
+def _sdist(path: Path, members: list[tuple[str, bytes, int]], mtime: int) -> Path:
+    """A gzipped tar of (name, contents, mode), every member and the gzip header stamped `mtime`."""
+    import gzip
+    import io
+    import tarfile
+
+    with open(path, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=mtime) as gz, \
+            tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, data, mode in members:
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(data), mode, mtime
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def test_an_sdist_built_again_from_the_same_files_names_the_same_environment(tmp_path: Path) -> None:
+    """A rebuild differs in its gzip header and mtimes only: the environment is reused, not installed again."""
+    files = [("t-0.1/PKG-INFO", b"Name: t\n", 0o644), ("t-0.1/trainer/task.py", b"print(1)\n", 0o644)]
+    first = _sdist(tmp_path / "first.tar.gz", files, mtime=1_700_000_000)
+    again = _sdist(tmp_path / "again.tar.gz", files[::-1], mtime=1_800_000_000)  # another time, another order
+    assert first.read_bytes() != again.read_bytes()
+    key = env_key([first], "/usr/bin/python3", ["/site"])
+    assert env_key([again], "/usr/bin/python3", ["/site"]) == key
+    assert package_digest(first).startswith("members:")
+    changed = [
+        [files[0], ("t-0.1/trainer/task.py", b"print(2)\n", 0o644)],  # contents
+        [files[0], ("t-0.1/trainer/task.py", b"print(1)\n", 0o755)],  # mode
+        [files[0], ("t-0.1/trainer/main.py", b"print(1)\n", 0o644)],  # name
+        files[:1],  # a member less
+    ]
+    for n, members in enumerate(changed):
+        assert env_key([_sdist(tmp_path / f"c{n}.tar.gz", members, 1_700_000_000)], "/usr/bin/python3",
+                       ["/site"]) != key, members
+
+
+def test_a_package_that_is_no_tar_is_named_by_its_bytes(tmp_path: Path) -> None:
+    """A wheel in packageUris, or a tar cut short: its bytes, and no traceback."""
+    import hashlib
+    import zipfile
+
+    wheel = tmp_path / "t-0.1-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr("trainer/task.py", "print(1)\n")
+    assert package_digest(wheel) == "bytes:" + hashlib.sha256(wheel.read_bytes()).hexdigest()
+    whole = _sdist(tmp_path / "whole.tar.gz", [("t-0.1/big", bytes(range(256)) * 4096, 0o644)], 1_700_000_000)
+    cut = tmp_path / "cut.tar.gz"
+    cut.write_bytes(whole.read_bytes()[: whole.stat().st_size // 2])
+    assert package_digest(cut) == "bytes:" + hashlib.sha256(cut.read_bytes()).hexdigest()
 
 
 def test_a_venv_layered_on_another_by_a_pth_file_has_its_packages_as_the_image(tmp_path: Path) -> None:

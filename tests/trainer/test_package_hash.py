@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from vtrain.errors import PackagingError
+from vtrain.local.envcache import package_digest
 from vtrain.trainer import packaging as P
 
 PYPROJECT = """[build-system]
@@ -78,10 +79,13 @@ def test_the_sdist_holds_every_selected_file_and_is_named_by_them(layout: tuple[
     assert "PKG-INFO" in members and not [m for m in members if "big.csv" in m]
 
     (outside / "big.csv").write_text("a,b\n3,4\n5,6\n")  # a dataset linked from outside changes: nothing does
-    assert _name(root) == planned and P.build_sdist(root, tmp_path / "b").name == planned
+    again = P.build_sdist(root, tmp_path / "b")
+    assert _name(root) == planned and again.name == planned
+    assert package_digest(again) == package_digest(sdist)  # built again: `vtrain local` reuses its environment
     (root / "data.csv").write_text("a,b\n7,8\n")  # a file only vtrain adds changes: it is in the sdist, a new name
     changed = _name(root)
-    assert changed != planned and P.build_sdist(root, tmp_path / "c").name == changed
+    rebuilt = P.build_sdist(root, tmp_path / "c")
+    assert changed != planned and rebuilt.name == changed and package_digest(rebuilt) != package_digest(sdist)
     (root / "trainer" / "helper.py").write_text("X = 2\n")  # a packaged file (and the link to it) changes
     assert _name(root) not in (planned, changed)
 

@@ -40,6 +40,7 @@ import shutil
 import site
 import subprocess
 import sys
+import tarfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -101,9 +102,45 @@ def host_site_dirs() -> list[str]:
     return [d for d in dict.fromkeys(dirs) if os.path.isdir(d)]
 
 
+#: Past this many bytes unpacked or members, a package's digest is its file's bytes (a tar that inflates
+#: without end).
+MAX_DIGEST_BYTES = 1 << 32
+MAX_DIGEST_MEMBERS = 1_000_000
+
+
+def package_digest(path: Path) -> str:
+    """What a package installs, not how it was archived: the sha256 of a tar's members (name, kind, mode, link
+    target, contents) in name order. The same files built again (a new gzip header, new mtimes) name the same
+    environment: a trainer resubmitted unchanged is not installed again. Anything else (a wheel, a zip, a tar
+    that does not read, or one past MAX_DIGEST_BYTES or MAX_DIGEST_MEMBERS): the sha256 of its bytes."""
+    rows: list[str] = []
+    left = MAX_DIGEST_BYTES
+    try:
+        with tarfile.open(path, "r:*") as tar:
+            for member in tar:
+                left -= member.size
+                if left < 0 or len(rows) == MAX_DIGEST_MEMBERS:
+                    raise ValueError("past the bound")
+                fh = tar.extractfile(member) if member.isfile() else None
+                rows.append(json.dumps([member.name, member.type.decode("latin-1"), f"{member.mode & 0o7777:o}",
+                                        member.linkname, _sha256(fh) if fh is not None else ""]))
+    except Exception:  # not a tar, or one that does not read to its end (gzip, bz2, xz errors alike)
+        with open(path, "rb") as whole:
+            return "bytes:" + _sha256(whole)
+    return "members:" + hashlib.sha256("\n".join(sorted(rows)).encode()).hexdigest()
+
+
+def _sha256(fh: IO[bytes]) -> str:
+    digest = hashlib.sha256()
+    for chunk in iter(lambda: fh.read(1 << 20), b""):
+        digest.update(chunk)
+    return digest.hexdigest()
+
+
 def env_key(sdists: Sequence[Path], python: str, site_dirs: Sequence[str]) -> str:
-    """Content hash of what the environment holds and of the interpreter it layers over."""
-    contents = sorted(hashlib.sha256(p.read_bytes()).hexdigest() for p in sdists)
+    """Content hash of what the environment holds (:func:`package_digest`) and of the interpreter it layers
+    over."""
+    contents = sorted(package_digest(p) for p in sdists)
     data = {"format": ENV_FORMAT, "sdists": contents,
             "python": os.path.realpath(python), "version": sys.version, "site": list(site_dirs)}
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:20]
@@ -390,6 +427,7 @@ __all__ = [
     "check_requirements",
     "default_cache_dir",
     "env_key",
+    "package_digest",
     "fetch_packages",
     "host_site_dirs",
     "prepare_env",
