@@ -189,7 +189,7 @@ def test_status_prints_the_tensorboard_experiment_and_web_access_links(tmp_path:
     gcs.create_bucket("stage-bkt", location="US-CENTRAL1")
     job = write_job(tmp_path, job_text(extra=LINKED + "tensorboard: create\nexperiment: churn\n"
                                        "enable_web_access: true\n"))  # fmt: skip
-    code, out, err = run("submit", str(job), "--wait")
+    code, out, err = run("submit", str(job), "--wait", "--poll", "0.1")
     assert code == 0, err
     (sent,) = emu.jobs()
     job_id = sent.name.rsplit("/", 1)[-1]

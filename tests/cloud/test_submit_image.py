@@ -105,8 +105,9 @@ def test_submit_pushes_the_image_then_creates_the_job_with_its_tag(setup: Path, 
 
 
 def test_a_push_that_cannot_happen_creates_no_job(setup: Path, emu: Emulator, registry: Registry,  # noqa: F811
-                                                  tmp_path: Path) -> None:
+                                                  tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     stop_registry(registry)
+    monkeypatch.setenv("VTRAIN_NETWORK_TIMEOUT", "1")  # gives up within 3 s: 3 attempts, not 5 over 7.5 s
     with pytest.raises(PackagingError) as info:
         submit_job(setup, where=_where(emu))
     assert "\n" not in str(info.value) and registry.host in str(info.value)

@@ -169,7 +169,9 @@ def test_a_lone_learner_with_plain_averaging_follows_its_own_sgd_path(job_factor
 
 @pytest.mark.slow
 def test_a_killed_learner_is_merged_around_and_the_job_succeeds(job_factory: Any) -> None:
-    job = job_factory(3)  # the default registration wait: three processes may start slowly on a loaded machine
+    # The syncer waits registration_timeout for the killed learner to rejoin before it ends: most of this test's
+    # time. 10 s still gives three processes that start slowly on a loaded machine room to register.
+    job = job_factory(3, registration_timeout=10.0)
     syncer = job.syncer()
     learners = [job.learner(i, "--steps", "100", "--delay", "0.01") for i in range(3)]
     job.wait_for("syncer", "fragment 0 round 2:")

@@ -33,8 +33,13 @@ class Runner:
 def sdk() -> Iterator[tuple[Any, Emulator]]:
     from google.auth.credentials import AnonymousCredentials
     from google.cloud import aiplatform
+    from google.cloud.aiplatform import jobs
 
-    with Emulator(runner=Runner(), pending_seconds=0.05, cancel_seconds=0.05, queued_seconds=0.05) as emu:
+    # `run(sync=True)` polls every _JOB_WAIT_TIME (5 s): sized for Vertex, where a job takes minutes. Each of
+    # these jobs ends in ~0.1 s; at 5 s the three `run` tests slept ~15 s, idle beside the other worker.
+    with pytest.MonkeyPatch.context() as patch, \
+            Emulator(runner=Runner(), pending_seconds=0.05, cancel_seconds=0.05, queued_seconds=0.05) as emu:
+        patch.setattr(jobs, "_JOB_WAIT_TIME", 0.1)
         aiplatform.init(project="test-project", location="us-central1", api_transport="rest",
                         api_endpoint=emu.url, credentials=AnonymousCredentials(), staging_bucket="gs://stage-bkt")
         yield aiplatform, emu

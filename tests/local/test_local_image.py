@@ -99,7 +99,7 @@ def test_the_emulator_runs_the_pushed_image_from_its_layers(tmp_path: Path, regi
     runner = EmulatedRunner(cache_dir=tmp_path / "cache", output_root=tmp_path / "runs")
     with Emulator(runner=runner, pending_seconds=0.05) as emu:
         done = CliRunner().invoke(cli, ["submit", str(path), "--project", "test-project", "--api-endpoint", emu.url,
-                                        "--wait", "--stream-logs"])
+                                        "--wait", "--poll", "0.1", "--stream-logs"])
         assert done.exit_code == 0, done.output
     assert "JOB_STATE_SUCCEEDED" in done.output
     ran = [line for line in done.output.splitlines() if " ran 1.0 " in line]
