@@ -22,7 +22,9 @@ that nothing excluded can reach the sdist, whatever the backend does.
 Vertex replicas also need vtrain's runtime (``vtrain.runtime``); the prebuilt TensorFlow images do
 not have it, so :func:`build_runtime_sdist` packages it (the runtime with the two modules it
 imports, nothing else of vtrain), pinned to vtrain's version and without dependencies (TensorFlow
-is already in the image), as the second ``packageUris`` entry.
+is already in the image), as the second ``packageUris`` entry. vtrain writes that sdist itself, no build
+backend run: its files are vtrain's own and fixed, so the archive is the same bytes for the same sources
+(every member stamped ``_RUNTIME_MTIME``), built in milliseconds, with no setuptools needed where vtrain runs.
 """
 
 from __future__ import annotations
@@ -280,26 +282,45 @@ def planned_runtime_uri(staging: str) -> str:
     return parse_staging(staging).uri_for(_runtime_name(runtime_entries()))
 
 
-def build_runtime_sdist(out_dir: Path, *, isolation: bool | None = None) -> Path:
+_RUNTIME_PKG_INFO = """\
+Metadata-Version: 2.1
+Name: vtrain
+Version: {version}
+Summary: vtrain runtime for Vertex AI replicas (no dependencies: the image has TensorFlow).
+Requires-Python: >=3.10
+"""
+#: The mtime of every member of the runtime sdist (2020-01-01 UTC): the same sources give the same bytes, and
+#: the wheel pip builds from it is a ZIP, which cannot hold dates before 1980.
+_RUNTIME_MTIME = 1_577_836_800
+
+
+def build_runtime_sdist(out_dir: Path) -> Path:
     """Package this vtrain (sources only, no dependencies) for the replicas to install."""
     entries = runtime_entries()
-    return _build_entries(entries, _runtime_name(entries), Path(out_dir), isolation)
+    return _write_runtime(entries, _runtime_name(entries), Path(out_dir))
 
 
-def _build_entries(entries: list[tuple[str, Path | bytes]], name: str, out_dir: Path, isolation: bool | None) -> Path:
-    with tempfile.TemporaryDirectory(prefix=temp_prefix("runtime")) as tmp:
-        src = Path(tmp) / "src"
-        for rel, value in entries:
-            dest = src / rel
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            if isinstance(value, bytes):
-                dest.write_bytes(value)
-            else:
-                shutil.copyfile(value, dest)
-        built = run_backend(src, Path(tmp) / "dist", isolation=isolation)
-        out_dir.mkdir(parents=True, exist_ok=True)
-        final = out_dir / name
-        shutil.move(built, final)
+def _write_runtime(entries: list[tuple[str, Path | bytes]], name: str, out_dir: Path) -> Path:
+    """The sdist of `entries` (a PEP 517 source tree: pyproject.toml, the package) as a backend would write it:
+    one ``vtrain-VERSION/`` folder with PKG-INFO first; written under a temporary name, then renamed."""
+    import gzip
+    import io
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    final = out_dir / name
+    partial = out_dir / f".{name}.{os.getpid()}.partial"
+    members = [("PKG-INFO", _RUNTIME_PKG_INFO.format(version=__version__).encode()), *entries]
+    try:
+        with open(partial, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz, \
+                tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
+            for rel, value in members:
+                data = value if isinstance(value, bytes) else value.read_bytes()
+                info = tarfile.TarInfo(f"vtrain-{__version__}/{rel}")
+                info.size, info.mode, info.mtime = len(data), 0o644, _RUNTIME_MTIME
+                tar.addfile(info, io.BytesIO(data))
+        os.replace(partial, final)
+    finally:
+        partial.unlink(missing_ok=True)
     return final
 
 
@@ -358,7 +379,7 @@ def build_and_stage(
                 known[trainer_name] = lookup(target, trainer_name, client)
             built[trainer_name] = sdist
         if known[runtime_name] is None:
-            built[runtime_name] = _build_entries(runtime, runtime_name, Path(tmp), isolation)
+            built[runtime_name] = _write_runtime(runtime, runtime_name, Path(tmp))
         # Every build succeeded: only now send anything.
         return [
             known[name] or stage(built[name], target, progress=progress, client=client)
