@@ -27,12 +27,15 @@ _PREFIXES = ("GOOGLE_", "CLOUDSDK_", "VTRAIN_", "TF_CONFIG", "CLUSTER_SPEC", "AI
 
 
 @pytest.fixture(autouse=True)
-def _clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def _clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, cache: Path) -> None:
     for name in list(os.environ):
         if name.startswith(_PREFIXES):
             monkeypatch.delenv(name, raising=False)
     # vtrain's state (records of creates whose answer was lost) stays inside each test.
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))
+    # vtrain's cache is the run's (never ~/.cache): what one test built (a trainer sdist, an environment) the
+    # next reuses, as a person's second command does. A test about the cache itself sets its own.
+    monkeypatch.setenv("VTRAIN_CACHE_DIR", str(cache))
     # The high-level SDK's experiment tracker is module state: a TensorBoard one test gave `aiplatform.init`
     # would make the next test's `init` on that worker call google.auth.default() (metadata.py
     # _get_global_tensorboard), which a machine without credentials lacks. Cleared unless nothing imported it.

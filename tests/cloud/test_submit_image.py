@@ -43,6 +43,7 @@ pytestmark = [needs_registry, pytest.mark.slow, pytest.mark.emulator(runner=_run
 @pytest.fixture
 def setup(tmp_path: Path, registry: Registry, monkeypatch: pytest.MonkeyPatch) -> Path:  # noqa: F811
     """A base image on the registry, a trainer, a requirements file with a local wheel; returns the job file."""
+    monkeypatch.delenv("VTRAIN_CACHE_DIR")  # the cache under XDG_CACHE_HOME, this test's own
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     push_base(registry.client(), "base/python", [("usr/bin/python3", b"#!/bin/sh\n", True), FAKE_LIBC], tmp_path)
     make_trainer(tmp_path / "t")

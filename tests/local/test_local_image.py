@@ -93,6 +93,7 @@ def test_the_emulator_runs_the_pushed_image_from_its_layers(tmp_path: Path, regi
     from vtrain.emulator import Emulator
     from vtrain.emulator.local_jobs import EmulatedRunner
 
+    monkeypatch.delenv("VTRAIN_CACHE_DIR")  # the cache under XDG_CACHE_HOME, this test's own
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     push_base(registry.client(), "base/python", [("usr/bin/python3", b"#!/bin/sh\n", True), FAKE_LIBC], tmp_path)
     path = _job(tmp_path, image=f"{registry.host}/base/python:base", repository=f"{registry.host}/team/trainer")

@@ -8,9 +8,11 @@ selected, so changing the dataset changes neither the name nor what is uploaded.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -129,3 +131,50 @@ def test_staging_again_after_a_linked_dataset_changed_uploads_nothing(layout: tu
     second = P.build_and_stage(root, staging, "trainer.task", progress=False)
     assert first[0].uploaded and not second[0].uploaded and second[0].uri == first[0].uri
     assert first[0].uri.endswith("/" + _name(root))
+
+
+@pytest.mark.slow
+def test_a_trainer_built_once_is_staged_anywhere_without_building_again(layout: tuple[Path, Path], tmp_path: Path,
+                                                                        gcs: Any,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`vtrain local` keeps its build in the cache's sdists/; a submit to a bucket stages that very file, and a
+    build for one bucket serves the next: one backend run for one selection. A kept copy that does not read as
+    an sdist is built again; one that lacks the job's entry module is refused as a new build is."""
+    root, _ = layout
+    (root / "tools").mkdir()
+    (root / "tools" / "__init__.py").write_text("")
+    (root / "tools" / "run.py").write_text("")  # selected, but `packages = ["trainer"]` installs no tools/
+    real, runs = P.run_backend, []
+
+    def counted(*args: Any, **kwargs: Any) -> Path:
+        runs.append(args[0])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(P, "run_backend", counted)
+    builds = P.builds_dir()
+    assert builds == tmp_path / "cache" / "sdists"
+    builds.mkdir(parents=True)  # as `vtrain local` makes it
+    [local, _] = P.build_and_stage(root, str(builds), "trainer.task", progress=False, builds=builds)  # `vtrain local`
+    kept = builds / "vtrain" / _name(root)
+    assert local.uri == kept.as_uri() and len(runs) == 1
+    assert "tools/run.py" not in json.loads((builds / "vtrain" / f"{_name(root)}.backend.json").read_text())
+    client = gcs.client()
+    for bucket in ("bkt-a", "bkt-b"):
+        gcs.create_bucket(bucket)
+        [sent, _] = P.build_and_stage(root, f"gs://{bucket}", "trainer.task", client=client, progress=False,
+                                      builds=builds)
+        assert sent.uploaded and sent.uri == f"gs://{bucket}/vtrain/{_name(root)}"
+        assert client.bucket(bucket).blob(f"vtrain/{_name(root)}").download_as_bytes() == kept.read_bytes()
+    assert len(runs) == 1
+
+    for staging in ("gs://bkt-a/other", "gs://bkt-a"):  # a job with another entry module, to stage or staged
+        with pytest.raises(PackagingError, match="left trainer module 'tools.run' out of the sdist"):
+            P.build_and_stage(root, staging, "tools.run", client=client, progress=False, builds=builds)
+    assert len(runs) == 1  # refused by the kept list, as the build it stands for would be
+
+    kept.write_bytes(kept.read_bytes()[:100])  # cut short (a disk that filled up)
+    gcs.create_bucket("bkt-c")
+    [sent, _] = P.build_and_stage(root, "gs://bkt-c", "trainer.task", client=client, progress=False, builds=builds)
+    assert len(runs) == 2 and sent.uploaded
+    assert client.bucket("bkt-c").blob(f"vtrain/{_name(root)}").download_as_bytes() == kept.read_bytes()
+    assert P.sdist_members(kept)  # the new build was kept in its place

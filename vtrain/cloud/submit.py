@@ -335,7 +335,7 @@ def submit_job(
         images = push_images(plan.config, body_images(plan.body), allow_credentials=allow_credentials,
                              on_blob=stderr_progress if progress else None)
     elif trainer.package is not None:
-        from vtrain.trainer.packaging import build_and_stage
+        from vtrain.trainer.packaging import build_and_stage, builds_dir
 
         staged = tuple(
             build_and_stage(
@@ -346,6 +346,7 @@ def submit_job(
                 progress=progress,
                 client=storage_client,
                 skip=plan.config.job_files(),
+                builds=builds_dir(),
             )
         )
         uris = [s.uri for s in staged]

@@ -55,7 +55,7 @@ def package(job_file: str, allow_credentials: bool, target: str, launcher: str |
     `vtrain render` shows.
     """
     from vtrain.jobfile.load import load_config
-    from vtrain.trainer.packaging import build_and_stage, describe
+    from vtrain.trainer.packaging import build_and_stage, builds_dir, describe
 
     if launcher is not None or launcher_base is not None:
         _launcher(job_file, launcher, launcher_base, allow_credentials, output, overrides)
@@ -90,6 +90,7 @@ def package(job_file: str, allow_credentials: bool, target: str, launcher: str |
         allow_credentials=allow_credentials,
         progress=output == "text",
         skip=config.job_files(),
+        builds=builds_dir(),
     )
     if output == "json":
         echo_json(describe(objects))

@@ -5,7 +5,8 @@ Under the cache dir (VTRAIN_CACHE_DIR, else $XDG_CACHE_HOME/vtrain, else ~/.cach
     envs/KEY/        a trainer environment (a venv layered over this interpreter); KEY hashes its sdists
     envs/KEY.lock    held while the environment is checked or built
     envs/KEY.use     held, shared, by every run that uses it; its mtime is the last use
-    sdists/          the trainer and runtime sdists `vtrain local` built for its runs
+    sdists/          the trainer sdists built (`vtrain local`, `package`, `submit`), each with the list of the
+                     files its backend packaged (NAME.backend.json), and the runtime sdists of local runs
     downloads/       prebuilt package_uris fetched from Cloud Storage
     sdist-files/     left by older vtrains (per trainer layout, the files the build backend left out);
                      no longer read or written, since the sdist is named by the selection alone

@@ -427,7 +427,7 @@ def _packages(config: Any, cache: Path, allow_credentials: bool) -> tuple[list[P
     staging = cache / "sdists"
     staged = packaging.build_and_stage(config.trainer.package, str(staging), config.trainer.module,
                                        allow_credentials=allow_credentials, progress=False,
-                                       skip=config.job_files())
+                                       skip=config.job_files(), builds=staging)
     found = [uri_to_path(s.uri) for s in staged]
     if any(p is None for p in found):  # pragma: no cover - a local target gives file:// URIs
         raise PackagingError("staging into the local cache did not give local files")

@@ -29,12 +29,15 @@ backend run: its files are vtrain's own and fixed, so the archive is the same by
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import re
 import shutil
 import sys
 import tarfile
 import tempfile
+import zlib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -154,7 +157,7 @@ def build_sdist(
     if not allow_credentials:
         refuse_credentials(scan)
     sweep_stale_builds()
-    return _build_scan(scan, dist_name(scan.root), Path(out_dir), isolation, modules)
+    return _build_scan(scan, dist_name(scan.root), Path(out_dir), isolation, modules)[0]
 
 
 #: Temporary build trees are named `vtrain-KIND-PID-…`: one whose PID is dead was left by a killed vtrain.
@@ -173,8 +176,9 @@ def sweep_stale_builds() -> list[Path]:
 
 
 def _build_scan(scan: Scan, name: str, out_dir: Path, isolation: bool | None,
-                modules: Iterable[str] = ()) -> Path:
-    """Build the sdist from a copy of the selected files, then add the selected files the backend left out."""
+                modules: Iterable[str] = ()) -> tuple[Path, list[str]]:
+    """Build the sdist from a copy of the selected files, then add the selected files the backend left out:
+    (the sdist, the paths the backend's own sdist held)."""
     with tempfile.TemporaryDirectory(prefix=temp_prefix("build")) as tmp:
         src = Path(tmp) / "src"
         with readable_errors(scan.root):
@@ -192,7 +196,7 @@ def _build_scan(scan: Scan, name: str, out_dir: Path, isolation: bool | None,
         out_dir.mkdir(parents=True, exist_ok=True)
         final = out_dir / f"{name}-{digest}.tar.gz"
         complete_sdist(built, src, [rel for rel in scan.files if rel not in set(kept)], final)
-    return final
+    return final, kept
 
 
 def complete_sdist(built: Path, src: Path, missing: list[str], final: Path) -> None:
@@ -343,12 +347,18 @@ def build_and_stage(
     client: storage.Client | None = None,
     isolation: bool | None = None,
     skip: Iterable[Path] = (),
+    builds: Path | None = None,
 ) -> list[StagedObject]:
     """Build the trainer and runtime sdists and stage both: ``[trainer, runtime]``.
 
     Everything a user can get wrong is checked before the first upload: the package directory,
     its build file, the entry module, credentials among the files, the staging location and
     write access to it, and that both builds succeed. Only then is anything sent.
+
+    `builds` (:func:`builds_dir`: ``sdists/`` in vtrain's cache, where `vtrain local` stages): a trainer sdist
+    of the planned name kept there is staged as it is, not built again (the name is the hash of the same
+    selection), and a new build is kept there, with the list of the files the backend itself packaged
+    (``NAME.backend.json``), so the entry module is checked against it for every job, built now or not.
     """
     target = parse_staging(staging)
     scan = check_contents(select_files(package_dir, skip=[*skip, *_local_skips(target)]))
@@ -371,13 +381,24 @@ def build_and_stage(
         trainer_name = sdist_name(scan)
         # Content-addressed names: what is already staged needs neither a build nor an upload.
         known = {name: lookup(target, name, client) for name in (trainer_name, runtime_name)}
+        backend = _backend_files(builds, trainer_name) if builds is not None else None
+        if module is not None and backend is not None:  # what the build of these files packaged, staged or not
+            check_kept(backend, module)
         if known[trainer_name] is None:
-            sdist = _build_scan(scan, dist_name(scan.root), Path(tmp), isolation,
-                                [module] if module is not None else ())
-            if sdist.name != trainer_name:  # a file changed between the hash and the build's copy of it
-                trainer_name = sdist.name
-                known[trainer_name] = lookup(target, trainer_name, client)
-            built[trainer_name] = sdist
+            earlier = None
+            if builds is not None and backend is not None:  # built before, with its list: not built again
+                earlier = _built_before(builds, trainer_name, Path(tmp))
+            if earlier is not None:
+                built[trainer_name] = earlier
+            else:
+                sdist, backend = _build_scan(scan, dist_name(scan.root), Path(tmp), isolation,
+                                             [module] if module is not None else ())
+                if sdist.name != trainer_name:  # a file changed between the hash and the build's copy of it
+                    trainer_name = sdist.name
+                    known[trainer_name] = lookup(target, trainer_name, client)
+                built[trainer_name] = sdist
+                if builds is not None:
+                    _keep(builds, sdist, backend, copy=parse_staging(str(builds)) != target)
         if known[runtime_name] is None:
             built[runtime_name] = _write_runtime(runtime, runtime_name, Path(tmp))
         # Every build succeeded: only now send anything.
@@ -385,6 +406,62 @@ def build_and_stage(
             known[name] or stage(built[name], target, progress=progress, client=client)
             for name in (trainer_name, runtime_name)
         ]
+
+
+def builds_dir() -> Path:
+    """Where trainer sdists are kept once built (``sdists/`` in vtrain's cache; `vtrain local` stages there)."""
+    from vtrain.userpaths import cache_dir
+
+    return cache_dir() / "sdists"
+
+
+#: The most a kept ``NAME.backend.json`` may hold; a bigger one is not read (the sdist is built again).
+_MAX_BACKEND_LIST = 8 << 20
+
+
+def _backend_files(builds: Path, name: str) -> list[str] | None:
+    """The files the backend packaged when it built the sdist `name`, as kept in `builds`; None when there is no
+    such list, or it does not read as a list of paths."""
+    path = parse_staging(str(builds)).local_dir / f"{name}.backend.json"
+    try:
+        with open_regular(path) as fh:
+            data = json.loads(fh.read(_MAX_BACKEND_LIST + 1))
+    except (OSError, ValueError, PackagingError):
+        return None
+    if not isinstance(data, list) or not all(isinstance(p, str) for p in data):
+        return None
+    return data
+
+
+def _built_before(builds: Path, name: str, into: Path) -> Path | None:
+    """A copy, in `into`, of the sdist `name` that an earlier build kept in `builds`; None when there is none or
+    it does not read as an sdist. A copy, so that a `vtrain cache clear` meanwhile cannot cut it short."""
+    kept = parse_staging(str(builds)).local_dir / name  # where `vtrain local` (and `stage`) put it
+    copy = into / name
+    try:
+        with open_regular(kept) as fh, open(copy, "wb") as out:
+            shutil.copyfileobj(fh, out, 1 << 20)
+        sdist_members(copy)
+    except (OSError, EOFError, tarfile.TarError, zlib.error, PackagingError):
+        return None
+    return copy
+
+
+def _keep(builds: Path, sdist: Path, backend: list[str], *, copy: bool) -> None:
+    """Keep a new build in `builds` (`copy`: unless it was staged there) with the list of what the backend
+    packaged. A cache that cannot be written keeps nothing, and says nothing: the build itself succeeded."""
+    target = parse_staging(str(builds))
+    with contextlib.suppress(PackagingError, OSError):
+        if copy:
+            (target.local_dir / sdist.name).unlink(missing_ok=True)  # one there did not read: replaced
+            stage(sdist, target, progress=False)
+        listing = target.local_dir / f"{sdist.name}.backend.json"
+        partial = listing.with_name(f".{listing.name}.{os.getpid()}.partial")
+        try:
+            partial.write_text(json.dumps(backend), encoding="utf-8")
+            os.replace(partial, listing)
+        finally:
+            partial.unlink(missing_ok=True)
 
 
 def check_kept(members: Iterable[str], module: str) -> None:
@@ -408,6 +485,7 @@ __all__ = [
     "StagedObject",
     "build_and_stage",
     "build_runtime_sdist",
+    "builds_dir",
     "build_sdist",
     "check_contents",
     "check_module",
