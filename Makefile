@@ -21,14 +21,18 @@ unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: demo test test-fast lint bench docs install clean
 
+# pip puts uv into the venv, and uv installs the rest: the same resolution as pip's (checked package by package),
+# in ~20 s here where pip took ~85 s. No bytecode is compiled at install (see above).
+UV := $(BIN)/uv pip install --python $(BIN)/python --quiet
+
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet --no-compile -e '.[dev,tf,docs,pipelines]'
+	$(BIN)/python -m pip install --quiet --upgrade pip uv
+	$(UV) -e '.[dev,tf,docs,pipelines]'
 	# Google's pipeline components declare aiplatform<2; what vtrain.pipelines uses of them imports only kfp, so
 	# they go in without their dependencies (docs/guides/pipelines.md). kfp pins requests 2.33, which ships no
 	# types: mypy --strict then needs its stubs.
-	$(BIN)/python -m pip install --quiet --no-compile --no-deps google-cloud-pipeline-components==2.22.0 types-requests
+	$(UV) --no-deps google-cloud-pipeline-components==2.22.0 types-requests
 	touch $(STAMP)
 
 install: $(STAMP)
