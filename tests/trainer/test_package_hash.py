@@ -178,3 +178,9 @@ def test_a_trainer_built_once_is_staged_anywhere_without_building_again(layout: 
     assert len(runs) == 2 and sent.uploaded
     assert client.bucket("bkt-c").blob(f"vtrain/{_name(root)}").download_as_bytes() == kept.read_bytes()
     assert P.sdist_members(kept)  # the new build was kept in its place
+
+    (tmp_path / "not-a-dir").write_text("x")  # a cache that cannot be written: built, staged, kept nowhere
+    gcs.create_bucket("bkt-d")
+    [sent, _] = P.build_and_stage(root, "gs://bkt-d", "trainer.task", client=client, progress=False,
+                                  builds=tmp_path / "not-a-dir")
+    assert len(runs) == 3 and sent.uploaded and (tmp_path / "not-a-dir").read_text() == "x"
