@@ -207,7 +207,7 @@ def test_the_request_reads_no_file() -> None:
 
 
 def test_the_runtime_needs_only_what_ships_with_it() -> None:
-    from vtrain.trainer.packaging import RUNTIME_FILES, RUNTIME_PACKAGES
+    from vtrain.trainer.runtime_sdist import RUNTIME_FILES, RUNTIME_PACKAGES
 
     shipped = {f"vtrain.{name.removesuffix('.py')}" for name in RUNTIME_FILES if name.endswith(".py")}
     for package in RUNTIME_PACKAGES:

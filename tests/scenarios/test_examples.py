@@ -21,7 +21,7 @@ from tests.helpers import assert_equals_real_proto, planned
 from vtrain.jobfile.load import load_config
 from vtrain.request.custom_job import build_job_dict
 from vtrain.request.render import render
-from vtrain.trainer import packaging
+from vtrain.trainer import packaging, runtime_sdist
 
 CONFIGS = sorted((REPO / "configs").glob("*.yaml"))
 GOLDEN = REPO / "tests" / "golden"
@@ -83,6 +83,6 @@ def test_package_uris_are_where_submit_will_stage(path: Path) -> None:
     uris = build_job_dict(*planned(config))["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]["packageUris"]
     assert uris == [
         packaging.planned_uri(config.trainer.package, config.staging_bucket),
-        packaging.planned_runtime_uri(config.staging_bucket),
+        runtime_sdist.planned_runtime_uri(config.staging_bucket),
     ]
     assert all(u.startswith(f"{config.staging_bucket}/") for u in uris)

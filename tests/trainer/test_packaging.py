@@ -17,6 +17,7 @@ from tests.conftest import REPO
 from vtrain import __version__
 from vtrain.errors import PackagingError
 from vtrain.trainer import packaging as P
+from vtrain.trainer import runtime_sdist as R
 from vtrain.trainer.select import IgnoreRules, translate
 from vtrain.trainer.staging import uri_to_path
 
@@ -140,7 +141,7 @@ def test_planned_uri_shape(trainer: Path) -> None:
     planned = P.planned_uri(trainer, "gs://bkt/some/prefix/")
     assert re.fullmatch(r"gs://bkt/some/prefix/vtrain/my_trainer-[0-9a-f]{12}\.tar\.gz", planned), planned
     assert P.dist_name(DATA / "setup_py_only") == "setup_py_only"  # no pyproject: directory name
-    runtime = P.planned_runtime_uri("gs://bkt")
+    runtime = R.planned_runtime_uri("gs://bkt")
     assert runtime.startswith(f"gs://bkt/vtrain/vtrain-{__version__}-") and runtime.endswith(".tar.gz")
 
 
@@ -252,8 +253,8 @@ def test_build_failure_shows_backend_output(tmp_path: Path) -> None:
 
 
 def test_runtime_sdist_installs_and_imports(tmp_path: Path) -> None:
-    sdist = P.build_runtime_sdist(tmp_path)
-    assert sdist.name == P.planned_runtime_uri(str(tmp_path)).rsplit("/", 1)[1]
+    sdist = R.build_runtime_sdist(tmp_path)
+    assert sdist.name == R.planned_runtime_uri(str(tmp_path)).rsplit("/", 1)[1]
     members = P.sdist_members(sdist)
     # Only what replicas import: a change to the CLI, the rules or the emulator leaves this hash alone.
     runtime = sorted(p.relative_to(REPO).as_posix() for sub in ("runtime", "diloco", "horovod")
@@ -262,7 +263,7 @@ def test_runtime_sdist_installs_and_imports(tmp_path: Path) -> None:
         "PKG-INFO", "pyproject.toml", "vtrain/__init__.py", "vtrain/constants.py", "vtrain/errors.py",
         "vtrain/strategies.py", "vtrain/foreign.py", "vtrain/py.typed", *runtime])
     # Written by vtrain, not a backend: the same sources are the same bytes, and nothing is left beside it.
-    assert P.build_runtime_sdist(tmp_path / "again").read_bytes() == sdist.read_bytes()
+    assert R.build_runtime_sdist(tmp_path / "again").read_bytes() == sdist.read_bytes()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["again", sdist.name]
     target = tmp_path / "site"
     subprocess.run(
@@ -300,7 +301,7 @@ def test_build_and_stage_gcs(gcs, trainer: Path) -> None:  # type: ignore[no-unt
     gcs.create_bucket("stage-bkt")
     client = gcs.client()
     staging = "gs://stage-bkt/team"
-    planned = [P.planned_uri(trainer, staging), P.planned_runtime_uri(staging)]
+    planned = [P.planned_uri(trainer, staging), R.planned_runtime_uri(staging)]
     first = P.build_and_stage(trainer, staging, "trainer.task", client=client, progress=False)
     assert [o.uri for o in first] == planned
     assert [o.uploaded for o in first] == [True, True]
@@ -375,7 +376,7 @@ def test_build_and_stage_local_directory(trainer: Path) -> None:
     stage_dir = trainer / "staging"  # inside the package: it must not feed the next hash
     stage_dir.mkdir()
     for staging in (str(stage_dir), stage_dir.as_uri()):
-        planned = [P.planned_uri(trainer, staging), P.planned_runtime_uri(staging)]
+        planned = [P.planned_uri(trainer, staging), R.planned_runtime_uri(staging)]
         objects = P.build_and_stage(trainer, staging, "trainer.task", progress=False)
         assert [o.uri for o in objects] == planned
         for o in objects:
@@ -425,7 +426,7 @@ def test_cli_package_text_then_json(gcs, trainer: Path, tmp_path: Path) -> None:
 
     gcs.create_bucket("cli-bkt")
     job = _job(tmp_path, trainer, "gs://cli-bkt/s")
-    planned = [P.planned_uri(trainer, "gs://cli-bkt/s"), P.planned_runtime_uri("gs://cli-bkt/s")]
+    planned = [P.planned_uri(trainer, "gs://cli-bkt/s"), R.planned_runtime_uri("gs://cli-bkt/s")]
     first = CliRunner().invoke(cli, ["package", str(job)])
     assert first.exit_code == 0, first.output
     lines = first.output.splitlines()

@@ -71,7 +71,8 @@ def plan_artifacts(config: JobConfig, *, region: str | None = None) -> Artifacts
         return Artifacts()
     if trainer.build is not None:
         return Artifacts(images=planned_images(config))
-    from vtrain.trainer.packaging import planned_runtime_uri, planned_uri
+    from vtrain.trainer.packaging import planned_uri
+    from vtrain.trainer.runtime_sdist import planned_runtime_uri
 
     staging = config.staging_bucket or ""
     return Artifacts(package_uris=(planned_uri(trainer.package, staging, skip=config.job_files()),

@@ -19,12 +19,8 @@ MANIFEST.in, git file finders, package data). Building from a temporary copy tha
 selected files (``.gitignore``/``.vtrainignore`` applied, junk and VCS data dropped) guarantees
 that nothing excluded can reach the sdist, whatever the backend does.
 
-Vertex replicas also need vtrain's runtime (``vtrain.runtime``); the prebuilt TensorFlow images do
-not have it, so :func:`build_runtime_sdist` packages it (the runtime with the two modules it
-imports, nothing else of vtrain), pinned to vtrain's version and without dependencies (TensorFlow
-is already in the image), as the second ``packageUris`` entry. vtrain writes that sdist itself, no build
-backend run: its files are vtrain's own and fixed, so the archive is the same bytes for the same sources
-(every member stamped ``_RUNTIME_MTIME``), built in milliseconds, with no setuptools needed where vtrain runs.
+Vertex replicas also need vtrain's runtime (``vtrain.runtime``), the second ``packageUris`` entry:
+:mod:`vtrain.trainer.runtime_sdist`.
 """
 
 from __future__ import annotations
@@ -42,12 +38,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vtrain import __version__
 from vtrain.errors import PackagingError
 from vtrain.foreign import printable
 from vtrain.trainer.backend import run_backend
 from vtrain.trainer.credentials import check_contents, credential_reason
 from vtrain.trainer.entrymodule import entry_module_problem, syntax_problem
+from vtrain.trainer.runtime_sdist import runtime_entries, runtime_name, write_runtime
 from vtrain.trainer.select import (
     Scan,
     check_package_dir,
@@ -227,107 +223,6 @@ def complete_sdist(built: Path, src: Path, missing: list[str], final: Path) -> N
                     out.addfile(info, fh)
 
 
-# --- vtrain's own runtime -----------------------------------------------------------------------
-
-_RUNTIME_PYPROJECT = """\
-[build-system]
-requires = ["setuptools>=61"]
-build-backend = "setuptools.build_meta"
-
-[project]
-name = "vtrain"
-version = "{version}"
-description = "vtrain runtime for Vertex AI replicas (no dependencies: the image has TensorFlow)."
-requires-python = ">=3.10"
-dependencies = []
-
-[tool.setuptools.packages.find]
-include = ["vtrain*"]
-
-[tool.setuptools.package-data]
-vtrain = ["py.typed"]
-"""
-
-
-#: What replicas import of vtrain, and so all that ships to them: editing the CLI, the rules or the
-#: emulator leaves the runtime sdist's hash (and every job's config hash) as it was.
-RUNTIME_FILES = ("errors.py", "foreign.py", "constants.py", "strategies.py", "py.typed")
-RUNTIME_PACKAGES = ("runtime", "diloco", "horovod")
-_RUNTIME_INIT = '''"""vtrain's runtime as shipped to Vertex AI replicas: `from vtrain import runtime`."""
-
-__version__ = "{version}"
-'''
-
-
-def runtime_entries() -> list[tuple[str, Path | bytes]]:
-    """What ships of vtrain, sorted: (path in the sdist, file or content); the sdist and the image alike."""
-    pkg = Path(__file__).resolve().parents[1]  # vtrain/, which runtime/, diloco/ and horovod/ are in
-    out: list[tuple[str, Path | bytes]] = [
-        ("pyproject.toml", _RUNTIME_PYPROJECT.format(version=__version__).encode()),
-        ("vtrain/__init__.py", _RUNTIME_INIT.format(version=__version__).encode()),
-    ]
-    out += [(f"vtrain/{name}", pkg / name) for name in RUNTIME_FILES if (pkg / name).is_file()]
-    for sub in RUNTIME_PACKAGES:
-        for dirpath, dirnames, filenames in os.walk(pkg / sub):
-            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and not d.startswith("."))
-            for f in filenames:
-                if f.endswith(".py"):
-                    path = Path(dirpath) / f
-                    out.append((f"vtrain/{path.relative_to(pkg).as_posix()}", path))
-    return sorted(out, key=lambda e: e[0])
-
-
-def _runtime_name(entries: list[tuple[str, Path | bytes]]) -> str:
-    return f"vtrain-{__version__}-{hash_entries(entries)}.tar.gz"
-
-
-def planned_runtime_uri(staging: str) -> str:
-    """The URI of vtrain's runtime sdist once staged (this vtrain's version and sources)."""
-    return parse_staging(staging).uri_for(_runtime_name(runtime_entries()))
-
-
-_RUNTIME_PKG_INFO = """\
-Metadata-Version: 2.1
-Name: vtrain
-Version: {version}
-Summary: vtrain runtime for Vertex AI replicas (no dependencies: the image has TensorFlow).
-Requires-Python: >=3.10
-"""
-#: The mtime of every member of the runtime sdist (2020-01-01 UTC): the same sources give the same bytes, and
-#: the wheel pip builds from it is a ZIP, which cannot hold dates before 1980.
-_RUNTIME_MTIME = 1_577_836_800
-
-
-def build_runtime_sdist(out_dir: Path) -> Path:
-    """Package this vtrain (sources only, no dependencies) for the replicas to install."""
-    entries = runtime_entries()
-    return _write_runtime(entries, _runtime_name(entries), Path(out_dir))
-
-
-def _write_runtime(entries: list[tuple[str, Path | bytes]], name: str, out_dir: Path) -> Path:
-    """The sdist of `entries` (a PEP 517 source tree: pyproject.toml, the package) as a backend would write it:
-    one ``vtrain-VERSION/`` folder with PKG-INFO first; written under a temporary name, then renamed."""
-    import gzip
-    import io
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    final = out_dir / name
-    partial = out_dir / f".{name}.{os.getpid()}.partial"
-    members = [("PKG-INFO", _RUNTIME_PKG_INFO.format(version=__version__).encode()), *entries]
-    try:
-        with open(partial, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz, \
-                tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
-            for rel, value in members:
-                data = value if isinstance(value, bytes) else value.read_bytes()
-                info = tarfile.TarInfo(f"vtrain-{__version__}/{rel}")
-                info.size, info.mode, info.mtime = len(data), 0o644, _RUNTIME_MTIME
-                tar.addfile(info, io.BytesIO(data))
-        os.replace(partial, final)
-    finally:
-        partial.unlink(missing_ok=True)
-    return final
-
-
 # --- the whole step -----------------------------------------------------------------------------
 
 
@@ -373,14 +268,14 @@ def build_and_stage(
     check_target(target, client)
     sweep_stale_builds()
     runtime = runtime_entries()
-    runtime_name = _runtime_name(runtime)
+    runtime_sdist = runtime_name(runtime)
     with tempfile.TemporaryDirectory(prefix=temp_prefix("dist")) as tmp:
         built: dict[str, Path] = {}
         with readable_errors(scan.root):
             scan.digest = hash_entries((rel, scan.root / rel) for rel in scan.files)
         trainer_name = sdist_name(scan)
         # Content-addressed names: what is already staged needs neither a build nor an upload.
-        known = {name: lookup(target, name, client) for name in (trainer_name, runtime_name)}
+        known = {name: lookup(target, name, client) for name in (trainer_name, runtime_sdist)}
         backend = _backend_files(builds, trainer_name) if builds is not None else None
         if module is not None and backend is not None:  # what the build of these files packaged, staged or not
             check_kept(backend, module)
@@ -399,12 +294,12 @@ def build_and_stage(
                 built[trainer_name] = sdist
                 if builds is not None:
                     _keep(builds, sdist, backend, copy=parse_staging(str(builds)) != target)
-        if known[runtime_name] is None:
-            built[runtime_name] = _write_runtime(runtime, runtime_name, Path(tmp))
+        if known[runtime_sdist] is None:
+            built[runtime_sdist] = write_runtime(runtime, runtime_sdist, Path(tmp))
         # Every build succeeded: only now send anything.
         return [
             known[name] or stage(built[name], target, progress=progress, client=client)
-            for name in (trainer_name, runtime_name)
+            for name in (trainer_name, runtime_sdist)
         ]
 
 
@@ -484,7 +379,6 @@ __all__ = [
     "Scan",
     "StagedObject",
     "build_and_stage",
-    "build_runtime_sdist",
     "builds_dir",
     "build_sdist",
     "check_contents",
@@ -494,9 +388,7 @@ __all__ = [
     "credential_reason",
     "complete_sdist",
     "dist_name",
-    "planned_runtime_uri",
     "refuse_credentials",
-    "runtime_entries",
     "planned_uri",
     "run_backend",
     "scan_package",

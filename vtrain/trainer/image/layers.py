@@ -29,7 +29,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from vtrain.trainer.packaging import refuse_credentials, runtime_entries, scan_package
+from vtrain.trainer.packaging import refuse_credentials, scan_package
+from vtrain.trainer.runtime_sdist import runtime_entries
 from vtrain.trainer.select import Scan, hash_entries, readable_errors
 
 TAR_GZIP = "application/vnd.oci.image.layer.v1.tar+gzip"
