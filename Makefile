@@ -14,15 +14,15 @@ PYTEST  := $(BIN)/python -m pytest -q --durations=30
 MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs
 # Python writes each module's bytecode the first time it imports it, under every target here: a machine that
 # sets PYTHONDONTWRITEBYTECODE (this one does) would otherwise compile TensorFlow's ~3,100 modules again in
-# each process that imports it (`import tensorflow`: 24 CPU-s without its bytecode, 7 with, on a busy machine
-# here; the suite starts hundreds of Python processes). Lazily, not at install: pip (or compileall) would
-# compile all ~15,000 files of the environment, most never imported.
+# each process that imports it (`import tensorflow`: ~20 CPU-s without its bytecode, ~5.5 with; the suite
+# starts hundreds of Python processes). Not all at install (compileall would compile all ~15,000 files of the
+# environment, most never imported): the install imports what the suite's processes import (below).
 unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: demo test test-fast lint bench docs install clean
 
 # pip puts uv into the venv, and uv installs the rest: the same resolution as pip's (checked package by package),
-# in ~20 s here where pip took ~85 s. No bytecode is compiled at install (see above).
+# in ~20 s here where pip took ~85 s. uv writes no bytecode: the imports at the end of the install do (see above).
 UV := $(BIN)/uv pip install --python $(BIN)/python --quiet
 
 $(STAMP): pyproject.toml
@@ -33,6 +33,12 @@ $(STAMP): pyproject.toml
 	# they go in without their dependencies (docs/guides/pipelines.md). kfp pins requests 2.33, which ships no
 	# types: mypy --strict then needs its stubs.
 	$(UV) --no-deps google-cloud-pipeline-components==2.22.0 types-requests
+	# The bytecode of what the suite's processes import, written once now by two imports side by side (~20 s): a
+	# cold TensorFlow import costs ~20 CPU-s (~5.5 warm), a cold aiplatform + kfp one ~19 (~4.6 warm), and the
+	# processes that start together at the top of `make test` would each compile the same modules.
+	$(BIN)/python -c "import tensorflow as tf; tf.keras.layers.Dense; import tf_keras, vtrain.runtime" >/dev/null 2>&1 & \
+	  $(BIN)/python -c "import google.cloud.aiplatform, google.cloud.storage, kfp, vtrain.cli, vtrain.emulator"; \
+	  b=$$?; wait $$!; a=$$?; test $$a = 0 -a $$b = 0 || echo "make: the bytecode warm-up import failed ($$a, $$b)" >&2
 	touch $(STAMP)
 
 install: $(STAMP)
