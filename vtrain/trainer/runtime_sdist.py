@@ -68,6 +68,7 @@ def runtime_entries() -> list[tuple[str, Path | bytes]]:
 
 
 def runtime_name(entries: list[tuple[str, Path | bytes]]) -> str:
+    """The runtime sdist's file name: vtrain's version and the hash of what it holds."""
     return f"vtrain-{__version__}-{hash_entries(entries)}.tar.gz"
 
 
