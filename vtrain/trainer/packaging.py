@@ -276,13 +276,13 @@ def build_and_stage(
         trainer_name = sdist_name(scan)
         # Content-addressed names: what is already staged needs neither a build nor an upload.
         known = {name: lookup(target, name, client) for name in (trainer_name, runtime_sdist)}
-        backend = _backend_files(builds, trainer_name) if builds is not None else None
+        kept = parse_staging(str(builds)) if builds is not None else None  # where builds are kept, as staged
+        backend = _backend_files(kept, trainer_name) if kept is not None else None
         if module is not None and backend is not None:  # what the build of these files packaged, staged or not
             check_kept(backend, module)
         if known[trainer_name] is None:
-            earlier = None
-            if builds is not None and backend is not None:  # built before, with its list: not built again
-                earlier = _built_before(builds, trainer_name, Path(tmp))
+            # built before, with its list: not built again
+            earlier = _built_before(kept, trainer_name, Path(tmp)) if kept is not None and backend is not None else None
             if earlier is not None:
                 built[trainer_name] = earlier
             else:
@@ -292,8 +292,8 @@ def build_and_stage(
                     trainer_name = sdist.name
                     known[trainer_name] = lookup(target, trainer_name, client)
                 built[trainer_name] = sdist
-                if builds is not None:
-                    _keep(builds, sdist, backend, copy=parse_staging(str(builds)) != target)
+                if kept is not None:
+                    _keep(kept, sdist, backend, copy=kept != target)
         if known[runtime_sdist] is None:
             built[runtime_sdist] = write_runtime(runtime, runtime_sdist, Path(tmp))
         # Every build succeeded: only now send anything.
@@ -314,10 +314,10 @@ def builds_dir() -> Path:
 _MAX_BACKEND_LIST = 8 << 20
 
 
-def _backend_files(builds: Path, name: str) -> list[str] | None:
-    """The files the backend packaged when it built the sdist `name`, as kept in `builds`; None when there is no
+def _backend_files(kept: StagingTarget, name: str) -> list[str] | None:
+    """The files the backend packaged when it built the sdist `name`, as kept in `kept`; None when there is no
     such list, or it does not read as a list of paths."""
-    path = parse_staging(str(builds)).local_dir / f"{name}.backend.json"
+    path = kept.local_dir / f"{name}.backend.json"
     try:
         with open_regular(path) as fh:
             data = json.loads(fh.read(_MAX_BACKEND_LIST + 1))
@@ -328,13 +328,13 @@ def _backend_files(builds: Path, name: str) -> list[str] | None:
     return data
 
 
-def _built_before(builds: Path, name: str, into: Path) -> Path | None:
-    """A copy, in `into`, of the sdist `name` that an earlier build kept in `builds`; None when there is none or
-    it does not read as an sdist. A copy, so that a `vtrain cache clear` meanwhile cannot cut it short."""
-    kept = parse_staging(str(builds)).local_dir / name  # where `vtrain local` (and `stage`) put it
+def _built_before(kept: StagingTarget, name: str, into: Path) -> Path | None:
+    """A copy, in `into`, of the sdist `name` that an earlier build kept in `kept` (where `vtrain local` and
+    `stage` put it); None when there is none or it does not read as an sdist. A copy, so that a `vtrain cache
+    clear` meanwhile cannot cut it short."""
     copy = into / name
     try:
-        with open_regular(kept) as fh, open(copy, "wb") as out:
+        with open_regular(kept.local_dir / name) as fh, open(copy, "wb") as out:
             shutil.copyfileobj(fh, out, 1 << 20)
         sdist_members(copy)
     except (OSError, EOFError, tarfile.TarError, zlib.error, PackagingError):
@@ -342,15 +342,14 @@ def _built_before(builds: Path, name: str, into: Path) -> Path | None:
     return copy
 
 
-def _keep(builds: Path, sdist: Path, backend: list[str], *, copy: bool) -> None:
-    """Keep a new build in `builds` (`copy`: unless it was staged there) with the list of what the backend
+def _keep(kept: StagingTarget, sdist: Path, backend: list[str], *, copy: bool) -> None:
+    """Keep a new build in `kept` (`copy`: unless it was staged there) with the list of what the backend
     packaged. A cache that cannot be written keeps nothing, and says nothing: the build itself succeeded."""
-    target = parse_staging(str(builds))
     with contextlib.suppress(PackagingError, OSError):
         if copy:
-            (target.local_dir / sdist.name).unlink(missing_ok=True)  # one there did not read: replaced
-            stage(sdist, target, progress=False)
-        listing = target.local_dir / f"{sdist.name}.backend.json"
+            (kept.local_dir / sdist.name).unlink(missing_ok=True)  # one there did not read: replaced
+            stage(sdist, kept, progress=False)
+        listing = kept.local_dir / f"{sdist.name}.backend.json"
         partial = listing.with_name(f".{listing.name}.{os.getpid()}.partial")
         try:
             partial.write_text(json.dumps(backend), encoding="utf-8")
