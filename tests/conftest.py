@@ -209,6 +209,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         slow[item.path] = slow.get(item.path, 0) + (item.get_closest_marker("slow") is not None)
     items.sort(key=lambda item: -slow[item.path])
+    _alone_where_make_finds_it(items)
+
+
+def _alone_where_make_finds_it(items: list[pytest.Item]) -> None:
+    """`make test` runs the `alone` part on the files that say `pytest.mark.alone` (a grep: collecting only them
+    is quicker). A test marked otherwise (a conftest hook, a mark given a new name) would silently not run."""
+    unseen = sorted({str(item.path) for item in items if item.get_closest_marker("alone") is not None
+                     and "pytest.mark.alone" not in item.path.read_text(encoding="utf-8")})
+    if unseen:
+        raise pytest.UsageError(f"{', '.join(unseen)}: marked alone but not with `pytest.mark.alone` in the file, "
+                                "which is how `make test` finds the alone tests (ALONE_FILES)")
 
 
 #: A test that takes longer than this and is not marked `slow` is named at the end of the run, so
