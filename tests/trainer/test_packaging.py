@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -395,6 +396,44 @@ def test_isolated_and_plain_builds_agree(trainer: Path, tmp_path: Path) -> None:
         results[isolation] = (sdist.name, P.sdist_members(sdist), time.perf_counter() - start)
     assert results[False][:2] == results[True][:2]
     print(f"\nsdist build: in-process env {results[False][2]:.2f}s, isolated {results[True][2]:.2f}s")
+
+
+@pytest.mark.slow
+def test_setuptools_without_setup_files_builds_in_one_backend_process(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """setuptools' get_requires_for_build_sdist adds only setup_requires, which only setup.py and setup.cfg declare:
+    without them the static `requires` decide, and the hook's process is not run. With either, it is, as when a
+    static requirement is missing (the build then goes to an isolated environment)."""
+    from vtrain.trainer import backend
+
+    hooks: list[str] = []
+    real = backend._captured_runner
+
+    def counted(cmd: Any, cwd: str | None = None, extra_environ: Any = None) -> None:
+        hooks.append(cmd[2])  # [python, _in_process.py, hook name, control dir]
+        real(cmd, cwd, extra_environ)
+
+    monkeypatch.setattr(backend, "_captured_runner", counted)
+    plain = tmp_path / "plain"
+    shutil.copytree(DATA / "basic", plain)
+    first = backend.run_backend(plain, tmp_path / "dist-plain")
+    assert hooks == ["build_sdist"]
+    hooks.clear()
+    cfg = tmp_path / "cfg"
+    shutil.copytree(DATA / "basic", cfg)
+    (cfg / "setup.cfg").write_text("[metadata]\n")
+    second = backend.run_backend(cfg, tmp_path / "dist-cfg")
+    assert hooks == ["get_requires_for_build_sdist", "build_sdist"]
+    def files(sdist: Path) -> set[str]:
+        return set(P.sdist_members(sdist)) - {"setup.cfg"}  # setuptools writes one into every sdist
+
+    assert files(first) == files(second) and "trainer/task.py" in files(first)
+    hooks.clear()
+    pyproject = plain / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('requires = ["', 'requires = ["vtrain-no-such-backend", "'))
+    from build import ProjectBuilder
+
+    assert backend._lacks_requirements(ProjectBuilder(plain, runner=counted), plain) and hooks == []
 
 
 # --- `vtrain package` ---------------------------------------------------------------------------

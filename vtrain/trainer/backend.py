@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import os
+import sys
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from vtrain.errors import PackagingError
+
+if TYPE_CHECKING:
+    from build import ProjectBuilder
 
 
 def run_backend(source_dir: Path, out_dir: Path, *, isolation: bool | None = None) -> Path:
@@ -26,7 +31,7 @@ def run_backend(source_dir: Path, out_dir: Path, *, isolation: bool | None = Non
             warnings.simplefilter("ignore")
             builder = ProjectBuilder(source_dir, runner=_captured_runner)
             if isolation is None:
-                isolation = bool(builder.check_dependencies("sdist"))
+                isolation = _lacks_requirements(builder, source_dir)
             if not isolation:
                 return Path(builder.build("sdist", out_dir))
             with DefaultIsolatedEnv() as env:
@@ -40,6 +45,37 @@ def run_backend(source_dir: Path, out_dir: Path, *, isolation: bool | None = Non
         raise PackagingError(f"building the sdist failed: {err}{_tail(err.exception)}") from err
     except (BuildException, OSError) as err:
         raise PackagingError(f"building the sdist failed: {err}") from err
+
+
+#: setuptools' get_requires_for_build_sdist hook adds only `setup_requires`, which only these files can declare.
+_SETUPTOOLS_BACKEND = "setuptools.build_meta"
+_SETUP_REQUIRES_FILES = ("setup.py", "setup.cfg")
+
+
+def _lacks_requirements(builder: ProjectBuilder, source_dir: Path) -> bool:
+    """Whether this interpreter lacks what the backend needs to build an sdist: the static `requires` of
+    [build-system], and what the backend's get_requires_for_build_sdist hook adds. For setuptools without a
+    setup.py or setup.cfg the hook adds nothing, so it is not run: it is a process that imports setuptools
+    (~0.5 CPU-s, a third of a small trainer's build)."""
+    from build import check_dependency
+
+    if not _hook_adds_nothing(source_dir):
+        return bool(builder.check_dependencies("sdist"))
+    return any(next(check_dependency(req), None) is not None for req in builder.build_system_requires)
+
+
+def _hook_adds_nothing(source_dir: Path) -> bool:
+    if any((source_dir / name).exists() for name in _SETUP_REQUIRES_FILES):
+        return False
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # Python 3.10
+        import tomli as tomllib
+    try:
+        table = tomllib.loads((source_dir / "pyproject.toml").read_text(encoding="utf-8")).get("build-system")
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return False  # ProjectBuilder read it; whatever this is, the hook decides
+    return isinstance(table, dict) and table.get("build-backend") == _SETUPTOOLS_BACKEND
 
 
 def _captured_runner(cmd: Sequence[str], cwd: str | None = None,
