@@ -1,8 +1,10 @@
 """The `vtrain-validate` hook of .pre-commit-hooks.yaml, run by the real `pre-commit try-repo`.
 
-pre-commit installs this repository into a fresh virtualenv (pip, from the package registry) the
+pre-commit installs this repository into a fresh virtualenv (from the package registry) the
 way a user's `.pre-commit-config.yaml` would, then runs the hook on the files of a temporary git
-repository. One test, two runs on one installed environment (~35 s for the install, without byte-compiling).
+repository. One test, two runs on one installed environment. The development set has pre-commit-uv, so uv
+makes that environment (~16 s for the test, where pip took ~46 s); without it, or with
+DISABLE_PRE_COMMIT_UV_PATCH=1, pip does, and the test is the same.
 """
 
 from __future__ import annotations
@@ -74,9 +76,10 @@ def test_pre_commit_try_repo_passes_the_good_file_and_fails_the_bad_one(tmp_path
     (work / "notes.yaml").write_text("not: a job file\n")  # not matched by the hook's `files`
     _git(work, "init", "-q", ".")
     _git(work, "add", "-A")
-    # PIP_NO_COMPILE=0 is pip's `--no-compile` (its environment booleans of `--no-*` options read inverted): the
-    # environment installs without byte-compiling aiplatform's thousands of modules, which took half the test's
-    # time (88 s → 49 s) and is not what the hook's behaviour depends on.
+    # PIP_NO_COMPILE=0 is pip's `--no-compile` (its environment booleans of `--no-*` options read inverted), for
+    # when pip makes the environment (uv compiles nothing unless asked): it installs without byte-compiling
+    # aiplatform's thousands of modules, which took half the test's time (88 s → 49 s) and is not what the hook's
+    # behaviour depends on.
     env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home"), "PRE_COMMIT_COLOR": "never",
            "PIP_NO_COMPILE": "0"}  # fmt: skip
     pre_commit = [sys.executable, "-m", "pre_commit", "try-repo", str(hooks), "vtrain-validate", "--files"]
