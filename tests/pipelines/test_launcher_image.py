@@ -22,7 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 from tests.helpers import write_job
-from tests.trainer.image_helpers import Registry, make_trainer, needs_registry, push_base
+from tests.trainer.image_helpers import Registry, make_trainer, needs_registry, push_base, unpack_bundle
 from vtrain.cli import cli
 from vtrain.errors import PackagingError
 from vtrain.trainer.credentials import credential_name_reason
@@ -136,9 +136,7 @@ def test_the_launcher_image_runs_vtrain_and_the_step_with_the_job_at_its_path(
     tag = planned.rsplit(":", 1)[1]
     subprocess.run(["skopeo", "copy", "--src-tls-verify=false", f"docker://{planned}", f"oci:{layout}:{tag}"],
                    check=True, capture_output=True, timeout=300)
-    subprocess.run(["umoci", "unpack", "--image", f"{layout}:{tag}", str(bundle)], check=True, capture_output=True,
-                   timeout=300)
-    rootfs = bundle / "rootfs"
+    rootfs = unpack_bundle(layout, tag, bundle)
     assert (rootfs / str(job).lstrip("/")).read_text() == job.read_text()
     assert (rootfs / str(job.parent / "trainer" / "task.py").lstrip("/")).is_file()
     # no credential in any layer vtrain added: no private key anywhere (the wheels' CA bundles are public

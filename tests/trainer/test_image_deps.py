@@ -22,6 +22,7 @@ from tests.trainer.image_helpers import (
     needs_registry,
     push_base,
     python_rootfs_entries,
+    unpack_bundle,
 )
 from vtrain.errors import PackagingError
 from vtrain.trainer.artifacts import base_packages, base_platform
@@ -211,7 +212,6 @@ def _unpack(image: str, tmp: Path) -> tuple[Path, dict[str, str], str]:
     layout, bundle = tmp / "layout", tmp / "bundle"
     subprocess.run(["skopeo", "copy", "--src-tls-verify=false", f"docker://{image}", f"oci:{layout}:{tag}"],
                    check=True, capture_output=True, timeout=120)
-    subprocess.run(["umoci", "unpack", "--image", f"{layout}:{tag}", str(bundle)], check=True, capture_output=True,
-                   timeout=120)
+    rootfs = unpack_bundle(layout, tag, bundle, timeout=120)
     process = json.loads((bundle / "config.json").read_text())["process"]
-    return bundle / "rootfs", dict(item.split("=", 1) for item in process["env"]), str(process["cwd"])
+    return rootfs, dict(item.split("=", 1) for item in process["env"]), str(process["cwd"])

@@ -20,6 +20,7 @@ from tests.trainer.image_helpers import (
     needs_registry,
     push_base,
     python_rootfs_entries,
+    unpack_bundle,
 )
 from vtrain.trainer.image.build import build_and_push
 from vtrain.trainer.image.config import ImageSpec
@@ -63,9 +64,7 @@ def test_the_image_runs_its_trainer_with_the_images_python(registry: Registry, t
     layout, bundle = tmp_path / "layout", tmp_path / "bundle"
     subprocess.run(["skopeo", "copy", "--src-tls-verify=false", f"docker://{pushed.image.split('@')[0]}",
                     f"oci:{layout}:{tag}"], check=True, capture_output=True, timeout=120)
-    subprocess.run(["umoci", "unpack", "--image", f"{layout}:{tag}", str(bundle)], check=True, capture_output=True,
-                   timeout=120)
-    rootfs = bundle / "rootfs"
+    rootfs = unpack_bundle(layout, tag, bundle, timeout=120)
     assert (rootfs / "opt/vtrain/trainer/trainer/task.py").is_file()
     assert (rootfs / "opt/vtrain/deps/lib/python3.11/site-packages/tinyreq.py").is_file()
     process = json.loads((bundle / "config.json").read_text())["process"]  # umoci's view of the image config

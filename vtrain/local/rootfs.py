@@ -4,7 +4,7 @@ An image is a manifest, a config and layer blobs: a `trainer.build` image as `su
 (:func:`vtrain.trainer.image.build.build_image`, the same call: its layers built here, its base's
 layers pulled from the base's registry), or a `trainer.container` image pulled from the registry
 it names. Blobs are kept by digest (``CACHE/image-blobs``, each checked against its digest as it is
-read); the image is laid out as an OCI image layout and ``umoci unpack`` (``--rootless`` when not
+read); the image is laid out as an OCI image layout and ``umoci raw unpack`` (``--rootless`` when not
 root) applies its layers in order, whiteouts, owners and modes included, into
 ``CACHE/containers/rootfs/DIGEST/rootfs`` beside the image's config (``image.json``). A second run
 of the same image unpacks nothing; a half-done unpack is done again.
@@ -145,15 +145,18 @@ def unpack(cache: Path, uri: str, digest: str, manifest: Mapping[str, Any], conf
         layout = tmp / "layout"
         _write_layout(layout, manifest, config, blobs)
         notice(f"image {uri}: unpacking {len(manifest.get('layers') or [])} layer(s) (once per image digest)")
-        argv = ["umoci", "unpack", *(["--rootless"] if rootless else []), "--image", f"{layout}:image",
-                str(tmp / "bundle")]
+        # `raw unpack`: the rootfs alone. `umoci unpack` would also write a bundle's config and an mtree manifest
+        # of every file (for a later repack), which took more than half its time: 8.9 s against 3.3 s for a
+        # 270 MB Python image here, the same tree, owners and modes.
+        argv = ["umoci", "raw", "unpack", *(["--rootless"] if rootless else []), "--image", f"{layout}:image",
+                str(tmp / "rootfs")]
         done = subprocess.run(argv, capture_output=True, text=True, timeout=3600, check=False)
         if done.returncode != 0:
             why = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1][:300]
             raise BackendError(f"umoci could not unpack image {uri}: {why}")
         _mkdir(root)
         try:
-            os.replace(tmp / "bundle" / "rootfs", root / "rootfs")
+            os.replace(tmp / "rootfs", root / "rootfs")
         except OSError:  # a whole tree is there already (another run's, placed as atomically): use it
             if not (root / "rootfs").is_dir():
                 raise
