@@ -95,6 +95,9 @@ ENVIRONMENT: dict[str, dict[str, str]] = {
                          "GOOGLE_CLOUD_REGION, gcloud's `ai/region`, then us-central1.",
         "VTRAIN_API_ENDPOINT": "The Vertex AI endpoint (as `--api-endpoint`): `host:port` or a URL; "
                                "`http://127.0.0.1:PORT` for `vtrain emulator`.",
+        "VTRAIN_POLL": "Seconds between two asks for a job's state (and new log lines) while `submit --wait`, "
+                       "`status --watch`, `logs --follow` or `timeline` follows it, as `--poll` (default 10); also "
+                       "what a pipeline step's `vtrain submit --wait` uses. A second or less suits `vtrain emulator`.",
         "VTRAIN_NETWORK_TIMEOUT": "Seconds each attempt of a call to Vertex AI, Cloud Logging or Cloud Storage "
                                   "may take (default 30).",
         "VTRAIN_CONTAINER_RUNTIME": "The OCI runtime `vtrain local` runs image jobs' replicas with (`runc` or "

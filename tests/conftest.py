@@ -116,7 +116,8 @@ EMU_DEFAULTS: dict[str, Any] = {"pending_seconds": 0.05, "cancel_seconds": 0.05}
 def make_emulator(monkeypatch: pytest.MonkeyPatch) -> Iterator[MakeEmulator]:
     """Start emulators; each is stopped at teardown. `runner` and `options` go to `Emulator(...)` (its own
     defaults, not EMU_DEFAULTS); `point_at=PROJECT` also sets VTRAIN_API_ENDPOINT, VTRAIN_PROJECT and
-    VTRAIN_REGION=us-central1, so the CLI and the SDK reach it (and no test asks gcloud)."""
+    VTRAIN_REGION=us-central1, so the CLI and the SDK reach it (and no test asks gcloud), and VTRAIN_POLL=0.1, so
+    what follows a job there (`submit --wait`, a pipeline step) asks at the emulator's pace."""
     from vtrain.emulator import Emulator
 
     with contextlib.ExitStack() as stack:
@@ -127,6 +128,7 @@ def make_emulator(monkeypatch: pytest.MonkeyPatch) -> Iterator[MakeEmulator]:
                 monkeypatch.setenv("VTRAIN_API_ENDPOINT", emulator.url)
                 monkeypatch.setenv("VTRAIN_PROJECT", point_at)
                 monkeypatch.setenv("VTRAIN_REGION", "us-central1")
+                monkeypatch.setenv("VTRAIN_POLL", "0.1")  # the emulator's pace, not Vertex's 10 s default
             return emulator
 
         yield make

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import click
 import pytest
+from click.testing import CliRunner
 
 from vtrain.cli import cli
 
@@ -39,3 +40,27 @@ def test_the_command_receives_one_where() -> None:
     probe.main(["--project", "p-1", "--region", "europe-west4", "--api-endpoint", "http://127.0.0.1:9"],
                standalone_mode=False)
     assert seen == [Where("p-1", "europe-west4", "http://127.0.0.1:9")]
+
+
+FOLLOWING = ["submit", "status", "logs", "timeline"]
+
+
+@pytest.mark.parametrize("name", FOLLOWING)
+def test_poll_comes_from_vtrain_poll_when_not_given(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pipeline step's `vtrain submit --wait` (and a CI script) sets the pace without a flag: the launcher
+    passes no --poll. The flag still wins; a bad value is click's one line naming the variable."""
+    command = cli.get_command(click.Context(cli), name)
+    assert command is not None
+    args = ["123"] if name != "submit" else ["job.yaml"]
+
+    def poll(*extra: str) -> object:
+        with command.make_context(name, [*args, *extra], resilient_parsing=False) as ctx:
+            return ctx.params["poll"]
+
+    assert poll() == 10.0
+    monkeypatch.setenv("VTRAIN_POLL", "0.25")
+    assert poll() == 0.25 and poll("--poll", "3") == 3.0
+    monkeypatch.setenv("VTRAIN_POLL", "often")
+    said = CliRunner().invoke(cli, [name, *args])  # refused while parsing: nothing is read or called
+    assert said.exit_code == 2 and "Invalid value for '--poll' (env var: 'VTRAIN_POLL')" in said.output
+    assert "Traceback" not in said.output

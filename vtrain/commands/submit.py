@@ -53,6 +53,8 @@ _POLL = click.option(
     type=click.FloatRange(min=0.01),
     default=10.0,
     show_default=True,
+    envvar="VTRAIN_POLL",
+    show_envvar=True,
     metavar="SECONDS",
     help="How often to ask Vertex AI for the job's state (and new log lines).",
 )
