@@ -31,7 +31,8 @@ from tests.trainer.image_helpers import (  # noqa: E402
 )
 from vtrain.trainer.image.build import build_and_push  # noqa: E402
 from vtrain.trainer.image.config import ImageSpec  # noqa: E402
-from vtrain.trainer.packaging import build_runtime_sdist, build_sdist  # noqa: E402
+from vtrain.trainer.packaging import build_sdist  # noqa: E402
+from vtrain.trainer.runtime_sdist import build_runtime_sdist  # noqa: E402
 
 
 def timed(fn):  # type: ignore[no-untyped-def]

@@ -26,7 +26,7 @@ from vtrain.trainer.artifacts import base_packages, base_platform  # noqa: E402
 from vtrain.trainer.image.libc import platform_tags  # noqa: E402
 from vtrain.trainer.image.requirements import declared_requirements  # noqa: E402
 from vtrain.trainer.image.wheels import requirements_layer, site_dir  # noqa: E402
-from vtrain.trainer.select import scan_package  # noqa: E402
+from vtrain.trainer.packaging import scan_package  # noqa: E402
 
 BASE = "us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-17.py310:latest"
 
