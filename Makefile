@@ -12,7 +12,8 @@ WORKERS ?= 2
 PYTEST  := $(BIN)/python -m pytest -q --durations=30
 # The files that hold `alone` tests: that part runs one test at a time, so collecting only these (~2 s, not the
 # whole suite's ~6) is time off the run. tests/conftest.py refuses an `alone` test this grep would not find.
-ALONE_FILES := $(shell grep -rl --include='test_*.py' 'pytest.mark.alone' tests)
+# (`=`, not `:=`: the grep runs only in the targets that use it.)
+ALONE_FILES = $(shell grep -rl --include='test_*.py' 'pytest.mark.alone' tests)
 # The manual's strict build (a broken link, a missing anchor, a stale generated page fail), into build/site.
 MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs
 # Python writes each module's bytecode the first time it imports it, under every target here: a machine that

@@ -29,5 +29,5 @@ def test_an_alone_test_the_makefile_would_not_find_is_refused(tmp_path: Path) ->
 
 def test_the_makefile_greps_for_what_the_check_reads() -> None:
     makefile = (REPO / "Makefile").read_text()
-    assert "ALONE_FILES := $(shell grep -rl --include='test_*.py' 'pytest.mark.alone' tests)" in makefile
+    assert "ALONE_FILES = $(shell grep -rl --include='test_*.py' 'pytest.mark.alone' tests)" in makefile
     assert "-m alone $(ALONE_FILES)" in makefile

@@ -424,10 +424,8 @@ def test_setuptools_without_setup_files_builds_in_one_backend_process(tmp_path: 
     (cfg / "setup.cfg").write_text("[metadata]\n")
     second = backend.run_backend(cfg, tmp_path / "dist-cfg")
     assert hooks == ["get_requires_for_build_sdist", "build_sdist"]
-    def files(sdist: Path) -> set[str]:
-        return set(P.sdist_members(sdist)) - {"setup.cfg"}  # setuptools writes one into every sdist
-
-    assert files(first) == files(second) and "trainer/task.py" in files(first)
+    files = [set(P.sdist_members(sdist)) - {"setup.cfg"} for sdist in (first, second)]  # setuptools writes one
+    assert files[0] == files[1] and "trainer/task.py" in files[0]
     hooks.clear()
     pyproject = plain / "pyproject.toml"
     pyproject.write_text(pyproject.read_text().replace('requires = ["', 'requires = ["vtrain-no-such-backend", "'))

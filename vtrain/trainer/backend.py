@@ -56,7 +56,7 @@ def _lacks_requirements(builder: ProjectBuilder, source_dir: Path) -> bool:
     """Whether this interpreter lacks what the backend needs to build an sdist: the static `requires` of
     [build-system], and what the backend's get_requires_for_build_sdist hook adds. For setuptools without a
     setup.py or setup.cfg the hook adds nothing, so it is not run: it is a process that imports setuptools
-    (~0.5 CPU-s, a third of a small trainer's build)."""
+    (~0.5 CPU-s, about half of a small trainer's build)."""
     from build import check_dependency
 
     if not _hook_adds_nothing(source_dir):
