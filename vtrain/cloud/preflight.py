@@ -401,8 +401,8 @@ def run_preflight(
     checks.append(_service_account(config, target, credentials))
     checks.append(_output(config, target.region, client))
     if body is None:
+        from vtrain.jobfile.artifacts import plan_artifacts
         from vtrain.request.build import build_request
-        from vtrain.trainer.artifacts import plan_artifacts
 
         body = build_request(config, plan_artifacts(config, region=target.region), region=target.region,
                              project=target.project).body
