@@ -172,6 +172,16 @@ def test_the_layer_check_finds_an_import_up_the_order() -> None:
     ]
 
 
+def test_a_type_checking_import_counts_for_the_layers(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from vtrain.cli import main\n"
+                      "def f():\n    from vtrain.errors import VtrainError\n")  # fmt: skip
+    assert _imports(module, typing=True) == {"vtrain.cli", "vtrain.errors"}
+    assert _imports(module, typing=False) == {"vtrain.errors"}
+    assert _against_the_order({"vtrain.request.render": {"vtrain.cli"}}) == [
+        "vtrain.request.render (request) imports vtrain.cli (faces)"]
+
+
 def test_every_import_follows_the_stage_order() -> None:
     """Lazy imports count: a function-level import up the order is still a dependency up it; and TYPE_CHECKING
     ones (a type named from a stage above is a dependency on it). The package face is the top: nothing imports it."""
