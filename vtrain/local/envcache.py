@@ -401,19 +401,11 @@ def fetch_packages(uris: Sequence[str], cache_dir: Path) -> list[Path]:
 
 
 def _download(uri: str, directory: Path) -> Path:
-    from google.api_core import exceptions as gexc
+    """A gs:// package, bounded and checked against its object's checksum (:mod:`vtrain.local.fetch`)."""
+    from vtrain.local.fetch import fetch_package
 
-    from vtrain.trainer.staging import default_client
-
-    bucket, _, name = uri[len("gs://"):].partition("/")
     cache_dir_ready(directory.parent, directory.name)
-    dest = directory / hashlib.sha256(uri.encode()).hexdigest()[:16] / Path(name).name
-    cache_dir_ready(dest.parent)
-    try:
-        default_client().bucket(bucket).blob(name).download_to_filename(str(dest))
-    except gexc.GoogleAPICallError as err:
-        raise PackagingError(f"cannot download {uri}: {err.message}") from err
-    return dest
+    return fetch_package(uri, directory)
 
 
 __all__ = [

@@ -20,7 +20,8 @@ def describe_exit(code: int) -> str:
 
 def late_peers(members: Sequence[Proc], late: Sequence[Proc], startup_timeout: float) -> str:
     """Why the start-up deadline passed: peers whose server never came up, and peers that stayed frozen."""
-    ready = ", ".join(p.label for p in members if p not in late and p.returncode is None) or "no one"
+    ready = ", ".join(p.label for p in members if p not in late and p.returncode is None and p.popen is not None)
+    ready = ready or "no one"
     down, frozen = [p.label for p in late if not p.listening], [p.label for p in late if p.listening]
     within = f"within {startup_timeout:g} s while {ready} waited for it"
     why = [f"{', '.join(down)} did not start its TensorFlow server {within}"] if down else []

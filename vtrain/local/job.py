@@ -317,6 +317,7 @@ class LocalJob(JobHandle):
                 decision = self.restarts.decide(p)  # Vertex's restart policy (vtrain.local.policy)
                 if decision.action == CHIEF_SUCCEEDED:
                     chief_done_at = now
+                    self.restarts.release_held()  # one still held back by a late fault never starts
                     self._stop([q for q in self._procs if q.replica.role in servers])
                 elif decision.action == FAIL:
                     return FAILED, self._failure(p, decision.error)
@@ -346,10 +347,13 @@ class LocalJob(JobHandle):
                 if first_listen is None and any(p.listening for p in members):
                     first_listen = now
                 late = [p for p in members if p.returncode is None and (not p.listening or _frozen(p))]
+                # one held back by a late fault (not started) is waited for: its deadline counts from its start
+                overdue = [p for p in late if p.popen is not None and first_listen is not None
+                           and now - max(first_listen, p.started) >= opts.startup_timeout]  # fmt: skip
                 if not late:
                     starting = False  # every member up and answering at once: the cluster check can pass
-                elif first_listen is not None and now - first_listen >= opts.startup_timeout:
-                    return FAILED, late_peers(members, late, self._options.startup_timeout)
+                elif overdue:
+                    return FAILED, late_peers(members, overdue, self._options.startup_timeout)
             if chief_done_at is None:
                 self.restarts.tick()  # step reports in, faults out
             else:

@@ -50,6 +50,7 @@ from vtrain.local.options import RunOptions, run_options
 from vtrain.local.policy import policy_for_job
 from vtrain.local.ports import free_ports
 from vtrain.local.restarts import Proc
+from vtrain.local.unrehearsable import unrehearsable
 
 if TYPE_CHECKING:
     from vtrain.jobfile.model import JobConfig
@@ -354,6 +355,8 @@ def run_job(
     if trainer_env is None and any("pythonPackageSpec" in s for s in specs):
         raise BackendError("this job runs Python packages, but no environment with them was prepared")
     for text in the_plan.notices:
+        notice(text)
+    for text in unrehearsable(the_plan.job):  # a reservation, a TPU topology, ...: said, never silently dropped
         notice(text)
     if trainer_env is not None:
         tf_notice = localenv.image_tf_notice(the_plan, _host_tensorflow())
