@@ -72,7 +72,7 @@ class Outcome:
         if self.replica is None:
             return self.reason or self.state.removeprefix("JOB_STATE_")
         what = f"raised {self.exception}" if self.exception else f"exited {self.exit_status}" \
-            if self.exit_status is not None else "failed"  # fmt: skip
+            if self.exit_status is not None else "was stopped"  # fmt: skip
         step = f" at step {self.step}" if self.step is not None else ""
         code = f" (exit {self.exit_status})" if self.exception and self.exit_status is not None else ""
         return f"{self.replica} {what}{step}{code}"
@@ -191,9 +191,14 @@ def cloud_outcome(body: Mapping[str, Any], entries: Iterable[Mapping[str, Any]])
         return Outcome(state, reason=printable(headline) if headline else None)
     verdict = classify_failure(int(code) if isinstance(code, (int, float)) else None, message)
     replica, status = first or ended or (None, None)
-    if replica is None:  # no replica failed: the cloud ended it (a stock-out, a quota, ...)
+    if replica is None:  # no replica failed: the cloud ended it (a stock-out, a preemption, a quota, ...)
         cause = _outside(verdict.reason) if verdict.retryable else None
-        return Outcome(state, cause=cause, reason=printable(headline or verdict.reason))
+        # The job's VMs went while it ran: the chief (whose outcome is the job's) stands for them, at its last step.
+        ran = "chief-0" if "chief-0" in replicas else next(iter(replicas), None)
+        if cause is None or ran is None:
+            return Outcome(state, cause=cause, reason=printable(headline or verdict.reason))
+        step, guessed = last_step(replicas[ran].lines)
+        return Outcome(state, ran, None, None, step, guessed, (), cause, printable(headline or verdict.reason))
     rec = replicas.get(replica, _Replica())
     tail = [line.strip().removeprefix("|").strip() for line in message.splitlines()[1:]]
     exception = last_exception(list(rec.errors)) or last_exception(list(rec.lines)) or last_exception(tail)

@@ -69,6 +69,7 @@ def main() -> None:
     p.add_argument("--count", type=int, default=10)
     p.add_argument("--metric", action="append", default=[], help="NAME=VALUE reported by runtime.report_metric")
     p.add_argument("--step-seconds", type=float, default=0.1)
+    p.add_argument("--raise-at", type=int, default=0, help="--steps replicas raise once they reported this step")
     p.add_argument("--ignore-term", default="", help="replicas that ignore SIGTERM")
     p.add_argument("--daemonize", default="", help="replicas that leave a daemon behind (double fork + setsid)")
     p.add_argument("--native-log", default="", help="replicas that write TensorFlow-style C++ (absl) log lines")
@@ -122,6 +123,8 @@ def main() -> None:
             # The line first: a fault fired at the report of step N (`kill@step:N`) then follows the line "step N".
             print(f"{me} step {step}", flush=True)
             report_step(step)
+            if step == args.raise_at:
+                raise RuntimeError(f"probe {me} was told to raise at step {step}")
     for item in args.metric:
         from vtrain.runtime import report_metric
 
