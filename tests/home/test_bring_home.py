@@ -28,7 +28,9 @@ IMAGE = "us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-17.py310:latest"
 
 
 def pool(uri: str, args: list[str]) -> dict[str, Any]:
-    return {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": "1",
+    return {"machineSpec": {"machineType": "n1-standard-4",
+                            "reservationAffinity": {"reservationAffinityType": "ANY_RESERVATION"}},
+            "replicaCount": "1",
             "pythonPackageSpec": {"executorImageUri": IMAGE, "packageUris": [uri], "pythonModule": "trainer.task",
                                   "args": args, "env": [{"name": "MY_VAR", "value": "from-the-request"}]}}
 
@@ -65,7 +67,7 @@ def test_a_raw_rest_job_runs_here_by_name_as_a_body_file_and_as_a_gcloud_config(
         dump = tmp_path / f"seen-{form}"
         body = {"displayName": "raw-job", "jobSpec": {"workerPoolSpecs": [
             pool(uri, ["--dump", str(dump), "--sleep=chief-0", "--seconds=0.5"]),
-            pool(uri, ["--dump", str(dump)])]}}  # fmt: skip
+            pool(uri, ["--dump", str(dump)])], "scheduling": {"strategy": "SPOT"}}}  # fmt: skip
         made = requests.post(f"{emu.url}/v1/projects/{PROJECT}/locations/us-central1/customJobs", json=body, timeout=30)
         assert made.status_code == 200, made.text
         name = made.json()["name"]
@@ -91,6 +93,34 @@ def test_a_raw_rest_job_runs_here_by_name_as_a_body_file_and_as_a_gcloud_config(
             assert replica["env"]["MY_VAR"] == "from-the-request"
             assert json.loads(replica["env"]["TF_CONFIG"])["task"]["type"] == label.split("-")[0]
         assert f"installing 1 package(s): {uri}" in err, form
+        # what cannot be rehearsed here is said, once each (both pools reserve)
+        assert err.count("[vtrain] machineSpec.reservationAffinity: machines come from a Compute Engine "
+                         "reservation on Vertex; here from this machine\n") == 1, err
+        assert err.count("[vtrain] scheduling.strategy SPOT: Spot VMs can be preempted on Vertex") == 1
     assert "running job projects/" in runs["name"][1] and "on Vertex AI" in runs["name"][1]
     assert "running a REST body in " in runs["body"][1]
     assert "running a gcloud --config file in " in runs["gcloud"][1]
+
+
+def test_what_vtrain_local_refuses_of_a_job_it_did_not_write(tmp_path: Path, gcs: Any,
+                                                             make_emulator: MakeEmulator) -> None:
+    emu = make_emulator(GatedRunner(), point_at=PROJECT)
+    body = {"displayName": "raw", "jobSpec": {"workerPoolSpecs": [pool("gs://b/t-0.1.tar.gz", [])]}}
+    made = requests.post(f"{emu.url}/v1/projects/{PROJECT}/locations/us-central1/customJobs", json=body, timeout=30)
+    name = made.json()["name"]
+    job_id = name.rsplit("/", 1)[1]
+    request = tmp_path / "job.json"
+    request.write_text(json.dumps(body))
+    for args, code, said in [
+        ([name, "--set", "trainer.args=[]"], 2, "error: --set changes a job file; "),
+        ([str(request), "--set", "x=1"], 2, "is a REST body: edit the request, or run a job file"),
+        (["9" + job_id], 1, "not found"),
+        ([f"projects/{PROJECT}/locations/europe-west4/customJobs/{job_id}", "--region", "us-central1"], 1,
+         "is in region europe-west4, not us-central1"),
+        ([job_id], 1, "error: trainer package gs://b/t-0.1.tar.gz not found"),  # nothing runs without it
+    ]:  # fmt: skip
+        got, _, err = run("local", *args)
+        assert (got, said in err) == (code, True), err
+        assert "Traceback" not in err
+    code, _, err = run("replay", "9" + job_id)
+    assert code == 1 and "not found" in err, err

@@ -64,19 +64,15 @@ def fault_matrix(config: Any, incoming: Incoming | None, options: RunOptions, sc
 
     from vtrain.errors import JobFailed, UsageError
     from vtrain.handle import FAILED, exit_code
-    from vtrain.jobfile.artifacts import plan_artifacts
+    from vtrain.jobfile.artifacts import Artifacts
     from vtrain.local import matrix
-    from vtrain.request.build import build_request
+    from vtrain.request.custom_job import build_job_dict
 
     if options.faults:
         raise UsageError("--fault-matrix injects its own faults: drop --fault (or run one scenario with --fault)")
-    from pathlib import Path
-
-    if Path(scenarios).exists():
-        raise UsageError(f"--fault-matrix took {scenarios} as its scenarios: put the job first, `vtrain local "
-                         f"{scenarios} --fault-matrix`")
     names = matrix.parse_names(scenarios)
-    body = incoming.body if incoming is not None else build_request(config, plan_artifacts(config)).body
+    # its pools and scheduling (the artifacts' names do not matter here: each run plans its own)
+    body = incoming.body if incoming is not None else build_job_dict(config, Artifacts.stand_ins())
 
     def notice(text: str) -> None:
         click.echo(f"[vtrain] {text}", err=True)
@@ -99,6 +95,27 @@ def fault_matrix(config: Any, incoming: Incoming | None, options: RunOptions, sc
     click.echo(f"[vtrain] fault matrix: all {len(rows)} scenario(s) ended as Vertex would end them", err=True)
 
 
+class MatrixOption(click.Command):
+    """`vtrain local`'s parsing: `--fault-matrix` takes an optional list of scenarios, so in `vtrain local
+    --fault-matrix JOB.yaml` click would take the job for that list. A value that is a file, or names a job (a
+    path, a .yaml/.json name, a resource name or an ID), is the JOB: `--fault-matrix` then means every scenario."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        import os
+
+        from vtrain.home.source import is_job_reference
+
+        out = list(args)
+        for i, arg in enumerate(out[:-1]):
+            if arg == "--fault-matrix":
+                value = out[i + 1]
+                if os.path.exists(value) or "/" in value or value.endswith((".yaml", ".yml", ".json")) \
+                        or is_job_reference(value):  # fmt: skip
+                    out[i] = "--fault-matrix=all"
+                break
+        return super().parse_args(ctx, out)
+
+
 class _Quiet:
     """A notice sink for the matrix's runs: their notices are in each run's job.log, not on the screen."""
 
@@ -109,4 +126,4 @@ class _Quiet:
         pass
 
 
-__all__ = ["fault_matrix", "incoming_job", "replica_labels", "start"]
+__all__ = ["MatrixOption", "fault_matrix", "incoming_job", "replica_labels", "start"]

@@ -9,10 +9,11 @@ from typing import Any
 import click
 
 from vtrain.commands._faultopts import fault_option, restart_policy_option
+from vtrain.commands._home import MatrixOption
 from vtrain.commands._options import UserPath, duration_callback, output_option, set_option, where_options
 
 
-@click.command()
+@click.command(cls=MatrixOption)
 @click.argument("job_file", metavar="JOB", type=UserPath(dir_okay=False))
 @click.option("--output-dir", type=UserPath(file_okay=False, utf8=True),
               help="Base output dir (AIP_MODEL_DIR = DIR/model/, ...; this run's logs in "

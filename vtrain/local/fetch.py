@@ -57,7 +57,7 @@ def _shown(uri: str) -> str:
     return printable(uri)
 
 
-def fetch_package(uri: str, directory: Path, client: Any = None) -> Path:
+def fetch_package(uri: str, directory: Path, client: Any = None, *, max_bytes: int = MAX_PACKAGE_BYTES) -> Path:
     """`uri` (gs://) as a file under `directory` (which exists; a folder per URI and generation in it, the object's
     own file name); see the module.
     PackagingError for an object that is missing, too large, oddly named or does not match its checksum."""
@@ -80,9 +80,9 @@ def fetch_package(uri: str, directory: Path, client: Any = None) -> Path:
     if blob is None:
         raise PackagingError(f"trainer package {_shown(uri)} not found")
     size = int(blob.size or 0)
-    if size > MAX_PACKAGE_BYTES:
+    if size > max_bytes:
         raise PackagingError(f"trainer package {_shown(uri)} is {size:,} bytes; a package over "
-                             f"{MAX_PACKAGE_BYTES:,} is refused (is it the right object?)")
+                             f"{max_bytes:,} is refused (is it the right object?)")
     folder = directory / hashlib.sha256(f"{uri}#{blob.generation}".encode()).hexdigest()[:16]
     try:
         folder.mkdir(exist_ok=True)
@@ -111,7 +111,7 @@ def fetch_package(uri: str, directory: Path, client: Any = None) -> Path:
 
 def relative_name(prefix: str, name: str) -> PurePosixPath | None:
     """`name` under `prefix` as a safe relative path (no `..`, no absolute path, no empty part), else None."""
-    rest = name[len(prefix):].lstrip("/") if name.startswith(prefix) else ""
+    rest = name[len(prefix):] if name.startswith(prefix) else ""
     if not rest or rest.endswith("/"):
         return None
     parts = rest.split("/")

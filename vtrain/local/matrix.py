@@ -227,7 +227,7 @@ def github(rows: Sequence[Row], file: str | None = None) -> list[str]:
         detail = f": {r.error}" if r.error and not r.passed else ""
         message = (f"{r.title} ({', '.join(_short(r.faults)) or 'no fault'}) ended "
                    f"{r.outcome.removeprefix('JOB_STATE_')}, {verdict}{detail}")  # fmt: skip
-        line = Problem(f"fault matrix: {r.scenario}", message, file=file, severity="error").github()
+        line = Problem(f"fault matrix {r.scenario}", message, file=file, severity="error").github()
         out.append(line if not r.passed else line.replace("::error ", "::notice ", 1))
     return out
 

@@ -52,7 +52,7 @@ def shape(data: Any) -> ReadBack | None:
         inner = shape(request["body"])
         if inner is not None:
             return ReadBack(inner.body, DRY_RUN, inner.keys, ("request", "body", *inner.prefix), planned=True)
-    if isinstance(data.get("workerPoolSpecs"), list) and "jobSpec" not in data:
+    if isinstance(data.get("workerPoolSpecs", data.get("worker_pool_specs")), list) and "jobSpec" not in data:
         return ReadBack({"jobSpec": dict(data)}, GCLOUD_CONFIG, ("jobSpec",))
     if isinstance(data.get("jobSpec"), Mapping) or isinstance(data.get("trialJobSpec"), Mapping):
         return ReadBack(dict(data), REST_BODY)
