@@ -1,4 +1,4 @@
-"""Packages and checkpoints brought from Cloud Storage (gcp-storage-emulator), bounded and checked: vtrain.local.fetch."""
+"""Packages and checkpoints brought from Cloud Storage (gcp-storage-emulator), bounded and checked (local.fetch)."""
 
 from __future__ import annotations
 

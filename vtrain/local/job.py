@@ -26,7 +26,7 @@ from vtrain.foreign import printable, printable_lines
 from vtrain.handle import CANCELLED, CANCELLING, FAILED, PENDING, RUNNING, SUCCEEDED, JobHandle, Waiting
 from vtrain.local import env as localenv
 from vtrain.local.env import Plan, Replica
-from vtrain.local.failures import describe_exit, late_peers
+from vtrain.local.failures import describe_exit, startup_state
 from vtrain.local.faults import FaultScheduler
 from vtrain.local.options import RunOptions
 from vtrain.local.policy import CHIEF_SUCCEEDED, FAIL, RESTART, RETRY_JOB, RestartPolicy, policy_for_job
@@ -35,12 +35,6 @@ from vtrain.local.restarts import TAIL_LINES, JobSide, Proc, RestartSupervisor, 
 
 if TYPE_CHECKING:
     from vtrain.handle import LogHook, StateHook
-
-
-def _frozen(p: Proc) -> bool:
-    """Whether the replica's process is stopped: the container's own process for a container replica."""
-    inside = p.container.pid() if p.container is not None else None
-    return p.popen is not None and proctree.frozen(inside or p.popen.pid)
 
 
 class LocalJob(JobHandle):
@@ -346,14 +340,9 @@ class LocalJob(JobHandle):
                         p.listening = listening(self._port(p))
                 if first_listen is None and any(p.listening for p in members):
                     first_listen = now
-                late = [p for p in members if p.returncode is None and (not p.listening or _frozen(p))]
-                # one held back by a late fault (not started) is waited for: its deadline counts from its start
-                overdue = [p for p in late if p.popen is not None and first_listen is not None
-                           and now - max(first_listen, p.started) >= opts.startup_timeout]  # fmt: skip
-                if not late:
-                    starting = False  # every member up and answering at once: the cluster check can pass
-                elif overdue:
-                    return FAILED, late_peers(members, overdue, self._options.startup_timeout)
+                starting, failure = startup_state(members, now, first_listen, opts.startup_timeout)
+                if failure is not None:  # (starting: until every member is up and answering at once)
+                    return FAILED, failure
             if chief_done_at is None:
                 self.restarts.tick()  # step reports in, faults out
             else:

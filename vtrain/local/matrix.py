@@ -44,6 +44,8 @@ if TYPE_CHECKING:
 SUCCEEDED = "JOB_STATE_SUCCEEDED"
 FAILED = "JOB_STATE_FAILED"
 SCENARIOS = ("kill", "preempt", "late", "stop", "retry")
+MATRIX_TIMEOUT_FACTOR = 10.0
+MIN_TIMEOUT = 300.0
 TITLES = {"fault-free": "no fault", "kill": "a worker killed mid-run", "preempt": "the chief preempted",
           "late": "a worker started late", "stop": "a replica frozen", "retry": "a whole-job retry"}
 
@@ -150,8 +152,9 @@ def run_matrix(start: Callable[[RunOptions], LocalJob], options: RunOptions, job
                names: Sequence[str], *, notice: Callable[[str], None] = lambda text: None,
                timeout: float | None = None) -> list[Row]:
     """The fault-free run, then each scenario of `names`, one after another; `start(options)` starts the job with
-    the options given (each run's own output folder under `options.output_dir`, its faults). A run still going after
-    `timeout` (or the job's own) is stopped and counts as it ended."""
+    the options given (each run's own output folder under `options.output_dir`, its faults). Each run fails after
+    `timeout` (--timeout); without one, the fault-free run has the job's own and each scenario
+    MATRIX_TIMEOUT_FACTOR times the fault-free run's time, at least MIN_TIMEOUT."""
     import tempfile
 
     from vtrain.local.env import plan
@@ -161,14 +164,14 @@ def run_matrix(start: Callable[[RunOptions], LocalJob], options: RunOptions, job
         Path(tempfile.mkdtemp(prefix="vtrain-fault-matrix-"))  # fmt: skip
     rows: list[Row] = []
 
-    def one(name: str, specs: list[str]) -> LocalJob:
+    def one(name: str, specs: list[str], limit: float | None) -> LocalJob:
         faults = [parse_fault(s) for s in specs]
         notice(f"fault matrix {len(rows) + 1}/{len(names) + 1}: {name}" + (f" ({', '.join(specs)})" if specs else ""))
-        run = start(options.replace(output_dir=root / name, faults=faults, keep=True))
+        run = start(options.replace(output_dir=root / name, faults=faults, keep=True, timeout=limit))
         try:
-            run.wait(timeout)
+            run.wait()
         finally:
-            if not run.done:
+            if not run.done:  # Ctrl-C: nothing left running
                 run.cancel(force=True)
                 run.wait()
         expected = expected_state(job, labels, faults, options.restart_policy)
@@ -177,16 +180,19 @@ def run_matrix(start: Callable[[RunOptions], LocalJob], options: RunOptions, job
                f"({'as' if rows[-1].passed else 'not as'} Vertex would end it)")
         return run
 
-    first = one("fault-free", [])
+    first = one("fault-free", [], timeout)
     steps = {label: (points[-1][1] if points else None)
              for label, points in (first.summary.get("steps") or {}).items()}  # fmt: skip
     baseline = Baseline(float(first.summary.get("seconds") or 0.0), steps)
+    # A scenario that never ends (a restarted replica waiting for a peer that is gone) fails at this limit, which
+    # leaves room for restarts and a whole-job retry: MATRIX_TIMEOUT_FACTOR times the fault-free run, at least 5 min.
+    limit = timeout if timeout is not None else max(MIN_TIMEOUT, MATRIX_TIMEOUT_FACTOR * baseline.seconds)
     for name in names:
         specs = plan_faults(name, labels, baseline)
         if specs is None:
             notice(f"fault matrix: {name} does not apply to this job (it has no worker)")
             continue
-        one(name, specs)
+        one(name, specs, limit)
     return rows
 
 
