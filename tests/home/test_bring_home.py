@@ -15,10 +15,9 @@ from typing import Any
 import pytest
 import requests
 import yaml
-from click.testing import CliRunner
 
+from tests.emulator.test_emulated_run import run
 from tests.helpers import MakeEmulator
-from vtrain.cli import cli
 from vtrain.emulator.runner import GatedRunner
 
 REPO = Path(__file__).resolve().parents[2]
@@ -44,12 +43,6 @@ def staged_probe(gcs: Any, tmp_path: Path) -> str:
     gcs.client().bucket("stage-bkt").blob(f"pkgs/{sdist.name}").upload_from_filename(str(sdist))
     return f"gs://stage-bkt/pkgs/{sdist.name}"
 
-
-def run(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(cli, list(args))
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return result.exit_code, result.stdout, result.stderr
 
 
 def seen(dump: Path) -> dict[str, dict[str, Any]]:

@@ -13,10 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
+from tests.emulator.test_emulated_run import run
 from tests.helpers import MakeEmulator, write_job
-from vtrain.cli import cli
 from vtrain.emulator.jobfaults import JobFault, with_job_faults
 from vtrain.emulator.local_jobs import EmulatedRunner
 
@@ -49,12 +48,6 @@ def probe_job(tmp_path: Path, name: str, args: list[str], extra: str = "") -> Pa
         {extra}
         """, f"{name}.yaml")
 
-
-def run(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(cli, list(args))
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return result.exit_code, result.stdout, result.stderr
 
 
 def submitted(path: Path) -> str:

@@ -14,11 +14,10 @@ import resource
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
+from tests.emulator.test_emulated_run import run
 from tests.local.test_local_restarts import CUSTOM_LOOP
 from tests.local.test_local_run import ONE_WORKER, job_file
-from vtrain.cli import cli
 from vtrain.errors import UsageError
 from vtrain.local.faults import parse_fault
 from vtrain.local.matrix import Baseline, Row, expected_state, github, parse_names, plan_faults, table
@@ -81,12 +80,6 @@ def test_the_table_and_the_annotations() -> None:
         "(worker-0:kill@step:1 ×6) ended FAILED, not as Vertex would (SUCCEEDED): worker-0 exited 2: permanent error",
     ]
 
-
-def run(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(cli, list(args))
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return result.exit_code, result.stdout, result.stderr
 
 
 @pytest.mark.slow

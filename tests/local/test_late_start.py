@@ -40,6 +40,7 @@ def starts(job: LocalJob) -> dict[str, float]:
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.alone  # the start-up deadline of 1 s is timing
 def test_a_late_worker_starts_after_the_others_and_its_deadline_counts_from_then(tmp_path: Path,
                                                                                   cache: Path) -> None:
@@ -62,6 +63,21 @@ def test_a_chief_that_succeeds_first_ends_the_job_without_the_late_replica(tmp_p
     assert job.summary["seconds"] < 20  # neither the 60 s hold nor the workers' 30 s grace
     assert "worker-0" not in starts(job) and job.summary["faults"] == []
     assert "worker-0" not in job.pids
+    assert_clean(job)
+
+
+@pytest.mark.alone  # the start-up deadline of 1 s is timing
+def test_a_restarted_chief_whose_peer_had_finished_fails_at_the_start_up_deadline(tmp_path: Path,
+                                                                                  cache: Path) -> None:
+    """The chief fails after its worker finished (exit 0); restarted, it would wait for it forever, as TF's first
+    contact waits for every member. The start-up deadline ends that wait with a line that says why."""
+    job, _, _ = start(tmp_path, cache, ["--listen=all", "--fail=chief-0", "--fail-times=1", "--fail-after=1",
+                                        "--sleep=chief-0", "--seconds=60"], (), startup_timeout=1.0, kill_grace=1.0)
+    assert job.wait(timeout=60) == "JOB_STATE_FAILED"
+    assert (job.error or "").startswith(
+        "worker-0 had finished (exit 0) and cannot rejoin the cluster chief-0 formed again after a restart; chief-0 "
+        "waited 1 s for it (on Vertex it would wait until TensorFlow's registration timeout)"), job.error
+    assert job.summary["restarts"]["restarts"] == {"chief-0": 1, "worker-0": 0}
     assert_clean(job)
 
 
