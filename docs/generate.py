@@ -32,8 +32,12 @@ SDK_MARKER = "<!-- vtrain.__all__ -->"
 # ---------------------------------------------------------------- errors and exit codes
 
 def _first_paragraph(obj: object) -> str:
+    """The first paragraph of a docstring, as Markdown that reads as the docstring's text (a `[` stays a
+    bracket, not a link; vtrain/jobfile/reference.py's `markdown_text`, as the job file's table)."""
+    from vtrain.jobfile.reference import markdown_text
+
     doc = inspect.getdoc(obj) or ""
-    return " ".join(doc.split("\n\n", 1)[0].split())
+    return markdown_text(" ".join(doc.split("\n\n", 1)[0].split())).replace("|", "\\|")
 
 
 def _exit_code(cls: type[VtrainError]) -> str:
