@@ -236,7 +236,7 @@ def _service_account(config: JobConfig, target: Target, credentials: Any) -> Che
         return Check("service account", FAIL, f"IAM answered {tested.status_code} for {email}: {_message(tested)}")
     granted: list[str] = []
     if tested.status_code < 400:
-        from vtrain.foreigndata import Doc, Unreadable, parse_json
+        from vtrain.foreign.data import Doc, Unreadable, parse_json
 
         source = "IAM's testIamPermissions answer"
         try:
