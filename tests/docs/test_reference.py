@@ -3,14 +3,13 @@ Sphinx roles (`:func:`...) rendered as cross-references by docs/roles.py, never 
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import re
-from types import ModuleType
 
 import pytest
 
 from tests.conftest import REPO
-from tests.docs import generate_module
+from tests.docs import docs_module, generate_module
 
 griffe = pytest.importorskip("griffe", reason="the docs extra is not installed: pip install -e '.[docs]'")
 gen = generate_module()
@@ -19,15 +18,7 @@ gen = generate_module()
 RAW_ROLE = re.compile(r":(?:py:)?[a-z]+:`")
 
 
-def _roles_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("vtrain_docs_roles", REPO / "docs" / "roles.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-roles = _roles_module()
+roles = docs_module("roles")
 
 
 @pytest.fixture(scope="module")
