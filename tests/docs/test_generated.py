@@ -82,9 +82,9 @@ def test_generated_text_reads_as_the_text_it_was(text: str) -> None:
 
 
 def test_code_spans_stay_code_and_the_regex_of_a_field_doc_stays_text() -> None:
-    assert markdown_text("each [a-z][a-z0-9] and `x[a][b]*` or __init__") == (
-        "each \\[a-z\\]\\[a-z0-9\\] and `x[a][b]*` or \\_\\_init\\_\\_")
+    assert markdown_text("each [a-z][a-z0-9] and `x[a][b]*` or __init__ {a}") == (
+        "each \\[a-z\\]\\[a-z0-9\\] and `x[a][b]*` or \\_\\_init\\_\\_ \\{a}")
     table = gen._job_file_block()
-    assert "\\[a-z\\]\\[a-zA-Z0-9-\\]{0,126}\\[a-z0-9\\]" in table
+    assert "\\[a-z\\]\\[a-zA-Z0-9-\\]\\{0,126}\\[a-z0-9\\]" in table
     rows = "\n".join(_cell_html(line.strip("|").replace(" | ", " ; ")) for line in table.splitlines()[2:])
     assert "<autoref" not in rows and "<em>" not in rows and "[a-z][a-zA-Z0-9-]{0,126}[a-z0-9]" in rows

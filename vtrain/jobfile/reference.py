@@ -37,8 +37,9 @@ END = "<!-- end generated -->"
 
 #: Outside code spans, what Markdown would read as something other than text: a link or a cross-reference
 #: (`[a-z][0-9]` in a regex is one for mkdocs-autorefs, and a strict build stops on it), emphasis, raw HTML,
-#: an entity, and the backslash that escapes them all. (A table cell's `|` is the table's to escape.)
-_MARKUP = re.compile(r"[\\\[\]*<&]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+#: an entity, a `{...}` that attr_list takes for a cell's attributes when it ends one (`{0,126}` vanished), and
+#: the backslash that escapes them all. (A table cell's `|` is the table's to escape.)
+_MARKUP = re.compile(r"[\\\[\]*<&{]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
 _CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1", re.DOTALL)
 
 
