@@ -151,5 +151,50 @@ def planned_images(config: JobConfig) -> dict[str, str]:
     return {base: image_name(spec, scan) for base, spec in specs.items()}
 
 
-__all__ = ["STAND_IN_IMAGE", "Artifacts", "base_packages", "base_platform", "image_spec",
-           "image_specs", "job_dir", "plan_artifacts", "planned_images"]
+# --- the launcher image ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class LauncherJob:
+    """What of a job the launcher image carries besides vtrain (:mod:`vtrain.trainer.image.launcher`): the job
+    file, the trainer folder it names (``trainer.package``, selected as its sdist is), and the other files it
+    names (``trainer.build.requirements`` files, and those they include). Nothing else of the job file's folder:
+    a job file in a home directory must not ship its histories, documents and caches."""
+
+    job_file: Path
+    package: Path | None = None
+    files: tuple[Path, ...] = ()
+
+
+def launcher_job(config: JobConfig, *, allow_credentials: bool = False,
+                 allow: str = "pass --allow-credentials to ship them") -> LauncherJob:
+    """The launcher image's share of `config` (loaded from its file), judged by the one secret policy
+    (:mod:`vtrain.request.secrets`) before anything is read or built: its request's env and args, and the job
+    file's own text (a key in a comment ships too). `allow`: how the caller opts in (its words)."""
+    from vtrain.jobfile.model import is_requirements_file
+    from vtrain.request.build import build_request
+    from vtrain.request.redact import redact_text
+    from vtrain.request.secrets import refuse_secrets
+    from vtrain.trainer.image.requirements import read_requirements
+    from vtrain.userpaths import read_bounded, shown
+
+    assert config.source is not None, "the launcher image carries a job file"
+    if not allow_credentials:
+        from vtrain.jobfile.yamlpos import MAX_BYTES
+        from vtrain.request.secrets import secret_places
+
+        places = secret_places(build_request(config, Artifacts.stand_ins()).body)
+        if not places:  # what the request leaves out: a comment, a key no pool reads
+            text = read_bounded(config.source, MAX_BYTES).decode("utf-8", "replace")
+            places = tuple(f"line {number}" for number, line in enumerate(text.splitlines(), start=1)
+                           if redact_text(line, entropy=False) != line)
+        refuse_secrets(places, source=shown(str(config.source)), carrier="the launcher image", allow=allow)
+    files: tuple[Path, ...] = ()
+    build = config.trainer.build
+    if build is not None:
+        files = read_requirements(build.requirements, [is_requirements_file(e) for e in build.requirements],
+                                  root=job_dir(config)).files
+    return LauncherJob(config.source, config.trainer.package, files)
+
+
+__all__ = ["STAND_IN_IMAGE", "Artifacts", "LauncherJob", "base_packages", "base_platform", "image_spec",
+           "image_specs", "job_dir", "launcher_job", "plan_artifacts", "planned_images"]

@@ -45,6 +45,16 @@ _VERSION = re.compile(r"v?(3\.[0-9]+)(?:\.[0-9]+)?(?:[a-z]+[0-9]*)?")
 
 
 @dataclass(frozen=True)
+class ImageSettings:
+    """Where a person states what vtrain cannot read from a base, in the words of whatever builds the image (a
+    job file's ``trainer.build``, `package --launcher`'s flags): the errors that ask for one name it there."""
+
+    python_version: str = "trainer.build.python_version"
+    platform: str = "trainer.build.platform"
+    requirements: str | None = "trainer.build.requirements"  # None: the image's requirements are vtrain's own
+
+
+@dataclass(frozen=True)
 class ImageSpec:
     """What a trainer image is made of, besides the trainer's files."""
 
@@ -62,6 +72,7 @@ class ImageSpec:
     python: str = "python3"
     workdir: str = f"/{TRAINER_DIR}"
     index_args: tuple[str, ...] = field(default=(), compare=False)  # pip's index options; not part of the tag
+    settings: ImageSettings = field(default=ImageSettings(), compare=False)  # where errors say to set things
 
 
 def image_tag(spec: ImageSpec, trainer_digest: str, runtime_digest: str, *, src_layout: bool = False) -> str:
@@ -96,9 +107,10 @@ def pick_platform(index: dict[str, Any], image: str, os_name: str = "linux", arc
     raise PackagingError(f"base image {image} has no {os_name}/{arch} variant (it has: {', '.join(have) or 'none'})")
 
 
-def python_version(config: dict[str, Any], image: str, override: str | None = None) -> str:
+def python_version(config: dict[str, Any], image: str, override: str | None = None, *,
+                   setting: str = ImageSettings.python_version) -> str:
     """MAJOR.MINOR of the base's Python, from its config: env PYTHON_VERSION, else a python-version
-    label; `override` (the job's say) wins. Never guessed: unknown is a one-line error."""
+    label; `override` (the job's say) wins. Never guessed: unknown is a one-line error naming `setting`."""
     if override:
         found = _VERSION.fullmatch(override.strip())
         if not found:
@@ -113,7 +125,7 @@ def python_version(config: dict[str, Any], image: str, override: str | None = No
         if _LABEL.search(name) and (found := _VERSION.fullmatch(str(value).strip())):
             return found.group(1)
     raise PackagingError(f"cannot tell which Python base image {image} has: its config sets no PYTHON_VERSION and "
-                         "no python-version label; state the version (e.g. 3.10) with the image's build settings")
+                         f"no python-version label; set {setting} (e.g. 3.10)")
 
 
 def _merge_env(base: list[str], env: Sequence[tuple[str, str]], pythonpath: list[str], *,
