@@ -15,7 +15,7 @@ import pytest
 from tests.helpers import write_job
 from tests.trainer.image_helpers import make_trainer
 from vtrain.errors import PackagingError
-from vtrain.trainer.artifacts import launcher_job
+from vtrain.jobfile.artifacts import launcher_job
 from vtrain.trainer.image.launcher import launcher_files
 from vtrain.trainer.select import select_files
 

@@ -81,8 +81,8 @@ def package(job_file: str, allow_credentials: bool, target: str, launcher: str |
     if trainer.build is not None:  # the image: built on its base and pushed, as `submit` does before the create
         from vtrain.cloud.images import blob_line, body_images, push_images, summary
         from vtrain.cloud.images import describe as describe_images
+        from vtrain.jobfile.artifacts import plan_artifacts
         from vtrain.request.build import build_request
-        from vtrain.trainer.artifacts import plan_artifacts
 
         text = output == "text"
         body = build_request(config, plan_artifacts(config)).body
@@ -119,7 +119,7 @@ def package(job_file: str, allow_credentials: bool, target: str, launcher: str |
 def _launcher(job_file: str, repository: str | None, settings: tuple[str | None, str | None, str | None],
               allow_credentials: bool, output: str, overrides: tuple[str, ...]) -> None:
     """`package --launcher REPOSITORY`: the launcher step's image (vtrain.trainer.image.launcher), built and pushed:
-    the job file judged by the one secret policy and what it names (vtrain.trainer.artifacts.launcher_job)."""
+    the job file judged by the one secret policy and what it names (vtrain.jobfile.artifacts.launcher_job)."""
     from vtrain.errors import UsageError
     from vtrain.trainer.image.launcher import DEFAULT_BASE, launcher_image
 
@@ -133,11 +133,10 @@ def _launcher(job_file: str, repository: str | None, settings: tuple[str | None,
         raise UsageError("--set does not apply to --launcher: the image holds the job file as it is on disk (give "
                          "launcher_op its args instead)")
     from vtrain.cloud.images import blob_line
-    from vtrain.jobfile.load import load_config
-    from vtrain.trainer.artifacts import launcher_job
+    from vtrain.pipelines.image import launcher_job  # no kfp: vtrain.pipelines loads its names when used
 
     # checked and judged for secrets before anything is built; its trainer folder and named files go in too
-    job = launcher_job(load_config(job_file), allow_credentials=allow_credentials)
+    job = launcher_job(job_file, allow_credentials=allow_credentials, allow="pass --allow-credentials to ship them")
     text = output == "text"
     pushed = launcher_image(job_file, repository, base=base or DEFAULT_BASE, package=job.package, files=job.files,
                             python_version=python_version, platform=platform, allow_credentials=allow_credentials,

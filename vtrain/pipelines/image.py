@@ -1,6 +1,6 @@
 """The launcher image from a job file: :func:`launcher_image` builds and pushes it, :func:`planned_launcher_image`
 names it offline. The job file is loaded (and checked) here and judged by the one secret policy; the image holds
-it and what it names (:func:`vtrain.trainer.artifacts.launcher_job`); the image itself is
+it and what it names (:func:`vtrain.jobfile.artifacts.launcher_job`); the image itself is
 :mod:`vtrain.trainer.image.launcher`'s (docs/guides/pipelines.md)."""
 
 from __future__ import annotations
@@ -17,12 +17,24 @@ ALLOW = "pass allow_credentials=True to ship them"
 
 
 def launcher_job(job_file: str | os.PathLike[str], *, allow_credentials: bool = False, allow: str = ALLOW) -> Any:
-    """The job file loaded and checked, judged for secrets, and what of it the image carries
-    (:class:`vtrain.trainer.artifacts.LauncherJob`)."""
+    """The job file loaded and checked, judged by the one secret policy (:mod:`vtrain.request.secrets`: its
+    request, and its own text, which the image carries whole) unless `allow_credentials`, and what of it the
+    image carries (:class:`vtrain.jobfile.artifacts.LauncherJob`). `allow`: how the caller opts in (its words)."""
+    from vtrain.jobfile.artifacts import Artifacts
+    from vtrain.jobfile.artifacts import launcher_job as job_of
     from vtrain.jobfile.load import load_config
-    from vtrain.trainer.artifacts import launcher_job as job_of
+    from vtrain.jobfile.yamlpos import MAX_BYTES
+    from vtrain.request.build import build_request
+    from vtrain.request.secrets import job_secret_places, refuse_secrets
+    from vtrain.userpaths import read_bounded, shown
 
-    return job_of(load_config(str(Path(job_file).absolute())), allow_credentials=allow_credentials, allow=allow)
+    config = load_config(str(Path(job_file).absolute()))
+    if not allow_credentials and config.source is not None:
+        body = build_request(config, Artifacts.stand_ins()).body  # as render -o kfp judges it
+        text = read_bounded(config.source, MAX_BYTES).decode("utf-8", "replace")  # loaded a moment ago
+        refuse_secrets(job_secret_places(body, text), source=shown(str(config.source)),
+                       carrier="the launcher image", allow=allow)
+    return job_of(config)
 
 
 def planned_launcher_image(job_file: str | os.PathLike[str], repository: str, base: str = DEFAULT_BASE, *,

@@ -51,6 +51,19 @@ def _place(path: tuple[str | int, ...]) -> str:
     return "".join(f".{p}" if isinstance(p, str) else f"[{p}]" for p in path).lstrip(".")
 
 
+def job_secret_places(body: Mapping[str, Any], text: str | None = None) -> tuple[str, ...]:
+    """:func:`secret_places` of a job's request (`body`: its artifacts' names may stand in); when it has none, the
+    lines of `text` (the job file, where an artifact carries it whole) that hold a secret's shape or name: a key
+    in a comment, or under a key no request carries."""
+    from vtrain.request.redact import redact_text
+
+    places = secret_places(body)
+    if places or text is None:
+        return places
+    return tuple(f"line {number}" for number, line in enumerate(text.splitlines(), start=1)
+                 if redact_text(line, entropy=False) != line)
+
+
 def refuse_secrets(places: Sequence[str], *, source: str, carrier: str, allow: str) -> None:
     """Refuse (UsageError) to write an artifact that would carry secrets in clear: one line naming `source`
     (the job file), the places (never a value), what `carrier` is, and how to opt in (`allow`)."""
@@ -61,4 +74,4 @@ def refuse_secrets(places: Sequence[str], *, source: str, carrier: str, allow: s
                      f"clear: {allow}, or have the trainer read them from Secret Manager")
 
 
-__all__ = ["refuse_secrets", "secret_places"]
+__all__ = ["job_secret_places", "refuse_secrets", "secret_places"]

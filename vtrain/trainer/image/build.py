@@ -27,7 +27,6 @@ from vtrain.trainer.image.auth import default_credentials
 from vtrain.trainer.image.config import (
     INDEXES,
     MANIFESTS,
-    ImageSettings,
     ImageSpec,
     canonical,
     image_config,
@@ -48,6 +47,7 @@ from vtrain.trainer.image.libc import arch_of, platform_tags, read_libc
 from vtrain.trainer.image.reference import ImageRef, parse_reference, parse_repository
 from vtrain.trainer.image.registry import Credentials, RegistryClient
 from vtrain.trainer.image.requirements import declared_requirements
+from vtrain.trainer.image.settings import ImageSettings
 from vtrain.trainer.image.wheels import requirements_layer
 from vtrain.trainer.packaging import check_module, scan_package
 from vtrain.trainer.select import Scan

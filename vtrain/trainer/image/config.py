@@ -22,9 +22,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from vtrain import __version__
+from vtrain.constants import VERSION
 from vtrain.errors import PackagingError
 from vtrain.trainer.image.layers import DEPS_DIR, RUNTIME_DIR, TRAINER_DIR, Layer, source_date_epoch
+from vtrain.trainer.image.settings import ImageSettings
 from vtrain.trainer.image.wheels import normalized
 from vtrain.trainer.select import hash_entries
 
@@ -42,16 +43,6 @@ LAYOUT_VERSION = "2"  # 2: requirements in a site dir (/opt/vtrain/deps/lib/pyth
 
 _LABEL = re.compile(r"(?:^|[./_-])python[._-]?version$", re.IGNORECASE)
 _VERSION = re.compile(r"v?(3\.[0-9]+)(?:\.[0-9]+)?(?:[a-z]+[0-9]*)?")
-
-
-@dataclass(frozen=True)
-class ImageSettings:
-    """Where a person states what vtrain cannot read from a base, in the words of whatever builds the image (a
-    job file's ``trainer.build``, `package --launcher`'s flags): the errors that ask for one name it there."""
-
-    python_version: str = "trainer.build.python_version"
-    platform: str = "trainer.build.platform"
-    requirements: str | None = "trainer.build.requirements"  # None: the image's requirements are vtrain's own
 
 
 @dataclass(frozen=True)
@@ -198,7 +189,7 @@ def image_config(base_config: dict[str, Any], spec: ImageSpec, layers: Sequence[
     config["rootfs"] = rootfs
     history = list(config.get("history") or [])
     history += [{"created": stamp, "created_by": _HISTORY.get(layer.role, f"vtrain: {layer.role}"),
-                 "comment": f"vtrain {__version__}"} for layer in layers]
+                 "comment": f"vtrain {VERSION}"} for layer in layers]
     config["history"] = history
     config.setdefault("os", "linux")
     config.setdefault("architecture", "amd64")

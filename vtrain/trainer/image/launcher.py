@@ -42,7 +42,6 @@ from vtrain.foreign import printable
 from vtrain.trainer.image.auth import default_credentials
 from vtrain.trainer.image.build import BuiltImage, Pushed, base_platform, push_image, read_base
 from vtrain.trainer.image.config import (
-    ImageSettings,
     ImageSpec,
     canonical,
     image_config,
@@ -54,6 +53,7 @@ from vtrain.trainer.image.layers import Entry, Layer, write_layer
 from vtrain.trainer.image.libc import platform_tags
 from vtrain.trainer.image.reference import parse_reference, parse_repository
 from vtrain.trainer.image.registry import Credentials, RegistryClient
+from vtrain.trainer.image.settings import ImageSettings
 from vtrain.trainer.image.wheels import cache_dir, site_dir
 from vtrain.trainer.image.wheels import canonical as canonical_name
 from vtrain.trainer.select import hash_entries
@@ -137,8 +137,8 @@ def launcher_files(job_file: str | Path, package: Path | None = None, *, files: 
     (`package`: the job file's ``trainer.package``), selected and judged for secrets as its sdist is, and the
     other `files` the job file names (its requirements files), judged by name and content. Nothing else of the
     job file's folder. Refuses credentials (one error listing them) unless `allow_credentials`. The job file is
-    not read here: the caller loaded it and judged its values (:func:`vtrain.trainer.artifacts.launcher_job`)."""
-    import vtrain
+    not read here: the caller loaded it and judged its values (:func:`vtrain.jobfile.artifacts.launcher_job`)."""
+    from vtrain.constants import VERSION
     from vtrain.trainer.credentials import check_contents
     from vtrain.trainer.packaging import refuse_credentials
     from vtrain.trainer.select import Scan, readable_errors, select_files
@@ -159,16 +159,16 @@ def launcher_files(job_file: str | Path, package: Path | None = None, *, files: 
                 full = scan.root / rel
                 chosen[full.absolute().as_posix().lstrip("/")] = full
     job: list[Entry] = [(name, full, _executable(full)) for name, full in sorted(chosen.items())]
-    package_dir = Path(vtrain.__file__).resolve().parent
+    package_dir = Path(__file__).resolve().parents[2]  # vtrain/
     own: list[Entry] = []
     for full in sorted(package_dir.rglob("*")):
         rel = full.relative_to(package_dir).as_posix()
         if "__pycache__" in rel.split("/") or full.suffix in (".pyc", ".pyo") or not full.is_file():
             continue
         own.append((f"vtrain/{rel}", full, False))
-    meta = f"Metadata-Version: 2.1\nName: vtrain\nVersion: {vtrain.__version__}\n".encode()
-    own.append((f"vtrain-{vtrain.__version__}.dist-info/METADATA", meta, False))
-    own.append((f"vtrain-{vtrain.__version__}.dist-info/INSTALLER", b"vtrain launcher image\n", False))
+    meta = f"Metadata-Version: 2.1\nName: vtrain\nVersion: {VERSION}\n".encode()
+    own.append((f"vtrain-{VERSION}.dist-info/METADATA", meta, False))
+    own.append((f"vtrain-{VERSION}.dist-info/INSTALLER", b"vtrain launcher image\n", False))
     return LauncherFiles(job_file=path, job=job, job_digest=hash_entries([(n, v) for n, v, _ in job]),
                          vtrain=own, vtrain_digest=hash_entries([(n, v) for n, v, _ in own]))
 
@@ -276,7 +276,7 @@ def launcher_image(job_file: str | Path, repository: str, *, base: str = DEFAULT
                    base_credentials: Credentials | None = default_credentials,
                    on_blob: Callable[[dict[str, object]], None] | None = None) -> Pushed:
     """Build the launcher image for `job_file` (`package`: its ``trainer.package``; `files`: the other files it
-    names, :func:`vtrain.trainer.artifacts.launcher_job`) on `base` and push it to
+    names, :func:`vtrain.jobfile.artifacts.launcher_job`) on `base` and push it to
     `repository` (``REPOSITORY:TAG@DIGEST`` in the answer's ``image``: give it to ``launcher_op(..., image=...)``).
     Every check (secrets, the requirements' wheels) passes before anything is sent; what the registry has is not
     sent again."""

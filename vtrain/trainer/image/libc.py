@@ -30,6 +30,7 @@ from typing import Any
 
 from vtrain.errors import PackagingError
 from vtrain.foreign import printable
+from vtrain.trainer.image.settings import ImageSettings
 from vtrain.userpaths import cache_dir
 
 #: Prebuilt Vertex TensorFlow training images: glibc 2.31 (see the module docstring).
@@ -134,7 +135,7 @@ def _glibc_from(member: tarfile.TarInfo, tar: tarfile.TarFile) -> Libc | None:
     return None
 
 
-def _scan(layers: Iterator[tuple[str, Callable[[], Any]]], setting: str = "trainer.build.platform") -> Libc | None:
+def _scan(layers: Iterator[tuple[str, Callable[[], Any]]], setting: str = ImageSettings.platform) -> Libc | None:
     """The C library of the first layer (bottom-up) that has one."""
     alpine: tuple[int, int] | None = None
     for media_type, opener in layers:
@@ -169,7 +170,7 @@ def _scan(layers: Iterator[tuple[str, Callable[[], Any]]], setting: str = "train
 
 
 def read_libc(layers: Sequence[tuple[str, str, Callable[[], Any]]], image: str, config_digest: str, *,
-              cache: Path | None = None, setting: str = "trainer.build.platform") -> Libc:
+              cache: Path | None = None, setting: str = ImageSettings.platform) -> Libc:
     """The base's C library from its layers, (media type, digest, opener) bottom-up; cached by the
     base's config digest. None found is one line that says how to state it (`setting`)."""
     entry = (cache_dir() if cache is None else cache) / "image-bases" / f"{config_digest.replace(':', '-')}.json"

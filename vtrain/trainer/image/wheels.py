@@ -41,17 +41,15 @@ import sys
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from vtrain.errors import PackagingError
 from vtrain.foreign import printable
 from vtrain.trainer.image.layers import DEPS_DIR, Entry, Layer, tree_entries, write_layer
 from vtrain.trainer.image.libc import describe_tags
+from vtrain.trainer.image.settings import ImageSettings
 from vtrain.userpaths import cache_dir as vtrain_cache_dir
 from vtrain.userpaths import describe_oserror, read_bounded
-
-if TYPE_CHECKING:
-    from vtrain.trainer.image.config import ImageSettings
 
 _NO_MATCH = re.compile(r"No matching distribution found for ([^\s]+)")
 _NO_VERSION = re.compile(r"Could not find a version that satisfies the requirement ([^\s]+)")
@@ -117,8 +115,6 @@ def pip_failure(output: str, python_version: str, platforms: Sequence[str],
                 settings: ImageSettings | None = None) -> str:
     """pip's failure as one line: the requirement without a wheel, a conflict, or the index unreachable; what to
     change named where the image's builder takes it (`settings`: a job file's trainer.build by default)."""
-    from vtrain.trainer.image.config import ImageSettings
-
     settings = settings or ImageSettings()
     where = describe_target(python_version, platforms)
     if any(sign in output for sign in _UNREACHABLE):

@@ -83,8 +83,8 @@ def plan_artifacts(config: JobConfig, *, region: str | None = None) -> Artifacts
 
 def image_spec(config: JobConfig, base: str) -> ImageSpec:
     """What goes into the image on `base` (requirement files read here: PackagingError names the line)."""
-    from vtrain.jobfile.model import is_requirements_file
-    from vtrain.request.image import IMAGE_PYTHON
+    from vtrain.constants import IMAGE_PYTHON
+    from vtrain.jobfile.assemble import is_requirements_file
     from vtrain.trainer.image.config import ImageSpec
     from vtrain.trainer.image.requirements import read_requirements
 
@@ -124,12 +124,10 @@ def base_packages(base: str) -> tuple[str, ...]:
 def image_specs(config: JobConfig) -> dict[str, ImageSpec]:
     """One spec per distinct base among the pools that run the trainer (Reduction Server and pools with a
     container of their own left out)."""
-    from vtrain.request.image import base_image
-
     out: dict[str, ImageSpec] = {}
     for pool in config.pools():
         if pool.role != "reduction_server" and pool.container is None:
-            base = base_image(config, pool)
+            base = config.base_image(pool)
             if base not in out:
                 out[base] = image_spec(config, base)
     return out
@@ -165,29 +163,14 @@ class LauncherJob:
     files: tuple[Path, ...] = ()
 
 
-def launcher_job(config: JobConfig, *, allow_credentials: bool = False,
-                 allow: str = "pass --allow-credentials to ship them") -> LauncherJob:
-    """The launcher image's share of `config` (loaded from its file), judged by the one secret policy
-    (:mod:`vtrain.request.secrets`) before anything is read or built: its request's env and args, and the job
-    file's own text (a key in a comment ships too). `allow`: how the caller opts in (its words)."""
-    from vtrain.jobfile.model import is_requirements_file
-    from vtrain.request.build import build_request
-    from vtrain.request.redact import redact_text
-    from vtrain.request.secrets import refuse_secrets
+def launcher_job(config: JobConfig) -> LauncherJob:
+    """What of `config` (loaded from its file) the launcher image carries: reads the requirements files (and
+    those they include) as planning an image does. Judging its values for secrets is the caller's, before this
+    (:func:`vtrain.pipelines.image.launcher_job`)."""
+    from vtrain.jobfile.assemble import is_requirements_file
     from vtrain.trainer.image.requirements import read_requirements
-    from vtrain.userpaths import read_bounded, shown
 
     assert config.source is not None, "the launcher image carries a job file"
-    if not allow_credentials:
-        from vtrain.jobfile.yamlpos import MAX_BYTES
-        from vtrain.request.secrets import secret_places
-
-        places = secret_places(build_request(config, Artifacts.stand_ins()).body)
-        if not places:  # what the request leaves out: a comment, a key no pool reads
-            text = read_bounded(config.source, MAX_BYTES).decode("utf-8", "replace")
-            places = tuple(f"line {number}" for number, line in enumerate(text.splitlines(), start=1)
-                           if redact_text(line, entropy=False) != line)
-        refuse_secrets(places, source=shown(str(config.source)), carrier="the launcher image", allow=allow)
     files: tuple[Path, ...] = ()
     build = config.trainer.build
     if build is not None:
