@@ -230,3 +230,13 @@ def test_pip_failures_name_the_settings_of_what_builds_the_image() -> None:
     launcher = [pip_failure(text, "3.11", platforms, SETTINGS) for text in (missing, conflict)]
     assert "set --launcher-platform (platform= in vtrain.pipelines.launcher_image)" in launcher[0]
     assert not any("trainer.build" in line for line in launcher), launcher
+
+
+def test_a_switch_is_no_secret_name_and_a_services_key_still_is() -> None:
+    from vtrain.request.redact import is_secret_name
+
+    assert [n for n in ("show-secrets", "allow-credentials", "NO_AUTH", "SKIP_TOKEN", "hide_passwords",
+                        "IGNORE_API_KEY") if is_secret_name(n)] == []
+    assert [n for n in ("SCAN_API_KEY", "PRINT_TOKEN", "API_TOKEN", "show", "TOKEN") if not is_secret_name(n)] == [
+        "show"]
+    assert redact_strings("--no-auth --api-key abc123xyz") == "--no-auth --api-key <redacted>"

@@ -8,15 +8,19 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vtrain.trainer.image.launcher import DEFAULT_BASE
+
+if TYPE_CHECKING:
+    from vtrain.jobfile.artifacts import LauncherJob
 
 #: How a Python caller opts in to a job whose values look secret (the CLI's words: --allow-credentials).
 ALLOW = "pass allow_credentials=True to ship them"
 
 
-def launcher_job(job_file: str | os.PathLike[str], *, allow_credentials: bool = False, allow: str = ALLOW) -> Any:
+def launcher_job(job_file: str | os.PathLike[str], *, allow_credentials: bool = False,
+                 allow: str = ALLOW) -> LauncherJob:
     """The job file loaded and checked, judged by the one secret policy (:mod:`vtrain.request.secrets`: its
     request, and its own text, which the image carries whole) unless `allow_credentials`, and what of it the
     image carries (:class:`vtrain.jobfile.artifacts.LauncherJob`). `allow`: how the caller opts in (its words)."""

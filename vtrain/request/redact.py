@@ -48,8 +48,8 @@ _NOT_SECRET_SUFFIX = {"file", "path", "dir", "directory", "url", "uri", "name", 
                       "length", "len", "size", "count", "format", "expiry", "env", "version"}  # fmt: skip
 #: A first word that makes the name an instruction about secrets, not a secret: a switch (--show-secrets,
 #: --allow-credentials, NO_AUTH) whose "value" after it is the next word of a sentence or another flag.
-_ACTIONS = {"show", "allow", "hide", "no", "skip", "print", "redact", "mask", "ignore", "list", "check", "scan",
-            "refuse", "forbid", "require", "disable", "enable"}  # fmt: skip
+#: Only verbs of a switch: SCAN_API_KEY or PRINT_TOKEN may name a service's key, and stays secret.
+_ACTIONS = {"show", "allow", "hide", "no", "skip", "redact", "mask", "ignore"}
 _WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
 

@@ -147,16 +147,6 @@ def select_files(package_dir: Path, *, skip: Iterable[Path] = ()) -> Scan:
     return scan
 
 
-def select_folder(folder: Path) -> Scan:
-    """Any folder's files as a trainer's are selected (the same ignores and exclusions, `.vtrainignore`
-    included), though it need not be a Python package: a job file's folder, for the launcher image."""
-    root = Path(folder).absolute()
-    with readable_errors(root):
-        scan = _select(root, ())
-    _notice(scan)
-    return scan
-
-
 _noticed: set[tuple[str, str]] = set()
 
 
