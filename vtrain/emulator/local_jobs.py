@@ -55,19 +55,19 @@ def package_uris(job: Mapping[str, Any]) -> list[str]:
 
 
 def install_packages(job: Mapping[str, Any], cache_dir: str | os.PathLike[str] | None,
-                     notice: Callable[[str], None]) -> Any:
-    """The trainer environment with the job's packageUris installed (once per cache), or None without any."""
+                     notice: Callable[[str], None], runtime: str = "auto") -> Any:
+    """The trainer environment with the job's packageUris installed (once per cache), or None without any: over
+    the image's stack for a prebuilt image, as `vtrain local` runs it (`runtime`: :mod:`vtrain.local.runtimes`)."""
     from vtrain.local import envcache
-    from vtrain.local.runner import env_notices
+    from vtrain.local.runner import choose_runtime, install_trainer
 
     uris = package_uris(job)
     if not uris:
         return None
+    choice = choose_runtime(job, runtime)
     cache = Path(cache_dir) if cache_dir is not None else envcache.default_cache_dir()
     notice(f"installing {len(uris)} package(s): {', '.join(uris)}")
-    trainer_env = envcache.prepare_env(envcache.fetch_packages(uris, cache), cache)
-    env_notices(trainer_env, notice)
-    return trainer_env
+    return install_trainer(envcache.fetch_packages(uris, cache), cache, choice, notice)
 
 
 def pull_images(job: Mapping[str, Any], cache_dir: str | os.PathLike[str] | None,
@@ -163,7 +163,7 @@ class EmulatedRunner:
         from vtrain.local.runner import local_output_dir, run_job
 
         faults = specs_from_labels(dict(body.get("labels") or {}))  # before anything is installed
-        trainer_env = install_packages(body, self.options.cache_dir, notice)
+        trainer_env = install_packages(body, self.options.cache_dir, notice, self.options.runtime)
         images = pull_images(body, self.options.cache_dir, notice)
         if ctx.cancelled.is_set():
             return None

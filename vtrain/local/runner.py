@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from vtrain.local.containers import ContainerHandle, ContainerImage
     from vtrain.local.envcache import TrainerEnv
     from vtrain.local.image import LocalImage
+    from vtrain.local.runtimes import Choice
 
 
 class TextSink(Protocol):
@@ -205,21 +206,58 @@ def prepare_trainer(
     cache_dir: str | os.PathLike[str] | None,
     allow_credentials: bool,
     notice: Callable[[str], None],
+    runtime: str = "auto",
 ) -> tuple[TrainerEnv | None, list[str] | None]:
     """The packaged trainer installed into its cached environment (None for a container trainer), and
     the packageUris to put in the request: None (the staged or prebuilt ones `submit` would send), or,
     for a local package with no staging location, the cache's file:// URIs. Shared by a single run
-    and a tuning study, so both run exactly what `submit` would send."""
+    and a tuning study, so both run exactly what `submit` would send. `runtime` as
+    :func:`vtrain.local.runtimes.choose` takes it."""
     cache = _cache(cache_dir)
     if config.trainer.container is not None or config.trainer.build is not None:
         return None, None
-    from vtrain.local import envcache as localpkg
+    from vtrain.request.custom_job import build_job_dict
+    from vtrain.trainer.artifacts import Artifacts
 
+    choice = choose_runtime(build_job_dict(config, Artifacts.stand_ins()), runtime)  # before anything is built
     sdists, package_uris = _packages(config, cache, allow_credentials)
-    trainer_env = localpkg.prepare_env(sdists, cache)
-    env_notices(trainer_env, notice)
+    trainer_env = install_trainer(sdists, cache, choice, notice)
     local_only = config.trainer.package is not None and config.staging_bucket is None
     return trainer_env, package_uris if local_only else None
+
+
+def choose_runtime(job: Mapping[str, Any], runtime: str = "auto") -> Choice:
+    """:func:`vtrain.local.runtimes.choose` for this machine (whether it has a GPU)."""
+    from vtrain.local.runtimes import choose
+
+    return choose(job, runtime, gpu=bool(local_gpus(os.environ)))
+
+
+def install_trainer(sdists: list[Path], cache: Path, choice: Choice, notice: Callable[[str], None]) -> TrainerEnv:
+    """The sdists installed into their cached environment, over the runtime `choice` names: the image's stack
+    (built once, :func:`vtrain.local.stacks.prepare_stack`) or this machine's packages. Says which."""
+    from vtrain.local import envcache
+    from vtrain.local.runtimes import STACK
+
+    notice(f"runtime: {choice.runtime}: {choice.why}")
+    if choice.runtime != STACK or choice.stack is None:
+        trainer_env = envcache.prepare_env(sdists, cache)
+        env_notices(trainer_env, notice)
+        return trainer_env
+    from vtrain.local.stacks import prepare_stack, stack_base
+
+    built, lease = prepare_stack(choice.stack, cache, notice)
+    try:
+        trainer_env = envcache.prepare_env(sdists, cache, base=stack_base(built, lease))
+    except BaseException:
+        lease.release()
+        raise
+    if built.cached:
+        notice(f"the image's stack {built.venv} (cached)")
+    env_notices(trainer_env, notice)
+    for text in built.notices:
+        notice(text)
+    return trainer_env
 
 
 def run_local(
@@ -273,7 +311,7 @@ def run_local(
             shape = build_job_dict(config, Artifacts.stand_ins())  # replica labels only: no file read
             labels = [r.label for r in localenv.plan(shape, opts.max_replicas).replicas]
             check_replicas(opts.faults, labels)
-    trainer_env, package_uris = prepare_trainer(config, opts.cache_dir, opts.allow_credentials, notice)
+    trainer_env, package_uris = prepare_trainer(config, opts.cache_dir, opts.allow_credentials, notice, opts.runtime)
     images = prepare_images(config, opts.cache_dir, opts.allow_credentials, notice, opts.containers)
     job = build_request(config, plan_artifacts(config) if package_uris is None else package_uris).body
     if config.model is not None and opts.check_output is None:  # what Vertex's prediction container needs
@@ -356,7 +394,7 @@ def run_job(
     for text in the_plan.notices:
         notice(text)
     if trainer_env is not None:
-        tf_notice = localenv.image_tf_notice(the_plan, _host_tensorflow())
+        tf_notice = localenv.image_tf_notice(the_plan, trainer_env.tensorflow or _host_tensorflow())
         if tf_notice:
             notice(tf_notice)
     host_env = dict(os.environ)
