@@ -42,7 +42,7 @@ def test_a_prebuilt_image_gets_its_stack_by_default_and_the_flag_or_variable_cha
     assert auto.runtime == STACK and auto.stack is not None
     assert auto.stack.requirements == ["tensorflow-cpu==2.15.1", *STACKS["2-15"].pins] and auto.stack.python == "3.10"
     assert "the default for a prebuilt image" in auto.why and "TensorFlow 2.15.1, Python 3.10" in auto.why
-    assert choose(job, "auto", env={"VTRAIN_RUNTIME": "host"}).runtime == HOST
+    assert choose(job, "auto", env={"VTRAIN_RUNTIME": "host"}).why.startswith("VTRAIN_RUNTIME=host: this machine's")
     assert choose(job, "host", env={"VTRAIN_RUNTIME": "stack"}).runtime == HOST  # the flag wins over the variable
     assert choose(job, "image", env={}).runtime == IMAGE
     gpu = choose(body(f"{US}/tf-gpu.2-17.py310:latest"), gpu=True, env={})
@@ -101,7 +101,7 @@ def test_the_estimator_row_rehearses_on_tf_2_15_and_succeeds_when_its_chief_does
     result = CliRunner().invoke(cli, ["local", str(_estimator_job(tmp_path)), "--plain", "--timeout", "5m"])
     assert result.exit_code == 0, result.output
     assert "runtime: stack: the default for a prebuilt image: the image's stack, tf-cpu.2-15 (TensorFlow 2.15.1, " \
-        "Python 3.10)" in result.output
+        "Python 3.10), TensorFlow's CPU build" in result.output
     assert "local results can differ" not in result.output  # the image's TensorFlow is the one that ran
     run = next((tmp_path / "out" / "vtrain-local").iterdir())
     summary = json.loads((run / "result.json").read_text())
@@ -164,3 +164,18 @@ def test_offline_with_nothing_cached_is_one_line_that_names_the_stack(tmp_path: 
     assert "connect to PyPI once (it is kept for every later run), or run with --runtime host" in error[0]
     assert "Traceback" not in result.output
     assert not any((tmp_path / "cache" / "envs").glob("stack-*/bin"))  # nothing half-built is kept
+
+
+def test_doctor_says_which_runtime_a_job_would_rehearse_on_and_why(tmp_path: Path, on_stack: None) -> None:
+    job = tmp_path / "job.yaml"
+    job.write_text(_estimator_job(tmp_path).read_text().replace(f"base_output_dir: {tmp_path / 'out'}",
+                   "base_output_dir: gs://my-bucket/out\nstaging_bucket: gs://my-bucket/staging"), encoding="utf-8")
+    result = CliRunner().invoke(cli, ["doctor", str(job)])
+    line = next(line for line in result.output.splitlines() if line.startswith("runtime"))
+    assert line.startswith("runtime   stack: the default for a prebuilt image: the image's stack, tf-cpu.2-15 "
+                           "(TensorFlow 2.15.1, Python 3.10), TensorFlow's CPU build, on this machine"), line
+    python, where = find_python("3.10")
+    assert (f"Python 3.10 from {where} ({python})" if python else "no Python 3.10 here") in line
+    host = CliRunner().invoke(cli, ["doctor", str(job), "-o", "json"], env={"VTRAIN_RUNTIME": "host"})
+    assert json.loads(host.stdout)["runtime"] == "host: VTRAIN_RUNTIME=host: this machine's Python and TensorFlow, " \
+        "not the image's"

@@ -66,13 +66,15 @@ def choose(job: Mapping[str, Any], value: str | None = "auto", *, gpu: bool = Fa
 
     `value` as asked (auto, stack, image, host; auto reads VTRAIN_RUNTIME); `gpu`: this machine has a GPU
     (a GPU image's stack is then TensorFlow's GPU build). A runtime that cannot serve this job is a UsageError."""
+    flag = value if value and value != "auto" else None
     value = requested(value, env)
+    source = f"--runtime {value}" if flag else f"{RUNTIME_ENV}={value}"
     if value not in RUNTIMES:
         raise UsageError(f"--runtime {value}: one of {', '.join(RUNTIMES)}")
     images = executor_images(job)
     if not images:
         if value in (STACK, IMAGE):
-            raise UsageError(f"--runtime {value} applies to Python package pools; this job's pools run container "
+            raise UsageError(f"{source} applies to Python package pools; this job's pools run container "
                              "images (--containers says how)")
         return Choice(CONTAINER, "the job's pools run container images: each replica runs its image "
                                  "(--containers auto|always|never)")
@@ -81,19 +83,19 @@ def choose(job: Mapping[str, Any], value: str | None = "auto", *, gpu: bool = Fa
         if len(images) > 1 else ""
     stack = stack_for(image, gpu=gpu)
     if value == HOST:
-        return Choice(HOST, "--runtime host: this machine's Python and TensorFlow, not the image's" + more, image)
+        return Choice(HOST, f"{source}: this machine's Python and TensorFlow, not the image's" + more, image)
     if value == IMAGE:
-        return Choice(IMAGE, f"--runtime image: each replica runs in {image} itself (pulled, run with runc/crun; "
+        return Choice(IMAGE, f"{source}: each replica runs in {image} itself (pulled, run with runc/crun; "
                              "the trainer installed inside by pip)" + more, image, stack)
     if stack is None:
         if value == STACK:
-            raise UsageError(f"--runtime stack: vtrain has no stack for {image} (it knows the prebuilt TensorFlow "
+            raise UsageError(f"{source}: vtrain has no stack for {image} (it knows the prebuilt TensorFlow "
                              "training images tf-cpu/tf-gpu/tf-tpu 2-12 to 2-17); use --runtime image or host")
         return Choice(HOST, f"{image} is not a prebuilt TensorFlow image vtrain has a stack for: this machine's "
                             "Python and TensorFlow" + more, image)
-    said = "--runtime stack" if value == STACK else "the default for a prebuilt image"
+    said = source if value == STACK else "the default for a prebuilt image"
     build = "TensorFlow's GPU build" if stack.gpu else "TensorFlow's CPU build"
-    return Choice(STACK, f"{said}: the image's stack, {stack.label} ({build}), on this machine" + more,
+    return Choice(STACK, f"{said}: the image's stack, {stack.label}, {build}, on this machine" + more,
                   image, stack)
 
 
