@@ -134,7 +134,8 @@ def test_the_emulator_installs_a_prebuilt_job_over_the_image_stack(tmp_path: Pat
     job = body(f"{US}/tf-cpu.2-15.py310:latest")
     job["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]["packageUris"] = [s.uri for s in staged]  # type: ignore[index]
     said: list[str] = []
-    env = install_packages(job, cache, said.append)
+    env, images = install_packages(job, cache, said.append)
+    assert images == {}
     try:
         assert env.tensorflow == "2.15.1"
         probe = "import sys, importlib.metadata as m; print(sys.version_info[:2], m.version('tensorflow-cpu'))"

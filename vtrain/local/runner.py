@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from vtrain.local.containers import ContainerHandle, ContainerImage
     from vtrain.local.envcache import TrainerEnv
     from vtrain.local.image import LocalImage
+    from vtrain.local.prebuilt import PackageImage
     from vtrain.local.runtimes import Choice
 
 
@@ -112,12 +113,13 @@ RESTART_ENV = (RESTART_COUNT_ENV, JOB_ATTEMPT_ENV, STATUS_FILE_ENV)  # set at ea
 
 def build_procs(plan: Plan, *, python: str | None, venv: str | None, output_dir: Path, run_dir: Path,
                 job_id: str, host_env: Mapping[str, str], gpus: Mapping[Replica, str],
-                images: Mapping[str, LocalImage | ContainerImage] | None = None,
+                images: Mapping[str, LocalImage | ContainerImage | PackageImage] | None = None,
                 engine: str = "docker") -> list[Proc]:
     """argv, environment, working dir and log (in this run's folder) of every replica; ports chosen here.
     A container pool whose image is in `images` runs in an OCI runtime's container (a ContainerImage) or
     from its unpacked vtrain layers on this machine's Python (a LocalImage); any other under `engine`."""
     from vtrain.local.containers import ContainerImage, DockerContainer, container_name
+    from vtrain.local.prebuilt import PackageImage
 
     ports = dict(zip(plan.replicas, free_ports(len(plan.replicas)), strict=True))
     devices = localenv.dtensor_devices(plan)
@@ -129,7 +131,9 @@ def build_procs(plan: Plan, *, python: str | None, venv: str | None, output_dir:
         if devices is not None and r.pool in (0, 1):  # the job's own VTRAIN_LOCAL_DEVICES wins
             job_env.setdefault(LOCAL_DEVICES_ENV, str(devices))
         container: ContainerHandle | None = None
-        image = (images or {}).get(str((pool.get("containerSpec") or {}).get("imageUri", "")))
+        uri = (pool.get("containerSpec") or {}).get("imageUri") or (pool.get("pythonPackageSpec") or {}).get(
+            "executorImageUri", "")  # a Python package pool's image only under --runtime image
+        image = (images or {}).get(str(uri))
         if image is not None or "containerSpec" not in pool:
             # Each replica's own TMPDIR in the run folder (TensorFlow's autograph files, a killed replica's
             # leftovers stay there, not in the user's /tmp); the job's env may still set its own.
@@ -137,7 +141,7 @@ def build_procs(plan: Plan, *, python: str | None, venv: str | None, output_dir:
             tmp.mkdir(parents=True, exist_ok=True)
             scratch = {name: str(tmp) for name in ("TMPDIR", "TMP", "TEMP")}
         workdir = run_dir / "work" / r.label
-        if isinstance(image, ContainerImage):  # the image's Env, the pool's env, Vertex's: in the container
+        if isinstance(image, (ContainerImage, PackageImage)):  # the image's Env, the pool's env, Vertex's
             made, env = image.replica(pool, name=container_name(job_id, r.label), workdir=workdir, tmp=tmp,
                                       bundle=run_dir / "containers" / r.label, output_dir=output_dir,
                                       job_env=job_env, vertex=vertex)
@@ -207,23 +211,39 @@ def prepare_trainer(
     allow_credentials: bool,
     notice: Callable[[str], None],
     runtime: str = "auto",
-) -> tuple[TrainerEnv | None, list[str] | None]:
-    """The packaged trainer installed into its cached environment (None for a container trainer), and
+) -> tuple[TrainerEnv | None, list[str] | None, dict[str, PackageImage]]:
+    """The packaged trainer installed into its cached environment (None for a container trainer, or under
+    --runtime image, whose prebuilt image comes third), and
     the packageUris to put in the request: None (the staged or prebuilt ones `submit` would send), or,
     for a local package with no staging location, the cache's file:// URIs. Shared by a single run
     and a tuning study, so both run exactly what `submit` would send. `runtime` as
     :func:`vtrain.local.runtimes.choose` takes it."""
     cache = _cache(cache_dir)
     if config.trainer.container is not None or config.trainer.build is not None:
-        return None, None
+        return None, None, {}
     from vtrain.request.custom_job import build_job_dict
     from vtrain.trainer.artifacts import Artifacts
 
     choice = choose_runtime(build_job_dict(config, Artifacts.stand_ins()), runtime)  # before anything is built
     sdists, package_uris = _packages(config, cache, allow_credentials)
-    trainer_env = install_trainer(sdists, cache, choice, notice)
+    trainer_env, images = python_runtime(sdists, cache, choice, notice)
     local_only = config.trainer.package is not None and config.staging_bucket is None
-    return trainer_env, package_uris if local_only else None
+    return trainer_env, package_uris if local_only else None, images
+
+
+def python_runtime(sdists: list[Path], cache: Path, choice: Choice,
+                   notice: Callable[[str], None]) -> tuple[TrainerEnv | None, dict[str, PackageImage]]:
+    """What a Python package job's replicas run on, made ready: an environment with the sdists (over the image's
+    stack or this machine's packages), or under --runtime image the prebuilt image, pulled and unpacked, in whose
+    containers each replica installs them itself."""
+    from vtrain.local.runtimes import IMAGE
+
+    if choice.runtime != IMAGE or choice.image is None:
+        return install_trainer(sdists, cache, choice, notice), {}
+    from vtrain.local.prebuilt import prebuilt_images
+
+    notice(f"runtime: {choice.runtime}: {choice.why}")
+    return None, prebuilt_images([choice.image], sdists, cache, gpu_here=bool(local_gpus(os.environ)), notice=notice)
 
 
 def choose_runtime(job: Mapping[str, Any], runtime: str = "auto") -> Choice:
@@ -311,8 +331,9 @@ def run_local(
             shape = build_job_dict(config, Artifacts.stand_ins())  # replica labels only: no file read
             labels = [r.label for r in localenv.plan(shape, opts.max_replicas).replicas]
             check_replicas(opts.faults, labels)
-    trainer_env, package_uris = prepare_trainer(config, opts.cache_dir, opts.allow_credentials, notice, opts.runtime)
-    images = prepare_images(config, opts.cache_dir, opts.allow_credentials, notice, opts.containers)
+    trainer_env, package_uris, prebuilt = prepare_trainer(config, opts.cache_dir, opts.allow_credentials, notice,
+                                                          opts.runtime)
+    images = {**prepare_images(config, opts.cache_dir, opts.allow_credentials, notice, opts.containers), **prebuilt}
     job = build_request(config, plan_artifacts(config) if package_uris is None else package_uris).body
     if config.model is not None and opts.check_output is None:  # what Vertex's prediction container needs
         opts = opts.replace(check_output=saved_model_check(trainer_env))
@@ -355,7 +376,7 @@ def run_job(
     out: IO[str] | None = None,
     notice: Callable[[str], None] = lambda text: None,
     on_line: Callable[[Replica, str, str], None] | None = None,
-    images: Mapping[str, LocalImage | ContainerImage] | None = None,
+    images: Mapping[str, LocalImage | ContainerImage | PackageImage] | None = None,
     **keywords: Any,
 ) -> LocalJob:
     """Start a CustomJob REST body here (what `submit` sends, or what the emulator stored).
@@ -389,7 +410,8 @@ def run_job(
     engine = "docker"
     if any("containerSpec" in s and s["containerSpec"].get("imageUri") not in built for s in specs):
         engine = _docker_ready()
-    if trainer_env is None and any("pythonPackageSpec" in s for s in specs):
+    if trainer_env is None and any("pythonPackageSpec" in s and s["pythonPackageSpec"].get("executorImageUri")
+                                   not in built for s in specs):
         raise BackendError("this job runs Python packages, but no environment with them was prepared")
     for text in the_plan.notices:
         notice(text)
@@ -403,10 +425,12 @@ def run_job(
     for text in gpu_notices:
         notice(text)
     from vtrain.local.containers import ContainerImage
+    from vtrain.local.prebuilt import PackageImage
 
-    boxed = {uri for uri, image in built.items() if isinstance(image, ContainerImage)}  # in an OCI runtime
+    boxed = {uri for uri, image in built.items() if isinstance(image, (ContainerImage, PackageImage))}  # runc/crun
     if any(gpus.get(r) for r in the_plan.replicas
-           if str((the_plan.pool_spec(r).get("containerSpec") or {}).get("imageUri", "")) in boxed):
+           if str((the_plan.pool_spec(r).get("containerSpec") or {}).get("imageUri", "")
+                  or (the_plan.pool_spec(r).get("pythonPackageSpec") or {}).get("executorImageUri", "")) in boxed):
         notice("GPUs are not passed into runc/crun containers (NVIDIA's container hooks are not set up): those "
                "replicas run on CPU")
     if any(p.get("machineSpec", {}).get("acceleratorType", "").startswith("TPU") for p in the_plan.pools if p):
