@@ -23,7 +23,7 @@ from vtrain.cli import cli
 from vtrain.errors import PackagingError
 from vtrain.local.containers import find_runtime
 from vtrain.local.prebuilt import cpu_variant
-from vtrain.trainer.image.registry import mirrors, pull_client
+from vtrain.trainer.image.mirrors import mirrors, pull_client
 
 REPOSITORY = "vertex-ai/training/tf-cpu.2-15.py310"
 REPORT = """\

@@ -68,7 +68,7 @@ def test_run_local_keeps_taking_the_old_keywords(tmp_path: Path, monkeypatch: py
         seen.update(kw)
         raise BackendError("stop here")
 
-    monkeypatch.setattr(runner, "prepare_trainer", lambda *a: (None, None))
+    monkeypatch.setattr(runner, "prepare_trainer", lambda *a: (None, None, {}))
     monkeypatch.setattr(runner, "prepare_images", lambda *a: None)  # no registry to pull example.com/i:1 from
     monkeypatch.setattr(runner, "run_job", fake_run_job)
     path = container_job(tmp_path)

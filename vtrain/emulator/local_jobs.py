@@ -60,7 +60,7 @@ def install_packages(job: Mapping[str, Any], cache_dir: str | os.PathLike[str] |
     the prebuilt images to run in under --runtime image): over the image's stack for a prebuilt image, as
     `vtrain local` runs it (`runtime`: :mod:`vtrain.local.runtimes`)."""
     from vtrain.local import envcache
-    from vtrain.local.runner import choose_runtime, python_runtime
+    from vtrain.local.runtimes import choose_runtime, python_runtime
 
     uris = package_uris(job)
     if not uris:
@@ -68,7 +68,9 @@ def install_packages(job: Mapping[str, Any], cache_dir: str | os.PathLike[str] |
     choice = choose_runtime(job, runtime)
     cache = Path(cache_dir) if cache_dir is not None else envcache.default_cache_dir()
     notice(f"installing {len(uris)} package(s): {', '.join(uris)}")
-    return python_runtime(envcache.fetch_packages(uris, cache), cache, choice, notice)
+    from vtrain.local.downloads import fetch_packages
+
+    return python_runtime(fetch_packages(uris, cache), cache, choice, notice)
 
 
 def pull_images(job: Mapping[str, Any], cache_dir: str | os.PathLike[str] | None,

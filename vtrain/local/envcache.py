@@ -420,38 +420,6 @@ def exclusive_use(path: Path, venv: Path) -> IO[str]:
                              "run again when it ends") from None
 
 
-def fetch_packages(uris: Sequence[str], cache_dir: Path) -> list[Path]:
-    """Local paths for a job's prebuilt ``package_uris``: file:// and paths as they are, gs:// fetched."""
-    from vtrain.trainer.staging import uri_to_path
-
-    out: list[Path] = []
-    for uri in uris:
-        if uri.startswith("gs://"):
-            out.append(_download(uri, cache_dir / "downloads"))
-            continue
-        path = uri_to_path(uri) or Path(uri).expanduser()
-        if not path.is_file():
-            raise PackagingError(f"trainer package {uri} not found")
-        out.append(path)
-    return out
-
-
-def _download(uri: str, directory: Path) -> Path:
-    from google.api_core import exceptions as gexc
-
-    from vtrain.trainer.staging import default_client
-
-    bucket, _, name = uri[len("gs://"):].partition("/")
-    cache_dir_ready(directory.parent, directory.name)
-    dest = directory / hashlib.sha256(uri.encode()).hexdigest()[:16] / Path(name).name
-    cache_dir_ready(dest.parent)
-    try:
-        default_client().bucket(bucket).blob(name).download_to_filename(str(dest))
-    except gexc.GoogleAPICallError as err:
-        raise PackagingError(f"cannot download {uri}: {err.message}") from err
-    return dest
-
-
 __all__ = [
     "Base",
     "Lease",
@@ -469,7 +437,6 @@ __all__ = [
     "default_cache_dir",
     "env_key",
     "package_digest",
-    "fetch_packages",
     "host_site_dirs",
     "prepare_env",
 ]

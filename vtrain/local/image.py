@@ -167,8 +167,8 @@ def pull_local(uri: str, cache: Path, *, credentials: Any = None) -> LocalImage 
     image is not one vtrain built. A registry that refuses or is unreachable is a one-line BackendError."""
     from vtrain.local.rootfs import fetch_blob
     from vtrain.trainer.image.build import read_base
+    from vtrain.trainer.image.mirrors import pull_client
     from vtrain.trainer.image.reference import parse_reference
-    from vtrain.trainer.image.registry import pull_client
 
     try:
         ref = parse_reference(uri)
@@ -247,8 +247,8 @@ def _build_unpacked(config: JobConfig, cache: Path, credentials: Any, allow_cred
     from vtrain.local import rootfs
     from vtrain.trainer.artifacts import image_specs, planned_images
     from vtrain.trainer.image.build import build_image
+    from vtrain.trainer.image.mirrors import pull_client
     from vtrain.trainer.image.reference import parse_reference
-    from vtrain.trainer.image.registry import pull_client
 
     package = config.trainer.package
     assert package is not None
@@ -278,8 +278,8 @@ def _pull_unpacked(uri: str, cache: Path, credentials: Any, rootless: bool,
     from vtrain.local import rootfs
     from vtrain.trainer.image.build import read_base
     from vtrain.trainer.image.config import canonical
+    from vtrain.trainer.image.mirrors import pull_client
     from vtrain.trainer.image.reference import parse_reference
-    from vtrain.trainer.image.registry import pull_client
 
     ref = parse_reference(uri)
     client = pull_client(ref.registry, credentials)

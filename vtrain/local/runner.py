@@ -30,8 +30,6 @@ import contextlib
 import json
 import os
 import re
-import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -50,6 +48,7 @@ from vtrain.local.options import RunOptions, run_options
 from vtrain.local.policy import policy_for_job
 from vtrain.local.ports import free_ports
 from vtrain.local.restarts import Proc
+from vtrain.local.runtimes import local_gpus
 
 if TYPE_CHECKING:
     from vtrain.jobfile.model import JobConfig
@@ -57,7 +56,6 @@ if TYPE_CHECKING:
     from vtrain.local.envcache import TrainerEnv
     from vtrain.local.image import LocalImage
     from vtrain.local.prebuilt import PackageImage
-    from vtrain.local.runtimes import Choice
 
 
 class TextSink(Protocol):
@@ -76,20 +74,6 @@ def _docker_ready() -> str:
     if engine is None:
         raise BackendError(f"this job runs a container (trainer.container), but docker cannot run it: {why}")
     return engine
-
-
-def local_gpus(env: Mapping[str, str]) -> list[str]:
-    """GPU ids this machine offers: CUDA_VISIBLE_DEVICES when set, else what nvidia-smi lists."""
-    if "CUDA_VISIBLE_DEVICES" in env:
-        return [g for g in env["CUDA_VISIBLE_DEVICES"].split(",") if g.strip() and g.strip() != "-1"]
-    if shutil.which("nvidia-smi") is None:
-        return []
-    try:
-        done = subprocess.run(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"], capture_output=True,
-                              text=True, timeout=20, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    return [line.strip() for line in done.stdout.splitlines() if line.strip()] if done.returncode == 0 else []
 
 
 def _host_tensorflow() -> str | None:
@@ -221,6 +205,7 @@ def prepare_trainer(
     cache = _cache(cache_dir)
     if config.trainer.container is not None or config.trainer.build is not None:
         return None, None, {}
+    from vtrain.local.runtimes import choose_runtime, python_runtime
     from vtrain.request.custom_job import build_job_dict
     from vtrain.trainer.artifacts import Artifacts
 
@@ -229,55 +214,6 @@ def prepare_trainer(
     trainer_env, images = python_runtime(sdists, cache, choice, notice)
     local_only = config.trainer.package is not None and config.staging_bucket is None
     return trainer_env, package_uris if local_only else None, images
-
-
-def python_runtime(sdists: list[Path], cache: Path, choice: Choice,
-                   notice: Callable[[str], None]) -> tuple[TrainerEnv | None, dict[str, PackageImage]]:
-    """What a Python package job's replicas run on, made ready: an environment with the sdists (over the image's
-    stack or this machine's packages), or under --runtime image the prebuilt image, pulled and unpacked, in whose
-    containers each replica installs them itself."""
-    from vtrain.local.runtimes import IMAGE
-
-    if choice.runtime != IMAGE or choice.image is None:
-        return install_trainer(sdists, cache, choice, notice), {}
-    from vtrain.local.prebuilt import prebuilt_images
-
-    notice(f"runtime: {choice.runtime}: {choice.why}")
-    return None, prebuilt_images([choice.image], sdists, cache, gpu_here=bool(local_gpus(os.environ)), notice=notice)
-
-
-def choose_runtime(job: Mapping[str, Any], runtime: str = "auto") -> Choice:
-    """:func:`vtrain.local.runtimes.choose` for this machine (whether it has a GPU)."""
-    from vtrain.local.runtimes import choose
-
-    return choose(job, runtime, gpu=bool(local_gpus(os.environ)))
-
-
-def install_trainer(sdists: list[Path], cache: Path, choice: Choice, notice: Callable[[str], None]) -> TrainerEnv:
-    """The sdists installed into their cached environment, over the runtime `choice` names: the image's stack
-    (built once, :func:`vtrain.local.stacks.prepare_stack`) or this machine's packages. Says which."""
-    from vtrain.local import envcache
-    from vtrain.local.runtimes import STACK
-
-    notice(f"runtime: {choice.runtime}: {choice.why}")
-    if choice.runtime != STACK or choice.stack is None:
-        trainer_env = envcache.prepare_env(sdists, cache)
-        env_notices(trainer_env, notice)
-        return trainer_env
-    from vtrain.local.stacks import prepare_stack, stack_base
-
-    built, lease = prepare_stack(choice.stack, cache, notice)
-    try:
-        trainer_env = envcache.prepare_env(sdists, cache, base=stack_base(built, lease))
-    except BaseException:
-        lease.release()
-        raise
-    if built.cached:
-        notice(f"the image's stack {built.venv} (cached)")
-    env_notices(trainer_env, notice)
-    for text in built.notices:
-        notice(text)
-    return trainer_env
 
 
 def run_local(
@@ -347,13 +283,6 @@ def saved_model_check(trainer_env: TrainerEnv | None) -> Callable[[Path], str | 
 
     python = trainer_env.python if trainer_env is not None else sys.executable
     return lambda output_dir: check_saved_model(output_dir / "model", python)
-
-
-def env_notices(trainer_env: TrainerEnv, notice: Callable[[str], None]) -> None:
-    notice(f"environment {trainer_env.venv} ({'cached' if trainer_env.cached else 'installed'} "
-           f"in {trainer_env.seconds:.1f} s)")
-    for text in trainer_env.notices:
-        notice(text)
 
 
 def local_output_dir(job: Mapping[str, Any]) -> Path | None:
@@ -483,7 +412,9 @@ def _packages(config: Any, cache: Path, allow_credentials: bool) -> tuple[list[P
     from vtrain.trainer.staging import uri_to_path
 
     if config.trainer.package is None:
-        paths = localpkg.fetch_packages(config.trainer.package_uris, cache)
+        from vtrain.local.downloads import fetch_packages
+
+        paths = fetch_packages(config.trainer.package_uris, cache)
         return paths, [p.as_uri() for p in paths]
     localpkg.cache_dir_ready(cache, "sdists")
     staging = cache / "sdists"

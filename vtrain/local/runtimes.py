@@ -17,12 +17,19 @@ jobs (``trainer.build``, ``trainer.container``) run their own image (``--contain
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+import shutil
+import subprocess
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from vtrain.errors import UsageError
 from vtrain.local.stacks import Stack, stack_for
+
+if TYPE_CHECKING:
+    from vtrain.local.envcache import TrainerEnv
+    from vtrain.local.prebuilt import PackageImage
 
 RUNTIMES = ("auto", "stack", "image", "host")
 RUNTIME_ENV = "VTRAIN_RUNTIME"
@@ -99,5 +106,71 @@ def choose(job: Mapping[str, Any], value: str | None = "auto", *, gpu: bool = Fa
                   image, stack)
 
 
+# --------------------------------------------------------------------------- making it ready (I/O)
+
+
+def local_gpus(env: Mapping[str, str]) -> list[str]:
+    """GPU ids this machine offers: CUDA_VISIBLE_DEVICES when set, else what nvidia-smi lists."""
+    if "CUDA_VISIBLE_DEVICES" in env:
+        return [g for g in env["CUDA_VISIBLE_DEVICES"].split(",") if g.strip() and g.strip() != "-1"]
+    if shutil.which("nvidia-smi") is None:
+        return []
+    try:
+        done = subprocess.run(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"], capture_output=True,
+                              text=True, timeout=20, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [line.strip() for line in done.stdout.splitlines() if line.strip()] if done.returncode == 0 else []
+
+
+def env_notices(trainer_env: TrainerEnv, notice: Callable[[str], None]) -> None:
+    notice(f"environment {trainer_env.venv} ({'cached' if trainer_env.cached else 'installed'} "
+           f"in {trainer_env.seconds:.1f} s)")
+    for text in trainer_env.notices:
+        notice(text)
+
+
+def python_runtime(sdists: list[Path], cache: Path, choice: Choice,
+                   notice: Callable[[str], None]) -> tuple[TrainerEnv | None, dict[str, PackageImage]]:
+    """What a Python package job's replicas run on, made ready: an environment with the sdists (over the image's
+    stack or this machine's packages), or under --runtime image the prebuilt image, pulled and unpacked, in whose
+    containers each replica installs them itself."""
+    if choice.runtime != IMAGE or choice.image is None:
+        return install_trainer(sdists, cache, choice, notice), {}
+    from vtrain.local.prebuilt import prebuilt_images
+    notice(f"runtime: {choice.runtime}: {choice.why}")
+    return None, prebuilt_images([choice.image], sdists, cache, gpu_here=bool(local_gpus(os.environ)), notice=notice)
+
+
+def choose_runtime(job: Mapping[str, Any], runtime: str = "auto") -> Choice:
+    """:func:`vtrain.local.runtimes.choose` for this machine (whether it has a GPU)."""
+    return choose(job, runtime, gpu=bool(local_gpus(os.environ)))
+
+
+def install_trainer(sdists: list[Path], cache: Path, choice: Choice, notice: Callable[[str], None]) -> TrainerEnv:
+    """The sdists installed into their cached environment, over the runtime `choice` names: the image's stack
+    (built once, :func:`vtrain.local.stacks.prepare_stack`) or this machine's packages. Says which."""
+    from vtrain.local import envcache
+    notice(f"runtime: {choice.runtime}: {choice.why}")
+    if choice.runtime != STACK or choice.stack is None:
+        trainer_env = envcache.prepare_env(sdists, cache)
+        env_notices(trainer_env, notice)
+        return trainer_env
+    from vtrain.local.stacks import prepare_stack, stack_base
+
+    built, lease = prepare_stack(choice.stack, cache, notice)
+    try:
+        trainer_env = envcache.prepare_env(sdists, cache, base=stack_base(built, lease))
+    except BaseException:
+        lease.release()
+        raise
+    if built.cached:
+        notice(f"the image's stack {built.venv} (cached)")
+    env_notices(trainer_env, notice)
+    for text in built.notices:
+        notice(text)
+    return trainer_env
+
+
 __all__ = ["CONTAINER", "HOST", "IMAGE", "RUNTIMES", "RUNTIME_ENV", "STACK", "Choice", "choose", "executor_images",
-           "requested"]
+           "requested", "choose_runtime", "env_notices", "local_gpus", "install_trainer", "python_runtime"]

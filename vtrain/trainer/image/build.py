@@ -44,8 +44,9 @@ from vtrain.trainer.image.layers import (
     trainer_layer,
 )
 from vtrain.trainer.image.libc import arch_of, platform_tags, read_libc
+from vtrain.trainer.image.mirrors import pull_client
 from vtrain.trainer.image.reference import ImageRef, parse_reference, parse_repository
-from vtrain.trainer.image.registry import Credentials, RegistryClient, pull_client
+from vtrain.trainer.image.registry import Credentials, RegistryClient
 from vtrain.trainer.image.requirements import declared_requirements
 from vtrain.trainer.image.wheels import requirements_layer
 from vtrain.trainer.packaging import check_module, scan_package

@@ -43,8 +43,9 @@ from vtrain.trainer.image.build import BuiltImage, Pushed, base_platform, push_i
 from vtrain.trainer.image.config import ImageSpec, canonical, image_config, image_manifest, image_tag, python_version
 from vtrain.trainer.image.layers import Entry, Layer, write_layer
 from vtrain.trainer.image.libc import platform_tags
+from vtrain.trainer.image.mirrors import pull_client
 from vtrain.trainer.image.reference import parse_reference, parse_repository
-from vtrain.trainer.image.registry import Credentials, RegistryClient, pull_client
+from vtrain.trainer.image.registry import Credentials, RegistryClient
 from vtrain.trainer.image.wheels import cache_dir, site_dir
 from vtrain.trainer.image.wheels import canonical as canonical_name
 from vtrain.trainer.select import hash_entries

@@ -29,22 +29,15 @@ machine is refused). Every body is read bounded (a manifest 4 MiB, a token answe
 another JSON shape, HTML, text, bytes) becomes one printable line (:func:`vtrain.foreign.printable`).
 
 ``sent`` counts the blob bytes this client sent, the figure the tests and the benchmark report.
-
-Mirrors: every pull vtrain makes (a prebuilt image for ``--runtime image``, a ``trainer.build`` base, a
-container pool's image) goes through :func:`pull_client`, which reads ``VTRAIN_REGISTRY_MIRRORS``
-(``HOST=MIRROR[,HOST=MIRROR]``, e.g. ``us-docker.pkg.dev=127.0.0.1:5000``): a registry named there is read
-from its mirror, the same repository path under it, as containerd's and docker's registry mirrors serve pulls.
-The mirror gets the credentials asked for the mirror's own host, never the mirrored registry's (a Google token
-is not sent to a mirror). Pushes always go to the registry named.
+Every pull goes through :func:`vtrain.trainer.image.mirrors.pull_client` (registry mirrors).
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import Any, BinaryIO, TypeAlias
 from urllib.parse import urljoin, urlsplit
 
@@ -99,41 +92,10 @@ class _Counted:
         return data
 
 
-MIRRORS_ENV = "VTRAIN_REGISTRY_MIRRORS"
-
-
-def mirrors(env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """VTRAIN_REGISTRY_MIRRORS as {registry: mirror}; a malformed entry is a one-line PackagingError."""
-    from vtrain.trainer.image.reference import _HOST
-
-    raw = (os.environ if env is None else env).get(MIRRORS_ENV, "").strip()
-    out: dict[str, str] = {}
-    for item in filter(None, (part.strip() for part in raw.split(","))):
-        host, sep, mirror = item.partition("=")
-        host, mirror = host.strip(), mirror.strip().removeprefix("http://").removeprefix("https://").rstrip("/")
-        if not sep or not _HOST.fullmatch(host) or not _HOST.fullmatch(mirror):
-            raise PackagingError(f"{MIRRORS_ENV}: {printable(item, limit=120)!r} is not HOST=MIRROR (e.g. "
-                                 "us-docker.pkg.dev=127.0.0.1:5000; several separated by commas)")
-        out[host] = mirror
-    return out
-
-
-def pull_client(registry: str, credentials: Credentials | None = None, *,
-                env: Mapping[str, str] | None = None) -> RegistryClient:
-    """The client to pull from `registry`: its mirror's when VTRAIN_REGISTRY_MIRRORS names one (asked with the
-    mirror's own credentials), else its own."""
-    mirror = mirrors(env).get(registry)
-    if mirror is None:
-        return RegistryClient(registry, credentials)
-    client = RegistryClient(mirror, credentials)
-    client.mirror_of = registry
-    return client
-
-
 class RegistryClient:
     """One registry: ``RegistryClient("us-docker.pkg.dev", credentials)``."""
 
-    mirror_of: str | None = None  # the registry this client stands in for (pull_client)
+    mirror_of: str | None = None  # the registry this client stands in for (mirrors.pull_client)
 
     def __init__(self, registry: str, credentials: Credentials | None = None, *,
                  chunk_size: int | None = None, session: requests.Session | None = None) -> None:
