@@ -69,7 +69,7 @@ def test_run_local_keeps_taking_the_old_keywords(tmp_path: Path, monkeypatch: py
         raise BackendError("stop here")
 
     monkeypatch.setattr(runner, "prepare_trainer", lambda *a: (None, None, {}))
-    monkeypatch.setattr(runner, "prepare_images", lambda *a: None)  # no registry to pull example.com/i:1 from
+    monkeypatch.setattr(runner, "prepare_images", lambda *a: {})  # no registry to pull example.com/i:1 from
     monkeypatch.setattr(runner, "run_job", fake_run_job)
     path = container_job(tmp_path)
     with pytest.raises(BackendError):
