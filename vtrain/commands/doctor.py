@@ -39,8 +39,8 @@ def doctor(
     Reads and lists only: nothing is uploaded or created. Exit 0 when every check passes
     (warnings allowed), 1 when one fails, 2 for an invalid job file.
     """
-    from vtrain import __version__
     from vtrain.cloud.preflight import FAIL, SKIP, Check, Report, run_preflight
+    from vtrain.constants import VERSION
     from vtrain.errors import BackendError
 
     config = None
@@ -48,7 +48,7 @@ def doctor(
         from vtrain.jobfile.load import load_config
 
         config = load_config(job_file, overrides)
-    info = {"vtrain": __version__, "python": platform.python_version(), "job file": job_file or "-"}
+    info = {"vtrain": VERSION, "python": platform.python_version(), "job file": job_file or "-"}
     if config is not None:
         info["runtime"] = rehearsal_runtime(config)
     from vtrain.cloud.target import resolve_endpoint
@@ -91,7 +91,7 @@ def rehearsal_runtime(config: object) -> str:
     from vtrain.errors import UsageError
     from vtrain.local.runtimes import choose_runtime
     from vtrain.request.custom_job import build_job_dict
-    from vtrain.trainer.artifacts import Artifacts
+    from vtrain.jobfile.artifacts import Artifacts
 
     try:
         choice = choose_runtime(build_job_dict(config, Artifacts.stand_ins()))  # type: ignore[arg-type]
