@@ -89,9 +89,9 @@ def rehearsal_runtime(config: object) -> str:
     """What `vtrain local` would run this job's replicas on, and why (:mod:`vtrain.local.runtimes`); for the
     image's stack also which Python it would use and whether it is built."""
     from vtrain.errors import UsageError
+    from vtrain.jobfile.artifacts import Artifacts
     from vtrain.local.runtimes import choose_runtime
     from vtrain.request.custom_job import build_job_dict
-    from vtrain.jobfile.artifacts import Artifacts
 
     try:
         choice = choose_runtime(build_job_dict(config, Artifacts.stand_ins()))  # type: ignore[arg-type]

@@ -205,9 +205,9 @@ def prepare_trainer(
     cache = _cache(cache_dir)
     if config.trainer.container is not None or config.trainer.build is not None:
         return None, None, {}
+    from vtrain.jobfile.artifacts import Artifacts
     from vtrain.local.runtimes import choose_runtime, python_runtime
     from vtrain.request.custom_job import build_job_dict
-    from vtrain.jobfile.artifacts import Artifacts
 
     choice = choose_runtime(build_job_dict(config, Artifacts.stand_ins()), runtime)  # before anything is built
     sdists, package_uris = _packages(config, cache, allow_credentials)
