@@ -48,15 +48,13 @@ def check_model(r: Rules, config: JobConfig) -> None:
     seen: set[str] = set()
     for i, alias in enumerate(model.version_aliases):
         where = ("model", "version_aliases", i)
-        if alias == "default":
-            r.add(where, "the alias `default` is Vertex's own (it moves to a model's default version); use another")
-        elif not _ALIAS.match(alias):
+        if not _ALIAS.match(alias):
             fixed = re.sub(r"[^a-zA-Z0-9-]", "-", alias).strip("-")
             fixed = (fixed if fixed[:1].islower() else f"v{fixed}")[:127].rstrip("-") or "candidate"
             r.add(where, f"version alias '{alias}' must match [a-z][a-zA-Z0-9-]{{0,126}}[a-z0-9] (starting with a "
                          f"lower-case letter, no '_' or '.'); try '{fixed}'")
         elif alias in seen:
-            r.add(where, f"version alias '{alias}' is listed twice")
+            r.add(where, f"version alias '{alias}' is listed twice; remove one (an alias names one version)")
         seen.add(alias)
     for key, route in (("predict", model.predict_route), ("health", model.health_route)):
         if route is not None and not route.startswith("/"):
