@@ -295,5 +295,5 @@ def check_job_name(project: str, location: str, job_id: str) -> None:
         )
 
 
-__all__ = ["ApiError", "check_custom_job", "check_job_name", "check_model_upload", "check_parent", "display_name_problems",
-           "label_problems", "parse_custom_job"]
+__all__ = ["ApiError", "check_custom_job", "check_job_name", "check_model_upload", "check_parent",
+           "display_name_problems", "label_problems", "parse_custom_job"]

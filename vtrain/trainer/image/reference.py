@@ -9,8 +9,8 @@ registry over HTTPS.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from urllib.parse import urlsplit
 
 from vtrain.errors import PackagingError
