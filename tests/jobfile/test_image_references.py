@@ -8,9 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
 
-from vtrain.cli import cli
+from tests.scenarios.test_values_that_passed import invoke
 
 GOOD = "us-docker.pkg.dev/my-project/trainers/resnet:1.4"
 DIGEST = "sha256:" + "0" * 64
@@ -65,20 +64,11 @@ def _package_job(field: str, image: str, tmp_path: Path, build: bool = False) ->
             f"cluster:\n  chief: {{machine_type: n1-standard-4{chief}}}\n")
 
 
-def _invoke(tmp_path: Path, text: str, *args: str) -> Result:
-    job = tmp_path / "job.yaml"
-    job.write_text(text, encoding="utf-8")
-    result = CliRunner().invoke(cli, [*args, str(job)])
-    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
-    assert "Traceback" not in result.output
-    return result
-
-
 @pytest.mark.parametrize("field", ["trainer.container.image_uri", "cluster.workers.container.image_uri",
                                    "model.serving_image"])
 @pytest.mark.parametrize(("image", "said"), BAD)
 def test_a_malformed_image_reference_is_refused_at_its_key(tmp_path: Path, field: str, image: str, said: str) -> None:
-    done = _invoke(tmp_path, _job(field, image), "validate")
+    done = invoke(tmp_path, _job(field, image), "validate")
     assert done.exit_code == 2, done.output
     [line] = [line for line in done.stderr.splitlines() if f": {field}: " in line]
     assert line.startswith(f"{tmp_path}/job.yaml:") and said in line, line
@@ -90,14 +80,14 @@ def test_a_malformed_image_reference_is_refused_at_its_key(tmp_path: Path, field
                                    "model.serving_image"])
 @pytest.mark.parametrize("image", VALID)
 def test_well_formed_references_pass(tmp_path: Path, field: str, image: str) -> None:
-    done = _invoke(tmp_path, _job(field, image), "validate")
+    done = invoke(tmp_path, _job(field, image), "validate")
     assert done.exit_code == 0, done.output
 
 
 @pytest.mark.parametrize(("field", "build"), [("trainer.image", False), ("cluster.chief.image", False),
                                               ("trainer.image", True), ("cluster.chief.image", True)])
 def test_the_images_of_python_package_pools_and_build_bases_too(tmp_path: Path, field: str, build: bool) -> None:
-    done = _invoke(tmp_path, _package_job(field, "http://us-docker.pkg.dev/p/r/i:1", tmp_path, build), "validate")
+    done = invoke(tmp_path, _package_job(field, "http://us-docker.pkg.dev/p/r/i:1", tmp_path, build), "validate")
     assert done.exit_code == 2, done.output
     noun = "base image" if build else "image"
     assert f": {field}: {noun} 'http://us-docker.pkg.dev/p/r/i:1': an image reference has no scheme" in done.stderr
@@ -105,13 +95,13 @@ def test_the_images_of_python_package_pools_and_build_bases_too(tmp_path: Path, 
 
 
 def test_an_empty_image_uri_is_refused(tmp_path: Path) -> None:
-    done = _invoke(tmp_path, _job("trainer.container.image_uri", ""), "validate")
+    done = invoke(tmp_path, _job("trainer.container.image_uri", ""), "validate")
     assert done.exit_code == 2 and "trainer.container.image_uri: image '': an image reference is empty; e.g. " \
         "us-docker.pkg.dev/PROJECT/REPO/IMAGE:TAG" in done.stderr, done.output
 
 
 @pytest.mark.parametrize("command", [("render",), ("submit", "--dry-run"), ("local",)])
 def test_every_command_that_reads_the_job_refuses_it_before_anything(tmp_path: Path, command: tuple[str, ...]) -> None:
-    done = _invoke(tmp_path, _job("model.serving_image", "HTTP://x/y"), *command)
+    done = invoke(tmp_path, _job("model.serving_image", "HTTP://x/y"), *command)
     assert done.exit_code == 2 and done.stdout == "", done.output
     assert "model.serving_image: serving image 'HTTP://x/y': an image reference has no scheme" in done.stderr
