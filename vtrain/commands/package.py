@@ -65,8 +65,8 @@ def package(job_file: str, allow_credentials: bool, target: str, launcher: str |
     if trainer.build is not None:  # the image: built on its base and pushed, as `submit` does before the create
         from vtrain.cloud.images import blob_line, body_images, push_images, summary
         from vtrain.cloud.images import describe as describe_images
+        from vtrain.jobfile.artifacts import plan_artifacts
         from vtrain.request.build import build_request
-        from vtrain.trainer.artifacts import plan_artifacts
 
         text = output == "text"
         body = build_request(config, plan_artifacts(config)).body

@@ -37,10 +37,10 @@ def render(
     `pipelines` extra; docs: Pipelines guide).
     """
     from vtrain.cloud.target import Where
+    from vtrain.jobfile.artifacts import plan_artifacts
     from vtrain.jobfile.load import load_config
     from vtrain.request.build import build_request
     from vtrain.request.render import render as render_job
-    from vtrain.trainer.artifacts import plan_artifacts
 
     if output == "kfp":
         return _kfp(job_file, overrides, project, region, model_request, show_secrets)
@@ -87,9 +87,9 @@ def _kfp(job_file: str, overrides: tuple[str, ...], project: str | None, region:
     from vtrain.pipelines.training import component_yaml
     where = Where(project, region)
     if not show_secrets:  # the component must carry the values themselves: none is written unasked
+        from vtrain.jobfile.artifacts import Artifacts
         from vtrain.request.build import build_request
         from vtrain.request.redact import redact
-        from vtrain.trainer.artifacts import Artifacts
 
         # the secrets are in env and args: the artifacts' stand-ins give the same request without reading a file
         body = build_request(config, Artifacts.stand_ins(), region=where.region_for(config),

@@ -19,7 +19,8 @@ import yaml
 
 from vtrain.errors import ConfigError, Problem
 from vtrain.jobfile import rules, schema
-from vtrain.jobfile.model import JobConfig, build_config
+from vtrain.jobfile.assemble import build_config
+from vtrain.jobfile.model import JobConfig
 from vtrain.jobfile.yamlpos import MAX_BYTES, MAX_NODES, PathKey, Position, Positions, format_path, load_yaml
 from vtrain.userpaths import absolute, describe_oserror, path_problem, read_bounded, shown
 

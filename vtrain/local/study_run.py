@@ -47,11 +47,11 @@ def run_local_tuning(
     whenever a trial starts, reports or ends. `faults` are refused (UsageError): they apply to a
     single job.
     """
+    from vtrain.jobfile.artifacts import plan_artifacts
     from vtrain.jobfile.load import load_config
     from vtrain.jobfile.model import JobConfig
     from vtrain.local.runner import local_output_dir, prepare_images, prepare_trainer
     from vtrain.request.build import TUNING_JOB, build_request, kind_of, trial_job_spec
-    from vtrain.trainer.artifacts import plan_artifacts
 
     if not isinstance(config, JobConfig):
         config = load_config(config, target="local")

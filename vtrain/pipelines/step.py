@@ -68,9 +68,9 @@ def load_step(job_file: str | os.PathLike[str], args: Sequence[Any] | None = Non
     """Load and check `job_file` (with `--set` `overrides`) with `args` appended; its request is vtrain's own
     (``build_request``, with the artifacts planned as render plans them). `is_parameter` says which items of
     `args` are pipeline parameters (KFP's channels)."""
+    from vtrain.jobfile.artifacts import plan_artifacts
     from vtrain.jobfile.load import load_config
     from vtrain.request.build import TUNING_JOB, build_request
-    from vtrain.trainer.artifacts import plan_artifacts
 
     extra = _checked_args(args, is_parameter)
     stand_in = [PARAMETER.format(i) if is_parameter(a) else a for i, a in enumerate(extra)]

@@ -270,7 +270,7 @@ def check_reference(r: Rules, path: PathKey, text: str, what: str) -> None:
 
 def check_build(r: Rules, config: JobConfig) -> None:
     """The repository's form and region, and the requirements (files read here, as the build reads them)."""
-    from vtrain.jobfile.model import is_requirements_file
+    from vtrain.jobfile.assemble import is_requirements_file
     from vtrain.trainer.image.libc import platform_problem
     from vtrain.trainer.image.reference import parse_repository
     from vtrain.trainer.image.requirements import read_requirements

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from vtrain import __version__
+from vtrain.constants import VERSION
 from vtrain.errors import PackagingError
 from vtrain.trainer.image.layers import DEPS_DIR, RUNTIME_DIR, TRAINER_DIR, Layer, source_date_epoch
 from vtrain.trainer.image.wheels import normalized
@@ -186,7 +186,7 @@ def image_config(base_config: dict[str, Any], spec: ImageSpec, layers: Sequence[
     config["rootfs"] = rootfs
     history = list(config.get("history") or [])
     history += [{"created": stamp, "created_by": _HISTORY.get(layer.role, f"vtrain: {layer.role}"),
-                 "comment": f"vtrain {__version__}"} for layer in layers]
+                 "comment": f"vtrain {VERSION}"} for layer in layers]
     config["history"] = history
     config.setdefault("os", "linux")
     config.setdefault("architecture", "amd64")

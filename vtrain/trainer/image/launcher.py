@@ -114,7 +114,7 @@ def launcher_files(job_file: str | Path, package: Path | None = None, *,
     vtrain's own; the trainer's folder too (`package`: the job file's ``trainer.package``) when it lies outside
     the job file's. Refuses credentials (one error listing them) unless `allow_credentials`. The job file is
     not read here (the caller has loaded it: :mod:`vtrain.pipelines.image`, ``vtrain package --launcher``)."""
-    import vtrain
+    from vtrain.constants import VERSION
     from vtrain.trainer.credentials import check_contents
     from vtrain.trainer.packaging import refuse_credentials
     from vtrain.trainer.select import readable_errors, select_files, select_folder
@@ -133,16 +133,16 @@ def launcher_files(job_file: str | Path, package: Path | None = None, *,
                 full = scan.root / rel
                 chosen[(folder / rel).as_posix().lstrip("/")] = full
     job: list[Entry] = [(name, full, _executable(full)) for name, full in sorted(chosen.items())]
-    package_dir = Path(vtrain.__file__).resolve().parent
+    package_dir = Path(__file__).resolve().parents[2]  # vtrain/
     own: list[Entry] = []
     for full in sorted(package_dir.rglob("*")):
         rel = full.relative_to(package_dir).as_posix()
         if "__pycache__" in rel.split("/") or full.suffix in (".pyc", ".pyo") or not full.is_file():
             continue
         own.append((f"vtrain/{rel}", full, False))
-    meta = f"Metadata-Version: 2.1\nName: vtrain\nVersion: {vtrain.__version__}\n".encode()
-    own.append((f"vtrain-{vtrain.__version__}.dist-info/METADATA", meta, False))
-    own.append((f"vtrain-{vtrain.__version__}.dist-info/INSTALLER", b"vtrain launcher image\n", False))
+    meta = f"Metadata-Version: 2.1\nName: vtrain\nVersion: {VERSION}\n".encode()
+    own.append((f"vtrain-{VERSION}.dist-info/METADATA", meta, False))
+    own.append((f"vtrain-{VERSION}.dist-info/INSTALLER", b"vtrain launcher image\n", False))
     return LauncherFiles(job_file=path, job=job, job_digest=hash_entries([(n, v) for n, v, _ in job]),
                          vtrain=own, vtrain_digest=hash_entries([(n, v) for n, v, _ in own]))
 

@@ -83,8 +83,8 @@ def plan_artifacts(config: JobConfig, *, region: str | None = None) -> Artifacts
 
 def image_spec(config: JobConfig, base: str) -> ImageSpec:
     """What goes into the image on `base` (requirement files read here: PackagingError names the line)."""
-    from vtrain.jobfile.model import is_requirements_file
-    from vtrain.request.image import IMAGE_PYTHON
+    from vtrain.constants import IMAGE_PYTHON
+    from vtrain.jobfile.assemble import is_requirements_file
     from vtrain.trainer.image.config import ImageSpec
     from vtrain.trainer.image.requirements import read_requirements
 
@@ -124,12 +124,10 @@ def base_packages(base: str) -> tuple[str, ...]:
 def image_specs(config: JobConfig) -> dict[str, ImageSpec]:
     """One spec per distinct base among the pools that run the trainer (Reduction Server and pools with a
     container of their own left out)."""
-    from vtrain.request.image import base_image
-
     out: dict[str, ImageSpec] = {}
     for pool in config.pools():
         if pool.role != "reduction_server" and pool.container is None:
-            base = base_image(config, pool)
+            base = config.base_image(pool)
             if base not in out:
                 out[base] = image_spec(config, base)
     return out
