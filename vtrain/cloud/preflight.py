@@ -361,25 +361,10 @@ def _experiment(config: JobConfig, backend: VertexBackend) -> Check:
 def _parent_model(config: JobConfig, backend: VertexBackend) -> Check:
     """`model.parent` exists: the job's model becomes a version of it once the job SUCCEEDS, so a parent that is
     not there would be found only after the training was paid for."""
-    from google.api_core.exceptions import NotFound
-
-    from vtrain.cloud.registry import model_client
-    from vtrain.request.model_upload import parent_model
-
-    assert config.model is not None
-    name = parent_model(config.model, backend.project, backend.region)
-    assert name is not None
-    client = model_client(backend)
-
-    def get() -> Any:
-        try:
-            return client.get_model(name=name, timeout=backend.timeout)
-        except NotFound:
-            return None
+    from vtrain.cloud.registry import find_parent
 
     try:
-        found = backend._call(get, action=f"read the parent model {name}", resource=name,
-                              permission="aiplatform.models.get")
+        name, found = find_parent(backend, config)
     except BackendError as err:
         return Check("model parent", FAIL, str(err))
     if found is None:

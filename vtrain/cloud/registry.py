@@ -133,6 +133,26 @@ def register_model(backend: VertexBackend, config: JobConfig, job: VertexJob) ->
                          resource=parent or backend.parent, permission="aiplatform.models.upload")
 
 
+def find_parent(backend: VertexBackend, config: JobConfig) -> tuple[str, Any]:
+    """`model.parent` as a full name, and the model (its default version) or None when it does not exist (for
+    preflight: the upload after the job is the first use of the parent). Other refusals are a BackendError."""
+    from google.api_core.exceptions import NotFound
+
+    assert config.model is not None
+    name = parent_model(config.model, backend.project, backend.region)
+    assert name is not None
+    client = model_client(backend)
+
+    def get() -> Any:
+        try:
+            return client.get_model(name=name, timeout=backend.timeout)
+        except NotFound:
+            return None
+
+    return name, backend._call(get, action=f"read the parent model {name}", resource=name,
+                               permission="aiplatform.models.get")
+
+
 def upload_request(plan: Any) -> dict[str, Any]:
     """The UploadModel request a succeeding job of this plan (a cloud.submit.SubmitPlan) sends (`model:`),
     as far as it is known offline."""
@@ -172,4 +192,4 @@ def model_of_job(backend: VertexBackend, job_id: str) -> Registered | None:
                          resource=backend.parent, permission="aiplatform.models.list")
 
 
-__all__ = ["Registered", "model_client", "model_of_job", "register_model", "upload_request"]
+__all__ = ["Registered", "find_parent", "model_client", "model_of_job", "register_model", "upload_request"]
