@@ -445,6 +445,22 @@ def test_register_is_idempotent_and_new_versions_only_when_asked(emu: Emulator, 
     assert model_of_job(backend, "123") is None
 
 
+def test_a_job_file_that_lists_default_makes_each_new_version_the_default(emu: Emulator, client: Any,
+                                                                          tmp_path: Any) -> None:  # fmt: skip
+    backend = _backend(emu)
+    text = JOB.format(name="train", extra=", new_version_each_run: true").replace("[candidate]", "[candidate, default]")
+    config = load_config(write_job(tmp_path, text))
+    first = register_model(backend, config, _run(backend, config))
+    second = register_model(backend, config, _run(backend, config))
+    assert (first.version_id, second.version_id, second.model) == ("1", "2", first.model)
+    served = client.get_model(name=first.model)  # models/ID: the default version, now the newest
+    assert (served.version_id, list(served.version_aliases)) == ("2", ["candidate", "default"])
+    assert list(client.get_model(name=f"{first.model}@1").version_aliases) == []
+    plain = load_config(write_job(tmp_path, JOB.format(name="train", extra=", new_version_each_run: true"), "p.yaml"))
+    assert register_model(backend, plain, _run(backend, plain)).version_id == "3"
+    assert client.get_model(name=first.model).version_id == "2"  # without `default` the default stays
+
+
 def test_a_failed_job_is_never_uploaded(emu: Emulator, client: Any, tmp_path: Any) -> None:
     backend = _backend(emu)
     config = load_config(write_job(tmp_path, JOB.format(name="fails", extra="")))

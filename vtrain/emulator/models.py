@@ -206,7 +206,8 @@ class ModelRegistry:
                     version["updateTime"] = now
                 if "labels" in fields:
                     self.model_labels[model_name] = dict(value.get("labels", {}))
-            target["etag"] = f"{target['etag']}+"
+            head, _, count = str(target["etag"]).partition("-")
+            target["etag"] = f"{head}-{int(count) + 1 if count.isdigit() else 1}"  # v2, v2-1, v2-2, ...
             return self._answer(target)
 
     def delete_version(self, model_name: str, ref: str) -> None:
