@@ -42,7 +42,7 @@ def run_local_tuning(
     fields as keywords, as before: ``timeout=``, ``restart_policy=``, ...) apply to every trial;
     `timeout` limits each trial (default: scheduling.timeout). Outputs: `output_dir`, else the
     job's local base_output_dir, else a new temporary dir (kept: it holds the study's results).
-    Each trial writes under OUTPUT/<trial id>/. Replica lines go to `out` prefixed
+    Each trial writes under `OUTPUT/<trial id>/`. Replica lines go to `out` prefixed
     `[trial-N chief-0]` (None: only to each trial's log files); `on_change(study)` is called
     whenever a trial starts, reports or ends. `faults` are refused (UsageError): they apply to a
     single job.
