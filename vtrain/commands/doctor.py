@@ -32,9 +32,9 @@ def doctor(
 ) -> None:
     """Explain where vtrain's calls would go and check that they would work: credentials (and
     whose), the project and the Vertex AI API; with JOB.yaml also its staging bucket (exists,
-    writable, in the job's region), service account (exists, you may act as it) and output dir,
-    and which runtime `vtrain local` would rehearse it on, and why (the image's stack, the image
-    itself, or this machine's Python).
+    writable, in the job's region), service account (exists, you may act as it), output dir, quota,
+    TensorBoard, experiment and `model.parent` (exists), and which runtime `vtrain local` would
+    rehearse it on, and why (the image's stack, the image itself, or this machine's Python).
 
     Reads and lists only: nothing is uploaded or created. Exit 0 when every check passes
     (warnings allowed), 1 when one fails, 2 for an invalid job file.

@@ -177,6 +177,7 @@ class EmulatedRunner:
             base = (body["jobSpec"].get("baseOutputDirectory") or {}).get("outputUriPrefix")
             why = f"baseOutputDirectory {base} is not on this machine" if base else "the job has no baseOutputDirectory"
             notice(f"{why}: outputs go to {output_dir}")
+            ctx.outputs_at(output_dir)  # Model Registry reads an upload of the job's model dir there
 
         def forward(replica: Replica, text: str, stream: str) -> None:
             ctx.log(text, task=task_of(replica.pool, replica.index), severity=severity_of(stream))
