@@ -277,7 +277,7 @@ SDK_SECTIONS: dict[str, list[str]] = {
     "Build the request": ["plan_artifacts", "Artifacts", "build_request", "Request", "build_job", "build_job_dict",
                           "render"],
     "Run it here": ["run_local", "RunOptions", "run_local_tuning"],
-    "Send it to Vertex AI": ["submit"],
+    "Send it to Vertex AI": ["dry_run", "submit"],
     "Errors": ["VtrainError", "ConfigError", "PackagingError", "BackendError", "JobFailed"],
 }
 

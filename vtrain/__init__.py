@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from vtrain.constants import VERSION as __version__
 
 if TYPE_CHECKING:  # what a type checker reads; at run time each name is imported on first use (below)
+    from vtrain.cloud.dryrun import dry_run as dry_run
     from vtrain.cloud.submit import submit as submit
     from vtrain.errors import BackendError as BackendError
     from vtrain.errors import ConfigError as ConfigError
@@ -46,6 +47,7 @@ _LAZY: dict[str, str] = {
     "render": "vtrain.request.render",
     "plan_artifacts": "vtrain.jobfile.artifacts",
     "Artifacts": "vtrain.jobfile.artifacts",
+    "dry_run": "vtrain.cloud.dryrun",
     "submit": "vtrain.cloud.submit",
     "run_local": "vtrain.local.runner",
     "run_local_tuning": "vtrain.local.study_run",
@@ -71,6 +73,7 @@ __all__ = [
     "build_job",
     "build_job_dict",
     "build_request",
+    "dry_run",
     "load_config",
     "plan_artifacts",
     "render",

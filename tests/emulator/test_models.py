@@ -518,6 +518,27 @@ def test_submit_wait_registers_after_success_and_never_after_a_failure(emu: Emul
     assert "model: not uploaded: the job ended JOB_STATE_FAILED, not SUCCEEDED\n" in failed.stderr
 
 
+def test_the_sdk_submit_with_wait_registers_as_the_cli_does(emu: Emulator, client: Any, tmp_path: Any) -> None:
+    """Issue 47, SDK parity: vtrain.submit(..., wait=True) registers the model of a job that SUCCEEDED (and
+    never of one that FAILED), and vtrain.dry_run shows the upload it would make, with no credentials."""
+    import vtrain
+
+    where = {"project": PROJECT, "region": "us-central1", "api_endpoint": emu.url, "preflight": False}
+    failing = write_job(tmp_path, JOB.format(name="fails", extra=""), "fails.yaml")
+    failed = vtrain.submit(failing, wait=True, poll=0.02, **where)
+    assert (failed.state, failed.registered) == ("JOB_STATE_FAILED", None)
+    assert list(client.list_models(parent=PARENT)) == []
+    ok = write_job(tmp_path, JOB.format(name="train", extra=""), "ok.yaml")
+    planned_upload = vtrain.dry_run(ok, project=PROJECT, region="us-central1")["modelUpload"]
+    assert planned_upload["body"]["model"]["displayName"] == "churn"
+    job = vtrain.submit(ok, wait=True, poll=0.02, **where)
+    assert job.state == "JOB_STATE_SUCCEEDED" and job.registered is not None and job.registered.uploaded
+    [model] = client.list_models(parent=PARENT)
+    assert job.registered.name == f"{model.name}@1" and model.display_name == "churn"
+    unwaited = vtrain.submit(ok, **where)  # without wait: the handle at once, nothing registered
+    assert unwaited.registered is None and not unwaited.done
+
+
 def test_an_upload_whose_answer_is_lost_is_not_made_twice(tmp_path: Any) -> None:
     """The upload is done and its answer dropped: the retry looks first and finds the version it made."""
     holder: list[Emulator] = []

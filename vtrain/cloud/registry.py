@@ -14,9 +14,9 @@ job's output is never uploaded. The client is aiplatform_v1's ModelServiceClient
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from vtrain.cloud.vertex.registered import Registered
 from vtrain.errors import BackendError, ConfigError, Problem
 from vtrain.jobfile.rules.model import MODEL_HASH_LABEL, MODEL_JOB_LABEL
 from vtrain.request.model_upload import build_upload, parent_model
@@ -27,26 +27,8 @@ if TYPE_CHECKING:
 
 #: How long an upload's operation may take (Vertex copies nothing: it checks and registers the dir).
 UPLOAD_TIMEOUT = 1800.0
-MODEL_CONSOLE = ("https://console.cloud.google.com/vertex-ai/models/locations/{region}/models/{id}/versions/"
-                 "{version}?project={project}")  # fmt: skip
 #: Models whose versions `model_of_job` looks through when the job's version is not a default one.
 LOOKUP_MODELS = 10
-
-
-@dataclass(frozen=True)
-class Registered:
-    model: str  # projects/P/locations/R/models/ID
-    version_id: str
-    uploaded: bool  # False: an earlier upload (a retry, or an identical run) made it
-    why: str = ""  # for a version found: what it was found by
-
-    @property
-    def name(self) -> str:
-        return f"{self.model}@{self.version_id}"
-
-    def console_url(self, project: str) -> str:
-        _, _, _, region, _, model_id = self.model.split("/")[:6]
-        return MODEL_CONSOLE.format(region=region, id=model_id, version=self.version_id, project=project)
 
 
 def model_client(backend: VertexBackend) -> Any:
@@ -131,6 +113,17 @@ def register_model(backend: VertexBackend, config: JobConfig, job: VertexJob) ->
     parent = parent_model(config.model, backend.project, backend.region)  # a 404 is about it, when there is one
     return backend._call(attempt, action=f"register the model of job {job.name}",
                          resource=parent or backend.parent, permission="aiplatform.models.upload")
+
+
+def register_after(job: VertexJob, config: JobConfig, state: str, *, tuning: bool = False) -> Registered | None:
+    """After `job` ended in `state`: its model registered as `config.model` says (:func:`register_model`) when it
+    SUCCEEDED and the job file has a `model:` block, and kept as ``job.registered``; None otherwise. What
+    ``vtrain.submit(..., wait=True)`` and `vtrain submit --wait` do once the job ends. A tuning study has no one
+    model (validate refuses `model:` there)."""
+    if config.model is None or tuning or state != "JOB_STATE_SUCCEEDED":
+        return None
+    job.registered = register_model(job._backend, config, job)
+    return job.registered
 
 
 def find_parent(backend: VertexBackend, config: JobConfig) -> tuple[str, Any]:
