@@ -34,7 +34,7 @@ _Section = TypeVar("_Section")
 
 @dataclass(frozen=True)
 class BootDisk:
-    type: str = "pd-ssd"
+    type: str | None = None  # None: the machine's default (pd-ssd; hyperdisk-balanced where it takes Hyperdisk only)
     size_gb: int = 100
 
 
