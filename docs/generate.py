@@ -3,7 +3,8 @@
 Four reference pages hold a generated block between markers, committed so they read on GitHub too:
 the job file (`vtrain schema --markdown`), errors and exit codes (vtrain/errors.py's tree and
 vtrain/handle.py's table), environment variables (every name vtrain's code reads or sets, each with
-what it means), the JSON Schema of `vtrain catalog --json`. The hook fails the build when a block differs from what the code says now, or when
+what it means), the JSON Schema of `vtrain catalog --json`. The hook fails the build when a block differs
+from what the code says now, or when
 the code reads a variable this file does not describe; `python docs/generate.py` rewrites the
 blocks. The SDK page is filled in at build time: one mkdocstrings entry per name of `vtrain.__all__`.
 

@@ -70,7 +70,8 @@ def test_no_accelerator_type_is_unknown_to_validate() -> None:
         if value.name == "ACCELERATOR_TYPE_UNSPECIFIED":
             continue
         text = ("name: x\nregion: us-central1\ntrainer: {container: {image_uri: us-docker.pkg.dev/p/r/t:1}}\n"
-                f"cluster:\n  chief: {{machine_type: n1-standard-4, accelerator: {value.name}, accelerator_count: 1}}\n")
+                "cluster:\n  chief: {machine_type: n1-standard-4, "
+                f"accelerator: {value.name}, accelerator_count: 1}}\n")
         try:
             parse_config(text, "job.yaml")
         except ConfigError as err:

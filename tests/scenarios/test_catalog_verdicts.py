@@ -114,6 +114,7 @@ def emulator_accepts(body: dict[str, Any]) -> str | None:
     return None
 
 
+@pytest.mark.slow  # ~2,000 job files through validate, the request and the emulator's checks: ~1.5 CPU-s
 def test_validate_and_the_emulator_agree_on_every_shape_of_the_table() -> None:
     disagree = []
     for shape in SHAPES:

@@ -147,16 +147,16 @@ def legal_shapes(accelerator: str) -> list[tuple[str, int]]:
 
 
 def nearest_shapes(machine: str, accelerator: str, count: int, limit: int = 3) -> list[str]:
-    """The legal shapes nearest the one given, as 'MACHINE with N × ACCELERATOR': fewest changes (count, then
-    machine), the same series (n1-standard), the nearest vCPUs."""
+    """The legal shapes nearest the one given, as 'MACHINE with N × ACCELERATOR': fewest changes (the count, the
+    machine), then the same series (n1-standard), the nearest vCPUs, the nearest count."""
     given = MACHINES.get(machine)
     cpus = (given.vcpus or 0) if given is not None else 0
     series = machine.rsplit("-", 1)[0]
 
-    def distance(shape: tuple[str, int]) -> tuple[int, bool, int, str]:
+    def distance(shape: tuple[str, int]) -> tuple[int, bool, int, int, str]:
         name, n = shape
-        return (abs(n - count) + (name != machine), name.rsplit("-", 1)[0] != series,
-                abs((MACHINES[name].vcpus or 0) - cpus), name)
+        return ((n != count) + (name != machine), name.rsplit("-", 1)[0] != series,
+                abs((MACHINES[name].vcpus or 0) - cpus), abs(n - count), name)
 
     return [f"{name} with {n} × {accelerator}" for name, n in sorted(legal_shapes(accelerator), key=distance)[:limit]]
 

@@ -224,8 +224,8 @@ class Duration(Declared):
     def check(self, value: Any, path: PathKey, ck: Checker) -> Any:
         if (seconds := parse_duration(value)) is None:
             problem = f"expected a duration like {DURATION_EXAMPLES}, got {_type_name(value)}"
-        elif seconds < 0 or seconds == 0 and not self.zero_ok:
-            problem = "must be 0s or longer" if self.zero_ok else "must be longer than 0s"
+        elif seconds <= 0 and not (seconds == 0 and self.zero_ok):
+            problem = "must be longer than 0s"
         elif seconds > MAX_DURATION_S:
             problem = f"must be at most {MAX_DURATION_S}s (10,000 years, the longest a protobuf Duration holds)"
         else:

@@ -45,6 +45,7 @@ def check_trainer(r: Rules, config: JobConfig) -> None:
                 r.add(pool_path(pool, key), f"{key} is for python-package pools, and this pool runs {own}; set "
                                             f"{format_path(pool_path(pool, 'container', 'command'))} instead")
     check_image_ports(r, config)
+    check_arch(r, config)
     modules = [(pool_path(p, "module"), p.module) for p in pools if p.container is None and p.module is not None]
     for path, module in modules:
         if not _MODULE.match(module):
@@ -71,7 +72,6 @@ def check_trainer(r: Rules, config: JobConfig) -> None:
             r.add(("trainer", "package"), "a local trainer package is staged before submitting: set "
                                           "staging_bucket: gs://BUCKET/staging")
     check_image(r, config)
-    check_arch(r, config)
     if t.build is not None and t.package is not None:
         check_build(r, config)
 
