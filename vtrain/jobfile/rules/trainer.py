@@ -72,6 +72,8 @@ def check_trainer(r: Rules, config: JobConfig) -> None:
             r.add(("trainer", "package"), "a local trainer package is staged before submitting: set "
                                           "staging_bucket: gs://BUCKET/staging")
     check_image(r, config)
+    if t.package is not None:
+        check_image_python(r, config, t.package)
     if t.build is not None and t.package is not None:
         check_build(r, config)
 
@@ -212,6 +214,44 @@ def _check_image(r: Rules, path: PathKey, image: str, pools: list[PoolConfig], b
                         f"tf-{need}.{version}, or tf.{version} to pick the right image per pool"
                         + (f" ({where})" if path[0] == "cluster" else ""))
             return
+
+
+def image_pythons(config: JobConfig) -> dict[str, str]:
+    """The Python (MAJOR.MINOR) of each image the trainer's package runs on, with the image's name: the catalog's
+    prebuilt rows, or trainer.build.python_version for another base; images of unknown Python left out."""
+    t = config.trainer
+    found: dict[str, str] = {}
+    for pool in config.pools():
+        if pool.role == "reduction_server" or pool.container is not None:
+            continue
+        image = pool.image or t.image
+        row = catalog.prebuilt_image(image, pool.hardware)
+        python = t.build.python_version if t.build is not None and t.build.python_version else None
+        python = python or (row.python if row is not None else None)
+        if python and re.fullmatch(r"3\.[0-9]+", python.strip()):
+            found.setdefault(python.strip(), row.alias if row is not None else str(image))
+    return found
+
+
+def check_image_python(r: Rules, config: JobConfig, package: Path) -> None:
+    """Issue 42: every trainer file parsed with the grammar of the image's Python, and its imports held against
+    that Python's standard library (tomllib on 3.10, distutils on 3.12), offline, with file:line."""
+    if not package.is_dir() or any(p.path == "trainer.package" and p.severity == "error" for p in r.problems):
+        return
+    pythons = image_pythons(config)
+    if not pythons:
+        return
+    from vtrain.trainer.imagepython import python_problems
+    from vtrain.trainer.select import select_files
+
+    try:
+        files = select_files(package).files
+    except (PackagingError, OSError):
+        return  # check_package_dir said why, or `package` will
+    for python, image in sorted(pythons.items(), key=lambda item: catalog.tf_version_tuple(
+            item[0].replace(".", "-"))):
+        for problem in python_problems(package, files, python, image):
+            r.add(("trainer", "package"), f"{package / problem.file}:{problem.line}: {problem.message}")
 
 
 def check_arch(r: Rules, config: JobConfig) -> None:
