@@ -236,7 +236,12 @@ def image_pythons(config: JobConfig) -> dict[str, str]:
 def check_image_python(r: Rules, config: JobConfig, package: Path) -> None:
     """Issue 42: every trainer file parsed with the grammar of the image's Python, and its imports held against
     that Python's standard library (tomllib on 3.10, distutils on 3.12), offline, with file:line."""
-    if not package.is_dir() or any(p.path == "trainer.package" and p.severity == "error" for p in r.problems):
+    if any(p.path == "trainer.package" and p.severity == "error" for p in r.problems):
+        return  # the package path is said wrong already (and may be one the OS cannot even look at)
+    try:
+        if not package.is_dir():
+            return
+    except OSError:
         return
     pythons = image_pythons(config)
     if not pythons:
