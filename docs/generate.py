@@ -6,7 +6,9 @@ vtrain/handle.py's table), environment variables (every name vtrain's code reads
 what it means), the JSON Schema of `vtrain catalog --json`. The hook fails the build when a block differs
 from what the code says now, or when
 the code reads a variable this file does not describe; `python docs/generate.py` rewrites the
-blocks. The SDK page is filled in at build time: one mkdocstrings entry per name of `vtrain.__all__`.
+blocks. The SDK and `vtrain.runtime` pages are filled in at build time: one mkdocstrings entry per name of
+the package's `__all__`, in the order of use SDK_SECTIONS and RUNTIME_SECTIONS give (the hook fails the build
+on a public name neither places). docs/roles.py renders the docstrings' Sphinx roles as links.
 
 This file is no page of the site (mkdocs.yml excludes it) and no part of the package.
 """
@@ -28,13 +30,18 @@ if TYPE_CHECKING:
 REPO = Path(__file__).resolve().parents[1]
 END = "<!-- end generated -->"
 SDK_MARKER = "<!-- vtrain.__all__ -->"
+RUNTIME_MARKER = "<!-- vtrain.runtime.__all__ -->"
 
 
 # ---------------------------------------------------------------- errors and exit codes
 
 def _first_paragraph(obj: object) -> str:
+    """The first paragraph of a docstring, as Markdown that reads as the docstring's text (a `[` stays a
+    bracket, not a link; vtrain/jobfile/reference.py's `markdown_text`, as the job file's table)."""
+    from vtrain.jobfile.reference import markdown_text
+
     doc = inspect.getdoc(obj) or ""
-    return " ".join(doc.split("\n\n", 1)[0].split())
+    return markdown_text(" ".join(doc.split("\n\n", 1)[0].split())).replace("|", "\\|")
 
 
 def _exit_code(cls: type[VtrainError]) -> str:
@@ -264,19 +271,84 @@ def refreshed(page: str) -> tuple[str, str]:
 def stale() -> list[str]:
     """One line per generated page that differs from the code, and per undescribed variable."""
     found = [f"{page} is stale: run `python docs/generate.py`" for page in PAGES if len(set(refreshed(page))) == 2]
-    return found + environment_problems()
+    return found + environment_problems() + api_problems()
+
+
+#: The SDK reference in the order a program uses it: each section's names, every name of `vtrain.__all__`
+#: in one of them (the hook fails the build on a name left out, or one `__all__` no longer has).
+SDK_SECTIONS: dict[str, list[str]] = {
+    "Read a job file": ["load_config", "JobConfig"],
+    "Build the request": ["plan_artifacts", "Artifacts", "build_request", "Request", "build_job", "build_job_dict",
+                          "render"],
+    "Run it here": ["run_local", "RunOptions", "run_local_tuning"],
+    "Send it to Vertex AI": ["submit"],
+    "Errors": ["VtrainError", "ConfigError", "PackagingError", "BackendError", "JobFailed"],
+}
+
+#: The `vtrain.runtime` reference (what a trainer calls) in the order a trainer meets it, as SDK_SECTIONS.
+RUNTIME_SECTIONS: dict[str, list[str]] = {
+    "The strategy and Keras": ["strategy", "keras", "is_chief", "info", "Info", "RuntimeMismatch"],
+    "Where to write": ["model_dir", "checkpoint_dir", "tensorboard_dir", "save_model", "write_dir", "scratch_dir",
+                       "remove_scratch", "join", "weights_checksum", "write_weights_record", "LOCAL_OUTPUT_DIR",
+                       "WEIGHTS_FILE"],
+    "Surviving restarts": ["backup_and_restore", "StepCheckpoints", "Checkpoints", "preemption_handler",
+                           "report_step", "step_reporter", "restart_count", "job_attempt"],
+    "Mixed precision": ["mixed_precision", "loss_scale_optimizer", "scale_loss", "unscale_gradients",
+                        "choose_precision", "PrecisionDecision"],
+    "Tuning and experiments": ["report_metric", "metric_reporter", "trial_id", "read_reports", "experiment_run"],
+    "Profiling a rehearsal": ["profile_callback", "profile", "Profile"],
+    "DiLoCo": ["diloco_callback", "diloco", "Diloco", "learner_shard"],
+    "DTensor (model parallel)": ["dtensor_mesh", "ShardedCheckpoint", "MESH_ENV"],
+    "The decision underneath": ["decide", "Decision", "choose_strategy", "detect_tpu", "DEFAULT_COLLECTIVE_TIMEOUT"],
+}
+
+#: page marker -> (the package whose `__all__` the page documents, its sections)
+API_PAGES: dict[str, tuple[str, dict[str, list[str]]]] = {
+    SDK_MARKER: ("vtrain", SDK_SECTIONS),
+    RUNTIME_MARKER: ("vtrain.runtime", RUNTIME_SECTIONS),
+}
+
+
+def _public(package: str) -> list[str]:
+    return [n for n in importlib.import_module(package).__all__ if not n.startswith("_")]
+
+
+def api_problems(pages: dict[str, tuple[str, dict[str, list[str]]]] = API_PAGES) -> list[str]:
+    """A public name no section places, a name placed twice, or a placed name the package no longer has."""
+    problems = []
+    for package, sections in pages.values():
+        placed = [name for names in sections.values() for name in names]
+        table = "SDK_SECTIONS" if package == "vtrain" else "RUNTIME_SECTIONS"
+        problems += [f"{package}.__all__ has {name}: place it in docs/generate.py's {table}"
+                     for name in dict.fromkeys(_public(package)) if name not in placed]
+        problems += [f"docs/generate.py's {table} places {name}, which {package}.__all__ does not have: remove it"
+                     for name in placed if name not in _public(package)]
+        problems += [f"docs/generate.py's {table} places {name} twice" for name in dict.fromkeys(placed)
+                     if placed.count(name) > 1]
+    return problems
+
+
+def api_directives(marker: str) -> str:
+    """A section per group of the page's names, an mkdocstrings entry per name, named as a program calls it
+    (`vtrain.build_job`, `runtime.strategy`)."""
+    package, sections = API_PAGES[marker]
+    module = importlib.import_module(package)
+    shown = "runtime" if package == "vtrain.runtime" else package
+    entries = []
+    for section, names in sections.items():
+        entries.append(f"## {section}\n")
+        for name in names:
+            obj = getattr(module, name)
+            home = obj.__module__ if inspect.isclass(obj) or inspect.isroutine(obj) or hasattr(obj, "__wrapped__") \
+                else package
+            entries.append(f"::: {home}.{name}\n    options:\n      heading: {shown}.{name}\n"
+                           f"      toc_label: {name}\n      heading_level: 3\n")
+    return "\n".join(entries)
 
 
 def sdk_directives() -> str:
-    """An mkdocstrings entry per public name (vtrain.__all__), under the module that defines it."""
-    import vtrain
-
-    entries = []
-    for name in sorted(n for n in vtrain.__all__ if not n.startswith("_")):
-        obj = getattr(vtrain, name)
-        entries.append(f"::: {obj.__module__}.{name}\n    options:\n      heading: vtrain.{name}\n"
-                       f"      toc_label: {name}\n")
-    return "\n".join(entries)
+    """The SDK page's entries (vtrain.__all__, in SDK_SECTIONS' order)."""
+    return api_directives(SDK_MARKER)
 
 
 def on_pre_build(config: Any) -> None:  # mkdocs hook
@@ -289,8 +361,9 @@ def on_pre_build(config: Any) -> None:  # mkdocs hook
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:  # mkdocs hook
-    if SDK_MARKER in markdown:
-        return markdown.replace(SDK_MARKER, sdk_directives())
+    for marker in API_PAGES:
+        if marker in markdown:
+            markdown = markdown.replace(marker, api_directives(marker))
     return markdown
 
 
@@ -301,7 +374,7 @@ def main() -> int:
         if old != new:
             (REPO / page).write_text(new, encoding="utf-8")
             print(f"rewrote {page}")
-    problems = environment_problems()
+    problems = environment_problems() + api_problems()
     for line in problems:
         print(line, file=sys.stderr)
     return 1 if problems else 0

@@ -106,7 +106,7 @@ def test_an_a4x_job_on_an_x86_prebuilt_image_is_refused_naming_arm() -> None:
 
 
 def test_a4x_with_trainer_build_builds_for_arm64_on_an_arm_base(tmp_path: Path) -> None:
-    from vtrain.trainer.artifacts import image_specs
+    from vtrain.jobfile.artifacts import image_specs
 
     (tmp_path / "trainer").mkdir()
     (tmp_path / "trainer" / "task.py").write_text("print('hi')\n")

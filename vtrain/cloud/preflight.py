@@ -236,7 +236,7 @@ def _service_account(config: JobConfig, target: Target, credentials: Any) -> Che
         return Check("service account", FAIL, f"IAM answered {tested.status_code} for {email}: {_message(tested)}")
     granted: list[str] = []
     if tested.status_code < 400:
-        from vtrain.foreigndata import Doc, Unreadable, parse_json
+        from vtrain.foreign.data import Doc, Unreadable, parse_json
 
         source = "IAM's testIamPermissions answer"
         try:
@@ -401,8 +401,8 @@ def run_preflight(
     checks.append(_service_account(config, target, credentials))
     checks.append(_output(config, target.region, client))
     if body is None:
+        from vtrain.jobfile.artifacts import plan_artifacts
         from vtrain.request.build import build_request
-        from vtrain.trainer.artifacts import plan_artifacts
 
         body = build_request(config, plan_artifacts(config, region=target.region), region=target.region,
                              project=target.project).body

@@ -31,8 +31,8 @@ from typing import Any
 
 from vtrain import catalog
 from vtrain.foreign import printable
-from vtrain.foreigndata import Doc, parse_json
-from vtrain.foreigndata import Unreadable as ForeignUnreadable
+from vtrain.foreign.data import Doc, parse_json
+from vtrain.foreign.data import Unreadable as ForeignUnreadable
 
 SERVICE = "aiplatform.googleapis.com"
 CLOUD_QUOTAS = "https://cloudquotas.googleapis.com"
@@ -126,7 +126,7 @@ def _limit(details: Doc) -> int | None:
 def region_limit(info: Mapping[str, Any], region: str, source: str = "a QuotaInfo", path: str = "") -> int | None:
     """The limit a QuotaInfo sets in `region`: its region entry, else its default; None if neither.
 
-    A field of the wrong type or range raises :class:`vtrain.foreigndata.Unreadable` naming it."""
+    A field of the wrong type or range raises :class:`vtrain.foreign.data.Unreadable` naming it."""
     fallback = None
     for entry in Doc(info, source, path).require_object().items("dimensionsInfos"):
         entry.require_object()
@@ -166,7 +166,7 @@ def read_limits(session: Any, endpoint: str, project: str, region: str, metrics:
                 timeout: float = 30) -> dict[str, int | None]:  # fmt: skip
     """The limit of each metric in `region` (None: no such quota), paging through the service's QuotaInfos.
 
-    Every answer is read bounded and checked (:mod:`vtrain.foreigndata`): HTML, an array, a string or
+    Every answer is read bounded and checked (:mod:`vtrain.foreign.data`): HTML, an array, a string or
     ``1e999`` where a limit belongs is :class:`Unreadable`, which preflight turns into its warning."""
     from requests.exceptions import RequestException
 

@@ -39,9 +39,9 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vtrain import __version__
 from vtrain.cloud.target import Target, Where
 from vtrain.cloud.vertex import SUBMIT_LABEL, VertexBackend, VertexJob  # cheap: Google libraries load on use
+from vtrain.constants import VERSION
 from vtrain.errors import BackendError, CreateOutcomeUnknown, PackagingError, VtrainError
 from vtrain.handle import TERMINAL_STATES
 from vtrain.jobfile.load import load_config
@@ -117,7 +117,7 @@ def config_hash(body: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:CONFIG_HASH_LENGTH]
 
 
-def version_label(version: str = __version__) -> str:
+def version_label(version: str = VERSION) -> str:
     return "".join(c if c.isalnum() or c in "_-" else "-" for c in version.lower())[:63]
 
 
@@ -129,7 +129,7 @@ def _packages(config: JobConfig, uris: list[str]) -> tuple[PackagePlan, ...]:
         return tuple(PackagePlan("prebuilt", "", uri) for uri in uris)
     return (
         PackagePlan("trainer", str(trainer.package), uris[0]),
-        PackagePlan("runtime", f"vtrain {__version__}", uris[1]),
+        PackagePlan("runtime", f"vtrain {VERSION}", uris[1]),
     )
 
 
@@ -143,8 +143,8 @@ def with_submit_labels(body: Mapping[str, Any]) -> dict[str, Any]:
 def _plan(config: JobConfig, target: Target, package_uris: list[str] | None = None) -> SubmitPlan:
     """The plan for `config` at `target` (checked): its artifacts planned from the files, or with the package
     URIs staging returned."""
+    from vtrain.jobfile.artifacts import plan_artifacts
     from vtrain.request.custom_job import trainer_package_uris
-    from vtrain.trainer.artifacts import plan_artifacts
 
     artifacts: Planned
     # regional image URIs follow the region; the Experiments contexts name the project

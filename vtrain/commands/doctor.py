@@ -37,8 +37,8 @@ def doctor(
     Reads and lists only: nothing is uploaded or created. Exit 0 when every check passes
     (warnings allowed), 1 when one fails, 2 for an invalid job file.
     """
-    from vtrain import __version__
     from vtrain.cloud.preflight import FAIL, SKIP, Check, Report, run_preflight
+    from vtrain.constants import VERSION
     from vtrain.errors import BackendError
 
     config = None
@@ -46,7 +46,7 @@ def doctor(
         from vtrain.jobfile.load import load_config
 
         config = load_config(job_file, overrides)
-    info = {"vtrain": __version__, "python": platform.python_version(), "job file": job_file or "-"}
+    info = {"vtrain": VERSION, "python": platform.python_version(), "job file": job_file or "-"}
     from vtrain.cloud.target import resolve_endpoint
 
     # Each setting is resolved on its own, so a bad one is reported under its own name.

@@ -144,9 +144,9 @@ def local(job_file: str, output_dir: str | None, max_replicas: int | None, timeo
 def check_follow(config: Any, follow: tuple[str, ...], max_replicas: int | None) -> None:
     """--follow names replicas of this job (as --max-replicas shapes it), before anything is built."""
     from vtrain.errors import UsageError
+    from vtrain.jobfile.artifacts import Artifacts
     from vtrain.local.env import plan
     from vtrain.request.custom_job import build_job_dict
-    from vtrain.trainer.artifacts import Artifacts
 
     try:
         labels = [r.label for r in plan(build_job_dict(config, Artifacts.stand_ins()), max_replicas).replicas]

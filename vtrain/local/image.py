@@ -131,7 +131,7 @@ def _key(layers: Sequence[Layer | str]) -> str:
 def build_local(config: JobConfig, cache: Path, *, allow_credentials: bool = False,
                 notice: Callable[[str], None] = lambda text: None) -> dict[str, LocalImage]:
     """imageUri → the image's layers built here and unpacked, for each image the job's pools name."""
-    from vtrain.trainer.artifacts import image_specs, planned_images
+    from vtrain.jobfile.artifacts import image_specs, planned_images
     from vtrain.trainer.image.config import python_path
     from vtrain.trainer.image.layers import runtime_layer, scan_trainer, src_layout, trainer_layer
     from vtrain.trainer.image.wheels import requirements_layer
@@ -244,8 +244,8 @@ def _pull_credentials(registry: str) -> tuple[str, str] | None:
 def _build_unpacked(config: JobConfig, cache: Path, credentials: Any, allow_credentials: bool, rootless: bool,
                     notice: Callable[[str], None]) -> dict[str, Unpacked]:
     """Each image of a `trainer.build` job built as `submit` builds it (nothing pushed), then unpacked."""
+    from vtrain.jobfile.artifacts import image_specs, planned_images
     from vtrain.local import rootfs
-    from vtrain.trainer.artifacts import image_specs, planned_images
     from vtrain.trainer.image.build import build_image
     from vtrain.trainer.image.reference import parse_reference
     from vtrain.trainer.image.registry import RegistryClient

@@ -250,11 +250,11 @@ def run_local(
     replica's daemonized descendants are adopted and ended with the job; this stays set.
     """
     from vtrain.errors import UsageError
+    from vtrain.jobfile.artifacts import Artifacts, plan_artifacts
     from vtrain.jobfile.load import load_config
     from vtrain.jobfile.model import JobConfig
     from vtrain.request.build import TUNING_JOB, build_request, kind_of
     from vtrain.request.custom_job import build_job_dict
-    from vtrain.trainer.artifacts import Artifacts, plan_artifacts
 
     if not isinstance(config, JobConfig):
         config = load_config(config, target="local")

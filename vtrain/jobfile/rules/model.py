@@ -9,7 +9,7 @@ from vtrain.constants import MAX_DISPLAY_NAME, MAX_LABELS
 from vtrain.jobfile import serving
 from vtrain.jobfile.model import JobConfig, ModelConfig
 from vtrain.jobfile.nodes import did_you_mean
-from vtrain.jobfile.rules.base import _LABEL_KEY, _LABEL_VALUE, Rules, with_suggestion
+from vtrain.jobfile.rules.base import Rules, check_label, try_fix, with_suggestion
 
 #: Labels vtrain puts on every model version it uploads (the upload's idempotency keys).
 MODEL_JOB_LABEL = "vtrain-job-id"
@@ -19,6 +19,8 @@ MODEL_LABELS = (MODEL_JOB_LABEL, MODEL_HASH_LABEL)
 _ALIAS = re.compile(r"^[a-z][a-zA-Z0-9-]{0,126}[a-z0-9]$")
 _PARENT = re.compile(r"^projects/([^/]+)/locations/([^/]+)/models/([^/@]+)$")
 _MODEL_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
+#: ModelContainerSpec.predict_route/health_route: an HTTP path (RFC 3986's path characters) on the container.
+_ROUTE = re.compile(r"^/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*$")
 
 
 def training_tf_version(config: JobConfig) -> str | None:
@@ -51,17 +53,50 @@ def check_model(r: Rules, config: JobConfig) -> None:
         if alias == "default":
             r.add(where, "the alias `default` is Vertex's own (it moves to a model's default version); use another")
         elif not _ALIAS.match(alias):
-            fixed = re.sub(r"[^a-zA-Z0-9-]", "-", alias).strip("-")
-            fixed = (fixed if fixed[:1].islower() else f"v{fixed}")[:127].rstrip("-") or "candidate"
-            r.add(where, f"version alias '{alias}' must match [a-z][a-zA-Z0-9-]{{0,126}}[a-z0-9] (starting with a "
-                         f"lower-case letter, no '_' or '.'); try '{fixed}'")
+            r.add(where, f"version alias '{alias}' must match [a-z][a-zA-Z0-9-]{{0,126}}[a-z0-9] (2 to 128 "
+                         "characters, starting with a lower-case letter, no '_' or '.')"
+                         + try_fix(_is_alias, *_alias_fixes(alias)))
         elif alias in seen:
             r.add(where, f"version alias '{alias}' is listed twice")
         seen.add(alias)
     for key, route in (("predict", model.predict_route), ("health", model.health_route)):
-        if route is not None and not route.startswith("/"):
-            r.add(("model", "routes", key), f"a route is an HTTP path starting with '/', got '{route}'; "
-                                            f"try '/{route.lstrip('/')}'")
+        if route is not None and not _is_route(route):
+            r.add(("model", "routes", key), f"a route is an HTTP path on the serving container, starting with '/' "
+                                            f"(no scheme or host, query, spaces or control characters), got "
+                                            f"'{route}'" + try_fix(_is_route, _route_fix(route)))
+
+
+def _is_alias(alias: str) -> bool:
+    return bool(_ALIAS.match(alias)) and alias != "default"
+
+
+def _alias_fixes(alias: str) -> list[str]:
+    """What an alias may have meant: its first letter in lower case, other characters as '-' and a leading 'v'
+    where it starts with no lower-case letter; then all of it in lower case; then with a digit added (one letter
+    is too short)."""
+    def fix(text: str) -> str:
+        fixed = re.sub(r"[^a-zA-Z0-9-]+", "-", text).strip("-")
+        return (fixed if fixed[:1].isascii() and fixed[:1].islower() else f"v{fixed}")[:128].rstrip("-")
+
+    lowered = fix(alias.lower())
+    return [fix(alias[:1].lower() + alias[1:]), lowered, f"{lowered[:127].rstrip('-')}1"]
+
+
+def _is_route(route: str) -> bool:
+    return bool(_ROUTE.match(route)) and "://" not in route
+
+
+def _route_fix(route: str) -> str:
+    """The path a route meant: a URL's own path, else the text with one leading '/'."""
+    from urllib.parse import urlsplit
+
+    if "://" in route:
+        try:
+            path = urlsplit(route.strip()).path
+        except ValueError:
+            return ""
+        return f"/{path.lstrip('/')}"
+    return f"/{route.strip().lstrip('/')}"
 
 
 def _serving_image(r: Rules, config: JobConfig, model: ModelConfig) -> None:
@@ -136,8 +171,4 @@ def _labels(r: Rules, model: ModelConfig) -> None:
         where = ("model", "labels", key)
         if key in MODEL_LABELS:
             r.add(where, f"label '{key}' is set by vtrain itself (it finds the version a job made); use another key")
-        elif not _LABEL_KEY.match(key) or key != key.lower():
-            r.add(where, f"label key '{key}' must start with a lower-case letter and use only lower-case letters, "
-                         "digits, _ and - (≤ 63 chars)")
-        if not _LABEL_VALUE.match(value) or value != value.lower():
-            r.add(where, f"label value '{value}' may use only lower-case letters, digits, _ and - (≤ 63 chars)")
+        check_label(r, where, key, value, MODEL_LABELS)

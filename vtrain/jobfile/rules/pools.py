@@ -18,7 +18,14 @@ from vtrain import catalog
 from vtrain.catalog.capacity import RESERVATION_FORMS, reservation_form
 from vtrain.jobfile.model import JobConfig, PoolConfig, ReservationConfig
 from vtrain.jobfile.nodes import did_you_mean
-from vtrain.jobfile.rules.base import _PROJECT, _REGION, Rules, pool_path, with_suggestion
+from vtrain.jobfile.rules.base import (
+    _PROJECT,
+    _REGION,
+    Rules,
+    checked_fix,
+    pool_path,
+    with_suggestion,
+)
 from vtrain.jobfile.yamlpos import PathKey
 
 #: MIG profiles (gpu_partition_size) each GPU offers (the catalog's accelerator rows).
@@ -224,9 +231,11 @@ def _check_run_name(r: Rules, run: str, experiment: str | None) -> None:
     from vtrain.constants import RUN_ID_MAX
 
     if not _RUN_NAME.match(run):
-        fixed = re.sub(r"[^a-z0-9-]", "-", run.lower()).strip("-") or "run-1"
+        room = RUN_ID_MAX - (len(experiment) + 1 if experiment is not None else 0)  # the context ID's length
+        fixed = checked_fix(lambda n: bool(_RUN_NAME.match(n)) and len(n) <= room,
+                            re.sub(r"[^a-z0-9-]", "-", run.lower()).strip("-")[:room].strip("-"), "run-1")
         r.add(("experiment_run",), f"a run name is lowercase letters, digits and '-' (not starting with '-'): its "
-                                   f"context is EXPERIMENT-RUN; got '{run}', try '{fixed}'")
+                                   f"context is EXPERIMENT-RUN; got '{run}'" + (f", try '{fixed}'" if fixed else ""))
     elif experiment is not None and len(f"{experiment}-{run}") > RUN_ID_MAX:
         r.add(("experiment_run",), f"the run's context ID '{experiment}-{run}' has {len(experiment) + len(run) + 1} "
                                    f"characters; the SDK allows at most {RUN_ID_MAX}: shorten the run's name")

@@ -294,8 +294,7 @@ def check_arch(r: Rules, config: JobConfig) -> None:
         for pool in config.pools():
             row = catalog.MACHINES.get(pool.machine_type)
             if row is not None and pool.role != "reduction_server" and pool.container is None:
-                base = catalog.executor_image_uri(pool.image or t.image, pool.hardware, config.region)
-                bases.setdefault(base, set()).add(row.arch)
+                bases.setdefault(config.base_image(pool), set()).add(row.arch)
     for base, arches in bases.items():
         if len(arches) > 1:
             r.add(("trainer", "build"), f"pools on Arm and x86_64 machines share the base {base}, and trainer.build "
@@ -362,7 +361,7 @@ def check_reference(r: Rules, path: PathKey, text: str, what: str) -> None:
 
 def check_build(r: Rules, config: JobConfig) -> None:
     """The repository's form and region, and the requirements (files read here, as the build reads them)."""
-    from vtrain.jobfile.model import is_requirements_file
+    from vtrain.jobfile.assemble import is_requirements_file
     from vtrain.trainer.image.libc import platform_problem
     from vtrain.trainer.image.reference import parse_repository
     from vtrain.trainer.image.requirements import read_requirements

@@ -47,6 +47,7 @@ from vtrain.trainer.image.libc import arch_of, platform_tags, read_libc
 from vtrain.trainer.image.reference import ImageRef, parse_reference, parse_repository
 from vtrain.trainer.image.registry import Credentials, RegistryClient
 from vtrain.trainer.image.requirements import declared_requirements
+from vtrain.trainer.image.settings import ImageSettings
 from vtrain.trainer.image.wheels import requirements_layer
 from vtrain.trainer.packaging import check_module, scan_package
 from vtrain.trainer.select import Scan
@@ -140,13 +141,14 @@ def read_base(client: RegistryClient, ref: ImageRef, os_name: str = "linux", arc
     return BaseImage(ref=ref, media_type=kind, manifest=document, config=config, digest=digest)
 
 
-def base_platform(base: BaseImage, client: RegistryClient, *, cache: Path | None = None) -> str:
+def base_platform(base: BaseImage, client: RegistryClient, *, cache: Path | None = None,
+                  setting: str = ImageSettings.platform) -> str:
     """The newest wheel platform tag `base` runs, read from its C library (its layers, bottom-up, until
-    one has it; cached by its config digest)."""
+    one has it; cached by its config digest). `setting`: where to state it when it cannot be read."""
     layers = [(str(d.get("mediaType", "")), str(d["digest"]), partial(client.open_blob, base.ref.repository,
                                                                        str(d["digest"])))
               for d in base.manifest.get("layers", [])]
-    found = read_libc(layers, str(base.ref), str(base.manifest["config"]["digest"]), cache=cache)
+    found = read_libc(layers, str(base.ref), str(base.manifest["config"]["digest"]), cache=cache, setting=setting)
     return found.tag(arch_of(base.config))
 
 
