@@ -110,6 +110,14 @@ ENVIRONMENT: dict[str, dict[str, str]] = {
                                   "may take (default 30).",
         "VTRAIN_CONTAINER_RUNTIME": "The OCI runtime `vtrain local` runs image jobs' replicas with (`runc` or "
                                     "`crun`); unset, the first of them that can run a container here.",
+        "VTRAIN_RUNTIME": "What a Python package job's replicas run on under `vtrain local`, `vtrain emulator "
+                          "--run-jobs` and tuning trials when `--runtime` is `auto`: `stack` (the image's TensorFlow "
+                          "and Python, the default for a prebuilt image), `image` (the prebuilt image itself, in "
+                          "runc/crun) or `host` (this machine's Python and TensorFlow).",
+        "VTRAIN_REGISTRY_MIRRORS": "`HOST=MIRROR[,HOST=MIRROR]`: every image vtrain pulls from HOST (a prebuilt "
+                                   "image for `--runtime image`, a `trainer.build` base, a container pool's image) "
+                                   "is read from MIRROR, the same repository path under it; e.g. "
+                                   "`us-docker.pkg.dev=127.0.0.1:5000`.",
         "VTRAIN_CACHE_DIR": "Where `vtrain local` caches trainer environments, sdists and downloads "
                             "(default `$XDG_CACHE_HOME/vtrain`, else `~/.cache/vtrain`).",
         "VTRAIN_STATE_DIR": "Where `vtrain submit` keeps the ids of creates whose answer was lost "

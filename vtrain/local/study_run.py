@@ -67,8 +67,9 @@ def run_local_tuning(
     opts = run_options(options, keywords, "run_local_tuning")
     if opts.faults:
         raise UsageError("faults apply to a single job: a job file with `tuning:` runs a study of many trials")
-    trainer_env, package_uris = prepare_trainer(config, opts.cache_dir, opts.allow_credentials, notice)
-    images = prepare_images(config, opts.cache_dir, opts.allow_credentials, notice, opts.containers)
+    trainer_env, package_uris, prebuilt = prepare_trainer(config, opts.cache_dir, opts.allow_credentials, notice,
+                                                          opts.runtime)
+    images = {**prepare_images(config, opts.cache_dir, opts.allow_credentials, notice, opts.containers), **prebuilt}
     body = build_request(config, plan_artifacts(config) if package_uris is None else package_uris).body
     bound = machine_parallelism(body, opts.max_replicas)
     wanted = tuning.parallel_trials if max_parallel is None else max_parallel

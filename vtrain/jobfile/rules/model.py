@@ -50,14 +50,12 @@ def check_model(r: Rules, config: JobConfig) -> None:
     seen: set[str] = set()
     for i, alias in enumerate(model.version_aliases):
         where = ("model", "version_aliases", i)
-        if alias == "default":
-            r.add(where, "the alias `default` is Vertex's own (it moves to a model's default version); use another")
-        elif not _ALIAS.match(alias):
+        if not _ALIAS.match(alias):
             r.add(where, f"version alias '{alias}' must match [a-z][a-zA-Z0-9-]{{0,126}}[a-z0-9] (2 to 128 "
                          "characters, starting with a lower-case letter, no '_' or '.')"
                          + try_fix(_is_alias, *_alias_fixes(alias)))
         elif alias in seen:
-            r.add(where, f"version alias '{alias}' is listed twice")
+            r.add(where, f"version alias '{alias}' is listed twice; remove one (an alias names one version)")
         seen.add(alias)
     for key, route in (("predict", model.predict_route), ("health", model.health_route)):
         if route is not None and not _is_route(route):
@@ -67,7 +65,7 @@ def check_model(r: Rules, config: JobConfig) -> None:
 
 
 def _is_alias(alias: str) -> bool:
-    return bool(_ALIAS.match(alias)) and alias != "default"
+    return bool(_ALIAS.match(alias))
 
 
 def _alias_fixes(alias: str) -> list[str]:

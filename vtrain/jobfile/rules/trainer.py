@@ -44,7 +44,7 @@ def check_trainer(r: Rules, config: JobConfig) -> None:
                 own = "its own container" if pool.container is not None else "trainer.container"
                 r.add(pool_path(pool, key), f"{key} is for python-package pools, and this pool runs {own}; set "
                                             f"{format_path(pool_path(pool, 'container', 'command'))} instead")
-    check_image_ports(r, config)
+    check_image_references(r, config)
     check_arch(r, config)
     modules = [(pool_path(p, "module"), p.module) for p in pools if p.container is None and p.module is not None]
     for path, module in modules:
@@ -160,21 +160,25 @@ def check_image(r: Rules, config: JobConfig) -> None:
             _check_image(r, pool_path(pool, "image"), pool.image, [pool], build)
 
 
-def check_image_ports(r: Rules, config: JobConfig) -> None:
-    """Every container image's registry port is a TCP port (a port above 65535 would fail at the pull)."""
-    from vtrain.trainer.image.reference import port_problem
-
-    found: list[tuple[PathKey, str]] = [(("trainer", "container", "image_uri"), config.trainer.container.image_uri)] \
-        if config.trainer.container is not None else []  # fmt: skip
-    found += [(pool_path(p, "container", "image_uri"), p.container.image_uri) for p in config.pools()
+def check_image_references(r: Rules, config: JobConfig) -> None:
+    """Every field that holds an image reference, through the one reference grammar (bounded, ports included):
+    trainer.container.image_uri and each pool's, trainer.image and each pool's `image` when they are not a
+    prebuilt alias (with trainer.build any image is a base), and model.serving_image when it is a URI."""
+    found: list[tuple[PathKey, str, str]] = []
+    if config.trainer.container is not None:
+        found.append((("trainer", "container", "image_uri"), config.trainer.container.image_uri, "image"))
+    found += [(pool_path(p, "container", "image_uri"), p.container.image_uri, "image") for p in config.pools()
               if p.container is not None and p.container is not config.trainer.container]
-    if config.trainer.build is None:  # else check_build reads them as base images, ports included
-        found += [(pool_path(p, "image"), p.image) for p in config.pools() if p.image]
-        found += [(("trainer", "image"), config.trainer.image)] if config.trainer.image else []
-    for path, uri in found:
-        problem = port_problem(uri)
-        if problem:
-            r.add(path, f"{problem}; e.g. localhost:5000/REPO/IMAGE:TAG")
+    build = config.trainer.build is not None
+    what = "base image" if build else "image"
+    images = [(("trainer", "image"), config.trainer.image)] + [(pool_path(p, "image"), p.image) for p in config.pools()]
+    found += [(path, image, what) for path, image in images
+              if image and (build or "/" in image) and not catalog.IMAGE_ALIAS_RE.match(image)]
+    serving = config.model.serving_image if config.model is not None else None
+    if serving is not None and "/" in serving:
+        found.append((("model", "serving_image"), serving, "serving image"))
+    for path, image, noun in found:
+        check_reference(r, path, image, noun)
 
 
 def _check_image(r: Rules, path: PathKey, image: str, pools: list[PoolConfig], build: bool) -> None:
@@ -182,8 +186,8 @@ def _check_image(r: Rules, path: PathKey, image: str, pools: list[PoolConfig], b
     uri = catalog.PREBUILT_URI_RE.match(image)
     where = format_path(path)
     if alias is None and uri is None:
-        if build:  # any image may be the base of one vtrain builds
-            check_reference(r, path, image, "base image")
+        if build:  # any image may be the base of one vtrain builds: check_image_references reads it
+            pass
         elif "/" not in image:
             v, tpu = catalog.DEFAULT_TF_VERSION, catalog.default_tf_version("tpu")
             r.add(path, f"'{image}' is neither a prebuilt image alias nor an image URI; use "
@@ -351,12 +355,12 @@ def check_strategy(r: Rules, config: JobConfig) -> None:
 
 
 def check_reference(r: Rules, path: PathKey, text: str, what: str) -> None:
-    from vtrain.trainer.image.reference import parse_reference
+    """`text` through the one image reference grammar; a problem is said at `path` (file:line:key)."""
+    from vtrain.trainer.image.reference import reference_problem
 
-    try:
-        parse_reference(text, what=what)
-    except PackagingError as err:
-        r.add(path, str(err))
+    problem = reference_problem(text, what=what)
+    if problem is not None:
+        r.add(path, problem)
 
 
 def check_build(r: Rules, config: JobConfig) -> None:
@@ -372,7 +376,8 @@ def check_build(r: Rules, config: JobConfig) -> None:
     try:
         target = parse_repository(build.repository)
     except PackagingError as err:
-        r.add((*path, "repository"), f"{err}; e.g. {config.region}-docker.pkg.dev/PROJECT/REPO/NAME")
+        example = "" if "; try '" in str(err) else f"; e.g. {config.region}-docker.pkg.dev/PROJECT/REPO/NAME"
+        r.add((*path, "repository"), f"{err}{example}")
     else:
         check_registry_region(r, (*path, "repository"), target.registry, config.region)
     if build.python_version is not None and not re.fullmatch(r"3\.[0-9]+", build.python_version.strip()):

@@ -44,6 +44,7 @@ from vtrain.trainer.image.layers import (
     trainer_layer,
 )
 from vtrain.trainer.image.libc import arch_of, platform_tags, read_libc
+from vtrain.trainer.image.mirrors import pull_client
 from vtrain.trainer.image.reference import ImageRef, parse_reference, parse_repository
 from vtrain.trainer.image.registry import Credentials, RegistryClient
 from vtrain.trainer.image.requirements import declared_requirements
@@ -243,8 +244,7 @@ def build_and_push(spec: ImageSpec, package_dir: Path, *, credentials: Credentia
     target = parse_repository(spec.repository)
     base_ref = parse_reference(spec.base, what="base image")
     client = RegistryClient(target.registry, credentials, chunk_size=chunk_size)
-    base_client = client if base_ref.registry == target.registry else RegistryClient(
-        base_ref.registry, base_credentials)
+    base_client = client if base_ref.registry == target.registry else pull_client(base_ref.registry, base_credentials)
     with tempfile.TemporaryDirectory(prefix="vtrain-image-") as tmp:
         built = build_image(spec, package_dir, Path(tmp), base_client, allow_credentials=allow_credentials,
                             cache=cache, skip=skip)

@@ -51,6 +51,7 @@ from vtrain.trainer.image.config import (
 )
 from vtrain.trainer.image.layers import Entry, Layer, write_layer
 from vtrain.trainer.image.libc import platform_tags
+from vtrain.trainer.image.mirrors import pull_client
 from vtrain.trainer.image.reference import parse_reference, parse_repository
 from vtrain.trainer.image.registry import Credentials, RegistryClient
 from vtrain.trainer.image.settings import ImageSettings
@@ -286,8 +287,7 @@ def launcher_image(job_file: str | Path, repository: str, *, base: str = DEFAULT
     base_ref = parse_reference(spec.base, what="base image")
     chosen = launcher_files(job_file, package, files=files, allow_credentials=allow_credentials)
     client = RegistryClient(target.registry, credentials)
-    base_client = client if base_ref.registry == target.registry else RegistryClient(base_ref.registry,
-                                                                                     base_credentials)
+    base_client = client if base_ref.registry == target.registry else pull_client(base_ref.registry, base_credentials)
     with tempfile.TemporaryDirectory(prefix="vtrain-launcher-") as tmp:
         built = build_launcher(spec, chosen, Path(tmp), base_client, cache=cache)
         return push_image(built, client, base_client, on_blob=on_blob)
