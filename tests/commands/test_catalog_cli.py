@@ -61,6 +61,7 @@ def test_filters_by_gpu_alias_and_tpu_generation() -> None:
     assert "n1-standard-16" in t4 and "n1-standard-96" in t4 and "n2-standard-8" not in t4
     v5e = document("machines", "--tpu", "v5e")["entries"]
     assert {e["name"] for e in v5e} == {"ct5lp-hightpu-1t", "ct5lp-hightpu-4t", "ct5lp-hightpu-8t"}
+    assert [e["name"] for e in document("machines", "--tpu", "v3")["entries"]] == ["cloud-tpu"]
     accelerators = document("accelerators", "--tpu", "tpu-v6e")["entries"]
     assert [e["name"] for e in accelerators] == ["tpu-v6e"] and accelerators[0]["tensorflow_documented"] is False
 

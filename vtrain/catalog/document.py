@@ -55,7 +55,7 @@ def catalog_document(kind: str, *, gpu: str | None = None, tpu: str | None = Non
     entries: list[dict[str, Any]]
     if kind == "machines":
         rows = [m for m in machines.MACHINES.values() if (family is None or m.family == family)
-                and (gpu is None or _matches_gpu(m, gpu)) and (tpu is None or _tpu_of(m) == tpu)]
+                and (gpu is None or _matches_gpu(m, gpu)) and (tpu is None or tpu in _tpu_of(m))]
         entries = [_machine_entry(m) for m in rows]
     elif kind == "accelerators":
         entries = [_accelerator_entry(a) for a in accelerators.ACCELERATORS if (gpu is None or a.enum == gpu)
@@ -75,8 +75,9 @@ def catalog_document(kind: str, *, gpu: str | None = None, tpu: str | None = Non
     return {"vtrain_catalog": VERSION, "kind": kind, "filters": filters, "entries": entries}
 
 
-def _tpu_of(row: machines.Machine) -> str | None:
-    return row.generation if row.generation else ("v2/v3" if row.name == machines.CLOUD_TPU else None)
+def _tpu_of(row: machines.Machine) -> tuple[str, ...]:
+    """The TPU generations a machine runs: a TPU VM's own, or v2 and v3 for the TPU node."""
+    return (row.generation,) if row.generation else ("v2", "v3") if row.name == machines.CLOUD_TPU else ()
 
 
 def _generation_entry(g: accelerators.TpuGeneration) -> dict[str, Any]:
