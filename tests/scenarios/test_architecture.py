@@ -201,7 +201,7 @@ def test_the_job_model_imports_nothing_that_uses_it() -> None:
     # model) import nothing of vtrain either
     allowed = {"vtrain.catalog", "vtrain.constants", "vtrain.errors", "vtrain.foreign", "vtrain.jobfile.yamlpos",
                "vtrain.userpaths", "vtrain.tuning.model", "vtrain.strategies"}
-    assert model <= allowed, model
+    assert {m for m in model if not m.startswith("vtrain.catalog.")} <= allowed, model  # the catalog's own parts
     assert _reaches("vtrain.userpaths") == set()
     assert _reaches("vtrain.tuning.model") == set()
 

@@ -149,8 +149,10 @@ def test_the_tag_hashes_every_input() -> None:
                cfg.image_tag(_spec(args=("--x",)), "t" * 12, "r" * 12),
                cfg.image_tag(_spec(env=(("A", "1"),)), "t" * 12, "r" * 12),
                cfg.image_tag(_spec(module="trainer.other"), "t" * 12, "r" * 12),
-               cfg.image_tag(_spec(dependencies=False), "t" * 12, "r" * 12)]
-    assert len({tag, *changed}) == 9
+               cfg.image_tag(_spec(dependencies=False), "t" * 12, "r" * 12),
+               cfg.image_tag(_spec(arch="arm64"), "t" * 12, "r" * 12)]
+    assert len({tag, *changed}) == 10
+    assert tag == "fbdd0793ef37"  # an amd64 image's tag is what it was before arch was an input
     # requirement order and spacing do not matter; the pip index does not go into the image
     assert cfg.image_tag(_spec(requirements=("b", "a")), "t" * 12, "r" * 12) == cfg.image_tag(
         _spec(requirements=("a ", "b"), index_args=("--no-index",)), "t" * 12, "r" * 12)

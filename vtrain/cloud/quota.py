@@ -38,25 +38,8 @@ SERVICE = "aiplatform.googleapis.com"
 CLOUD_QUOTAS = "https://cloudquotas.googleapis.com"
 QUOTA_PAGE = "https://console.cloud.google.com/iam-admin/quotas?project={project}&metric={metric}"
 PERMISSION = "cloudquotas.quotas.get"
-#: The quota suffix Vertex names each accelerator by (``custom_model_training_<suffix>``).
-ACCELERATOR_SUFFIX = {
-    "NVIDIA_TESLA_K80": "nvidia_k80_gpus",
-    "NVIDIA_TESLA_P4": "nvidia_p4_gpus",
-    "NVIDIA_TESLA_P100": "nvidia_p100_gpus",
-    "NVIDIA_TESLA_T4": "nvidia_t4_gpus",
-    "NVIDIA_TESLA_V100": "nvidia_v100_gpus",
-    "NVIDIA_TESLA_A100": "nvidia_a100_gpus",
-    "NVIDIA_A100_80GB": "nvidia_a100_80gb_gpus",
-    "NVIDIA_L4": "nvidia_l4_gpus",
-    "NVIDIA_H100_80GB": "nvidia_h100_gpus",
-    "NVIDIA_H100_MEGA_80GB": "nvidia_h100_mega_gpus",
-    "NVIDIA_H200_141GB": "nvidia_h200_gpus",
-    "NVIDIA_B200": "nvidia_b200_gpus",
-    "TPU_V2": "tpu_v2",
-    "TPU_V3": "tpu_v3",
-    "TPU_V4_POD": "tpu_v4_pod",
-    "TPU_V5_LITEPOD": "tpu_v5_litepod",
-}
+#: The quota suffix Vertex names each accelerator by (``custom_model_training_<suffix>``): the catalog's rows.
+ACCELERATOR_SUFFIX: dict[str, str] = {a.enum: a.quota for a in catalog.ACCELERATORS if a.quota}
 _PREEMPTIBLE = ("SPOT", "FLEX_START")
 _CPU_FAMILIES_AS_CPUS = ("n1", "e2")
 LIVE_STATES = ("JOB_STATE_PENDING", "JOB_STATE_RUNNING")

@@ -81,8 +81,9 @@ def plan_artifacts(config: JobConfig, *, region: str | None = None) -> Artifacts
 
 # --- images ------------------------------------------------------------------------------------
 
-def image_spec(config: JobConfig, base: str) -> ImageSpec:
-    """What goes into the image on `base` (requirement files read here: PackagingError names the line)."""
+def image_spec(config: JobConfig, base: str, arch: str = "amd64") -> ImageSpec:
+    """What goes into the image on `base`, built on its `arch` variant (requirement files read here:
+    PackagingError names the line)."""
     from vtrain.constants import IMAGE_PYTHON
     from vtrain.jobfile.assemble import is_requirements_file
     from vtrain.trainer.image.config import ImageSpec
@@ -96,7 +97,7 @@ def image_spec(config: JobConfig, base: str) -> ImageSpec:
                      requirements=found.requirements, dependencies=build.dependencies,
                      python_version=build.python_version or catalog.prebuilt_python(base), python=IMAGE_PYTHON,
                      platform=(build.platform or "").strip() or base_platform(base), constraints=found.constraints,
-                     provided=base_packages(base), index_args=found.index_args)
+                     provided=base_packages(base), index_args=found.index_args, arch=arch)
 
 
 def job_dir(config: JobConfig) -> Path:
@@ -123,13 +124,15 @@ def base_packages(base: str) -> tuple[str, ...]:
 
 def image_specs(config: JobConfig) -> dict[str, ImageSpec]:
     """One spec per distinct base among the pools that run the trainer (Reduction Server and pools with a
-    container of their own left out)."""
+    container of their own left out), built for the CPU architecture of the pools' machines (A4X: arm64; the
+    rules refuse one base serving both)."""
     out: dict[str, ImageSpec] = {}
     for pool in config.pools():
         if pool.role != "reduction_server" and pool.container is None:
             base = config.base_image(pool)
             if base not in out:
-                out[base] = image_spec(config, base)
+                row = catalog.MACHINES.get(pool.machine_type)
+                out[base] = image_spec(config, base, catalog.OCI_ARCH[row.arch] if row is not None else "amd64")
     return out
 
 

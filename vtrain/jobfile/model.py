@@ -31,7 +31,7 @@ DEFAULT_PS_MACHINE = "n1-standard-8"
 
 @dataclass(frozen=True)
 class BootDisk:
-    type: str = "pd-ssd"
+    type: str | None = None  # None: the machine's default (pd-ssd; hyperdisk-balanced where it takes Hyperdisk only)
     size_gb: int = 100
 
 

@@ -21,9 +21,7 @@ from vtrain.jobfile.model import JobConfig, PoolConfig
 from vtrain.jobfile.yamlpos import PathKey, format_path
 
 #: Labels (lower-case letters incl. international ones, digits, _ and -; limits in vtrain.constants):
-#: https://cloud.google.com/resource-manager/docs/labels-overview. Boot disk range:
-#: https://cloud.google.com/vertex-ai/docs/training/configure-compute#boot_disk_options
-BOOT_DISK_GB = (100, 64000)
+#: https://cloud.google.com/resource-manager/docs/labels-overview.
 
 _LABEL_KEY = re.compile(r"^[a-z\u0080-\U0010ffff][a-z0-9_\u0080-\U0010ffff-]{0,62}$")
 _LABEL_VALUE = re.compile(r"^[a-z0-9_\u0080-\U0010ffff-]{0,63}$")
@@ -34,7 +32,6 @@ _SERVICE_ACCOUNT = re.compile(r"^[a-z0-9-]+@[a-z0-9.-]+\.gserviceaccount\.com$")
 _NETWORK = re.compile(r"^projects/[^/]+/global/networks/[^/]+$")
 _TENSORBOARD = re.compile(r"^projects/[^/]+/locations/[^/]+/tensorboards/[^/]+$")
 _EXPERIMENT = re.compile(r"^[a-z0-9][a-z0-9-]{0,127}$")
-_RESERVATION = re.compile(r"^projects/[^/]+/zones/[^/]+/reservations/[^/]+$")
 _KMS_KEY = re.compile(r"^projects/[^/]+/locations/[^/]+/keyRings/[^/]+/cryptoKeys/[^/]+$")
 _REGION = re.compile(REGION_PATTERN)
 _PROJECT = re.compile(PROJECT_PATTERN)

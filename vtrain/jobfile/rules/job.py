@@ -32,10 +32,7 @@ from vtrain.userpaths import path_problem
 
 #: https://cloud.google.com/vertex-ai/docs/training/schedule-jobs-dws#requirements
 FLEX_START_MAX_TIMEOUT_S = 7 * 24 * 3600
-FLEX_START_GPUS = frozenset({
-    "NVIDIA_L4", "NVIDIA_TESLA_A100", "NVIDIA_A100_80GB", "NVIDIA_H100_80GB", "NVIDIA_H100_MEGA_80GB",
-    "NVIDIA_H200_141GB", "NVIDIA_B200",
-})
+FLEX_START_GPUS = frozenset(a.enum for a in catalog.ACCELERATORS if a.flex_start)
 
 # --------------------------------------------------------------------------- job-level fields
 

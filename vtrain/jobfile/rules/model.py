@@ -105,6 +105,11 @@ def _serving_image(r: Rules, config: JobConfig, model: ModelConfig) -> None:
         if version is None:
             r.add(("model",), "the trainer runs no prebuilt TensorFlow image, so vtrain cannot pick a serving image: "
                               "set model.serving_image (tf2-cpu.2-15, tf2-gpu.2-15 or an image URI)")
+        elif serving.maybe_published(version):
+            r.warn(("model",), f"the job trains with TensorFlow {version.replace('-', '.')}: vtrain serves the model "
+                               f"with tf2-cpu.{version}, after the newest prediction image its list has "
+                               f"({serving.PREDICTION_TF[-1].replace('-', '.')}){serving.PREDICTION_SOURCE.doubt()}; "
+                               "if the upload is refused, set model.serving_image")
         elif version not in serving.PREDICTION_TF:
             newest = serving.PREDICTION_TF[-1]
             r.add(("model",), f"the job trains with TensorFlow {version.replace('-', '.')}, which has no prebuilt "
@@ -117,12 +122,18 @@ def _serving_image(r: Rules, config: JobConfig, model: ModelConfig) -> None:
         if found is None and "/vertex-ai/prediction/tf2-" in image:
             r.add(where, f"'{image}' looks like a prebuilt prediction image but is not one: "
                          "{us,europe,asia}-docker.pkg.dev/vertex-ai/prediction/tf2-cpu.2-NN:latest")
+        elif found is not None and serving.maybe_published(found["version"]):
+            r.warn(where, f"TensorFlow {found['version'].replace('-', '.')} is after the newest prediction image "
+                          f"vtrain lists ({serving.PREDICTION_TF[-1]}){serving.PREDICTION_SOURCE.doubt()}")
         elif found is not None and found["version"] not in serving.PREDICTION_TF:
             r.add(where, f"there is no prebuilt prediction image for TensorFlow {found['version'].replace('-', '.')}; "
                          f"Vertex publishes {serving.PREDICTION_TF[0]} to {serving.PREDICTION_TF[-1]}")
         return
     alias = serving.SERVING_ALIAS_RE.match(image)
-    if alias is None or alias["version"] not in serving.PREDICTION_TF:
+    if alias is not None and serving.maybe_published(alias["version"]):
+        r.warn(where, f"'{image}' is after the newest prediction image vtrain lists (tf2-{alias['family']}."
+                      f"{serving.PREDICTION_TF[-1]}){serving.PREDICTION_SOURCE.doubt()}")
+    elif alias is None or alias["version"] not in serving.PREDICTION_TF:
         if alias is not None:  # a version with no image: the newest there is, not the nearest spelling
             hint = f" did you mean 'tf2-{alias['family']}.{serving.PREDICTION_TF[-1]}' (the newest)?"
         else:

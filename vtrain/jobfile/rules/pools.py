@@ -5,8 +5,8 @@ Sources: the installed `aiplatform_v1` protos' field docs (NfsMount: `path` star
 /mnt/nfs/MOUNT_POINT; LustreMount under /mnt/lustre/MOUNT_POINT; MachineSpec.gpu_partition_size: "the
 accelerator_count should be set to 1"; DnsPeeringConfig.domain "must end with a dot"; CustomJobSpec.experiment
 and experiment_run formats; protected_artifact_location_id "only when the location is different"); MIG
-profiles per GPU from NVIDIA's MIG user guide (https://docs.nvidia.com/datacenter/tesla/mig-user-guide/),
-which the proto points at through https://cloud.google.com/kubernetes-engine/docs/how-to/gpus-multi.
+profiles per GPU in the catalog's accelerator rows (sources.MIG); reservation names in its three forms
+(:mod:`vtrain.catalog.capacity`).
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ import ipaddress
 import re
 
 from vtrain import catalog
+from vtrain.catalog.capacity import RESERVATION_FORMS, reservation_form
 from vtrain.jobfile.model import JobConfig, PoolConfig, ReservationConfig
 from vtrain.jobfile.nodes import did_you_mean
 from vtrain.jobfile.rules.base import (
     _PROJECT,
     _REGION,
-    _RESERVATION,
     Rules,
     checked_fix,
     pool_path,
@@ -28,14 +28,8 @@ from vtrain.jobfile.rules.base import (
 )
 from vtrain.jobfile.yamlpos import PathKey
 
-#: MIG profiles (gpu_partition_size) each GPU offers.
-MIG_PROFILES: dict[str, tuple[str, ...]] = {
-    "NVIDIA_TESLA_A100": ("1g.5gb", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"),
-    "NVIDIA_A100_80GB": ("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"),
-    "NVIDIA_H100_80GB": ("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"),
-    "NVIDIA_H100_MEGA_80GB": ("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"),
-    "NVIDIA_H200_141GB": ("1g.18gb", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"),
-}
+#: MIG profiles (gpu_partition_size) each GPU offers (the catalog's accelerator rows).
+MIG_PROFILES: dict[str, tuple[str, ...]] = {a.enum: a.mig for a in catalog.ACCELERATORS if a.mig}
 _MOUNT_POINT = re.compile(r"^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$")
 _HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.:-]{0,252})$")
 _LABEL = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
@@ -171,8 +165,10 @@ def check_reservation(r: Rules, res: ReservationConfig, path: PathKey) -> None:
               at=(*path, "affinity"))
     elif res.name and res.affinity != "specific":
         r.add((*path, "affinity"), "a reservation name is only used with affinity: specific")
-    elif res.name and not _RESERVATION.match(res.name):
-        r.add((*path, "name"), "reservation name must look like projects/P/zones/Z/reservations/R")
+    elif res.name and reservation_form(res.name) is None:
+        forms = "; ".join(f"a {f.name}: {f.template}" for f in RESERVATION_FORMS)
+        r.add((*path, "name"), f"'{res.name}' is not the resource name of a reservation, a reservation block or a "
+                               f"sub-block; the forms are {forms}")
 
 
 def check_services(r: Rules, config: JobConfig) -> None:

@@ -172,7 +172,7 @@ def build_image(spec: ImageSpec, package_dir: Path, out_dir: Path, base_client: 
     base_ref = parse_reference(spec.base, what="base image")
     scan = scan_trainer(package_dir, allow_credentials=allow_credentials, skip=skip)
     check_module(scan, spec.module)
-    base = read_base(base_client, base_ref)
+    base = read_base(base_client, base_ref, arch=spec.arch)
     version = python_version(base.config, str(base_ref), spec.python_version)
     layers = [trainer_layer(scan, out_dir), runtime_layer(out_dir)]
     declared = declared_requirements(scan.root, scan.files, scan.digest, cache=cache)

@@ -64,6 +64,7 @@ class ImageSpec:
     workdir: str = f"/{TRAINER_DIR}"
     index_args: tuple[str, ...] = field(default=(), compare=False)  # pip's index options; not part of the tag
     settings: ImageSettings = field(default=ImageSettings(), compare=False)  # where errors say to set things
+    arch: str = "amd64"  # the base's variant to build on (OCI name): arm64 for Arm machines (A4X)
 
 
 def image_tag(spec: ImageSpec, trainer_digest: str, runtime_digest: str, *, src_layout: bool = False) -> str:
@@ -83,6 +84,7 @@ def image_tag(spec: ImageSpec, trainer_digest: str, runtime_digest: str, *, src_
         "env": [list(pair) for pair in spec.env],
         "workdir": spec.workdir,
         "src": src_layout,
+        **({"arch": spec.arch} if spec.arch != "amd64" else {}),  # amd64 tags stay what they were
     }
     return hash_entries([("image", json.dumps(inputs, sort_keys=True).encode())])
 
