@@ -118,8 +118,12 @@ def stack_for(image: str, *, gpu: bool = False) -> Stack | None:
     found = _IMAGE.search(image.strip() + ":")
     if found is None or found["version"] not in STACKS:
         return None
-    py = found["py"]
-    python = f"3.{py[1:]}" if py else ("3.8" if found["family"] == "tpu" else "3.10")  # tf-tpu.2-12: Python 3.8
+    from vtrain.catalog.images import training_image
+
+    py, row = found["py"], training_image(found["family"], found["version"])
+    python = f"3.{py[1:]}" if py else row.python if row is not None else None  # the catalog's image row
+    if python is None:
+        return None
     return Stack(image=image, version=found["version"], python=python, gpu=gpu and found["family"] == "gpu",
                  row=STACKS[found["version"]])
 
