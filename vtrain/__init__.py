@@ -26,8 +26,8 @@ if TYPE_CHECKING:  # what a type checker reads; at run time each name is importe
     from vtrain.errors import VtrainError as VtrainError
     from vtrain.jobfile.artifacts import Artifacts as Artifacts
     from vtrain.jobfile.artifacts import plan_artifacts as plan_artifacts
+    from vtrain.jobfile.config import JobConfig as JobConfig
     from vtrain.jobfile.load import load_config as load_config
-    from vtrain.jobfile.model import JobConfig as JobConfig
     from vtrain.local.options import RunOptions as RunOptions
     from vtrain.local.runner import run_local as run_local
     from vtrain.local.study_run import run_local_tuning as run_local_tuning
@@ -39,7 +39,7 @@ if TYPE_CHECKING:  # what a type checker reads; at run time each name is importe
 
 _LAZY: dict[str, str] = {
     "load_config": "vtrain.jobfile.load",
-    "JobConfig": "vtrain.jobfile.model",
+    "JobConfig": "vtrain.jobfile.config",
     "build_job": "vtrain.request.custom_job",
     "build_job_dict": "vtrain.request.custom_job",
     "build_request": "vtrain.request.build",

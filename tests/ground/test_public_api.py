@@ -89,7 +89,7 @@ def test_a_type_checker_sees_the_sdk_s_types_not_any(tmp_path: Path) -> None:
     assert [line for line, _ in revealed] == ["3", "4", "6", "7"], done.stdout + done.stderr
     types = {int(line): text.replace("builtins.", "") for line, text in revealed}  # mypy 2 drops the prefix
     assert types[3] != "Any" and "LocalJob" in types[3] and "JobConfig" in types[3]
-    assert "typing.Mapping[str, Any]" in types[4] and types[4].endswith("-> vtrain.jobfile.model.JobConfig")
+    assert "typing.Mapping[str, Any]" in types[4] and types[4].endswith("-> vtrain.jobfile.config.JobConfig")
     assert types[6] == "str"  # issue 30, class 7: result() is the handle's method
     assert types[7] == "dict[str, Any]"
     assert re.search(r':8: error: Module has no attribute "run_locally"', done.stdout), done.stdout

@@ -1,5 +1,5 @@
 """The shape of the package: no import circle, every module importable on its own, modules small,
-the job model below everything that uses it. Read from the source, so a new module is covered
+the job config below everything that uses it. Read from the source, so a new module is covered
 without touching this file."""
 
 from __future__ import annotations
@@ -196,14 +196,14 @@ def test_the_top_level_stays_small() -> None:
 
 
 def test_the_job_model_imports_nothing_that_uses_it() -> None:
-    model = _reaches("vtrain.jobfile.model")
-    # userpaths (path checks, symlink-loop-safe resolve) and tuning.model (the `tuning:` part of the job
+    model = _reaches("vtrain.jobfile.config")
+    # userpaths (path checks, symlink-loop-safe resolve) and tuning.config (the `tuning:` part of the job
     # model) import nothing of vtrain either
     allowed = {"vtrain.catalog", "vtrain.constants", "vtrain.errors", "vtrain.foreign", "vtrain.jobfile.yamlpos",
-               "vtrain.userpaths", "vtrain.tuning.model", "vtrain.strategies"}
+               "vtrain.userpaths", "vtrain.tuning.config", "vtrain.strategies"}
     assert {m for m in model if not m.startswith("vtrain.catalog.")} <= allowed, model  # the catalog's own parts
     assert _reaches("vtrain.userpaths") == set()
-    assert _reaches("vtrain.tuning.model") == set()
+    assert _reaches("vtrain.tuning.config") == set()
 
 
 def test_the_request_reads_no_file() -> None:

@@ -42,8 +42,8 @@ from vtrain.cloud.vertex import VertexBackend, VertexJob  # cheap: Google librar
 from vtrain.constants import VERSION
 from vtrain.errors import BackendError, CreateOutcomeUnknown, VtrainError
 from vtrain.handle import TERMINAL_STATES
+from vtrain.jobfile.config import JobConfig
 from vtrain.jobfile.load import load_config
-from vtrain.jobfile.model import JobConfig
 from vtrain.request.build import CUSTOM_JOB, TUNING_JOB, Kind, build_request
 
 if TYPE_CHECKING:
@@ -348,7 +348,7 @@ def submit(
     )
     job = result.job
     if wait:
-        from vtrain.cloud.registry import register_after
+        from vtrain.cloud.model_registry import register_after
 
         register_after(job, result.plan.config, job.wait(timeout, poll), tuning=result.plan.is_tuning)
     return job

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from vtrain import catalog
 
 if TYPE_CHECKING:
-    from vtrain.jobfile.model import JobConfig
+    from vtrain.jobfile.config import JobConfig
     from vtrain.trainer.image.config import ImageSpec
 
 #: The image name that stands in for a planned one where only the request's shape matters.

@@ -1,10 +1,10 @@
-"""Job file → validated :class:`~vtrain.jobfile.model.JobConfig`: the one way every command loads a job.
+"""Job file → validated :class:`~vtrain.jobfile.config.JobConfig`: the one way every command loads a job.
 
 The pipeline is: read YAML with positions (:mod:`vtrain.jobfile.yamlpos`) → apply `--set` overrides →
-check the shape (:mod:`vtrain.jobfile.schema`) → build the job model (:mod:`vtrain.jobfile.model`) →
+check the shape (:mod:`vtrain.jobfile.schema`) → build the job config (:mod:`vtrain.jobfile.config`) →
 cross-field rules (:mod:`vtrain.jobfile.rules`). Every problem from every stage is reported together in
 one :class:`~vtrain.errors.ConfigError`. Nothing here touches the network. This module sits
-above both the job model and the rules, so neither imports the other in a circle.
+above both the job config and the rules, so neither imports the other in a circle.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import yaml
 from vtrain.errors import ConfigError, Problem
 from vtrain.jobfile import rules, schema
 from vtrain.jobfile.assemble import build_config
-from vtrain.jobfile.model import JobConfig
+from vtrain.jobfile.config import JobConfig
 from vtrain.jobfile.yamlpos import MAX_BYTES, MAX_NODES, PathKey, Position, Positions, format_path, load_yaml
 from vtrain.userpaths import absolute, describe_oserror, path_problem, read_bounded, shown
 

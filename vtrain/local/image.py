@@ -42,7 +42,7 @@ from vtrain.errors import BackendError, PackagingError
 from vtrain.trainer.image.layers import TRAINER_DIR
 
 if TYPE_CHECKING:
-    from vtrain.jobfile.model import JobConfig
+    from vtrain.jobfile.config import JobConfig
     from vtrain.local.rootfs import Unpacked
     from vtrain.trainer.image.layers import Layer
 

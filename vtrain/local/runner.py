@@ -51,7 +51,7 @@ from vtrain.local.restarts import Proc
 from vtrain.local.runtimes import local_gpus
 
 if TYPE_CHECKING:
-    from vtrain.jobfile.model import JobConfig
+    from vtrain.jobfile.config import JobConfig
     from vtrain.local.containers import ContainerHandle, ContainerImage
     from vtrain.local.envcache import TrainerEnv
     from vtrain.local.image import LocalImage
@@ -245,8 +245,8 @@ def run_local(
     """
     from vtrain.errors import UsageError
     from vtrain.jobfile.artifacts import Artifacts, plan_artifacts
+    from vtrain.jobfile.config import JobConfig
     from vtrain.jobfile.load import load_config
-    from vtrain.jobfile.model import JobConfig
     from vtrain.request.build import TUNING_JOB, build_request, kind_of
     from vtrain.request.custom_job import build_job_dict
 

@@ -21,7 +21,7 @@ from vtrain.local.options import RunOptions, run_options
 from vtrain.local.studies import LocalTuningJob, machine_parallelism
 
 if TYPE_CHECKING:
-    from vtrain.jobfile.model import JobConfig
+    from vtrain.jobfile.config import JobConfig
 
 
 def run_local_tuning(
@@ -48,8 +48,8 @@ def run_local_tuning(
     single job.
     """
     from vtrain.jobfile.artifacts import plan_artifacts
+    from vtrain.jobfile.config import JobConfig
     from vtrain.jobfile.load import load_config
-    from vtrain.jobfile.model import JobConfig
     from vtrain.local.runner import local_output_dir, prepare_images, prepare_trainer
     from vtrain.request.build import TUNING_JOB, build_request, kind_of, trial_job_spec
 
