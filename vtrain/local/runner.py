@@ -44,13 +44,15 @@ from vtrain.local import rundir
 from vtrain.local.env import Plan, Replica
 from vtrain.local.faults import FaultScheduler, check_replicas
 from vtrain.local.job import LocalJob
-from vtrain.local.options import RunOptions, run_options
+from vtrain.local.options import RunKeywords, RunOptions, run_options
 from vtrain.local.policy import policy_for_job
 from vtrain.local.ports import free_ports
 from vtrain.local.restarts import Proc
 from vtrain.local.runtimes import local_gpus
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing.Unpack from Python 3.11
+
     from vtrain.jobfile.config import JobConfig
     from vtrain.local.containers import ContainerHandle, ContainerImage
     from vtrain.local.envcache import TrainerEnv
@@ -223,7 +225,7 @@ def run_local(
     out: IO[str] | None = None,
     notices: TextSink | None = None,
     on_line: Callable[[Replica, str, str], None] | None = None,
-    **keywords: Any,
+    **keywords: Unpack[RunKeywords],
 ) -> LocalJob:
     """Start a job on this machine and return its handle (RUNNING); `wait()` for the end.
 
@@ -306,7 +308,7 @@ def run_job(
     notice: Callable[[str], None] = lambda text: None,
     on_line: Callable[[Replica, str, str], None] | None = None,
     images: Mapping[str, LocalImage | ContainerImage | PackageImage] | None = None,
-    **keywords: Any,
+    **keywords: Unpack[RunKeywords],
 ) -> LocalJob:
     """Start a CustomJob REST body here (what `submit` sends, or what the emulator stored).
 

@@ -17,10 +17,12 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from vtrain.errors import BackendError, UsageError
-from vtrain.local.options import RunOptions, run_options
+from vtrain.local.options import RunKeywords, RunOptions, run_options
 from vtrain.local.studies import LocalTuningJob, machine_parallelism
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing.Unpack from Python 3.11
+
     from vtrain.jobfile.config import JobConfig
 
 
@@ -33,7 +35,7 @@ def run_local_tuning(
     out: IO[str] | None = None,
     notices: IO[str] | None = None,
     on_change: Callable[[LocalTuningJob], None] | None = None,
-    **keywords: Any,
+    **keywords: Unpack[RunKeywords],
 ) -> LocalTuningJob:
     """Start the study of a job file with `tuning:` here and return its handle (RUNNING).
 
