@@ -68,7 +68,7 @@ demo: $(STAMP)
 # after that part, before the alone one, and either failing fails the target. (`make lint` and `make test-fast`
 # run them first, for the quick loop.)
 test: $(STAMP)
-	$(BIN)/ruff check vtrain tests benchmarks docs/generate.py
+	$(BIN)/ruff check vtrain tests benchmarks docs/generate.py docs/roles.py
 	@mkdir -p build
 	@( $(BIN)/python -m mypy > build/mypy.out 2>&1; echo $$? > build/mypy.rc ) & \
 	( $(MKDOCS) build --strict --quiet > build/mkdocs.out 2>&1; echo $$? > build/mkdocs.rc ) & \
@@ -79,7 +79,7 @@ test: $(STAMP)
 
 # The quick loop: everything but the tests marked slow (CI runs `make test`).
 test-fast: $(STAMP)
-	$(BIN)/ruff check vtrain tests benchmarks docs/generate.py
+	$(BIN)/ruff check vtrain tests benchmarks docs/generate.py docs/roles.py
 	$(BIN)/python -m mypy
 	$(MKDOCS) build --strict --quiet
 	$(BIN)/python -m pytest -q -n $(WORKERS) -m "not slow and not alone"; a=$$?; \
@@ -97,7 +97,7 @@ test-fresh: $(BIN)/uv
 
 # Lint and the type check ([tool.mypy] in pyproject.toml: strict for vtrain/, 0 errors).
 lint: $(STAMP)
-	$(BIN)/ruff check vtrain tests benchmarks docs/generate.py
+	$(BIN)/ruff check vtrain tests benchmarks docs/generate.py docs/roles.py
 	$(BIN)/python -m mypy
 
 # The manual at http://127.0.0.1:8000, rebuilt as docs/ changes.

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from vtrain.constants import VERSION as __version__
 
 if TYPE_CHECKING:  # what a type checker reads; at run time each name is imported on first use (below)
+    from vtrain.cloud.dryrun import dry_run as dry_run
     from vtrain.cloud.submit import submit as submit
     from vtrain.errors import BackendError as BackendError
     from vtrain.errors import ConfigError as ConfigError
@@ -27,8 +28,8 @@ if TYPE_CHECKING:  # what a type checker reads; at run time each name is importe
     from vtrain.home.run import run_local as run_local
     from vtrain.jobfile.artifacts import Artifacts as Artifacts
     from vtrain.jobfile.artifacts import plan_artifacts as plan_artifacts
+    from vtrain.jobfile.config import JobConfig as JobConfig
     from vtrain.jobfile.load import load_config as load_config
-    from vtrain.jobfile.model import JobConfig as JobConfig
     from vtrain.local.options import RunOptions as RunOptions
     from vtrain.local.study_run import run_local_tuning as run_local_tuning
     from vtrain.request.build import Request as Request
@@ -39,7 +40,7 @@ if TYPE_CHECKING:  # what a type checker reads; at run time each name is importe
 
 _LAZY: dict[str, str] = {
     "load_config": "vtrain.jobfile.load",
-    "JobConfig": "vtrain.jobfile.model",
+    "JobConfig": "vtrain.jobfile.config",
     "build_job": "vtrain.request.custom_job",
     "build_job_dict": "vtrain.request.custom_job",
     "build_request": "vtrain.request.build",
@@ -47,6 +48,7 @@ _LAZY: dict[str, str] = {
     "render": "vtrain.request.render",
     "plan_artifacts": "vtrain.jobfile.artifacts",
     "Artifacts": "vtrain.jobfile.artifacts",
+    "dry_run": "vtrain.cloud.dryrun",
     "submit": "vtrain.cloud.submit",
     "run_local": "vtrain.home.run",
     "replay": "vtrain.home.replay",
@@ -73,6 +75,7 @@ __all__ = [
     "build_job",
     "build_job_dict",
     "build_request",
+    "dry_run",
     "load_config",
     "plan_artifacts",
     "render",

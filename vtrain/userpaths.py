@@ -7,7 +7,7 @@ value, so callers report it as a bad value (exit 2) before any I/O. :func:`read_
 file a user names (the job file, a price file) without hanging on a FIFO or reading /dev/zero
 forever: only regular files, and only up to a size no real job file comes near.
 
-Imports nothing of vtrain: the job model, the rules, packaging and the CLI all use it.
+Imports nothing of vtrain: the job config, the rules, packaging and the CLI all use it.
 """
 
 from __future__ import annotations

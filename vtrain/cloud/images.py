@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from vtrain.errors import PackagingError
 
 if TYPE_CHECKING:
-    from vtrain.jobfile.model import JobConfig
+    from vtrain.jobfile.config import JobConfig
     from vtrain.trainer.image.build import Pushed
 
 

@@ -48,6 +48,11 @@ from vtrain.commands._options import UserPath, duration_callback, output_option,
               help="An image job (trainer.build, trainer.container): run each replica in a container (runc or crun "
               "on the unpacked image; docker or podman for trainer.container). auto: where this machine can, else "
               "on this machine's Python with one notice; always: fail instead; never: this machine's Python.")
+@click.option("--runtime", type=click.Choice(["auto", "stack", "image", "host"]), default="auto", show_default=True,
+              help="A Python package job's replicas: stack (the default for a prebuilt image: its TensorFlow and "
+              "Python, built once here), image (Vertex's own image, pulled and run with runc/crun), host (this "
+              "machine's Python and TensorFlow). auto reads VTRAIN_RUNTIME, else stack for a prebuilt image. "
+              "`vtrain doctor JOB.yaml` says which and why.")
 @click.option("--fault-matrix", "scenarios", is_flag=False, flag_value="all", default=None, metavar="[SCENARIOS]",
               help="Run the job under the faults users meet, one run each after a fault-free one, and print a table "
               "(scenario, outcome, recovery, steps redone, pass/fail): kill (a worker killed mid-run), preempt (the "
@@ -61,7 +66,8 @@ def local(job_file: str, output_dir: str | None, max_replicas: int | None, timeo
           startup_timeout: float, keep: bool, allow_credentials: bool, max_parallel: int | None, seed: int,
           plain: bool, follow: tuple[str, ...], verbose: bool, progress_every: float | None,
           stream_logs: bool, restart_policy: str, faults: tuple[Any, ...], preempt_grace: float | None,
-          containers: str, scenarios: str | None, where: Any, overrides: tuple[str, ...], output: str) -> None:
+          containers: str, runtime: str, scenarios: str | None, where: Any, overrides: tuple[str, ...],
+          output: str) -> None:
     """Run JOB on this machine: the CustomJob `submit` would send, one process per replica.
 
     JOB is a job file (JOB.yaml), or any CustomJob: a request file (what `render -o json`, `gcloud ai custom-jobs
@@ -111,7 +117,7 @@ def local(job_file: str, output_dir: str | None, max_replicas: int | None, timeo
                              "print their lines with --stream-logs (they are always in each trial's log files)")
         run_study(config, output_dir=output_dir, max_parallel=max_parallel, seed=seed, max_replicas=max_replicas,
                   timeout=timeout, startup_timeout=startup_timeout or 120.0, allow_credentials=allow_credentials,
-                  output=output, stream_logs=stream_logs, restart_policy=restart_policy)
+                  output=output, stream_logs=stream_logs, restart_policy=restart_policy, runtime=runtime)
         return
     from vtrain.view.live import Watch, live_possible
 
@@ -119,7 +125,8 @@ def local(job_file: str, output_dir: str | None, max_replicas: int | None, timeo
     options = RunOptions(output_dir=output_dir, max_replicas=max_replicas, timeout=timeout,
                          startup_timeout=startup_timeout or 120.0, keep=keep, allow_credentials=allow_credentials,
                          restart_policy=restart_policy, faults=faults,
-                         preempt_grace=30.0 if preempt_grace is None else preempt_grace, containers=containers)
+                         preempt_grace=30.0 if preempt_grace is None else preempt_grace, containers=containers,
+                         runtime=runtime)
     if scenarios is not None:
         _home.fault_matrix(config, incoming, options, scenarios, output, job_file)
         return

@@ -8,7 +8,7 @@ So ``vtrain submit --wait`` against the emulator ends the way the trainer really
 and a CI pipeline can test submit → wait → logs without a cloud project.
 
 - Packages: each Python pool's ``packageUris``, fetched from Cloud Storage (the GCS emulator
-  when STORAGE_EMULATOR_HOST is set; bounded and checked, :mod:`vtrain.local.fetch`), ``file://`` or plain
+  when STORAGE_EMULATOR_HOST is set; bounded and checked, :mod:`vtrain.local.downloads`), ``file://`` or plain
   paths. They are installed once into the cached environment that ``vtrain local`` uses (VTRAIN_CACHE_DIR, else
   ~/.cache/vtrain): :mod:`vtrain.local.bodies`, which `vtrain local REQUEST` shares.
 - Outputs: the job's baseOutputDirectory when it is on this machine (a path or file://).
@@ -125,8 +125,8 @@ class EmulatedRunner:
         from vtrain.local.runner import local_output_dir, run_job
 
         faults = specs_from_labels(dict(body.get("labels") or {}))  # before anything is installed
-        trainer_env = install_packages(body, self.options.cache_dir, notice)
-        images = pull_images(body, self.options.cache_dir, notice)
+        trainer_env, prebuilt = install_packages(body, self.options.cache_dir, notice, self.options.runtime)
+        images = {**pull_images(body, self.options.cache_dir, notice), **prebuilt}
         if ctx.cancelled.is_set():
             return None
         output_dir = local_output_dir(body)
@@ -136,6 +136,7 @@ class EmulatedRunner:
             base = (body["jobSpec"].get("baseOutputDirectory") or {}).get("outputUriPrefix")
             why = f"baseOutputDirectory {base} is not on this machine" if base else "the job has no baseOutputDirectory"
             notice(f"{why}: outputs go to {output_dir}")
+            ctx.outputs_at(output_dir)  # Model Registry reads an upload of the job's model dir there
 
         def forward(replica: Replica, text: str, stream: str) -> None:
             ctx.log(text, task=task_of(replica.pool, replica.index), severity=severity_of(stream))

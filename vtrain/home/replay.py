@@ -27,10 +27,12 @@ from typing import IO, TYPE_CHECKING, Any
 from vtrain.home.outcome import Outcome, Verdict, cloud_outcome, compare, fault_for, local_outcome
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing.Unpack from Python 3.11
+
     from vtrain.cloud.target import Where
     from vtrain.local.env import Replica
     from vtrain.local.job import LocalJob
-    from vtrain.local.options import RunOptions
+    from vtrain.local.options import RunKeywords, RunOptions
 
 #: Cloud Logging entries read for one replay: a replica's last lines are what count (each keeps its last 400).
 MAX_ENTRIES = 200_000
@@ -65,7 +67,7 @@ def log_entries(job: Any, limit: int = MAX_ENTRIES) -> Iterator[dict[str, Any]]:
 def restore_checkpoints(body: dict[str, Any], output_dir: Path) -> tuple[str | None, int]:
     """The job's checkpoints (BASE/checkpoints/) copied into `output_dir`/checkpoints; (where from, files), or
     (None, 0) when the job has no base output dir or nothing is there."""
-    from vtrain.local.fetch import fetch_tree
+    from vtrain.local.downloads import fetch_tree
     from vtrain.trainer.staging import uri_to_path
 
     base = str((body.get("jobSpec", {}).get("baseOutputDirectory") or {}).get("outputUriPrefix") or "")
@@ -148,7 +150,8 @@ def judge(the_plan: ReplayPlan, local: LocalJob) -> Verdict:
 
 
 def replay(job: str, *, where: Where | None = None, options: RunOptions | None = None, out: IO[str] | None = None,
-           notices: IO[str] | None = None, timeout: float | None = None, **keywords: Any) -> Verdict:
+           notices: IO[str] | None = None, timeout: float | None = None,
+           **keywords: Unpack[RunKeywords]) -> Verdict:
     """Replay `job` (a CustomJob's ID or resource name on Vertex AI, or the emulator: `where`) here and return the
     verdict (:class:`~vtrain.home.outcome.Verdict`: `reproduced`, `line`, both endings, what differs).
 

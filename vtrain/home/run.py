@@ -17,11 +17,13 @@ from collections.abc import Callable, Mapping
 from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing.Unpack from Python 3.11
+
     from vtrain.cloud.target import Where
-    from vtrain.jobfile.model import JobConfig
+    from vtrain.jobfile.config import JobConfig
     from vtrain.local.env import Replica
     from vtrain.local.job import LocalJob
-    from vtrain.local.options import RunOptions
+    from vtrain.local.options import RunKeywords, RunOptions
     from vtrain.local.runner import TextSink
 
 
@@ -33,7 +35,7 @@ def run_local(
     out: IO[str] | None = None,
     notices: TextSink | None = None,
     on_line: Callable[[Replica, str, str], None] | None = None,
-    **keywords: Any,
+    **keywords: Unpack[RunKeywords],
 ) -> LocalJob:
     """Start a job on this machine and return its handle (RUNNING); `wait()` for the end.
 
@@ -54,7 +56,7 @@ def run_local(
     cannot run here, UsageError for a request the API would refuse.
     """
     from vtrain.home.source import job_request
-    from vtrain.jobfile.model import JobConfig
+    from vtrain.jobfile.config import JobConfig
     from vtrain.local.options import run_options
     from vtrain.local.runner import run_local as run_job_file
 

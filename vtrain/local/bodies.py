@@ -4,7 +4,7 @@ emulator's ``--run-jobs`` share.
 A job file is prepared from its trainer folder (:func:`vtrain.local.runner.run_local` builds the sdist); a body
 names its trainer only by what the request holds, so it is prepared from that:
 
-- each Python pool's ``packageUris``, fetched (gs:// bounded and checked, :mod:`vtrain.local.fetch`; file:// and
+- each Python pool's ``packageUris``, fetched (gs:// bounded and checked, :mod:`vtrain.local.downloads`; file:// and
   paths as they are) and installed once into the cached environment `vtrain local` uses;
 - container images that vtrain built and pushed to a registry on this machine, their own layers unpacked; any other
   container pool runs under docker, as :func:`~vtrain.local.runner.run_job` decides;
@@ -48,19 +48,20 @@ def _cache(cache_dir: str | os.PathLike[str] | None) -> Path:
 
 
 def install_packages(job: Mapping[str, Any], cache_dir: str | os.PathLike[str] | None,
-                     notice: Callable[[str], None]) -> TrainerEnv | None:
-    """The trainer environment with the job's packageUris installed (once per cache), or None without any."""
-    from vtrain.local import envcache
-    from vtrain.local.runner import env_notices
+                     notice: Callable[[str], None], runtime: str = "auto") -> tuple[TrainerEnv | None, dict[str, Any]]:
+    """(the trainer environment with the job's packageUris installed, once per cache, or None without any;
+    the prebuilt images to run in under --runtime image): over the image's stack for a prebuilt image, as
+    `vtrain local` runs it (`runtime`: :mod:`vtrain.local.runtimes`)."""
+    from vtrain.local.downloads import fetch_packages
+    from vtrain.local.runtimes import choose_runtime, python_runtime
 
     uris = package_uris(job)
     if not uris:
-        return None
+        return None, {}
+    choice = choose_runtime(job, runtime)
     cache = _cache(cache_dir)
     notice(f"installing {len(uris)} package(s): {', '.join(uris)}")
-    trainer_env = envcache.prepare_env(envcache.fetch_packages(uris, cache), cache)
-    env_notices(trainer_env, notice)
-    return trainer_env
+    return python_runtime(fetch_packages(uris, cache), cache, choice, notice)
 
 
 def pull_images(job: Mapping[str, Any], cache_dir: str | os.PathLike[str] | None,
@@ -116,10 +117,10 @@ def run_request(
             labels = None  # a job the plan refuses is reported by run_job
         if labels is not None:
             check_replicas(opts.faults, labels)
-    trainer_env = install_packages(body, opts.cache_dir, notice)
-    images = pull_images(body, opts.cache_dir, notice)
+    trainer_env, prebuilt = install_packages(body, opts.cache_dir, notice, opts.runtime)
+    images = {**pull_images(body, opts.cache_dir, notice), **prebuilt}
     return run_job(body, trainer_env=trainer_env, options=opts, name=name, job_id=job_id, out=out, notice=notice,
-                   on_line=on_line, images=dict(images))
+                   on_line=on_line, images=images)
 
 
 __all__ = ["install_packages", "package_uris", "pull_images", "run_request", "with_step_log"]

@@ -42,7 +42,7 @@ from vtrain.errors import BackendError, PackagingError
 from vtrain.trainer.image.layers import TRAINER_DIR
 
 if TYPE_CHECKING:
-    from vtrain.jobfile.model import JobConfig
+    from vtrain.jobfile.config import JobConfig
     from vtrain.local.rootfs import Unpacked
     from vtrain.trainer.image.layers import Layer
 
@@ -167,12 +167,12 @@ def pull_local(uri: str, cache: Path, *, credentials: Any = None) -> LocalImage 
     image is not one vtrain built. A registry that refuses or is unreachable is a one-line BackendError."""
     from vtrain.local.rootfs import fetch_blob
     from vtrain.trainer.image.build import read_base
+    from vtrain.trainer.image.mirrors import pull_client
     from vtrain.trainer.image.reference import parse_reference
-    from vtrain.trainer.image.registry import RegistryClient
 
     try:
         ref = parse_reference(uri)
-        client = RegistryClient(ref.registry, credentials)
+        client = pull_client(ref.registry, credentials)
         image = read_base(client, ref)  # the manifest for linux/amd64 and the config
         history = [h for h in image.config.get("history", []) if not h.get("empty_layer")]
         ours = [h for h in history if str(h.get("created_by", "")).startswith("vtrain: ")]
@@ -247,8 +247,8 @@ def _build_unpacked(config: JobConfig, cache: Path, credentials: Any, allow_cred
     from vtrain.jobfile.artifacts import image_specs, planned_images
     from vtrain.local import rootfs
     from vtrain.trainer.image.build import build_image
+    from vtrain.trainer.image.mirrors import pull_client
     from vtrain.trainer.image.reference import parse_reference
-    from vtrain.trainer.image.registry import RegistryClient
 
     package = config.trainer.package
     assert package is not None
@@ -256,7 +256,7 @@ def _build_unpacked(config: JobConfig, cache: Path, credentials: Any, allow_cred
     out: dict[str, Unpacked] = {}
     blobs = _mkdir(cache / "image-blobs")
     for base, spec in image_specs(config).items():
-        client = RegistryClient(parse_reference(spec.base, what="base image").registry, credentials)
+        client = pull_client(parse_reference(spec.base, what="base image").registry, credentials)
         with tempfile.TemporaryDirectory(prefix="vtrain-image-") as tmp:
             built = build_image(spec, Path(package), Path(tmp), client, allow_credentials=allow_credentials,
                                 cache=cache / "image-layers")
@@ -278,11 +278,11 @@ def _pull_unpacked(uri: str, cache: Path, credentials: Any, rootless: bool,
     from vtrain.local import rootfs
     from vtrain.trainer.image.build import read_base
     from vtrain.trainer.image.config import canonical
+    from vtrain.trainer.image.mirrors import pull_client
     from vtrain.trainer.image.reference import parse_reference
-    from vtrain.trainer.image.registry import RegistryClient
 
     ref = parse_reference(uri)
-    client = RegistryClient(ref.registry, credentials)
+    client = pull_client(ref.registry, credentials)
     image = read_base(client, ref)
     found = rootfs.cached(cache, uri, image.digest)
     if found is not None:

@@ -12,7 +12,7 @@ equal through a strict round trip. :func:`build_job` parses that body into the
 real proto, the only step that imports google-cloud-aiplatform.
 
 A `trainer.build` pool runs the image vtrain builds on the pool's base (:meth:`JobConfig.base_image
-<vtrain.jobfile.model.JobConfig.base_image>`, the rule the planner reads too), with its entry point said in full
+<vtrain.jobfile.config.JobConfig.base_image>`, the rule the planner reads too), with its entry point said in full
 (``python3 -m MODULE``). The image holds no environment of the job's and no arguments: both stay in each pool's
 containerSpec, so changing an env value or a pool's args rebuilds nothing. The Reduction Server pool keeps
 Google's image.
@@ -26,8 +26,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from vtrain import catalog
+from vtrain.catalog import capacity
 from vtrain.constants import DILOCO_ENV, DILOCO_SYNCER_MODULE, DTENSOR_MESH_ENV, IMAGE_PYTHON, STRATEGY_ENV
-from vtrain.jobfile.model import JobConfig, PoolConfig
+from vtrain.jobfile.config import JobConfig, PoolConfig
 from vtrain.jobfile.schema import plain_fields
 
 if TYPE_CHECKING:
@@ -40,9 +41,7 @@ if TYPE_CHECKING:
     #: The artifacts' names: planned (images too), or the package URIs alone (given, or staged).
     Planned: TypeAlias = Artifacts | Sequence[str] | None
 
-RESERVATION_KEY = "compute.googleapis.com/reservation-name"
-_SCHEDULING_STRATEGY = {"standard": "STANDARD", "spot": "SPOT", "flex_start": "FLEX_START"}
-_RESERVATION_TYPE = {"none": "NO_RESERVATION", "any": "ANY_RESERVATION", "specific": "SPECIFIC_RESERVATION"}
+RESERVATION_KEY = capacity.RESERVATION_KEY
 #: Plain Vertex fields: (JobConfig attribute, where the CustomJob REST body holds it), in the order
 #: MessageToDict writes them (field-number order), declared on the schema nodes (`rest=`), so a plain
 #: field needs no code here. A value left unset (None, False, empty) is left out, as proto3 leaves out defaults.
@@ -98,7 +97,7 @@ def _reservation_affinity(config: JobConfig, pool: PoolConfig) -> dict[str, Any]
     res = pool.reservation or (config.reservation if pool.role != "reduction_server" else None)
     if res is None:
         return None
-    affinity: dict[str, Any] = {"reservationAffinityType": _RESERVATION_TYPE[res.affinity]}
+    affinity: dict[str, Any] = {"reservationAffinityType": capacity.AFFINITY_ENUM[res.affinity]}
     if res.affinity == "specific" and res.name:
         affinity["key"] = RESERVATION_KEY
         affinity["values"] = [res.name]
@@ -134,8 +133,10 @@ def _pool_spec(config: JobConfig, pool: PoolConfig, package_uris: Sequence[str],
     }
     if pool.nfs_mounts:
         spec["nfsMounts"] = _camel(pool.nfs_mounts)
-    if pool.boot_disk is not None:
-        spec["diskSpec"] = {"bootDiskType": pool.boot_disk.type, "bootDiskSizeGb": pool.boot_disk.size_gb}
+    if pool.boot_disk is not None:  # a size alone: the machine's own default type (Hyperdisk-only machines)
+        row = catalog.MACHINES.get(pool.machine_type)
+        default = row.boot_disk_default if row is not None else catalog.BOOT_DISK_TYPES[0]
+        spec["diskSpec"] = {"bootDiskType": pool.boot_disk.type or default, "bootDiskSizeGb": pool.boot_disk.size_gb}
     if pool.role == "reduction_server":
         spec["containerSpec"] = {"imageUri": catalog.reduction_server_image(config.region)}
         return spec
@@ -192,7 +193,7 @@ def _scheduling(config: JobConfig) -> dict[str, Any] | None:
     if s.restart_job_on_worker_restart:
         out["restartJobOnWorkerRestart"] = True
     if s.strategy is not None:
-        out["strategy"] = _SCHEDULING_STRATEGY[s.strategy]
+        out["strategy"] = capacity.STRATEGY_ENUM[s.strategy]
     if s.disable_retries:
         out["disableRetries"] = True
     if s.max_wait_s is not None:

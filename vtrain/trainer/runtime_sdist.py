@@ -41,7 +41,7 @@ vtrain = ["py.typed"]
 
 #: What replicas import of vtrain, and so all that ships to them: editing the CLI, the rules or the
 #: emulator leaves the runtime sdist's hash (and every job's config hash) as it was.
-RUNTIME_FILES = ("errors.py", "foreign.py", "constants.py", "strategies.py", "py.typed")
+RUNTIME_FILES = ("errors.py", "foreign/__init__.py", "constants.py", "strategies.py", "py.typed")  # not foreign/data
 RUNTIME_PACKAGES = ("runtime", "diloco", "horovod")
 _RUNTIME_INIT = '''"""vtrain's runtime as shipped to Vertex AI replicas: `from vtrain import runtime`."""
 

@@ -1,12 +1,14 @@
-"""Objects someone else put in Cloud Storage, brought to this machine bounded and checked.
+"""A job's prebuilt ``package_uris`` as local files, and objects someone else put in Cloud Storage brought here
+bounded and checked.
 
+``file://`` and paths are used as they are; ``gs://`` objects are fetched into the cache (:func:`fetch_packages`).
 A job that vtrain did not write names its trainer by ``packageUris`` (``gs://bucket/trainer-0.1.tar.gz``), and a
 job replayed from Vertex keeps its checkpoints under its ``baseOutputDirectory``. Both are read here as hostile:
 
 * a package: one object, its size read first and refused past :data:`MAX_PACKAGE_BYTES` (no download starts), its
   name a plain file name with a package's suffix (an sdist, a wheel, a zip), downloaded to a temporary name beside
   its place and checked by google-cloud-storage against the object's own checksum (crc32c or md5) before it is
-  renamed there: a half download or a corrupt one is never installed;
+  renamed there: a half download or a corrupt one is never installed; each generation of an object is fetched once;
 * a tree (checkpoints): every object under a prefix, at most :data:`MAX_TREE_FILES` objects and
   :data:`MAX_TREE_BYTES` in all (counted from the listing, before any download), each relative name checked (no
   ``..``, no absolute path, no empty part) so nothing is written outside the destination.
@@ -21,10 +23,39 @@ import contextlib
 import hashlib
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from vtrain.errors import BackendError, PackagingError
+
+
+def fetch_packages(uris: Sequence[str], cache_dir: Path) -> list[Path]:
+    """Local paths for a job's prebuilt ``package_uris``: file:// and paths as they are, gs:// fetched."""
+    from vtrain.trainer.staging import uri_to_path
+
+    out: list[Path] = []
+    for uri in uris:
+        if uri.startswith("gs://"):
+            directory = cache_dir / "downloads"
+            _ready(directory.parent, directory.name)
+            out.append(fetch_package(uri, directory))
+            continue
+        path = uri_to_path(uri) or Path(uri).expanduser()
+        if not path.is_file():
+            raise PackagingError(f"trainer package {uri} not found")
+        out.append(path)
+    return out
+
+
+def _ready(cache_dir: Path, *subdirs: str) -> None:
+    """The folders exist as directories; one line naming the path, else."""
+    for path in (cache_dir, *(cache_dir / d for d in subdirs)):
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise PackagingError(f"cannot use the download cache: {path}: {err.strerror or err}") from None
+
 
 #: A trainer sdist is kilobytes to a few megabytes; a wheel with data rarely past a few hundred.
 MAX_PACKAGE_BYTES = 1 << 30
@@ -154,4 +185,4 @@ def fetch_tree(uri: str, dest: Path, client: Any = None, *, max_files: int = MAX
 
 
 __all__ = ["MAX_PACKAGE_BYTES", "MAX_TREE_BYTES", "MAX_TREE_FILES", "PACKAGE_SUFFIXES", "fetch_package",
-           "fetch_tree", "relative_name", "split_gs"]
+           "fetch_packages", "fetch_tree", "relative_name", "split_gs"]

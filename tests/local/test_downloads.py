@@ -1,4 +1,4 @@
-"""Packages and checkpoints brought from Cloud Storage (gcp-storage-emulator), bounded and checked (local.fetch)."""
+"""Packages and checkpoints brought from Cloud Storage (gcp-storage-emulator), bounded and checked (local.downloads)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from vtrain.errors import BackendError, PackagingError
-from vtrain.local.fetch import fetch_package, fetch_tree, relative_name
+from vtrain.local.downloads import fetch_package, fetch_tree, relative_name
 
 
 @pytest.fixture
