@@ -150,13 +150,13 @@ def judge(the_plan: ReplayPlan, local: LocalJob) -> Verdict:
 
 
 def replay(job: str, *, where: Where | None = None, options: RunOptions | None = None, out: IO[str] | None = None,
-           notices: IO[str] | None = None, timeout: float | None = None,
-           **keywords: Unpack[RunKeywords]) -> Verdict:
+           notices: IO[str] | None = None, **keywords: Unpack[RunKeywords]) -> Verdict:
     """Replay `job` (a CustomJob's ID or resource name on Vertex AI, or the emulator: `where`) here and return the
     verdict (:class:`~vtrain.home.outcome.Verdict`: `reproduced`, `line`, both endings, what differs).
 
-    `options` (or their fields as keywords: ``max_replicas=3``) as for :func:`vtrain.run_local`; the output dir
-    is a new temporary folder unless given. Replica lines go to `out`, the replay's notices to `notices`."""
+    `options` (or their fields as keywords: ``max_replicas=3``, ``timeout=600``: the run fails past it) as for
+    :func:`vtrain.run_local`; the output dir is a new temporary folder unless given. Replica lines go to `out`, the
+    replay's notices to `notices`."""
     from vtrain.local.options import run_options
 
     def notice(text: str) -> None:
@@ -167,7 +167,7 @@ def replay(job: str, *, where: Where | None = None, options: RunOptions | None =
     the_plan = plan_replay(job, where, run_options(options, keywords, "replay"), notice=notice)
     local = start_replay(the_plan, out=out, notice=notice)
     try:
-        local.wait(timeout)
+        local.wait()
     finally:
         if not local.done:
             local.cancel(force=True)
