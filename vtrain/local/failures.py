@@ -25,17 +25,17 @@ def frozen(p: Proc) -> bool:
     return p.popen is not None and proctree.frozen(inside or p.popen.pid)
 
 
-def startup_state(members: Sequence[Proc], now: float, first_listen: float | None,
-                  startup_timeout: float) -> tuple[bool, str | None]:
+def startup_state(members: Sequence[Proc], now: float, first_listen: float | None, startup_timeout: float,
+                  restarted: bool = False) -> tuple[bool, str | None]:
     """The start-up window's state: (still starting, why the deadline passed, or None).
 
     Still starting while a member is not up and answering: its server not listening, frozen, held back by a late
-    fault (not started: its deadline counts from its own start), or finished (exit 0) while a restarted peer forms
-    the cluster again, which it never rejoins. Once a member's server is up, each of those past `startup_timeout`
-    (from the first listen, or from its own later start) fails the job: TF's first contact waits for every member
-    and a peer that will not come makes it wait to the end."""
+    fault (not started: its deadline counts from its own start), or, once a member was `restarted`, finished
+    (exit 0) while the restarted peer forms the cluster again, which it never rejoins. Once a member's server is
+    up, each of those past `startup_timeout` (from the first listen, or from its own later start) fails the job:
+    TF's first contact waits for every member and a peer that will not come makes it wait to the end."""
     late = [p for p in members if (p.returncode is None and (not p.listening or frozen(p)))
-            or (p.returncode == 0 and not p.stopped)]  # fmt: skip
+            or (restarted and p.returncode == 0 and not p.stopped)]  # fmt: skip
     overdue = [p for p in late if p.popen is not None and first_listen is not None
                and now - max(first_listen, p.started) >= startup_timeout]  # fmt: skip
     return bool(late), late_peers(members, overdue, startup_timeout) if overdue else None

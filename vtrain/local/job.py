@@ -303,6 +303,7 @@ class LocalJob(JobHandle):
         servers = ("ps", "evaluator", "worker") if ps else (
             "ps", "evaluator")
         starting = bool(members)  # the start-up window: until every member is up and answering at once
+        restarted = False  # a member was restarted: one that finished since cannot rejoin
         while True:
             now = time.monotonic()
             for p in self._procs:
@@ -319,7 +320,7 @@ class LocalJob(JobHandle):
                     try:
                         if self.restarts.relaunch(decision, lambda: self._cancel):
                             first_listen = None if first_listen is None else now  # their servers: the full time
-                            starting = bool(members)  # a restarted member runs the cluster check again
+                            starting = restarted = bool(members)  # a restarted member runs the cluster check again
                     except OSError as err:  # e.g. out of processes or open files
                         return FAILED, f"could not restart {', '.join(decision.replicas)}: {err}"
             if self._cancel:
@@ -340,7 +341,7 @@ class LocalJob(JobHandle):
                         p.listening = listening(self._port(p))
                 if first_listen is None and any(p.listening for p in members):
                     first_listen = now
-                starting, failure = startup_state(members, now, first_listen, opts.startup_timeout)
+                starting, failure = startup_state(members, now, first_listen, opts.startup_timeout, restarted)
                 if failure is not None:  # (starting: until every member is up and answering at once)
                     return FAILED, failure
             if chief_done_at is None:
