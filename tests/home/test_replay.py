@@ -2,7 +2,8 @@
 
 Jobs are submitted with `vtrain submit` to the Vertex emulator running them (`--run-jobs`: real processes), their
 packages staged in gcp-storage-emulator; the probe trainer (tests/data/trainers/probe) reports steps and raises or
-runs on as told, so each job and its replay cost a few cheap processes (no TensorFlow).
+runs on as told, and keeps its step in AIP_CHECKPOINT_DIR when asked, so each job and its replay cost a few cheap
+processes (no TensorFlow).
 """
 
 from __future__ import annotations
@@ -59,22 +60,33 @@ def submitted(path: Path) -> str:
 
 @pytest.mark.slow
 def test_a_chief_that_raises_at_step_7_is_reproduced_with_its_exception_and_step(
-        tmp_path: Path, staged: Path, make_emulator: MakeEmulator) -> None:
+        tmp_path: Path, staged: Path, gcs: Any, make_emulator: MakeEmulator) -> None:
     make_emulator(EmulatedRunner(cache_dir=staged, output_root=tmp_path / "runs", kill_grace=2), point_at=PROJECT,
                   pending_seconds=0.05, cancel_seconds=0.05)
     job = probe_job(tmp_path, "raise-at-7", ["--steps=chief-0", "--count=10", "--step-seconds=0.01",
-                                             "--raise-at=7"], "scheduling: {disable_retries: true}")
+                                             "--checkpoint-at=5", "--raise-at=7"],
+                    "scheduling: {disable_retries: true}\n        base_output_dir: gs://stage-bkt/out")
     job_id = submitted(job)
     code, out, _ = run("status", job_id, "-o", "json")
     assert json.loads(out)["state"] == "JOB_STATE_FAILED"
+    # On Vertex the trainer writes AIP_CHECKPOINT_DIR (gs://stage-bkt/out/checkpoints/) itself; the emulator's
+    # replicas wrote it on this machine: put it where Vertex would have.
+    saved = tmp_path / "runs" / job_id / "checkpoints" / "chief-0.step"
+    assert saved.read_text() == "5"
+    gcs.client().bucket("stage-bkt").blob("out/checkpoints/chief-0.step").upload_from_filename(str(saved))
     code, out, err = run("replay", job_id, "--output-dir", str(tmp_path / "replay"), "--plain")
     assert code == 0, err
     assert out.splitlines()[-1] == ("replay: reproduced: chief-0 raised RuntimeError: probe chief-0 was told to raise "
                                     "at step 7 at step 7 (exit 1), as on Vertex")
     assert "[vtrain] on Vertex: FAILED: chief-0 raised RuntimeError" in err
     assert "on Vertex, chief-0's last error lines: RuntimeError: probe chief-0 was told to raise at step 7" in err
+    # the job's checkpoint (step 5) came first, from its base_output_dir: the replay resumed at step 6
+    assert "[vtrain] resuming from the job's checkpoints: 1 file(s) of gs://stage-bkt/out/checkpoints" in err
+    assert (tmp_path / "replay" / "checkpoints" / "chief-0.step").read_text() == "5"
+    run_dir = next((tmp_path / "replay" / "vtrain-local").glob("local-*"))
+    assert (run_dir / "chief-0.log").read_text().count("probe chief-0 resuming at step 6") == 6
     # the same request ran here, with Vertex's restarts: 5 in place, then (disable_retries) the job failed
-    result = json.loads(next((tmp_path / "replay" / "vtrain-local").glob("local-*/result.json")).read_text())
+    result = json.loads((run_dir / "result.json").read_text())
     assert result["state"] == "JOB_STATE_FAILED" and result["restarts"]["restarts"] == {"chief-0": 5}
 
 
