@@ -281,9 +281,12 @@ def compare(cloud: Outcome, local: Outcome, *, faults: Sequence[str] = (), resum
     suggestion = ""
     injected = f" with the same fault ({', '.join(faults)})" if faults else ""
     if not cloud.failed:
-        so_far = "still running" if cloud.state not in (SUCCEEDED,) else "succeeded"
-        where = f"on Vertex the job {so_far}" if cloud.state in (SUCCEEDED, "JOB_STATE_RUNNING") else \
-            f"on Vertex the job ended {cloud.state.removeprefix('JOB_STATE_')} with no failure"  # fmt: skip
+        if cloud.state == SUCCEEDED:
+            where = "on Vertex the job succeeded"
+        elif cloud.state in ("JOB_STATE_RUNNING", "JOB_STATE_PENDING", "JOB_STATE_QUEUED"):
+            where = f"on Vertex the job is {cloud.state.removeprefix('JOB_STATE_').lower()}, with no failure so far"
+        else:
+            where = f"on Vertex the job ended {cloud.state.removeprefix('JOB_STATE_')} with no failure"
         if local.state == SUCCEEDED:
             line = f"replay: reproduced: {where}; here it succeeded"
             return Verdict(True, line, cloud, local, (), "", tuple(faults), resumed_from, run_dir, tuple(notes))
