@@ -40,8 +40,8 @@ def test_a_trainer_s_own_failure_on_vertex() -> None:
     assert (cloud.replica, cloud.exit_status, cloud.exception, cloud.step, cloud.cause) == (
         "chief-0", 1, "ValueError: bad shape", 7, None)
     here = Outcome(FAILED, "chief-0", 1, "ValueError: bad shape", 7)
-    assert compare(cloud, here).line == "replay: reproduced: chief-0 raised ValueError: bad shape at step 7 (exit 1), " \
-                                        "as on Vertex"  # fmt: skip
+    assert compare(cloud, here).line == ("replay: reproduced: chief-0 raised ValueError: bad shape at step 7 "
+                                         "(exit 1), as on Vertex")
     other = compare(cloud, Outcome(FAILED, "chief-0", 1, "ValueError: bad shape", 3))
     assert not other.reproduced and other.differences == ("the step: 7 on Vertex, 3 here",)
     ran = compare(cloud, Outcome(SUCCEEDED))
