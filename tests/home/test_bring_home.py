@@ -56,7 +56,7 @@ def test_a_raw_rest_job_runs_here_by_name_as_a_body_file_and_as_a_gcloud_config(
     uri = staged_probe(gcs, tmp_path)
     emu = make_emulator(GatedRunner(), point_at=PROJECT)  # stored, never run there: only read back
     runs = {}
-    for form in ("name", "body", "gcloud"):
+    for form in ("name", "body", "gcloud", "proto"):
         dump = tmp_path / f"seen-{form}"
         body = {"displayName": "raw-job", "jobSpec": {"workerPoolSpecs": [
             pool(uri, ["--dump", str(dump), "--sleep=chief-0", "--seconds=0.5"]),
@@ -71,9 +71,24 @@ def test_a_raw_rest_job_runs_here_by_name_as_a_body_file_and_as_a_gcloud_config(
             described = requests.get(f"{emu.url}/v1/{name}", timeout=30).json()
             target = str(tmp_path / "described.json")
             Path(target).write_text(json.dumps(described))
-        else:  # what `gcloud ai custom-jobs create --config` reads: the CustomJobSpec alone
+        elif form == "gcloud":  # what `gcloud ai custom-jobs create --config` reads: the CustomJobSpec alone
             target = str(tmp_path / "config.yaml")
             Path(target).write_text(yaml.safe_dump(body["jobSpec"]))
+        else:  # the SDK, given the API's own type
+            import io
+
+            from google.cloud.aiplatform_v1 import CustomJob
+            from google.protobuf import json_format
+
+            import vtrain
+
+            proto = CustomJob()
+            json_format.ParseDict(body, proto._pb)
+            notices = io.StringIO()
+            job = vtrain.run_local(proto, output_dir=tmp_path / "out-proto", notices=notices)
+            assert job.wait(60) == "JOB_STATE_SUCCEEDED", job.error
+            runs[form] = (dump, notices.getvalue())
+            continue
         code, out, err = run("local", target, "--output-dir", str(tmp_path / f"out-{form}"), "--plain")
         assert code == 0, err
         runs[form] = (dump, err)
@@ -93,6 +108,7 @@ def test_a_raw_rest_job_runs_here_by_name_as_a_body_file_and_as_a_gcloud_config(
     assert "running job projects/" in runs["name"][1] and "on Vertex AI" in runs["name"][1]
     assert "running a REST body in " in runs["body"][1]
     assert "running a gcloud --config file in " in runs["gcloud"][1]
+    assert "running a CustomJob given to run_local" in runs["proto"][1]
 
 
 def test_what_vtrain_local_refuses_of_a_job_it_did_not_write(tmp_path: Path, gcs: Any,
