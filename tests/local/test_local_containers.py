@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tests.helpers import write_job
+from tests.helpers import assert_cache_accounted, write_job
 from tests.trainer.image_helpers import Registry, make_trainer, push_base, python_rootfs_entries
 from vtrain.cli import cli
 from vtrain.errors import BackendError
@@ -123,6 +123,7 @@ def test_each_replica_runs_in_its_own_container_of_the_image(tmp_path: Path, bas
     assert job.wait(timeout=120) == "JOB_STATE_SUCCEEDED", job.error
     again.seek(0)
     assert "unpacked in" not in again.read()
+    assert_cache_accounted(cache)  # containers/, image-blobs/, …: released with the job, all cleared
 
 
 @pytest.mark.slow

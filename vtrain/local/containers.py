@@ -42,7 +42,9 @@ from typing import Any, Protocol
 
 from vtrain import proctree
 from vtrain.errors import BackendError
+from vtrain.local.cachefolders import Lease
 from vtrain.local.rootfs import Unpacked
+from vtrain.userpaths import cache_folder
 
 RUNTIMES = ("runc", "crun")
 ENGINES = ("docker", "podman")
@@ -210,6 +212,7 @@ class ContainerImage:
 
     image: Unpacked
     runtime: Runtime
+    lease: Lease | None = field(default=None, compare=False, repr=False)  # `cache clear` keeps the rootfs meanwhile
 
     def replica(self, pool: Mapping[str, Any], *, name: str, bundle: Path, workdir: Path, tmp: Path,
                 output_dir: Path, job_env: Mapping[str, str],
@@ -286,7 +289,7 @@ def find_runtime(cache: Path, env: Mapping[str, str] | None = None) -> tuple[Run
         if path is None:
             why.append(f"{name} is not installed")
             continue
-        runtime = Runtime(name, path, cache / "containers" / "state" / name, rootless)
+        runtime = Runtime(name, path, cache_folder("containers", cache) / "state" / name, rootless)
         key = (path, str(cache))
         if key not in _probed:
             _probed[key] = _probe(runtime, cache)
@@ -308,7 +311,7 @@ def _user_namespaces() -> bool:
 def _probe(runtime: Runtime, cache: Path) -> str | None:
     """Run `true` in a container (a rootfs of this machine's /bin/true and the libraries ldd lists); None when
     it worked, else the runtime's last line."""
-    rootfs = cache / "containers" / "probe" / "rootfs"
+    rootfs = cache_folder("containers", cache) / "probe" / "rootfs"
     try:
         if not (rootfs / "true").is_file():
             _probe_rootfs(rootfs)

@@ -34,19 +34,23 @@ import sys
 import tarfile
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from vtrain.errors import BackendError, PackagingError
 from vtrain.trainer.image.layers import TRAINER_DIR
+from vtrain.userpaths import CacheFolder, cache_folder
 
 if TYPE_CHECKING:
     from vtrain.jobfile.model import JobConfig
+    from vtrain.local.cachefolders import Lease
+    from vtrain.local.containers import ContainerImage
     from vtrain.local.rootfs import Unpacked
     from vtrain.trainer.image.layers import Layer
 
 _DONE = ".vtrain-unpacked"
+_Image = TypeVar("_Image", "LocalImage", "ContainerImage")
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,7 @@ class LocalImage:
     uri: str
     root: Path
     pythonpath: tuple[str, ...]
+    lease: Lease | None = field(default=None, compare=False, repr=False)  # `cache clear` keeps `root` meanwhile
 
     @property
     def trainer_dir(self) -> Path:
@@ -97,7 +102,7 @@ def host_python() -> str:
 
 def _unpack(layers: Sequence[Path], cache: Path, key: str) -> Path:
     """The layers extracted in order into CACHE/images/KEY (once; a half-done tree is redone)."""
-    root = cache / "images" / key
+    root = cache_folder("images", cache) / key
     if (root / _DONE).is_file():
         return root
     root.parent.mkdir(parents=True, exist_ok=True)
@@ -128,9 +133,30 @@ def _key(layers: Sequence[Layer | str]) -> str:
     return hashlib.sha256(" ".join(digests).encode()).hexdigest()[:16]
 
 
+def _holding(cache: Path, folders: Sequence[CacheFolder], make: Callable[[], dict[str, _Image]]) -> dict[str, _Image]:
+    """What `make` returns, each image holding `folders` of the cache (one lease, released with the job that runs
+    them): `vtrain cache clear` meanwhile keeps those folders."""
+    from vtrain.local.cachefolders import hold
+
+    lease = hold(cache, *folders)
+    try:
+        found = make()
+    except BaseException:
+        lease.release()
+        raise
+    if not found:
+        lease.release()
+    return {uri: replace(image, lease=lease) for uri, image in found.items()}
+
+
 def build_local(config: JobConfig, cache: Path, *, allow_credentials: bool = False,
                 notice: Callable[[str], None] = lambda text: None) -> dict[str, LocalImage]:
     """imageUri → the image's layers built here and unpacked, for each image the job's pools name."""
+    return _holding(cache, ("images",), lambda: _build_local(config, cache, allow_credentials, notice))
+
+
+def _build_local(config: JobConfig, cache: Path, allow_credentials: bool,
+                 notice: Callable[[str], None]) -> dict[str, LocalImage]:
     from vtrain.trainer.artifacts import image_specs, planned_images
     from vtrain.trainer.image.config import python_path
     from vtrain.trainer.image.layers import runtime_layer, scan_trainer, src_layout, trainer_layer
@@ -151,7 +177,7 @@ def build_local(config: JobConfig, cache: Path, *, allow_credentials: bool = Fal
                        f"installed here for {here}")
             layers = [trainer_layer(scan, Path(tmp)), runtime_layer(Path(tmp))]
             deps = requirements_layer(spec.requirements, here, index_args=spec.index_args,
-                                      cache=cache / "image-layers", dependencies=spec.dependencies,
+                                      cache=cache, dependencies=spec.dependencies,
                                       constraints=spec.constraints)
             if deps is not None:
                 layers.insert(0, deps)
@@ -180,8 +206,7 @@ def pull_local(uri: str, cache: Path, *, credentials: Any = None) -> LocalImage 
             return None
         descriptors = image.manifest.get("layers", [])[-len(ours):]
         digests = [str(d["digest"]) for d in descriptors]
-        blobs = cache / "image-blobs"
-        blobs.mkdir(parents=True, exist_ok=True)
+        blobs = _mkdir(cache_folder("image-blobs", cache))
         paths = [fetch_blob(client, ref.repository, digest, blobs) for digest in digests]
     except PackagingError as err:
         raise BackendError(f"cannot run image {uri} here: {err}") from None
@@ -209,16 +234,21 @@ def container_images(config: JobConfig, cache: Path, *, allow_credentials: bool 
     if runtime is None:
         return None, f"{no_docker}; {why}" if no_docker else why
     creds = credentials if credentials is not None else _pull_credentials
-    try:
+
+    def make() -> dict[str, ContainerImage]:
         found = _build_unpacked(config, cache, creds, allow_credentials, runtime.rootless, notice) \
             if config.trainer.build is not None else {}
         for uri in others:
             found[uri] = _pull_unpacked(uri, cache, creds, runtime.rootless, notice)
+        return {uri: ContainerImage(image, runtime) for uri, image in found.items()}
+
+    try:
+        images = _holding(cache, ("image-blobs", "containers"), make)
     except (PackagingError, BackendError) as err:
         return None, f"cannot make the image here: {err}"
-    for image in found.values():
-        notice(f"image {image.uri}: replicas run in {runtime.name} containers on {image.rootfs}")
-    return {uri: ContainerImage(image, runtime) for uri, image in found.items()}, ""
+    for image in images.values():
+        notice(f"image {image.image.uri}: replicas run in {runtime.name} containers on {image.image.rootfs}")
+    return images, ""
 
 
 def _container_uris(config: JobConfig) -> list[str]:
@@ -254,12 +284,12 @@ def _build_unpacked(config: JobConfig, cache: Path, credentials: Any, allow_cred
     assert package is not None
     planned = planned_images(config)
     out: dict[str, Unpacked] = {}
-    blobs = _mkdir(cache / "image-blobs")
+    blobs = _mkdir(cache_folder("image-blobs", cache))
     for base, spec in image_specs(config).items():
         client = RegistryClient(parse_reference(spec.base, what="base image").registry, credentials)
         with tempfile.TemporaryDirectory(prefix="vtrain-image-") as tmp:
             built = build_image(spec, Path(package), Path(tmp), client, allow_credentials=allow_credentials,
-                                cache=cache / "image-layers")
+                                cache=cache)
             uri = planned[base]
             found = rootfs.cached(cache, uri, built.digest)
             if found is None:
@@ -287,7 +317,7 @@ def _pull_unpacked(uri: str, cache: Path, credentials: Any, rootless: bool,
     found = rootfs.cached(cache, uri, image.digest)
     if found is not None:
         return found
-    paths = _base_blobs(client, ref.repository, image.manifest, _mkdir(cache / "image-blobs"), notice, uri)
+    paths = _base_blobs(client, ref.repository, image.manifest, _mkdir(cache_folder("image-blobs", cache)), notice, uri)
     return rootfs.unpack(cache, uri, image.digest, image.manifest, canonical(image.config), paths,
                          rootless=rootless, notice=notice)
 
@@ -312,6 +342,10 @@ def _mkdir(path: Path) -> Path:
 
 def pull_images(job: Mapping[str, Any], cache: Path) -> dict[str, LocalImage]:
     """For the emulator: each container pool's image on a registry on this machine that vtrain built."""
+    return _holding(cache, ("image-blobs", "images"), lambda: _pull_images(job, cache))
+
+
+def _pull_images(job: Mapping[str, Any], cache: Path) -> dict[str, LocalImage]:
     from vtrain.trainer.image.reference import is_loopback, parse_reference
 
     out: dict[str, LocalImage] = {}

@@ -129,7 +129,9 @@ def cached(cache: Path, uri: str, digest: str) -> Unpacked | None:
 
 
 def _root(cache: Path, digest: str) -> Path:
-    return cache / "containers" / "rootfs" / digest.replace(":", "-")
+    from vtrain.userpaths import cache_folder
+
+    return cache_folder("containers", cache) / "rootfs" / digest.replace(":", "-")
 
 
 def unpack(cache: Path, uri: str, digest: str, manifest: Mapping[str, Any], config: bytes,

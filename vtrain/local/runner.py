@@ -384,11 +384,12 @@ def run_job(
         output_dir, temporary = tempfile.mkdtemp(prefix=f"vtrain-local-{slug}-"), True
     out_path = Path(output_dir).expanduser().absolute()
     claim = rundir.claim(out_path, job_id)  # refused while another live run writes this output dir
-    lease = trainer_env.lease if trainer_env is not None else None
+    leases = [trainer_env.lease] if trainer_env is not None and trainer_env.lease is not None else []
+    leases += list({id(lease): lease for image in built.values() if (lease := image.lease) is not None}.values())
 
     def release() -> None:
         claim.release()
-        if lease is not None:
+        for lease in leases:  # the environment's and the image folders' (vtrain cache clear keeps them meanwhile)
             lease.release()
 
     try:
@@ -419,12 +420,13 @@ def _packages(config: Any, cache: Path, allow_credentials: bool) -> tuple[list[P
     from vtrain.local import envcache as localpkg
     from vtrain.trainer import packaging
     from vtrain.trainer.staging import uri_to_path
+    from vtrain.userpaths import cache_folder
 
     if config.trainer.package is None:
         paths = localpkg.fetch_packages(config.trainer.package_uris, cache)
         return paths, [p.as_uri() for p in paths]
     localpkg.cache_dir_ready(cache, "sdists")
-    staging = cache / "sdists"
+    staging = cache_folder("sdists", cache)
     staged = packaging.build_and_stage(config.trainer.package, str(staging), config.trainer.module,
                                        allow_credentials=allow_credentials, progress=False,
                                        skip=config.job_files(), builds=staging)

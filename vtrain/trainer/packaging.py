@@ -305,9 +305,9 @@ def build_and_stage(
 
 def builds_dir() -> Path:
     """Where trainer sdists are kept once built (``sdists/`` in vtrain's cache; `vtrain local` stages there)."""
-    from vtrain.userpaths import cache_dir
+    from vtrain.userpaths import cache_folder
 
-    return cache_dir() / "sdists"
+    return cache_folder("sdists")
 
 
 #: The most a kept ``NAME.backend.json`` may hold; a bigger one is not read (the sdist is built again).

@@ -30,7 +30,7 @@ from typing import Any
 
 from vtrain.errors import PackagingError
 from vtrain.foreign import printable
-from vtrain.userpaths import cache_dir
+from vtrain.userpaths import cache_folder
 
 #: Prebuilt Vertex TensorFlow training images: glibc 2.31 (see the module docstring).
 PREBUILT_PLATFORM = "manylinux_2_31_x86_64"
@@ -172,7 +172,7 @@ def read_libc(layers: Sequence[tuple[str, str, Callable[[], Any]]], image: str, 
               cache: Path | None = None) -> Libc:
     """The base's C library from its layers, (media type, digest, opener) bottom-up; cached by the
     base's config digest. None found is one line that says how to state it."""
-    entry = (cache_dir() if cache is None else cache) / "image-bases" / f"{config_digest.replace(':', '-')}.json"
+    entry = cache_folder("image-bases", cache) / f"{config_digest.replace(':', '-')}.json"
     try:
         known = json.loads(entry.read_text())
         return Libc(str(known["family"]), int(known["major"]), int(known["minor"]))
