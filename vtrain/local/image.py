@@ -207,7 +207,7 @@ def pull_local(uri: str, cache: Path, *, credentials: Any = None) -> LocalImage 
         descriptors = image.manifest.get("layers", [])[-len(ours):]
         digests = [str(d["digest"]) for d in descriptors]
         blobs = _mkdir(cache_folder("image-blobs", cache))
-        paths = [fetch_blob(client, ref.repository, digest, blobs) for digest in digests]
+        paths = [fetch_blob(client, ref.repository, str(d["digest"]), int(d["size"]), blobs) for d in descriptors]
     except PackagingError as err:
         raise BackendError(f"cannot run image {uri} here: {err}") from None
     env = dict(item.partition("=")[::2] for item in (image.config.get("config") or {}).get("Env") or [])
@@ -327,12 +327,12 @@ def _base_blobs(client: Any, repository: str, manifest: Mapping[str, Any], into:
     """The manifest's layers in the blob cache: those missing pulled (and said, with their size)."""
     from vtrain.local.rootfs import fetch_blob
 
-    layers = [(str(d["digest"]), int(d.get("size") or 0)) for d in manifest.get("layers") or []]
+    layers = [(str(d["digest"]), int(d["size"])) for d in manifest.get("layers") or []]  # checked by read_base
     missing = [(d, n) for d, n in layers if not (into / d.replace(":", "-")).is_file()]
     if missing:
         notice(f"pulling {len(missing)} layer(s) of {name} ({sum(n for _, n in missing) / 1e6:,.1f} MB; kept for "
                "later runs)")
-    return {digest: fetch_blob(client, repository, digest, into) for digest, _ in layers}
+    return {digest: fetch_blob(client, repository, digest, size, into) for digest, size in layers}
 
 
 def _mkdir(path: Path) -> Path:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from vtrain.errors import PackagingError
+from vtrain.trainer.image.answers import MAX_BLOB, digest_problem
 from vtrain.trainer.image.auth import default_credentials
 from vtrain.trainer.image.config import (
     INDEXES,
@@ -45,7 +46,7 @@ from vtrain.trainer.image.layers import (
 )
 from vtrain.trainer.image.libc import arch_of, platform_tags, read_libc
 from vtrain.trainer.image.reference import ImageRef, parse_reference, parse_repository
-from vtrain.trainer.image.registry import Credentials, RegistryClient
+from vtrain.trainer.image.registry import CONFIG_LIMIT, Credentials, RegistryClient, size_problem
 from vtrain.trainer.image.requirements import declared_requirements
 from vtrain.trainer.image.wheels import requirements_layer
 from vtrain.trainer.packaging import check_module, scan_package
@@ -136,15 +137,34 @@ def read_base(client: RegistryClient, ref: ImageRef, os_name: str = "linux", arc
         raise PackagingError(f"base image {ref}: manifest type {kind or 'unknown'!r} is neither OCI nor Docker v2 "
                              "schema 2")
     document.setdefault("mediaType", kind)
-    config = _json(client.blob(ref.repository, str(document["config"]["digest"])), f"the config of base image {ref}")
+    check_descriptors(document, client.registry, f"the manifest of base image {ref}")
+    config = _json(client.blob(ref.repository, document["config"]["digest"], document["config"]["size"]),
+                   f"the config of base image {ref}")
     return BaseImage(ref=ref, media_type=kind, manifest=document, config=config, digest=digest)
+
+
+def check_descriptors(manifest: dict[str, Any], registry: str, what: str) -> None:
+    """The config and each layer of an image manifest (a registry's answer) name a digest vtrain can check and
+    a size it reads (:func:`~vtrain.trainer.image.registry.size_problem`): what every reader of its blobs relies
+    on. One PackagingError line for the first that does not."""
+    layers = manifest.get("layers")
+    if not isinstance(layers, list):
+        raise PackagingError(f"registry {registry}: {what} has no list of layers")
+    named = [("config", manifest.get("config")), *((f"layer {i + 1}", d) for i, d in enumerate(layers))]
+    for where, descriptor in named:
+        if not isinstance(descriptor, dict):
+            raise PackagingError(f"registry {registry}: {what}: its {where} is not a descriptor")
+        bad = digest_problem(descriptor.get("digest")) or size_problem(
+            descriptor.get("size"), CONFIG_LIMIT if where == "config" else MAX_BLOB)
+        if bad:
+            raise PackagingError(f"registry {registry}: {what}: its {where}'s {bad}")
 
 
 def base_platform(base: BaseImage, client: RegistryClient, *, cache: Path | None = None) -> str:
     """The newest wheel platform tag `base` runs, read from its C library (its layers, bottom-up, until
     one has it; cached by its config digest)."""
     layers = [(str(d.get("mediaType", "")), str(d["digest"]), partial(client.open_blob, base.ref.repository,
-                                                                       str(d["digest"])))
+                                                                       str(d["digest"]), int(d["size"])))
               for d in base.manifest.get("layers", [])]
     found = read_libc(layers, str(base.ref), str(base.manifest["config"]["digest"]), cache=cache)
     return found.tag(arch_of(base.config))
@@ -203,7 +223,7 @@ def push_image(built: BuiltImage, client: RegistryClient, base_client: RegistryC
         elif same_registry and client.mount(repo, digest, base.ref.repository):
             action = "mounted"
         else:
-            client.upload(repo, digest, size, _stream(base_client, base.ref.repository, digest))
+            client.upload(repo, digest, size, _stream(base_client, base.ref.repository, digest, size))
             action = "copied"
         blobs.append({"role": "base", "digest": digest, "size": size, "action": action})
         if on_blob is not None:
@@ -228,8 +248,8 @@ def _send(client: RegistryClient, repo: str, role: str, digest: str, size: int,
     return {"role": role, "digest": digest, "size": size, "action": action}
 
 
-def _stream(base_client: RegistryClient, repository: str, digest: str) -> Callable[[], Any]:
-    return lambda: base_client.open_blob(repository, digest)
+def _stream(base_client: RegistryClient, repository: str, digest: str, size: int) -> Callable[[], Any]:
+    return lambda: base_client.open_blob(repository, digest, size)
 
 
 def build_and_push(spec: ImageSpec, package_dir: Path, *, credentials: Credentials | None = default_credentials,
