@@ -35,7 +35,7 @@ import os
 import tempfile
 import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from vtrain.cloud.vertex.retry import RetryPolicy
     from vtrain.request.custom_job import Planned
     from vtrain.trainer.image.build import Pushed
+    from vtrain.trainer.select import Scan
     from vtrain.trainer.staging import StagedObject
 
 VERSION_LABEL = "vtrain-version"
@@ -97,6 +98,8 @@ class SubmitPlan:
     config_hash: str
     packages: tuple[PackagePlan, ...]
     kind: Kind = CUSTOM_JOB
+    #: The trainer files a `trainer.build` image's name was hashed from: the push builds from them.
+    selection: Scan | None = field(default=None, compare=False, repr=False)
 
     @property
     def is_tuning(self) -> bool:
@@ -144,7 +147,7 @@ def _plan(config: JobConfig, target: Target, package_uris: list[str] | None = No
     """The plan for `config` at `target` (checked): its artifacts planned from the files, or with the package
     URIs staging returned."""
     from vtrain.request.custom_job import trainer_package_uris
-    from vtrain.trainer.artifacts import plan_artifacts
+    from vtrain.trainer.artifacts import Artifacts, plan_artifacts
 
     artifacts: Planned
     # regional image URIs follow the region; the Experiments contexts name the project
@@ -153,7 +156,7 @@ def _plan(config: JobConfig, target: Target, package_uris: list[str] | None = No
     request = build_request(config, artifacts, region=target.region, project=target.project)
     body = with_submit_labels(request.body)
     return SubmitPlan(request.config, target, body, body["labels"][HASH_LABEL], _packages(config, uris),
-                      request.kind)
+                      request.kind, selection=artifacts.selection if isinstance(artifacts, Artifacts) else None)
 
 
 def plan_submit(
@@ -333,7 +336,7 @@ def submit_job(
         from vtrain.cloud.images import body_images, push_images, stderr_progress
 
         images = push_images(plan.config, body_images(plan.body), allow_credentials=allow_credentials,
-                             on_blob=stderr_progress if progress else None)
+                             on_blob=stderr_progress if progress else None, selection=plan.selection)
     elif trainer.package is not None:
         from vtrain.trainer.packaging import build_and_stage, builds_dir
 

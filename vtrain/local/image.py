@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from vtrain.local.cachefolders import Lease
     from vtrain.local.containers import ContainerImage
     from vtrain.local.rootfs import Unpacked
+    from vtrain.trainer.artifacts import Artifacts
     from vtrain.trainer.image.layers import Layer
 
 _DONE = ".vtrain-unpacked"
@@ -150,24 +151,38 @@ def _holding(cache: Path, folders: Sequence[CacheFolder], make: Callable[[], dic
 
 
 def build_local(config: JobConfig, cache: Path, *, allow_credentials: bool = False,
-                notice: Callable[[str], None] = lambda text: None) -> dict[str, LocalImage]:
-    """imageUri → the image's layers built here and unpacked, for each image the job's pools name."""
-    return _holding(cache, ("images",), lambda: _build_local(config, cache, allow_credentials, notice))
+                notice: Callable[[str], None] = lambda text: None,
+                artifacts: Artifacts | None = None) -> dict[str, LocalImage]:
+    """imageUri → the image's layers built here and unpacked, for each image the job's pools name, built from
+    the files `artifacts` (the request's, :func:`~vtrain.trainer.artifacts.plan_artifacts`) named them from."""
+    return _holding(cache, ("images",), lambda: _build_local(config, cache, allow_credentials, notice, artifacts))
 
 
-def _build_local(config: JobConfig, cache: Path, allow_credentials: bool,
-                 notice: Callable[[str], None]) -> dict[str, LocalImage]:
-    from vtrain.trainer.artifacts import image_specs, planned_images
+def _planned(config: JobConfig, artifacts: Artifacts | None) -> Artifacts:
+    """The job's planned images and the selection they were hashed from: the request's when given (one snapshot
+    of the trainer folder for the names and the build), else planned now."""
+    from vtrain.trainer.artifacts import plan_artifacts
+
+    if artifacts is None or artifacts.selection is None:
+        return plan_artifacts(config)
+    return artifacts
+
+
+def _build_local(config: JobConfig, cache: Path, allow_credentials: bool, notice: Callable[[str], None],
+                 artifacts: Artifacts | None) -> dict[str, LocalImage]:
+    from vtrain.trainer.artifacts import image_specs
     from vtrain.trainer.image.config import python_path
-    from vtrain.trainer.image.layers import runtime_layer, scan_trainer, src_layout, trainer_layer
+    from vtrain.trainer.image.layers import runtime_layer, src_layout, trainer_layer
     from vtrain.trainer.image.wheels import requirements_layer
-    from vtrain.trainer.packaging import check_module
+    from vtrain.trainer.packaging import check_module, refuse_credentials
 
-    package = config.trainer.package
-    assert package is not None and config.trainer.module
-    scan = scan_trainer(package, allow_credentials=allow_credentials, skip=config.job_files())
+    assert config.trainer.module
+    plan = _planned(config, artifacts)
+    scan, planned = plan.selection, dict(plan.images)
+    assert scan is not None
+    if not allow_credentials:
+        refuse_credentials(scan)
     check_module(scan, config.trainer.module)
-    planned = planned_images(config)
     out: dict[str, LocalImage] = {}
     here = host_python()
     with tempfile.TemporaryDirectory(prefix="vtrain-image-") as tmp:
@@ -216,12 +231,13 @@ def pull_local(uri: str, cache: Path, *, credentials: Any = None) -> LocalImage 
 
 
 def container_images(config: JobConfig, cache: Path, *, allow_credentials: bool = False,
-                     notice: Callable[[str], None] = lambda text: None,
-                     credentials: Any = None) -> tuple[dict[str, Any] | None, str]:
+                     notice: Callable[[str], None] = lambda text: None, credentials: Any = None,
+                     artifacts: Artifacts | None = None) -> tuple[dict[str, Any] | None, str]:
     """imageUri → :class:`~vtrain.local.containers.ContainerImage` for each image the job's pools run, or
     (None, why not). A `trainer.build` job's images are built here; any other container pool's image is
     pulled, unless docker (or podman) answers: then docker runs those pools. `credentials` as the registry
-    client takes them (default: Google's for Google's registries, else none; anonymous when there are none)."""
+    client takes them (default: Google's for Google's registries, else none; anonymous when there are none).
+    `artifacts`: the request's planned images, whose selection a `trainer.build` image is built from."""
     from vtrain.local.containers import ContainerImage, docker_engine, find_runtime
 
     others = _container_uris(config)
@@ -236,7 +252,7 @@ def container_images(config: JobConfig, cache: Path, *, allow_credentials: bool 
     creds = credentials if credentials is not None else _pull_credentials
 
     def make() -> dict[str, ContainerImage]:
-        found = _build_unpacked(config, cache, creds, allow_credentials, runtime.rootless, notice) \
+        found = _build_unpacked(config, cache, creds, allow_credentials, runtime.rootless, notice, artifacts) \
             if config.trainer.build is not None else {}
         for uri in others:
             found[uri] = _pull_unpacked(uri, cache, creds, runtime.rootless, notice)
@@ -272,24 +288,26 @@ def _pull_credentials(registry: str) -> tuple[str, str] | None:
 
 
 def _build_unpacked(config: JobConfig, cache: Path, credentials: Any, allow_credentials: bool, rootless: bool,
-                    notice: Callable[[str], None]) -> dict[str, Unpacked]:
-    """Each image of a `trainer.build` job built as `submit` builds it (nothing pushed), then unpacked."""
+                    notice: Callable[[str], None], artifacts: Artifacts | None) -> dict[str, Unpacked]:
+    """Each image of a `trainer.build` job built as `submit` builds it (nothing pushed), from the files its
+    planned name was hashed from, then unpacked."""
     from vtrain.local import rootfs
-    from vtrain.trainer.artifacts import image_specs, planned_images
+    from vtrain.trainer.artifacts import image_specs
     from vtrain.trainer.image.build import build_image
     from vtrain.trainer.image.reference import parse_reference
     from vtrain.trainer.image.registry import RegistryClient
 
     package = config.trainer.package
     assert package is not None
-    planned = planned_images(config)
+    plan = _planned(config, artifacts)
+    planned = dict(plan.images)
     out: dict[str, Unpacked] = {}
     blobs = _mkdir(cache_folder("image-blobs", cache))
     for base, spec in image_specs(config).items():
         client = RegistryClient(parse_reference(spec.base, what="base image").registry, credentials)
         with tempfile.TemporaryDirectory(prefix="vtrain-image-") as tmp:
             built = build_image(spec, Path(package), Path(tmp), client, allow_credentials=allow_credentials,
-                                cache=cache)
+                                cache=cache, scan=plan.selection)
             uri = planned[base]
             found = rootfs.cached(cache, uri, built.digest)
             if found is None:

@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from vtrain.local.containers import ContainerHandle, ContainerImage
     from vtrain.local.envcache import TrainerEnv
     from vtrain.local.image import LocalImage
+    from vtrain.trainer.artifacts import Artifacts
 
 
 class TextSink(Protocol):
@@ -66,13 +67,15 @@ class TextSink(Protocol):
     def flush(self) -> None: ...
 
 
-def _docker_ready() -> str:
-    """The docker (or podman) binary that runs a container pool here; BackendError when none answers."""
+def _docker_ready(uris: list[str]) -> str:
+    """The docker (or podman) binary that runs the pools of images `uris` here; BackendError naming them, else."""
+    from vtrain.foreign import printable
     from vtrain.local.containers import docker_engine
 
     engine, why = docker_engine()
     if engine is None:
-        raise BackendError(f"this job runs a container (trainer.container), but docker cannot run it: {why}")
+        raise BackendError(f"this job runs image {', '.join(printable(u, limit=200) for u in uris)} in a container, "
+                           f"but docker cannot run it: {why}")
     return engine
 
 
@@ -173,9 +176,11 @@ def _cache(cache_dir: str | os.PathLike[str] | None) -> Path:
 
 
 def prepare_images(config: JobConfig, cache_dir: str | os.PathLike[str] | None, allow_credentials: bool,
-                   notice: Callable[[str], None], containers: str = "auto") -> dict[str, LocalImage | ContainerImage]:
+                   notice: Callable[[str], None], containers: str = "auto",
+                   artifacts: Artifacts | None = None) -> dict[str, LocalImage | ContainerImage]:
     """An image job's images, ready to run here; empty for a Python package trainer (and for a
-    `trainer.container` job that docker runs). Nothing is pushed.
+    `trainer.container` job that docker runs). Nothing is pushed. `artifacts`: what the request names (from
+    :func:`~vtrain.trainer.artifacts.plan_artifacts`); an image is built from the files its name was hashed from.
 
     `containers`: "auto" runs each replica in a container (:func:`vtrain.local.image.container_images`)
     where this machine can, else says why in one notice and runs a `trainer.build` job's layers on this
@@ -187,7 +192,8 @@ def prepare_images(config: JobConfig, cache_dir: str | os.PathLike[str] | None, 
     if containers != "never":
         from vtrain.local.image import container_images
 
-        found, why = container_images(config, cache, allow_credentials=allow_credentials, notice=notice)
+        found, why = container_images(config, cache, allow_credentials=allow_credentials, notice=notice,
+                                      artifacts=artifacts)
         if found is not None:
             return dict(found)
         if containers == "always" or config.trainer.build is None:
@@ -197,7 +203,7 @@ def prepare_images(config: JobConfig, cache_dir: str | os.PathLike[str] | None, 
         return {}
     from vtrain.local.image import build_local
 
-    return dict(build_local(config, cache, allow_credentials=allow_credentials, notice=notice))
+    return dict(build_local(config, cache, allow_credentials=allow_credentials, notice=notice, artifacts=artifacts))
 
 
 def prepare_trainer(
@@ -274,8 +280,11 @@ def run_local(
             labels = [r.label for r in localenv.plan(shape, opts.max_replicas).replicas]
             check_replicas(opts.faults, labels)
     trainer_env, package_uris = prepare_trainer(config, opts.cache_dir, opts.allow_credentials, notice)
-    images = prepare_images(config, opts.cache_dir, opts.allow_credentials, notice, opts.containers)
-    job = build_request(config, plan_artifacts(config) if package_uris is None else package_uris).body
+    # One read of the trainer folder names the images and is what they are built from (issue 46, class 10).
+    planned = plan_artifacts(config) if package_uris is None else package_uris
+    images = prepare_images(config, opts.cache_dir, opts.allow_credentials, notice, opts.containers,
+                            planned if isinstance(planned, Artifacts) else None)
+    job = build_request(config, planned).body
     if config.model is not None and opts.check_output is None:  # what Vertex's prediction container needs
         opts = opts.replace(check_output=saved_model_check(trainer_env))
     return run_job(job, trainer_env=trainer_env, options=opts, name=config.name, out=out, notice=notice,
@@ -349,8 +358,10 @@ def run_job(
     specs = [the_plan.pool_spec(r) for r in the_plan.replicas]
     built = images or {}
     engine = "docker"
-    if any("containerSpec" in s and s["containerSpec"].get("imageUri") not in built for s in specs):
-        engine = _docker_ready()
+    for_docker = sorted({str(s["containerSpec"].get("imageUri")) for s in specs
+                         if "containerSpec" in s and s["containerSpec"].get("imageUri") not in built})
+    if for_docker:
+        engine = _docker_ready(for_docker)
     if trainer_env is None and any("pythonPackageSpec" in s for s in specs):
         raise BackendError("this job runs Python packages, but no environment with them was prepared")
     for text in the_plan.notices:

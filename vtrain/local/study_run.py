@@ -51,7 +51,7 @@ def run_local_tuning(
     from vtrain.jobfile.model import JobConfig
     from vtrain.local.runner import local_output_dir, prepare_images, prepare_trainer
     from vtrain.request.build import TUNING_JOB, build_request, kind_of, trial_job_spec
-    from vtrain.trainer.artifacts import plan_artifacts
+    from vtrain.trainer.artifacts import Artifacts, plan_artifacts
 
     if not isinstance(config, JobConfig):
         config = load_config(config, target="local")
@@ -68,8 +68,10 @@ def run_local_tuning(
     if opts.faults:
         raise UsageError("faults apply to a single job: a job file with `tuning:` runs a study of many trials")
     trainer_env, package_uris = prepare_trainer(config, opts.cache_dir, opts.allow_credentials, notice)
-    images = prepare_images(config, opts.cache_dir, opts.allow_credentials, notice, opts.containers)
-    body = build_request(config, plan_artifacts(config) if package_uris is None else package_uris).body
+    planned = plan_artifacts(config) if package_uris is None else package_uris  # one read names and builds
+    images = prepare_images(config, opts.cache_dir, opts.allow_credentials, notice, opts.containers,
+                            planned if isinstance(planned, Artifacts) else None)
+    body = build_request(config, planned).body
     bound = machine_parallelism(body, opts.max_replicas)
     wanted = tuning.parallel_trials if max_parallel is None else max_parallel
     if wanted > bound:

@@ -68,7 +68,7 @@ def scan_package(package_dir: Path, *, skip: Iterable[Path] = ()) -> Scan:
     """
     scan = check_contents(select_files(package_dir, skip=skip))
     with readable_errors(scan.root):
-        scan.digest = hash_entries((rel, scan.root / rel) for rel in scan.files)
+        scan.digest = hash_entries(((rel, scan.root / rel) for rel in scan.files), states=scan.states)
     return scan
 
 

@@ -43,6 +43,15 @@ def digest_problem(digest: object) -> str | None:
     return f"digest {printable(str(digest), limit=80)!r} is not sha256:<64 hex> (or sha512:<128 hex>)"
 
 
+def size_problem(size: object, limit: int) -> str | None:
+    """Why `size` (as a descriptor declares it) is not a blob size vtrain reads; None when it is one."""
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        return f"size {printable(str(size), limit=40)!r} is not a whole number of bytes"
+    if size > limit:
+        return f"declares {size:,} bytes, over the {limit:,} a blob may have; refused unread"
+    return None
+
+
 def blob_deadline(size: int) -> float:
     """Seconds a blob of `size` bytes may take: the network deadline, plus its bytes at :data:`MIN_RATE`."""
     return network.deadline() + size / MIN_RATE
@@ -238,4 +247,4 @@ def _from_text(data: bytes) -> str:
 
 
 __all__ = ["ERROR_LIMIT", "MAX_BLOB", "MIN_RATE", "BlobReader", "blob_deadline", "digest_problem", "discard", "message",
-           "parse_json", "read"]
+           "parse_json", "read", "size_problem"]

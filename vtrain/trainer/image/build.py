@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from vtrain.errors import PackagingError
-from vtrain.trainer.image.answers import MAX_BLOB, digest_problem
+from vtrain.trainer.image.answers import MAX_BLOB, digest_problem, size_problem
 from vtrain.trainer.image.auth import default_credentials
 from vtrain.trainer.image.config import (
     INDEXES,
@@ -46,10 +46,10 @@ from vtrain.trainer.image.layers import (
 )
 from vtrain.trainer.image.libc import arch_of, platform_tags, read_libc
 from vtrain.trainer.image.reference import ImageRef, parse_reference, parse_repository
-from vtrain.trainer.image.registry import CONFIG_LIMIT, Credentials, RegistryClient, size_problem
+from vtrain.trainer.image.registry import CONFIG_LIMIT, Credentials, RegistryClient
 from vtrain.trainer.image.requirements import declared_requirements
 from vtrain.trainer.image.wheels import requirements_layer
-from vtrain.trainer.packaging import check_module, scan_package
+from vtrain.trainer.packaging import check_module, refuse_credentials, scan_package
 from vtrain.trainer.select import Scan
 
 
@@ -182,12 +182,17 @@ def _json(body: bytes, what: str) -> dict[str, Any]:
 
 def build_image(spec: ImageSpec, package_dir: Path, out_dir: Path, base_client: RegistryClient, *,
                 allow_credentials: bool = False, cache: Path | None = None, refresh: bool = False,
-                skip: Iterable[Path] = ()) -> BuiltImage:
+                skip: Iterable[Path] = (), scan: Scan | None = None) -> BuiltImage:
     """Everything the push needs, on disk under `out_dir`; only the base's manifest and config are read.
-    The trainer's files are checked (entry module, secrets) before the registry is asked anything."""
+    The trainer's files are checked (entry module, secrets) before the registry is asked anything. `scan`:
+    the selection the image's name was planned from (:attr:`vtrain.trainer.artifacts.Artifacts.selection`):
+    its bytes are the trainer layer's, so the tag is the planned one; none: the folder is read now."""
     target = parse_repository(spec.repository)
     base_ref = parse_reference(spec.base, what="base image")
-    scan = scan_trainer(package_dir, allow_credentials=allow_credentials, skip=skip)
+    if scan is None:
+        scan = scan_trainer(package_dir, allow_credentials=allow_credentials, skip=skip)
+    elif not allow_credentials:
+        refuse_credentials(scan)
     check_module(scan, spec.module)
     base = read_base(base_client, base_ref)
     version = python_version(base.config, str(base_ref), spec.python_version)
@@ -255,7 +260,8 @@ def _stream(base_client: RegistryClient, repository: str, digest: str, size: int
 def build_and_push(spec: ImageSpec, package_dir: Path, *, credentials: Credentials | None = default_credentials,
                    base_credentials: Credentials | None = default_credentials, allow_credentials: bool = False,
                    cache: Path | None = None, chunk_size: int | None = None,
-                   on_blob: Callable[[dict[str, object]], None] | None = None, skip: Iterable[Path] = ()) -> Pushed:
+                   on_blob: Callable[[dict[str, object]], None] | None = None, skip: Iterable[Path] = (),
+                   scan: Scan | None = None) -> Pushed:
     """The whole step: build the image on its base and push it. Nothing is sent before every layer is built.
     Credentials default to Google's for Google registries and none elsewhere (None: anonymous)."""
     target = parse_repository(spec.repository)
@@ -265,5 +271,5 @@ def build_and_push(spec: ImageSpec, package_dir: Path, *, credentials: Credentia
         base_ref.registry, base_credentials)
     with tempfile.TemporaryDirectory(prefix="vtrain-image-") as tmp:
         built = build_image(spec, package_dir, Path(tmp), base_client, allow_credentials=allow_credentials,
-                            cache=cache, skip=skip)
+                            cache=cache, skip=skip, scan=scan)
         return push_image(built, client, base_client, on_blob=on_blob)

@@ -52,7 +52,7 @@ from vtrain import network
 from vtrain.errors import PackagingError
 from vtrain.foreign import printable
 from vtrain.trainer.image import answers
-from vtrain.trainer.image.answers import digest_problem
+from vtrain.trainer.image.answers import digest_problem, size_problem
 from vtrain.trainer.image.config import DOCKER_LIST, DOCKER_MANIFEST, OCI_INDEX, OCI_MANIFEST
 from vtrain.trainer.image.reference import base_url, is_loopback, trusted_realm
 
@@ -85,15 +85,6 @@ class _Transient(Exception):
     def of(cls, why: str, cause: BaseException) -> _Transient:
         """A body cut off part-way: the registry answered, the transfer broke (BlobReader's network_error)."""
         return cls(why, cause, answered=True)
-
-
-def size_problem(size: object, limit: int) -> str | None:
-    """Why `size` (as a descriptor declares it) is not a blob size vtrain reads; None when it is one."""
-    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
-        return f"size {printable(str(size), limit=40)!r} is not a whole number of bytes"
-    if size > limit:
-        return f"declares {size:,} bytes, over the {limit:,} a blob may have; refused unread"
-    return None
 
 
 class _Counted:
