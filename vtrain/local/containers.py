@@ -42,6 +42,7 @@ from typing import Any, Protocol
 
 from vtrain import proctree
 from vtrain.errors import BackendError
+from vtrain.foreign import printable
 from vtrain.local.cachefolders import Lease
 from vtrain.local.rootfs import Unpacked
 from vtrain.userpaths import cache_folder
@@ -72,6 +73,13 @@ class Runtime:
     def command(self, *args: str) -> list[str]:
         return [self.path, "--root", str(self.state), *args]
 
+    def logged(self, log: Path, *args: str) -> list[str]:
+        """`command(*args)` with the runtime's own messages also written to `log`, one JSON object a line (runc's
+        and crun's `--log`/`--log-format json`): what the runtime said apart from what the container's process did."""
+        options = ["--log", str(log), "--log-format", "json"] if self.name == "runc" else [
+            f"--log=file:{log}", "--log-format=json"]
+        return [self.path, "--root", str(self.state), *options, *args]
+
 
 class ContainerHandle(Protocol):
     """What the supervisor does to a replica's container (``Proc.container``)."""
@@ -83,6 +91,7 @@ class ContainerHandle(Protocol):
     def remove(self) -> None: ...  # after each end: nothing of it left
     def pid(self) -> int | None: ...  # its process on this machine, for the frozen-peer check
     def preexec(self) -> Callable[[], None] | None: ...  # run in the runtime's process before it starts
+    def start_error(self, returncode: int, last_stderr: str) -> str | None: ...  # why it never started, if so
 
 
 @dataclass
@@ -97,7 +106,12 @@ class Container:
     _pid: int | None = field(default=None, repr=False)
 
     def argv(self) -> list[str]:
-        return self.runtime.command("run", "--bundle", str(self.bundle), self.name)
+        return self.runtime.logged(self.runtime_log, "run", "--bundle", str(self.bundle), self.name)
+
+    @property
+    def runtime_log(self) -> Path:
+        """What the runtime itself said during this start (JSON lines), apart from the container's output."""
+        return self.bundle / "runtime.log"
 
     def prepare(self, env: Mapping[str, str]) -> None:
         """Write the bundle's config.json with this start's environment (the restart count differs); a fresh
@@ -105,6 +119,7 @@ class Container:
         spec = json.loads(json.dumps(self.spec))
         spec["process"]["env"] = [f"{k}={v}" for k, v in env.items()]
         self.bundle.mkdir(parents=True, exist_ok=True)
+        self.runtime_log.unlink(missing_ok=True)
         if self.overlay is not None:
             self.overlay.fresh()
         (self.bundle / "config.json").write_text(json.dumps(spec, indent=1), encoding="utf-8")
@@ -120,6 +135,11 @@ class Container:
     def remove(self) -> None:
         _quiet(self.runtime.command("delete", "--force", self.name))
         self._pid = None
+
+    def start_error(self, returncode: int, last_stderr: str) -> str | None:
+        """Why the container never ran its process (the runtime logged an error: no such executable, an
+        environment entry without '=', a user the kernel refuses), escaped and bounded; None when it ran."""
+        return runtime_error(self.runtime.name, self.runtime_log) if returncode != 0 else None
 
     def pid(self) -> int | None:
         if self._pid is None:
@@ -151,6 +171,14 @@ class DockerContainer:
         return None
 
     def preexec(self) -> Callable[[], None] | None:
+        return None
+
+    def start_error(self, returncode: int, last_stderr: str) -> str | None:
+        """docker's (podman's) own failure to run the container: exit 125 (the engine), 126 (the command cannot be
+        run) or 127 (no such command) with the engine's message, not the container process's exit code."""
+        said = last_stderr.strip()
+        if returncode in (125, 126, 127) and said.startswith(("docker:", "Error:", "Error response", "podman:")):
+            return printable(said, limit=300)
         return None
 
 
@@ -196,6 +224,35 @@ def overlay_works(lower: Path, scratch: Path) -> bool:
         return False
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+#: The most of a runtime's log read back (its last error is at the end; a start writes a few lines).
+_RUNTIME_LOG_LIMIT = 64 << 10
+
+
+def runtime_error(name: str, log: Path) -> str | None:
+    """The last error the OCI runtime `name` logged in `log` (JSON lines: runc's and crun's `--log-format json`),
+    as one escaped line of at most 300 characters without the runtime's "run failed" wrapping; None when it
+    logged none (the container's process ran, whatever its exit)."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - _RUNTIME_LOG_LIMIT))
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    said = None
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and entry.get("level") in ("error", "fatal", "panic") and entry.get("msg"):
+            said = str(entry["msg"])
+    if said is None:
+        return None
+    for wrapping in (f"{name} run failed: ", f"{name} create failed: ", "unable to start container process: "):
+        said = said.removeprefix(wrapping)
+    return f"{name}: {printable(said, limit=300)}"
 
 
 def _quiet(argv: Sequence[str], timeout: float = 15) -> int:

@@ -98,7 +98,9 @@ def _table(path: Path | None) -> list[str]:
 
 
 def _lookup(table: Path | None, name: str, column: int) -> int:
-    if name.isdigit():
+    if name.isascii() and name.isdigit():
+        if len(name) > 10 or int(name) > 0xFFFFFFFF:  # a uid is 32 bits (and int() of 5,000 digits raises)
+            raise BackendError(f"the image's User {printable(name, limit=40)} is not a uid or gid (0 to 4294967295)")
         return int(name)
     for line in _table(table):
         fields = line.split(":")
