@@ -379,13 +379,15 @@ def test_the_runtimes_reason_is_its_last_error_escaped_and_bounded(tmp_path: Pat
 
     log = tmp_path / "runtime.log"
     assert runtime_error("runc", log) is None  # no log: it ran
-    log.write_text('{"level":"warning","msg":"a warning"}\nnot json\n[1, 2]\n'
+    log.write_text('{"level":"warning","msg":"a warning"}\nchdir `/x` failed\n[1, 2]\n'
                    '{"level":"error","msg":"runc run failed: unable to start container process: first"}\n'
                    + json.dumps({"level": "error", "msg": "runc run failed: \x1b[2J\u202e" + "x" * 5000}) + "\n")
     said = runtime_error("runc", log)
     assert said is not None and said.startswith("runc: \\x1b[2J\\u202e") and len(said) < 340 and "\x1b" not in said
     log.write_text('{"level":"info","msg":"all fine"}\n')
     assert runtime_error("crun", log) is None
+    log.write_text("chdir `/x` failed: No such file or directory")  # crun, before it read --log-format
+    assert runtime_error("crun", log) == "crun: chdir `/x` failed: No such file or directory"
     docker = DockerContainer("docker", "vtrain-x")
     assert docker.start_error(125, "docker: Error response from daemon: no such image.") == \
         "docker: Error response from daemon: no such image."

@@ -3,7 +3,7 @@
 Vertex runs each replica of a container pool as the image says (ENTRYPOINT/CMD, Env, WorkingDir,
 User), the pool's ``command`` replacing the ENTRYPOINT and its ``args`` the CMD, with Vertex's own
 environment on top. Here each replica is one ``runc run`` (or ``crun run``) of a bundle made for it
-(:func:`runtime_spec`):
+(:func:`vtrain.local.bundle.runtime_spec`):
 
 * the image's rootfs, unpacked once per image digest (:mod:`vtrain.local.rootfs`), shared read-only
   by every replica; what a replica may write is bound in from its own run folder: its ``/tmp``, the
@@ -43,19 +43,13 @@ from typing import Any, Protocol
 from vtrain import proctree
 from vtrain.errors import BackendError
 from vtrain.foreign import printable
+from vtrain.local.bundle import host_files, runtime_spec
 from vtrain.local.cachefolders import Lease
 from vtrain.local.rootfs import Unpacked
 from vtrain.userpaths import cache_folder
 
 RUNTIMES = ("runc", "crun")
 ENGINES = ("docker", "podman")
-#: Docker's default capability set: what a process in a Vertex container may do.
-CAPABILITIES = ["CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER", "CAP_MKNOD", "CAP_NET_RAW",
-                "CAP_SETGID", "CAP_SETUID", "CAP_SETFCAP", "CAP_SETPCAP", "CAP_NET_BIND_SERVICE",
-                "CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE"]
-_MASKED = ["/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list",
-           "/proc/timer_stats", "/proc/sched_debug", "/sys/firmware", "/proc/scsi"]
-_READONLY = ["/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"]
 _PREFIX = "vtrain-"
 _CLONE_NEWNS, _MS_REC, _MS_PRIVATE = 0x00020000, 0x4000, 1 << 18
 _probed: dict[tuple[str, str], str | None] = {}
@@ -231,9 +225,9 @@ _RUNTIME_LOG_LIMIT = 64 << 10
 
 
 def runtime_error(name: str, log: Path) -> str | None:
-    """The last error the OCI runtime `name` logged in `log` (JSON lines: runc's and crun's `--log-format json`),
-    as one escaped line of at most 300 characters without the runtime's "run failed" wrapping; None when it
-    logged none (the container's process ran, whatever its exit)."""
+    """The last error the OCI runtime `name` logged in `log` (JSON lines: runc's and crun's `--log-format json`; a
+    plain line is an error crun met before its options), as one escaped line of at most 300 characters without
+    the runtime's "run failed" wrapping; None when it logged none (the container's process ran, whatever its exit)."""
     try:
         with open(log, "rb") as f:
             f.seek(max(0, f.seek(0, os.SEEK_END) - _RUNTIME_LOG_LIMIT))
@@ -244,7 +238,9 @@ def runtime_error(name: str, log: Path) -> str | None:
     for line in lines:
         try:
             entry = json.loads(line)
-        except ValueError:
+        except ValueError:  # crun writes an error it meets before reading its options as plain text
+            text = line.decode(errors="replace").strip()
+            said = text or said
             continue
         if isinstance(entry, dict) and entry.get("level") in ("error", "fatal", "panic") and entry.get("msg"):
             said = str(entry["msg"])
@@ -436,54 +432,6 @@ def sweep(runtime: Runtime) -> list[str]:
 def container_name(job_id: str, label: str) -> str:
     """`vtrain-PID-JOBID-LABEL`: unique per vtrain process, and tells the sweep whose it was."""
     return f"{_PREFIX}{os.getpid()}-{job_id}-{label}"
-
-
-# --------------------------------------------------------------------------- the bundle
-
-
-def runtime_spec(*, rootfs: Path, args: Sequence[str], env: Mapping[str, str], cwd: str,
-                 mounts: Sequence[tuple[str, str, bool]], rootless: bool, user: tuple[int, int] = (0, 0),
-                 readonly: bool = True) -> dict[str, Any]:
-    """An OCI runtime config: `args` in `rootfs` with host networking and its own PID namespace; `mounts`
-    are (host path, container path, writable) binds, after the standard file systems."""
-    namespaces = [{"type": "pid"}, {"type": "ipc"}, {"type": "mount"}]
-    standard: list[dict[str, Any]] = [
-        {"destination": "/proc", "type": "proc", "source": "proc"},
-        {"destination": "/dev", "type": "tmpfs", "source": "tmpfs",
-         "options": ["nosuid", "strictatime", "mode=755", "size=65536k"]},
-        {"destination": "/dev/pts", "type": "devpts", "source": "devpts",
-         "options": ["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620",
-                     *([] if rootless else ["gid=5"])]},
-        {"destination": "/dev/shm", "type": "tmpfs", "source": "shm",
-         "options": ["nosuid", "noexec", "nodev", "mode=1777", "size=1g"]},
-        {"destination": "/dev/mqueue", "type": "mqueue", "source": "mqueue", "options": ["nosuid", "noexec", "nodev"]},
-        {"destination": "/sys", "type": "none" if rootless else "sysfs", "source": "/sys" if rootless else "sysfs",
-         "options": ["rbind", "nosuid", "noexec", "nodev", "ro"] if rootless else ["nosuid", "noexec", "nodev", "ro"]},
-    ]
-    binds = [{"destination": inside, "type": "bind", "source": host,
-              "options": ["rbind", "rw" if writable else "ro", "nosuid", "nodev"]} for host, inside, writable in mounts]
-    linux: dict[str, Any] = {"namespaces": namespaces, "maskedPaths": _MASKED, "readonlyPaths": _READONLY}
-    if rootless:
-        namespaces.append({"type": "user"})
-        linux["uidMappings"] = [{"containerID": 0, "hostID": os.geteuid(), "size": 1}]
-        linux["gidMappings"] = [{"containerID": 0, "hostID": os.getegid(), "size": 1}]
-    caps = list(CAPABILITIES)
-    return {
-        "ociVersion": "1.0.2",
-        "process": {
-            "terminal": False, "user": {"uid": user[0], "gid": user[1]}, "args": list(args),
-            "env": [f"{k}={v}" for k, v in env.items()], "cwd": cwd or "/", "noNewPrivileges": True,
-            "capabilities": {"bounding": caps, "effective": caps, "permitted": caps},
-        },
-        "root": {"path": str(rootfs), "readonly": readonly},
-        "mounts": standard + binds,
-        "linux": linux,
-    }
-
-
-def host_files() -> list[tuple[str, str, bool]]:
-    """The host's name resolution, read-only, as `docker run --network host` gives a container."""
-    return [(p, p, False) for p in ("/etc/resolv.conf", "/etc/hosts") if os.path.isfile(p)]
 
 
 __all__ = ["Container", "ContainerHandle", "ContainerImage", "DockerContainer", "Overlay", "Runtime",
