@@ -1,4 +1,4 @@
-"""Values several layers need, written once: the job model, the rules, the schema, the runtime
+"""Values several layers need, written once: the job config, the rules, the schema, the runtime
 inside a replica and the target resolution all read them from here.
 
 This module imports nothing but the standard library's dataclasses, so it ships to replicas with
@@ -8,6 +8,13 @@ This module imports nothing but the standard library's dataclasses, so it ships 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+
+#: vtrain's version (pyproject.toml's, which a test holds equal): the package face's ``__version__``, the
+#: runtime sdist replicas install, the label a submitted job carries, the comment on an image's layers.
+VERSION = "0.1.0"
+
+#: The interpreter the entry point of an image vtrain builds names (every prebuilt TensorFlow image has it on PATH).
+IMAGE_PYTHON = "python3"
 
 #: Vertex AI's region when nothing names one (flag, job file, environment, gcloud).
 DEFAULT_REGION = "us-central1"
@@ -76,7 +83,7 @@ STATUS_FILE_ENV = "VTRAIN_STATUS_FILE"  # where runtime.report_step() writes {"s
 PREEMPTED_EXIT_CODE = 143
 @dataclass(frozen=True)
 class DilocoKnobs:
-    """The `diloco:` block's knobs and defaults, written once: the job model (``config.DilocoConfig``)
+    """The `diloco:` block's knobs and defaults, written once: the job config (``config.DilocoConfig``)
     and the replicas (``diloco.settings.Settings``) both extend it.
 
     outer_lr 1.0 with Nesterov momentum 0.6 recovered 93-96% of the single-learner→DP gap in 60

@@ -11,7 +11,7 @@ vtrain's cache (:func:`cache_dir`) and the one list of the folders vtrain writes
 (:data:`CACHE_FOLDERS`): every writer names its folder through :func:`cache_folder`, and `vtrain cache
 info` and `clear` read the same list, so a folder cannot be written and then forgotten.
 
-Imports nothing of vtrain: the job model, the rules, packaging and the CLI all use it.
+Imports nothing of vtrain: the job config, the rules, packaging and the CLI all use it.
 """
 
 from __future__ import annotations

@@ -53,9 +53,15 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
 
 
 def test_importing_vtrain_imports_nothing_else_of_vtrain() -> None:
+    """Only the constants (standard library's dataclasses alone), where the version is written once."""
     code = "import sys, vtrain; print(sorted(m for m in sys.modules if m.startswith('vtrain')))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
-    assert done.stdout.strip() == "['vtrain']"
+    assert done.stdout.strip() == "['vtrain', 'vtrain.constants']"
+
+
+def test_the_version_is_pyproject_toml_s() -> None:
+    text = (REPO / "pyproject.toml").read_text()
+    assert f'\nversion = "{vtrain.__version__}"\n' in text
 
 
 SNIPPET = """\
@@ -67,6 +73,9 @@ job = vtrain.run_local(vtrain.load_config("vtrain.yaml"))
 reveal_type(job.result())
 reveal_type(job.summary)
 vtrain.run_locally
+vtrain.run_local("vtrain.yaml", timeout=60.0, keep=False, runtime="host")
+vtrain.run_local("vtrain.yaml", timeot=60.0)
+vtrain.run_local_tuning("vtrain.yaml", keep="no")
 """
 
 
@@ -83,7 +92,12 @@ def test_a_type_checker_sees_the_sdk_s_types_not_any(tmp_path: Path) -> None:
     assert [line for line, _ in revealed] == ["3", "4", "6", "7"], done.stdout + done.stderr
     types = {int(line): text.replace("builtins.", "") for line, text in revealed}  # mypy 2 drops the prefix
     assert types[3] != "Any" and "LocalJob" in types[3] and "JobConfig" in types[3]
-    assert "typing.Mapping[str, Any]" in types[4] and types[4].endswith("-> vtrain.jobfile.model.JobConfig")
+    assert "typing.Mapping[str, Any]" in types[4] and types[4].endswith("-> vtrain.jobfile.config.JobConfig")
     assert types[6] == "str"  # issue 30, class 7: result() is the handle's method
     assert types[7] == "dict[str, Any]"
     assert re.search(r':8: error: Module has no attribute "run_locally"', done.stdout), done.stdout
+    # the run options as keywords are typed by name (issue 47): a misspelt or mistyped one is the checker's error
+    assert ":9:" not in done.stdout, done.stdout
+    assert re.search(r':10: error: Unexpected keyword argument "timeot"', done.stdout), done.stdout
+    assert re.search(r':11: error: Argument "keep" to "run_local_tuning" has incompatible type "str"', done.stdout), \
+        done.stdout

@@ -19,8 +19,8 @@ from click.testing import CliRunner
 from tests.conftest import REPO
 from vtrain.cli import cli
 from vtrain.errors import PackagingError
+from vtrain.jobfile.artifacts import plan_artifacts
 from vtrain.jobfile.load import load_config
-from vtrain.trainer.artifacts import plan_artifacts
 from vtrain.trainer.image.layers import trainer_layer
 from vtrain.trainer.packaging import scan_package
 

@@ -163,7 +163,7 @@ def test_what_the_writers_make_is_what_info_counts_and_clear_removes(tmp_path: P
     in a folder `info` lists, `info` counts every byte, and `clear` leaves nothing."""
     from vtrain.jobfile.load import load_config
     from vtrain.local.containers import find_runtime
-    from vtrain.local.envcache import fetch_packages
+    from vtrain.local.downloads import fetch_packages
     from vtrain.local.runner import prepare_images, prepare_trainer
 
     cache = tmp_path / "cache"

@@ -26,6 +26,7 @@ BEFORE = {"output_dir": None, "max_replicas": None, "timeout": None, "keep": Tru
           "allow_credentials": False, "startup_timeout": 120.0, "worker_grace": 30.0, "kill_grace": 5.0,
           "restart_policy": "vertex", "faults": (), "preempt_grace": 30.0,
           "containers": "auto",  # new since: image jobs in containers where this machine can run them
+          "runtime": "auto",  # new since: a prebuilt-image job on the image's stack (vtrain.local.runtimes)
           "check_output": None}  # new since: what the output must be (`model:`'s SavedModel check), none by default
 
 
@@ -60,6 +61,18 @@ def test_every_entry_point_takes_options_and_no_longer_lists_each_one() -> None:
         assert "options" in params and not set(FIELDS) & set(params), fn.__name__
 
 
+def test_the_typed_keywords_are_the_options_fields() -> None:
+    """RunKeywords (what a type checker reads of run_local's **keywords) has RunOptions' names and types."""
+    import typing
+
+    from vtrain.local import options
+
+    hints = typing.get_type_hints(options.RunOptions, vars(options))
+    assert typing.get_type_hints(options.RunKeywords, vars(options)) == {name: hints[name] for name in FIELDS}
+    for fn in (runner.run_local, runner.run_job, run_local_tuning):
+        assert str(inspect.signature(fn).parameters["keywords"].annotation) == "Unpack[RunKeywords]", fn.__name__
+
+
 def test_run_local_keeps_taking_the_old_keywords(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     seen: dict[str, Any] = {}
 
@@ -67,8 +80,8 @@ def test_run_local_keeps_taking_the_old_keywords(tmp_path: Path, monkeypatch: py
         seen.update(kw)
         raise BackendError("stop here")
 
-    monkeypatch.setattr(runner, "prepare_trainer", lambda *a: (None, None))
-    monkeypatch.setattr(runner, "prepare_images", lambda *a: None)  # no registry to pull example.com/i:1 from
+    monkeypatch.setattr(runner, "prepare_trainer", lambda *a: (None, None, {}))
+    monkeypatch.setattr(runner, "prepare_images", lambda *a: {})  # no registry to pull example.com/i:1 from
     monkeypatch.setattr(runner, "run_job", fake_run_job)
     path = container_job(tmp_path)
     with pytest.raises(BackendError):

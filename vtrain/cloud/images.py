@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from vtrain.errors import PackagingError
 
 if TYPE_CHECKING:
-    from vtrain.jobfile.model import JobConfig
+    from vtrain.jobfile.config import JobConfig
     from vtrain.trainer.image.build import Pushed
     from vtrain.trainer.select import Scan
 
@@ -39,9 +39,9 @@ def push_images(config: JobConfig, planned: set[str], *, allow_credentials: bool
     """Build and push the job's images (`config` with the target region applied); each must be one of
     `planned`. `credentials`: a registry Credentials for every registry (tests), else the default;
     `on_blob` hears of each layer as it is sent (or found there), `on_image` of each image pushed;
-    `selection`: the files `planned` was hashed from (:attr:`~vtrain.trainer.artifacts.Artifacts.selection`),
+    `selection`: the files `planned` was hashed from (:attr:`~vtrain.jobfile.artifacts.Artifacts.selection`),
     built from as they were read then."""
-    from vtrain.trainer.artifacts import image_specs
+    from vtrain.jobfile.artifacts import image_specs
     from vtrain.trainer.image.auth import default_credentials
     from vtrain.trainer.image.build import build_and_push
 

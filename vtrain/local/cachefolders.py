@@ -16,15 +16,19 @@ from vtrain.userpaths import CacheFolder, cache_folder
 
 class Lease:
     """A shared hold on one environment (or on cache folders, :func:`hold`) while it is used; `release` when
-    done (again: nothing)."""
+    done (again: nothing). It holds lock files, and other leases (a trainer environment layered over the
+    image's stack holds both)."""
 
-    def __init__(self, *files: IO[str] | None) -> None:
-        self._files = [f for f in files if f is not None]
+    def __init__(self, *held: IO[str] | Lease | None) -> None:
+        self._held = [h for h in held if h is not None]
 
     def release(self) -> None:
-        for file in self._files:
-            file.close()
-        self._files = []
+        for held in self._held:
+            if isinstance(held, Lease):
+                held.release()
+            else:
+                held.close()
+        self._held = []
 
 
 #: The lock file in a cache folder that a running job holds (shared) while it reads the folder:

@@ -43,11 +43,11 @@ from vtrain.trainer.image.layers import TRAINER_DIR
 from vtrain.userpaths import CacheFolder, cache_folder
 
 if TYPE_CHECKING:
-    from vtrain.jobfile.model import JobConfig
+    from vtrain.jobfile.artifacts import Artifacts
+    from vtrain.jobfile.config import JobConfig
     from vtrain.local.cachefolders import Lease
     from vtrain.local.containers import ContainerImage
     from vtrain.local.rootfs import Unpacked
-    from vtrain.trainer.artifacts import Artifacts
     from vtrain.trainer.image.layers import Layer
 
 _DONE = ".vtrain-unpacked"
@@ -154,14 +154,14 @@ def build_local(config: JobConfig, cache: Path, *, allow_credentials: bool = Fal
                 notice: Callable[[str], None] = lambda text: None,
                 artifacts: Artifacts | None = None) -> dict[str, LocalImage]:
     """imageUri → the image's layers built here and unpacked, for each image the job's pools name, built from
-    the files `artifacts` (the request's, :func:`~vtrain.trainer.artifacts.plan_artifacts`) named them from."""
+    the files `artifacts` (the request's, :func:`~vtrain.jobfile.artifacts.plan_artifacts`) named them from."""
     return _holding(cache, ("images",), lambda: _build_local(config, cache, allow_credentials, notice, artifacts))
 
 
 def _planned(config: JobConfig, artifacts: Artifacts | None) -> Artifacts:
     """The job's planned images and the selection they were hashed from: the request's when given (one snapshot
     of the trainer folder for the names and the build), else planned now."""
-    from vtrain.trainer.artifacts import plan_artifacts
+    from vtrain.jobfile.artifacts import plan_artifacts
 
     if artifacts is None or artifacts.selection is None:
         return plan_artifacts(config)
@@ -170,7 +170,7 @@ def _planned(config: JobConfig, artifacts: Artifacts | None) -> Artifacts:
 
 def _build_local(config: JobConfig, cache: Path, allow_credentials: bool, notice: Callable[[str], None],
                  artifacts: Artifacts | None) -> dict[str, LocalImage]:
-    from vtrain.trainer.artifacts import image_specs
+    from vtrain.jobfile.artifacts import image_specs
     from vtrain.trainer.image.config import python_path
     from vtrain.trainer.image.layers import runtime_layer, src_layout, trainer_layer
     from vtrain.trainer.image.wheels import requirements_layer
@@ -208,12 +208,12 @@ def pull_local(uri: str, cache: Path, *, credentials: Any = None) -> LocalImage 
     image is not one vtrain built. A registry that refuses or is unreachable is a one-line BackendError."""
     from vtrain.local.rootfs import fetch_blob
     from vtrain.trainer.image.build import read_base
+    from vtrain.trainer.image.mirrors import pull_client
     from vtrain.trainer.image.reference import parse_reference
-    from vtrain.trainer.image.registry import RegistryClient
 
     try:
         ref = parse_reference(uri)
-        client = RegistryClient(ref.registry, credentials)
+        client = pull_client(ref.registry, credentials)
         image = read_base(client, ref)  # the manifest for linux/amd64 and the config
         history = [h for h in image.config.get("history", []) if not h.get("empty_layer")]
         ours = [h for h in history if str(h.get("created_by", "")).startswith("vtrain: ")]
@@ -291,11 +291,11 @@ def _build_unpacked(config: JobConfig, cache: Path, credentials: Any, allow_cred
                     notice: Callable[[str], None], artifacts: Artifacts | None) -> dict[str, Unpacked]:
     """Each image of a `trainer.build` job built as `submit` builds it (nothing pushed), from the files its
     planned name was hashed from, then unpacked."""
+    from vtrain.jobfile.artifacts import image_specs
     from vtrain.local import rootfs
-    from vtrain.trainer.artifacts import image_specs
     from vtrain.trainer.image.build import build_image
+    from vtrain.trainer.image.mirrors import pull_client
     from vtrain.trainer.image.reference import parse_reference
-    from vtrain.trainer.image.registry import RegistryClient
 
     package = config.trainer.package
     assert package is not None
@@ -304,7 +304,7 @@ def _build_unpacked(config: JobConfig, cache: Path, credentials: Any, allow_cred
     out: dict[str, Unpacked] = {}
     blobs = _mkdir(cache_folder("image-blobs", cache))
     for base, spec in image_specs(config).items():
-        client = RegistryClient(parse_reference(spec.base, what="base image").registry, credentials)
+        client = pull_client(parse_reference(spec.base, what="base image").registry, credentials)
         with tempfile.TemporaryDirectory(prefix="vtrain-image-") as tmp:
             built = build_image(spec, Path(package), Path(tmp), client, allow_credentials=allow_credentials,
                                 cache=cache, scan=plan.selection)
@@ -326,11 +326,11 @@ def _pull_unpacked(uri: str, cache: Path, credentials: Any, rootless: bool,
     from vtrain.local import rootfs
     from vtrain.trainer.image.build import read_base
     from vtrain.trainer.image.config import canonical
+    from vtrain.trainer.image.mirrors import pull_client
     from vtrain.trainer.image.reference import parse_reference
-    from vtrain.trainer.image.registry import RegistryClient
 
     ref = parse_reference(uri)
-    client = RegistryClient(ref.registry, credentials)
+    client = pull_client(ref.registry, credentials)
     image = read_base(client, ref)
     found = rootfs.cached(cache, uri, image.digest)
     if found is not None:

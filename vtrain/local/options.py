@@ -20,11 +20,12 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from vtrain.local.faults import DEFAULT_PREEMPT_GRACE, FaultSpec
 
 CONTAINER_MODES = ("auto", "always", "never")
+RUNTIME_MODES = ("auto", "stack", "image", "host")  # vtrain.local.runtimes.RUNTIMES
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,10 @@ class RunOptions:
     # An image job's replicas: "auto" in containers where this machine can run them (else on this machine's
     # Python, said once), "always" in containers or not at all, "never" on this machine's Python
     containers: str = "auto"
+    # A Python package job's replicas: "auto" (the image's stack for a prebuilt image, else this machine's;
+    # VTRAIN_RUNTIME may say otherwise), "stack", "image" (Vertex's own image, in a container) or "host"
+    # (this machine's Python and TensorFlow): vtrain.local.runtimes
+    runtime: str = "auto"
     #: After the chief succeeded: the output dir → a problem that fails the run (`model:`'s SavedModel check).
     check_output: Callable[[Path], str | None] | None = None
 
@@ -59,6 +64,8 @@ class RunOptions:
         object.__setattr__(self, "faults", tuple(self.faults))  # a list given stays the caller's
         if self.containers not in CONTAINER_MODES:
             raise ValueError(f"containers={self.containers!r}: one of {', '.join(CONTAINER_MODES)}")
+        if self.runtime not in RUNTIME_MODES:
+            raise ValueError(f"runtime={self.runtime!r}: one of {', '.join(RUNTIME_MODES)}")
 
     def replace(self, **changes: Any) -> RunOptions:
         """A copy with `changes` (the field names of RunOptions)."""
@@ -68,7 +75,29 @@ class RunOptions:
 FIELDS = tuple(f.name for f in dataclasses.fields(RunOptions))
 
 
-def run_options(options: RunOptions | None, keywords: Mapping[str, Any], where: str,
+class RunKeywords(TypedDict, total=False):
+    """RunOptions' fields as the keyword arguments `run_local`, `run_local_tuning` and `run_job` take
+    (``**keywords: Unpack[RunKeywords]``): a type checker reads each by name and type, so a misspelt option is an
+    error there, not only at run time. The same names and types as :class:`RunOptions` (a test holds them equal)."""
+
+    output_dir: str | os.PathLike[str] | None
+    max_replicas: int | None
+    timeout: float | None
+    keep: bool
+    cache_dir: str | os.PathLike[str] | None
+    allow_credentials: bool
+    startup_timeout: float
+    worker_grace: float
+    kill_grace: float
+    restart_policy: str
+    faults: Sequence[FaultSpec]
+    preempt_grace: float
+    containers: str
+    runtime: str
+    check_output: Callable[[Path], str | None] | None
+
+
+def run_options(options: RunOptions | None, keywords: RunKeywords | Mapping[str, Any], where: str,
                 base: RunOptions | None = None) -> RunOptions:
     """The run's options: `options` (else `base`, else the defaults) with the keyword arguments of
     the older SDK calls applied over it. A keyword that is no option is the TypeError Python gives."""

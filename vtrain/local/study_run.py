@@ -17,11 +17,13 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from vtrain.errors import BackendError, UsageError
-from vtrain.local.options import RunOptions, run_options
+from vtrain.local.options import RunKeywords, RunOptions, run_options
 from vtrain.local.studies import LocalTuningJob, machine_parallelism
 
 if TYPE_CHECKING:
-    from vtrain.jobfile.model import JobConfig
+    from typing_extensions import Unpack  # typing.Unpack from Python 3.11
+
+    from vtrain.jobfile.config import JobConfig
 
 
 def run_local_tuning(
@@ -33,7 +35,7 @@ def run_local_tuning(
     out: IO[str] | None = None,
     notices: IO[str] | None = None,
     on_change: Callable[[LocalTuningJob], None] | None = None,
-    **keywords: Any,
+    **keywords: Unpack[RunKeywords],
 ) -> LocalTuningJob:
     """Start the study of a job file with `tuning:` here and return its handle (RUNNING).
 
@@ -42,16 +44,16 @@ def run_local_tuning(
     fields as keywords, as before: ``timeout=``, ``restart_policy=``, ...) apply to every trial;
     `timeout` limits each trial (default: scheduling.timeout). Outputs: `output_dir`, else the
     job's local base_output_dir, else a new temporary dir (kept: it holds the study's results).
-    Each trial writes under OUTPUT/<trial id>/. Replica lines go to `out` prefixed
+    Each trial writes under `OUTPUT/<trial id>/`. Replica lines go to `out` prefixed
     `[trial-N chief-0]` (None: only to each trial's log files); `on_change(study)` is called
     whenever a trial starts, reports or ends. `faults` are refused (UsageError): they apply to a
     single job.
     """
+    from vtrain.jobfile.artifacts import Artifacts, plan_artifacts
+    from vtrain.jobfile.config import JobConfig
     from vtrain.jobfile.load import load_config
-    from vtrain.jobfile.model import JobConfig
     from vtrain.local.runner import local_output_dir, prepare_images, prepare_trainer
     from vtrain.request.build import TUNING_JOB, build_request, kind_of, trial_job_spec
-    from vtrain.trainer.artifacts import Artifacts, plan_artifacts
 
     if not isinstance(config, JobConfig):
         config = load_config(config, target="local")
@@ -67,10 +69,11 @@ def run_local_tuning(
     opts = run_options(options, keywords, "run_local_tuning")
     if opts.faults:
         raise UsageError("faults apply to a single job: a job file with `tuning:` runs a study of many trials")
-    trainer_env, package_uris = prepare_trainer(config, opts.cache_dir, opts.allow_credentials, notice)
+    trainer_env, package_uris, prebuilt = prepare_trainer(config, opts.cache_dir, opts.allow_credentials, notice,
+                                                          opts.runtime)
     planned = plan_artifacts(config) if package_uris is None else package_uris  # one read names and builds
-    images = prepare_images(config, opts.cache_dir, opts.allow_credentials, notice, opts.containers,
-                            planned if isinstance(planned, Artifacts) else None)
+    images = {**prepare_images(config, opts.cache_dir, opts.allow_credentials, notice, opts.containers,
+                               planned if isinstance(planned, Artifacts) else None), **prebuilt}
     body = build_request(config, planned).body
     bound = machine_parallelism(body, opts.max_replicas)
     wanted = tuning.parallel_trials if max_parallel is None else max_parallel

@@ -17,7 +17,7 @@ from vtrain.request.custom_job import build_job_dict
 from vtrain.request.tuning_job import TRIAL_SPEC, build_tuning_dict
 
 if TYPE_CHECKING:
-    from vtrain.jobfile.model import JobConfig
+    from vtrain.jobfile.config import JobConfig
     from vtrain.request.custom_job import Planned
 
 Kind = Literal["customJobs", "hyperparameterTuningJobs"]
@@ -58,7 +58,7 @@ def build_request(
     it names the Experiments contexts of `experiment: NAME`). Pure: no I/O.
 
     `artifacts`: what the trainer's files name, planned for the same region
-    (:func:`vtrain.trainer.artifacts.plan_artifacts`), or the package URIs alone (given or staged). A job
+    (:func:`vtrain.jobfile.artifacts.plan_artifacts`), or the package URIs alone (given or staged). A job
     that ships its trainer folder needs them (ValueError without); prebuilt URIs and containers do not."""
     if region and region != config.region:
         config = replace(config, region=region)

@@ -45,9 +45,11 @@ from vtrain.trainer.image.layers import (
     trainer_layer,
 )
 from vtrain.trainer.image.libc import arch_of, platform_tags, read_libc
+from vtrain.trainer.image.mirrors import pull_client
 from vtrain.trainer.image.reference import ImageRef, parse_reference, parse_repository
 from vtrain.trainer.image.registry import CONFIG_LIMIT, Credentials, RegistryClient
 from vtrain.trainer.image.requirements import declared_requirements
+from vtrain.trainer.image.settings import ImageSettings
 from vtrain.trainer.image.wheels import requirements_layer
 from vtrain.trainer.packaging import check_module, refuse_credentials, scan_package
 from vtrain.trainer.select import Scan
@@ -160,13 +162,14 @@ def check_descriptors(manifest: dict[str, Any], registry: str, what: str) -> Non
             raise PackagingError(f"registry {registry}: {what}: its {where}'s {bad}")
 
 
-def base_platform(base: BaseImage, client: RegistryClient, *, cache: Path | None = None) -> str:
+def base_platform(base: BaseImage, client: RegistryClient, *, cache: Path | None = None,
+                  setting: str = ImageSettings.platform) -> str:
     """The newest wheel platform tag `base` runs, read from its C library (its layers, bottom-up, until
-    one has it; cached by its config digest)."""
+    one has it; cached by its config digest). `setting`: where to state it when it cannot be read."""
     layers = [(str(d.get("mediaType", "")), str(d["digest"]), partial(client.open_blob, base.ref.repository,
                                                                        str(d["digest"]), int(d["size"])))
               for d in base.manifest.get("layers", [])]
-    found = read_libc(layers, str(base.ref), str(base.manifest["config"]["digest"]), cache=cache)
+    found = read_libc(layers, str(base.ref), str(base.manifest["config"]["digest"]), cache=cache, setting=setting)
     return found.tag(arch_of(base.config))
 
 
@@ -185,7 +188,7 @@ def build_image(spec: ImageSpec, package_dir: Path, out_dir: Path, base_client: 
                 skip: Iterable[Path] = (), scan: Scan | None = None) -> BuiltImage:
     """Everything the push needs, on disk under `out_dir`; only the base's manifest and config are read.
     The trainer's files are checked (entry module, secrets) before the registry is asked anything. `scan`:
-    the selection the image's name was planned from (:attr:`vtrain.trainer.artifacts.Artifacts.selection`):
+    the selection the image's name was planned from (:attr:`vtrain.jobfile.artifacts.Artifacts.selection`):
     its bytes are the trainer layer's, so the tag is the planned one; none: the folder is read now."""
     target = parse_repository(spec.repository)
     base_ref = parse_reference(spec.base, what="base image")
@@ -194,7 +197,7 @@ def build_image(spec: ImageSpec, package_dir: Path, out_dir: Path, base_client: 
     elif not allow_credentials:
         refuse_credentials(scan)
     check_module(scan, spec.module)
-    base = read_base(base_client, base_ref)
+    base = read_base(base_client, base_ref, arch=spec.arch)
     version = python_version(base.config, str(base_ref), spec.python_version)
     layers = [trainer_layer(scan, out_dir), runtime_layer(out_dir)]
     declared = declared_requirements(scan.root, scan.files, scan.digest, cache=cache)
@@ -267,8 +270,7 @@ def build_and_push(spec: ImageSpec, package_dir: Path, *, credentials: Credentia
     target = parse_repository(spec.repository)
     base_ref = parse_reference(spec.base, what="base image")
     client = RegistryClient(target.registry, credentials, chunk_size=chunk_size)
-    base_client = client if base_ref.registry == target.registry else RegistryClient(
-        base_ref.registry, base_credentials)
+    base_client = client if base_ref.registry == target.registry else pull_client(base_ref.registry, base_credentials)
     with tempfile.TemporaryDirectory(prefix="vtrain-image-") as tmp:
         built = build_image(spec, package_dir, Path(tmp), base_client, allow_credentials=allow_credentials,
                             cache=cache, skip=skip, scan=scan)

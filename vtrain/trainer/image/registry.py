@@ -33,6 +33,7 @@ checked against its digest before its last byte is handed over (:meth:`RegistryC
 stream, :meth:`~RegistryClient.save_blob` into a file, :meth:`~RegistryClient.blob` whole).
 
 ``sent`` counts the blob bytes this client sent, the figure the tests and the benchmark report.
+Every pull goes through :func:`vtrain.trainer.image.mirrors.pull_client` (registry mirrors).
 """
 
 from __future__ import annotations
@@ -107,6 +108,8 @@ class _Counted:
 
 class RegistryClient:
     """One registry: ``RegistryClient("us-docker.pkg.dev", credentials)``."""
+
+    mirror_of: str | None = None  # the registry this client stands in for (mirrors.pull_client)
 
     def __init__(self, registry: str, credentials: Credentials | None = None, *,
                  chunk_size: int | None = None, session: requests.Session | None = None) -> None:
