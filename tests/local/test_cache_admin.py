@@ -200,7 +200,7 @@ def test_what_the_writers_make_is_what_info_counts_and_clear_removes(tmp_path: P
         cluster:
           chief: {machine_type: n1-standard-4}
         """, name="package.yaml")
-    env, _ = prepare_trainer(load_config(package, target="local"), cache, False, said.append)  # sdists/, envs/
+    env, _, _ = prepare_trainer(load_config(package, target="local"), cache, False, said.append)  # sdists/, envs/
     assert env is not None and env.lease is not None
     env.lease.release()
     bucket.client().bucket("stage-bkt").blob("pre/built-1.0.tar.gz").upload_from_string(b"sdist bytes")
