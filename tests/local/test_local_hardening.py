@@ -303,7 +303,8 @@ def test_env_cache_rebuilds_what_it_cannot_trust_and_cache_commands(tmp_path: Pa
     assert info.exit_code == 0, info.output
     data = json.loads(info.output)
     assert data["cache_dir"] == str(cache) and [e["state"] for e in data["envs"]] == ["ready"]
-    assert data["envs"][0]["size"] > 0 and data["sdists"]["files"] == 3  # 2 sdists, the trainer's backend list
+    assert data["envs"][0]["size"] > 0
+    assert data["folders"]["sdists"]["files"] == 3  # 2 sdists, the trainer's backend list
     # An environment a running job uses is kept; the rest goes.
     (tmp_path / "p").mkdir()
     job = run_local(job_file(tmp_path / "p", ["--sleep=all"], CHIEF), output_dir=tmp_path / "p", cache_dir=cache)

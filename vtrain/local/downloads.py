@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from vtrain.errors import PackagingError
+from vtrain.userpaths import cache_folder
 
 
 def fetch_packages(uris: Sequence[str], cache_dir: Path) -> list[Path]:
@@ -16,7 +17,7 @@ def fetch_packages(uris: Sequence[str], cache_dir: Path) -> list[Path]:
     out: list[Path] = []
     for uri in uris:
         if uri.startswith("gs://"):
-            out.append(_download(uri, cache_dir / "downloads"))
+            out.append(_download(uri, cache_folder("downloads", cache_dir)))
             continue
         path = uri_to_path(uri) or Path(uri).expanduser()
         if not path.is_file():
