@@ -148,8 +148,8 @@ def test_a_container_job_fails_with_the_local_runners_docker_message(tmp_path: P
         """)
     code, out, err = run("submit", str(job), "--wait", "--poll", "0.05", "--api-endpoint", emu.url)
     assert code == 10
-    assert re.search(r"ended JOB_STATE_FAILED: this job runs a container \(trainer.container\), but docker cannot run "
-                     r"it|runs containers with docker, which is not installed here", err), err
+    assert re.search(r"ended JOB_STATE_FAILED: this job runs image us-docker\.pkg\.dev/p/r/trainer:1 in a container, "
+                     r"but docker cannot run it|runs containers with docker, which is not installed here", err), err
 
 
 @pytest.mark.slow

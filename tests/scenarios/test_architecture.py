@@ -272,6 +272,9 @@ REVIEWED_LONG: dict[str, str] = {
     "vtrain.jobfile.schema": "the job file's shape is one declaration (pools and blocks, then the top level built "
                              "from them), read top to bottom as the generated reference reads it; it was split in "
                              "two once only to stay under the threshold",
+    "vtrain.trainer.image.registry": "one registry client: the /v2/ check, the auth dance, the retry loop and every "
+                                     "operation share one session's state (tokens, verified, sent); how a blob is "
+                                     "read is already apart (answers.BlobReader)",
 }
 
 

@@ -28,6 +28,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from vtrain.errors import BackendError, PackagingError
+from vtrain.userpaths import cache_folder
 
 
 def fetch_packages(uris: Sequence[str], cache_dir: Path) -> list[Path]:
@@ -37,7 +38,7 @@ def fetch_packages(uris: Sequence[str], cache_dir: Path) -> list[Path]:
     out: list[Path] = []
     for uri in uris:
         if uri.startswith("gs://"):
-            directory = cache_dir / "downloads"
+            directory = cache_folder("downloads", cache_dir)
             _ready(directory.parent, directory.name)
             out.append(fetch_package(uri, directory))
             continue

@@ -315,7 +315,7 @@ class LocalJob(JobHandle):
                     self.restarts.release_held()  # one still held back by a late fault never starts
                     self._stop([q for q in self._procs if q.replica.role in servers])
                 elif decision.action == FAIL:
-                    return FAILED, self._failure(p, decision.error)
+                    return FAILED, self._failure(p, decision.error, tail=decision.tail)
                 elif decision.action in (RESTART, RETRY_JOB):
                     try:
                         if self.restarts.relaunch(decision, lambda: self._cancel):
@@ -355,19 +355,22 @@ class LocalJob(JobHandle):
         spec = json.loads(p.env["CLUSTER_SPEC"])
         return int(spec["cluster"][f"workerpool{p.replica.pool}"][p.replica.index].rsplit(":", 1)[1])
 
-    def _failure(self, p: Proc, headline: str | None = None) -> str:
+    def _failure(self, p: Proc, headline: str | None = None, *, tail: bool = True) -> str:
         assert p.returncode is not None
         if p.reader is not None:
             self._stop([q for q in self._procs if q is not p])
             p.reader.join(timeout=5)
-        tail = [printable(line) for line in p.tail]
+        tail_lines = [printable(line) for line in p.tail]
         with contextlib.suppress(OSError), open(p.log_path, "rb") as f:  # every line read so far
             f.seek(max(0, f.seek(0, os.SEEK_END) - 65536))
-            tail = printable_lines(f.read())  # split at newlines only: a \r is shown, not obeyed
+            tail_lines = printable_lines(f.read())  # split at newlines only: a \r is shown, not obeyed
         self.error_reason = p.last_stderr
-        lines = [printable(headline) if headline else f"{p.label} {describe_exit(p.returncode)}",
-                 f"last lines of {p.label} (full log: {p.log_path}):"]
-        lines += [f"  | {line}" for line in tail[-TAIL_LINES:]]
+        first = printable(headline) if headline else f"{p.label} {describe_exit(p.returncode)}"
+        if not tail:  # the headline holds the reason (a container that never started): no log to repeat it
+            self.error_reason = first
+            return f"{first} (full log: {p.log_path})"
+        lines = [first, f"last lines of {p.label} (full log: {p.log_path}):"]
+        lines += [f"  | {line}" for line in tail_lines[-TAIL_LINES:]]
         return "\n".join(lines)
 
     def _stop(self, procs: list[Proc]) -> None:

@@ -272,8 +272,10 @@ class RestartSupervisor:
         self._close(p)
         if p.returncode != 0 and not p.stopped and p.reader is not None:
             p.reader.join(timeout=2)  # its last lines tell a permanent error from a transient one
+        start_error = p.container.start_error(p.returncode, p.last_stderr) \
+            if p.container is not None and p.returncode != 0 and not p.stopped else None
         decision = self.policy.on_exit(Exit(p.label, p.returncode, at=self.since_start(), tail=tuple(p.tail),
-                                            stopped=p.stopped))  # fmt: skip
+                                            stopped=p.stopped, start_error=start_error))  # fmt: skip
         if decision.line:
             self._job.event(decision.line)
         return decision
