@@ -271,7 +271,7 @@ def test_a_malformed_fault_label_fails_the_job_before_it_runs(tmp_path: Path, ca
     result = EmulatedRunner(cache_dir=cache, output_root=tmp_path / "runs")(job, ctx)
     assert (result.state, result.code) == ("JOB_STATE_FAILED", 3)
     assert result.error == ("fault 'worker-0:explode@1s': kind 'explode' is not one of kill, preempt[:GRACE], "
-                            "stop:SECONDS")
+                            "stop:SECONDS, late")
     assert logged == [("", f"the job's fault labels cannot be used: {result.error}")]  # nothing fetched
 
 

@@ -133,7 +133,8 @@ STAGES: list[dict[str, tuple[str, ...]]] = [
     # a job file as a Vertex AI Pipelines step: the request with its planned artifacts, as a KFP component
     {"pipelines": ("vtrain.pipelines",)},
     {"cloud": ("vtrain.cloud",), "local": ("vtrain.local",)},
-    {"view": ("vtrain.view",)},  # what a person watching a run sees: reads local and cloud rows
+    # what a person watching a run sees: reads local and cloud rows · a job brought home: read from the cloud, run here
+    {"view": ("vtrain.view",), "home": ("vtrain.home",)},
     {"emulator": ("vtrain.emulator",)},
     {"commands": ("vtrain.commands",)},
     {"faces": ("vtrain", "vtrain.cli", "vtrain.__main__")},  # the SDK's face: nothing below reads it

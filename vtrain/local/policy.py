@@ -151,6 +151,15 @@ _PERMANENT_EXCEPTIONS = {
 }
 
 
+def last_exception(lines: Sequence[str]) -> str | None:
+    """The last line of `lines` that reads as a Python exception (``RuntimeError: ...``), printable; None if none."""
+    for line in reversed(lines):
+        found = _EXCEPTION.match(line.strip())
+        if found is not None:
+            return printable(f"{found['name']}: {found['msg']}" if found["msg"] else found["name"])
+    return None
+
+
 def classify_exit(returncode: int, tail: Sequence[str], module: str | None = None,
                   start_error: str | None = None) -> Cause:
     """Permanent (a restart cannot help) or not, from the exit code and the replica's last lines, or from why its
@@ -376,5 +385,6 @@ __all__ = [
     "RestartPolicy",
     "classify_exit",
     "exit_text",
+    "last_exception",
     "policy_for_job",
 ]

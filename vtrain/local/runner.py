@@ -49,6 +49,7 @@ from vtrain.local.policy import policy_for_job
 from vtrain.local.ports import free_ports
 from vtrain.local.restarts import Proc
 from vtrain.local.runtimes import local_gpus
+from vtrain.local.unrehearsable import unrehearsable
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # typing.Unpack from Python 3.11
@@ -356,6 +357,8 @@ def run_job(
                                    not in built for s in specs):
         raise BackendError("this job runs Python packages, but no environment with them was prepared")
     for text in the_plan.notices:
+        notice(text)
+    for text in unrehearsable(the_plan.job):  # a reservation, a TPU topology, ...: said, never silently dropped
         notice(text)
     if trainer_env is not None:
         tf_notice = localenv.image_tf_notice(the_plan, trainer_env.tensorflow or _host_tensorflow())
