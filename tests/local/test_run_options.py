@@ -69,8 +69,8 @@ def test_the_typed_keywords_are_the_options_fields() -> None:
 
     hints = typing.get_type_hints(options.RunOptions, vars(options))
     assert typing.get_type_hints(options.RunKeywords, vars(options)) == {name: hints[name] for name in FIELDS}
-    for fn in (runner.run_local, runner.run_job, run_local_tuning):
-        assert str(inspect.signature(fn).parameters["keywords"].annotation) == "Unpack[RunKeywords]", fn.__name__
+    for fn in (vtrain.run_local, runner.run_local, runner.run_job, run_local_tuning):
+        assert str(inspect.signature(fn).parameters["keywords"].annotation) == "Unpack[RunKeywords]", fn.__module__
 
 
 def test_run_local_keeps_taking_the_old_keywords(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
