@@ -23,20 +23,24 @@ MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs
 # environment, most never imported): the install imports what the suite's processes import (below).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: demo test test-fast lint bench docs install clean
+.PHONY: demo test test-fast test-fresh lint bench docs install lock lock-upgrade clean
 
-# pip puts uv into the venv, and uv installs the rest: the same resolution as pip's (checked package by package),
-# in ~20 s here where pip took ~85 s. uv writes no bytecode: the imports at the end of the install do (see above).
-UV := $(BIN)/uv pip install --python $(BIN)/python --quiet
+# The environment is uv.lock: what pyproject.toml asks for (the `dev` group: vtrain with its extras dev, tf, docs and
+# pipelines, and the tools below), resolved once for every platform and Python vtrain supports, with hashes. `make
+# install` installs exactly that (uv sync --locked: a pyproject.toml the lock no longer matches is an error, not a
+# fresh resolve), so a release on the index changes nothing until `make lock-upgrade` takes it on purpose. pip puts
+# the lock's own uv into the venv first; uv then installs the rest (~20 s here where pip took ~85) and removes what
+# the lock does not name. uv writes no bytecode: the imports at the end of the install do (see above).
+UV_VERSION = $(shell awk '$$0 == "name = \"uv\"" { getline; gsub(/[^0-9.]/, ""); print; exit }' uv.lock)
+SYNC := UV_PROJECT_ENVIRONMENT=$(VENV) $(BIN)/uv sync --locked --quiet
 
-$(STAMP): pyproject.toml
+$(BIN)/uv: uv.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip uv
-	$(UV) -e '.[dev,tf,docs,pipelines]'
-	# Google's pipeline components declare aiplatform<2; what vtrain.pipelines uses of them imports only kfp, so
-	# they go in without their dependencies (docs/guides/pipelines.md). kfp pins requests 2.33, which ships no
-	# types: mypy --strict then needs its stubs.
-	$(UV) --no-deps google-cloud-pipeline-components==2.22.0 types-requests
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
+	touch $@
+
+$(STAMP): pyproject.toml uv.lock $(BIN)/uv
+	$(SYNC) || { echo "make: uv.lock does not match pyproject.toml; 'make lock' resolves it again" >&2; exit 1; }
 	# The bytecode of what the suite's processes import, written once now by two imports side by side (~20 s): a
 	# cold TensorFlow import costs ~20 CPU-s (~5.5 warm), a cold aiplatform + kfp one ~19 (~4.6 warm), and the
 	# processes that start together at the top of `make test` would each compile the same modules.
@@ -44,6 +48,14 @@ $(STAMP): pyproject.toml
 	  $(BIN)/python -c "import google.cloud.aiplatform, google.cloud.storage, kfp, vtrain.cli, vtrain.emulator"; \
 	  b=$$?; wait $$!; a=$$?; test $$a = 0 -a $$b = 0 || echo "make: the bytecode warm-up import failed ($$a, $$b)" >&2
 	touch $(STAMP)
+
+# After a change to pyproject.toml's requirements: resolve again, moving only what the change needs.
+lock: $(BIN)/uv
+	$(BIN)/uv lock
+
+# Every package to the newest release pyproject.toml allows (then `make test`, and commit uv.lock).
+lock-upgrade: $(BIN)/uv
+	$(BIN)/uv lock --upgrade
 
 install: $(STAMP)
 
@@ -56,7 +68,7 @@ demo: $(STAMP)
 # after that part, before the alone one, and either failing fails the target. (`make lint` and `make test-fast`
 # run them first, for the quick loop.)
 test: $(STAMP)
-	$(BIN)/ruff check vtrain tests benchmarks docs/generate.py
+	$(BIN)/ruff check vtrain tests benchmarks docs/generate.py docs/roles.py
 	@mkdir -p build
 	@( $(BIN)/python -m mypy > build/mypy.out 2>&1; echo $$? > build/mypy.rc ) & \
 	( $(MKDOCS) build --strict --quiet > build/mkdocs.out 2>&1; echo $$? > build/mkdocs.rc ) & \
@@ -67,15 +79,25 @@ test: $(STAMP)
 
 # The quick loop: everything but the tests marked slow (CI runs `make test`).
 test-fast: $(STAMP)
-	$(BIN)/ruff check vtrain tests benchmarks docs/generate.py
+	$(BIN)/ruff check vtrain tests benchmarks docs/generate.py docs/roles.py
 	$(BIN)/python -m mypy
 	$(MKDOCS) build --strict --quiet
 	$(BIN)/python -m pytest -q -n $(WORKERS) -m "not slow and not alone"; a=$$?; \
 	  $(BIN)/python -m pytest -q -m "alone and not slow" $(ALONE_FILES); b=$$?; exit $$((a || b))
 
+# The whole suite on a fresh resolve, to try the index's newest releases on purpose: a copy of the working tree in
+# build/fresh takes `uv lock --upgrade` (its lines say what moved) and runs `make test` in an environment of its own.
+# uv.lock here is left as it is; when the run is green, `make lock-upgrade` takes the same versions.
+FRESH := build/fresh
+test-fresh: $(BIN)/uv
+	rm -rf $(FRESH) && mkdir -p $(FRESH)
+	git ls-files -z --cached --others --exclude-standard | tar --null -T - --ignore-failed-read -cf - | tar -xf - -C $(FRESH)
+	cd $(FRESH) && $(abspath $(BIN))/uv lock --upgrade
+	$(MAKE) -C $(FRESH) test
+
 # Lint and the type check ([tool.mypy] in pyproject.toml: strict for vtrain/, 0 errors).
 lint: $(STAMP)
-	$(BIN)/ruff check vtrain tests benchmarks docs/generate.py
+	$(BIN)/ruff check vtrain tests benchmarks docs/generate.py docs/roles.py
 	$(BIN)/python -m mypy
 
 # The manual at http://127.0.0.1:8000, rebuilt as docs/ changes.

@@ -99,7 +99,7 @@ def main() -> None:
         fallback = d / "fallback.yaml"
         fallback.write_text(SMALL_JOB + "scheduling:\n  fallback:\n" + "".join(
             f"    - {{region: us-east{1 + i % 4}}}\n" for i in range(2000)), encoding="utf-8")
-        # Issue 30: result.json and profiles, read through vtrain.foreigndata.
+        # Issue 30: result.json and profiles, read through vtrain.foreign.data.
         run = d / "run"
         (run / "profile").mkdir(parents=True)
         (run / "result.json").write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")

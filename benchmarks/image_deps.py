@@ -22,7 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from vtrain.trainer.artifacts import base_packages, base_platform  # noqa: E402
+from vtrain.jobfile.artifacts import base_packages, base_platform  # noqa: E402
 from vtrain.trainer.image.libc import platform_tags  # noqa: E402
 from vtrain.trainer.image.requirements import declared_requirements  # noqa: E402
 from vtrain.trainer.image.wheels import requirements_layer, site_dir  # noqa: E402

@@ -36,6 +36,11 @@ def _clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, cache: P
     # vtrain's cache is the run's (never ~/.cache): what one test built (a trainer sdist, an environment) the
     # next reuses, as a person's second command does. A test about the cache itself sets its own.
     monkeypatch.setenv("VTRAIN_CACHE_DIR", str(cache))
+    # A prebuilt-image job rehearses on the image's stack by default (vtrain.local.runtimes): each TensorFlow
+    # version a ~230 MB download and its own processes' first imports. The suite's jobs run on this machine's
+    # TensorFlow unless a test opts in (monkeypatch.delenv, or --runtime stack); those few share one stack per
+    # TensorFlow version through the run's cache: tf-cpu.2-15 (the Estimator row), tf-cpu.2-17 (the quickstart).
+    monkeypatch.setenv("VTRAIN_RUNTIME", "host")
     # The high-level SDK's experiment tracker is module state: a TensorBoard one test gave `aiplatform.init`
     # would make the next test's `init` on that worker call google.auth.default() (metadata.py
     # _get_global_tensorboard), which a machine without credentials lacks. Cleared unless nothing imported it.

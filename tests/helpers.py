@@ -30,7 +30,7 @@ FAST_RETRY = RetryPolicy(attempts=4, initial=0.01, maximum=0.02)
 def planned(config: Any) -> tuple[Any, Any]:
     """(config, its artifacts planned from its files): the two first arguments of the pure request builders,
     `build_request(*planned(config))`, as a command passes them."""
-    from vtrain.trainer.artifacts import plan_artifacts
+    from vtrain.jobfile.artifacts import plan_artifacts
 
     return config, plan_artifacts(config)
 

@@ -14,15 +14,18 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from vtrain.constants import VERSION as __version__
 
 if TYPE_CHECKING:  # what a type checker reads; at run time each name is imported on first use (below)
+    from vtrain.cloud.dryrun import dry_run as dry_run
     from vtrain.cloud.submit import submit as submit
     from vtrain.errors import BackendError as BackendError
     from vtrain.errors import ConfigError as ConfigError
     from vtrain.errors import JobFailed as JobFailed
     from vtrain.errors import PackagingError as PackagingError
     from vtrain.errors import VtrainError as VtrainError
+    from vtrain.jobfile.artifacts import Artifacts as Artifacts
+    from vtrain.jobfile.artifacts import plan_artifacts as plan_artifacts
     from vtrain.jobfile.load import load_config as load_config
     from vtrain.jobfile.model import JobConfig as JobConfig
     from vtrain.local.options import RunOptions as RunOptions
@@ -33,8 +36,6 @@ if TYPE_CHECKING:  # what a type checker reads; at run time each name is importe
     from vtrain.request.custom_job import build_job as build_job
     from vtrain.request.custom_job import build_job_dict as build_job_dict
     from vtrain.request.render import render as render
-    from vtrain.trainer.artifacts import Artifacts as Artifacts
-    from vtrain.trainer.artifacts import plan_artifacts as plan_artifacts
 
 _LAZY: dict[str, str] = {
     "load_config": "vtrain.jobfile.load",
@@ -44,8 +45,9 @@ _LAZY: dict[str, str] = {
     "build_request": "vtrain.request.build",
     "Request": "vtrain.request.build",
     "render": "vtrain.request.render",
-    "plan_artifacts": "vtrain.trainer.artifacts",
-    "Artifacts": "vtrain.trainer.artifacts",
+    "plan_artifacts": "vtrain.jobfile.artifacts",
+    "Artifacts": "vtrain.jobfile.artifacts",
+    "dry_run": "vtrain.cloud.dryrun",
     "submit": "vtrain.cloud.submit",
     "run_local": "vtrain.local.runner",
     "run_local_tuning": "vtrain.local.study_run",
@@ -71,6 +73,7 @@ __all__ = [
     "build_job",
     "build_job_dict",
     "build_request",
+    "dry_run",
     "load_config",
     "plan_artifacts",
     "render",

@@ -36,6 +36,7 @@ COMMANDS: dict[str, str] = {
     "emulator": "vtrain.commands.emulator:emulator",
     "cache": "vtrain.commands.cache:cache",
     "schema": "vtrain.commands.schema:schema",
+    "catalog": "vtrain.commands.catalog:catalog",
     "diff": "vtrain.commands.diff:diff",
     "doctor": "vtrain.commands.doctor:doctor",
     "timeline": "vtrain.commands.timeline:timeline",

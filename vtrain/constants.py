@@ -9,6 +9,13 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+#: vtrain's version (pyproject.toml's, which a test holds equal): the package face's ``__version__``, the
+#: runtime sdist replicas install, the label a submitted job carries, the comment on an image's layers.
+VERSION = "0.1.0"
+
+#: The interpreter the entry point of an image vtrain builds names (every prebuilt TensorFlow image has it on PATH).
+IMAGE_PYTHON = "python3"
+
 #: Vertex AI's region when nothing names one (flag, job file, environment, gcloud).
 DEFAULT_REGION = "us-central1"
 

@@ -135,6 +135,55 @@ def test_denied_project_fails_at_vertex(emu: Emulator) -> None:
     assert code == 1 and "FAIL  vertex ai: cannot list jobs: permission aiplatform.customJobs.list denied" in out
 
 
+MODEL = "base_output_dir: gs://stage-bkt/out\nmodel: {{display_name: churn, serving_image: tf2-cpu.2-15{parent}}}\n"
+
+
+def _upload_model(emu: Emulator, gcs: Any, model_id: str) -> None:
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud.aiplatform_v1 import ModelServiceClient
+
+    gcs.client().bucket("stage-bkt").blob("old/model/saved_model.pb").upload_from_string(b"x")
+    client = ModelServiceClient(transport="rest", credentials=AnonymousCredentials(),
+                                client_options={"api_endpoint": emu.url})
+    client.upload_model(request={"parent": f"projects/{PROJECT}/locations/us-central1", "model_id": model_id,
+                                 "model": {"display_name": "churn", "artifact_uri": "gs://stage-bkt/old/model/",
+                                           "container_spec": {"image_uri": "us-docker.pkg.dev/vertex-ai/prediction/"
+                                                                           "tf2-cpu.2-15:latest"}}}).result(30)
+
+
+@pytest.mark.parametrize("parent", ["churn_model", f"projects/{PROJECT}/locations/us-central1/models/churn_model"])
+def test_a_parent_model_that_does_not_exist_fails_preflight_before_anything(tmp_path: Path, emu: Emulator, gcs: Any,
+                                                                            parent: str) -> None:  # fmt: skip
+    """Issue 46 class 11: the job ran, SUCCEEDED, and only then did `submit --wait` find the parent missing."""
+    gcs.create_bucket("stage-bkt")
+    job = write_job(tmp_path, job_text(extra=MODEL.format(parent=f", parent: '{parent}'")))
+    name = f"projects/{PROJECT}/locations/us-central1/models/churn_model"
+    code, out, err = run("submit", str(job), "--wait")
+    assert code == 1 and out == "", err
+    assert err.splitlines() == [
+        f"error: preflight: model parent: {name} does not exist, so the job's model could not become a version of it "
+        "after the job succeeds: name a model that exists in us-central1 (`gcloud ai models list "
+        "--region=us-central1`), or leave model.parent out and the first upload creates the model"]
+    assert gcs.object_names("stage-bkt") == [] and creates(emu) == []  # nothing staged, nothing created
+    code, out, _ = run("doctor", str(job))
+    assert code == 1 and f"FAIL  model parent: {name} does not exist" in out, out
+    _upload_model(emu, gcs, "churn_model")
+    code, out, _ = run("doctor", str(job))
+    assert code == 0 and f"ok    model parent: {name} exists; the job's model becomes its next version" in out, out
+    emu.deny_permissions("aiplatform.models.get")
+    code, out, _ = run("doctor", str(job))
+    assert code == 1 and "FAIL  model parent: cannot read the parent model " in out
+    assert "permission aiplatform.models.get denied" in out
+
+
+def test_no_parent_no_model_check(tmp_path: Path, emu: Emulator, gcs: Any) -> None:
+    gcs.create_bucket("stage-bkt")
+    job = write_job(tmp_path, job_text(extra=MODEL.format(parent="")))
+    code, out, _ = run("doctor", str(job))
+    assert code == 0 and "model parent" not in out, out
+    assert not [r for r in emu.requests if "/models" in r["path"]]  # no Model Registry call at all
+
+
 @pytest.mark.slow
 def test_dry_run_preflight_prints_the_checks_and_the_plan(tmp_path: Path, emu: Emulator, gcs: Any) -> None:
     gcs.create_bucket("stage-bkt")

@@ -14,17 +14,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from google.protobuf import json_format
 
 import vtrain
 from tests.conftest import REPO
 from tests.helpers import planned, write_job
+from vtrain.cloud.dryrun import dry_run_plan
 from vtrain.cloud.jobs import watch
 from vtrain.cloud.submit import (
     HASH_LABEL,
     VERSION_LABEL,
     config_hash,
-    dry_run,
     plan_submit,
     submit_job,
     version_label,
@@ -192,13 +193,34 @@ def test_dry_run_builds_but_sends_nothing(
     secret = job_text().replace("  image: tf-cpu.2-17\n", "  image: tf-cpu.2-17\n  env: {API_TOKEN: s3cr3t}\n")
     job = write_job(tmp_path, secret)
     plan = plan_submit(job, where=Where(project=PROJECT, api_endpoint=emu.url, env={}, gcloud=no_gcloud))
-    report = dry_run(plan)
+    report = dry_run_plan(plan)
     assert report["request"]["url"] == f"{emu.url}/v1/projects/{PROJECT}/locations/us-central1/customJobs"
     env = report["request"]["body"]["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]["env"]
     assert {"name": "API_TOKEN", "value": "<redacted>"} in env
     assert report["packages"][0]["size"] > 0 and report["packages"][0]["uri"] == plan.packages[0].uri
     assert report["configHash"] == plan.config_hash and report["addedAtSubmit"] == {"labels": [SUBMIT_LABEL]}
     assert emu.requests == [] and gcs.object_names("stage-bkt") == []
+
+
+def test_the_sdk_dry_run_is_the_cli_report_and_says_what_it_stands_in_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from vtrain.cli import cli as vtrain_cli
+    from vtrain.cloud.dryrun import PLACEHOLDER_PROJECT
+
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "no-gcloud"))  # no project anywhere
+    job = write_job(tmp_path, job_text())
+    report = vtrain.dry_run(job, preflight=True)
+    assert f"/projects/{PLACEHOLDER_PROJECT}/locations/" in report["request"]["url"]
+    assert report["notices"] == [f"no project set: the plan shows '{PLACEHOLDER_PROJECT}' (submit needs --project, "
+                                 "`project:` in the job file, VTRAIN_PROJECT or gcloud's project); preflight skipped"]
+    assert "preflight" not in report and report["packages"][0]["size"] > 0
+    cli = CliRunner().invoke(vtrain_cli, ["submit", str(job), "--dry-run", "-o", "json"])
+    assert cli.exit_code == 0, cli.output
+    def same(doc: dict[str, Any]) -> dict[str, Any]:  # an sdist built twice differs in size by its archive's header
+        return {**doc, "packages": [{k: v for k, v in p.items() if k != "size"} for p in doc["packages"]]}
+
+    assert same(json.loads(cli.stdout)) == same({k: v for k, v in report.items() if k != "notices"})
 
 
 # ---- submitting -------------------------------------------------------------------------------
@@ -319,4 +341,4 @@ def test_cloud_list_and_dry_run(tmp_path: Path) -> None:
     jobs = list_jobs(Where(CLOUD_PROJECT, CLOUD_REGION), limit=1)
     assert len(jobs) <= 1 and all(j.name.startswith("projects/") for j in jobs)
     plan = plan_submit(write_job(tmp_path, job_text()), where=Where(project=CLOUD_PROJECT, region=CLOUD_REGION))
-    assert dry_run(plan)["request"]["url"].startswith(f"https://{CLOUD_REGION}-aiplatform.googleapis.com/")
+    assert dry_run_plan(plan)["request"]["url"].startswith(f"https://{CLOUD_REGION}-aiplatform.googleapis.com/")

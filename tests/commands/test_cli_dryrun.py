@@ -206,7 +206,7 @@ def test_render_on_a_cold_cache_builds_and_writes_nothing(tmp_path: Path, monkey
 
 
 def test_render_refuses_a_bad_project_before_reading_the_trainer(tmp_path: Path, monkeypatch) -> None:
-    from vtrain.trainer import artifacts
+    from vtrain.jobfile import artifacts
 
     monkeypatch.setenv("VTRAIN_CACHE_DIR", str(tmp_path / "cache"))
 

@@ -404,7 +404,7 @@ cluster:
 def test_dry_run_with_no_project_plans_for_a_stand_in_and_says_so(tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 20 (a newcomer's first run): the README says a dry run needs no credentials, yet it needed a project."""
-    from vtrain.commands.submit import PLACEHOLDER_PROJECT
+    from vtrain.cloud.dryrun import PLACEHOLDER_PROJECT
 
     monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "no-gcloud"))  # no gcloud project either
     result = CliRunner().invoke(cli, ["submit", str(REPO / "configs" / "quickstart.yaml"), "--dry-run", "-o", "json"])

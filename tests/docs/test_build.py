@@ -55,3 +55,42 @@ def test_a_stale_generated_page_fails_the_build(tmp_path: Path) -> None:
     done = _build(root)
     assert done.returncode != 0
     assert "docs/reference/errors.md is stale: run `python docs/generate.py`" in done.stderr
+
+
+#: The tags a page of the site may hold; any other is text a docstring meant (`<trial id>`) that Markdown took
+#: for HTML and the browser hides.
+HTML_TAGS = {"a", "article", "body", "button", "code", "div", "em", "footer", "form", "h1", "h2", "h3", "h4", "h5",
+             "head", "header", "html", "img", "input", "label", "li", "link", "main", "meta", "nav", "ol", "p", "path",
+             "pre", "script", "small", "span", "strong", "svg", "table", "tbody", "td", "th", "thead", "title", "tr",
+             "ul", "br", "hr", "blockquote", "sup", "sub", "details", "summary", "del", "kbd", "abbr", "dl", "dt", "dd",
+             "figure", "figcaption", "style", "i", "b", "aside", "iframe", "template", "noscript", "select", "option",
+             "textarea", "g", "rect", "circle", "line", "polyline", "polygon", "text", "defs", "use", "symbol"}
+
+
+def test_the_built_reference_renders_every_role_and_documents_vtrain_runtime(tmp_path: Path) -> None:
+    """The site as it is: no page shows a raw Sphinx role (docs/roles.py renders them), hides a docstring's
+    `<placeholder>` as an unknown tag or a cell's `{...}` as its attributes; the runtime page has an entry per
+    name of `vtrain.runtime.__all__`; the SDK page's sections come in the order of use."""
+    import re
+
+    import vtrain.runtime
+
+    root = _checkout(tmp_path)
+    done = _build(root)
+    assert done.returncode == 0, done.stderr
+    pages = {p.relative_to(root / "site").as_posix(): p.read_text(encoding="utf-8")
+             for p in (root / "site").rglob("*.html")}
+    raw = {page: re.findall(r":(?:py:)?[a-z]+:(?:<code>|`)", text) for page, text in pages.items()}
+    assert {page: found for page, found in raw.items() if found} == {}
+    tags = {page: set(re.findall(r"<([A-Za-z][\w-]*)", text)) - HTML_TAGS for page, text in pages.items()}
+    assert {page: found for page, found in tags.items() if found} == {}
+    # a cell's text ending in `{...}` (a regex's `{0,126}`) is taken by attr_list for the cell's attributes
+    cells = {page: re.findall(r"<t[dh] (?!align=)[^>]*>", text) for page, text in pages.items()}
+    assert {page: found for page, found in cells.items() if found} == {}
+    runtime = pages["reference/runtime/index.html"]
+    missing = [name for name in vtrain.runtime.__all__ if not re.search(rf"\n\s+runtime\.{name}\n", runtime)]
+    assert missing == []
+    sdk = pages["reference/sdk/index.html"]
+    sections = [sdk.index(f">{title}<") for title in
+                ("Read a job file", "Build the request", "Run it here", "Send it to Vertex AI", "Errors")]
+    assert sections == sorted(sections)

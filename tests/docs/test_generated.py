@@ -3,13 +3,17 @@ Regenerate them after an intended change with `UPDATE_GOLDEN=1` on this test (or
 
 from __future__ import annotations
 
+import html
 import inspect
 import os
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.docs import generate_module
 from vtrain import errors, handle
+from vtrain.jobfile.reference import markdown_text
 
 gen = generate_module()
 
@@ -57,3 +61,30 @@ def test_the_sdk_page_lists_every_public_name() -> None:
         if not name.startswith("_"):
             assert f"heading: vtrain.{name}\n" in directives, name
     assert directives.count(":::") == len([n for n in vtrain.__all__ if not n.startswith("_")])
+
+
+def _cell_html(cell: str) -> str:
+    """`cell` in a Markdown table as the site renders it (tables, attr_list, mkdocs-autorefs' `[a][b]`)."""
+    markdown = pytest.importorskip("markdown", reason="the docs extra is not installed: pip install -e '.[docs]'")
+    autorefs = pytest.importorskip("mkdocs_autorefs")
+    page = markdown.markdown(f"| a |\n|---|\n| {cell} |", extensions=["tables", "attr_list",
+                                                                       autorefs.AutorefsExtension()])
+    return page.split("<td>", 1)[1].split("</td>", 1)[0]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="ab1 _*[]()<>&!#\\{}:.-~", min_size=1, max_size=30).map(str.strip).filter(bool))
+def test_generated_text_reads_as_the_text_it_was(text: str) -> None:
+    """What a generated page copies from the code (a field's doc, an error's docstring) is text: no `[a][b]`
+    in it becomes a link or a cross-reference (a regex `[a-z][a-zA-Z0-9-]` aborted the strict build), no
+    `*`/`_` emphasis, no `<tag>`, no entity."""
+    assert _cell_html(markdown_text(text)) == html.escape(text, quote=False)
+
+
+def test_code_spans_stay_code_and_the_regex_of_a_field_doc_stays_text() -> None:
+    assert markdown_text("each [a-z][a-z0-9] and `x[a][b]*` or __init__ {a}") == (
+        "each \\[a-z\\]\\[a-z0-9\\] and `x[a][b]*` or \\_\\_init\\_\\_ \\{a}")
+    table = gen._job_file_block()
+    assert "\\[a-z\\]\\[a-zA-Z0-9-\\]\\{0,126}\\[a-z0-9\\]" in table
+    rows = "\n".join(_cell_html(line.strip("|").replace(" | ", " ; ")) for line in table.splitlines()[2:])
+    assert "<autoref" not in rows and "<em>" not in rows and "[a-z][a-zA-Z0-9-]{0,126}[a-z0-9]" in rows

@@ -44,4 +44,9 @@ def test_the_shell_blocks_run_as_written(quickstart_run: QuickstartRun) -> None:
     assert (quickstart_run.run_dir / "timeline.html").is_file()
     assert (quickstart_run.folder / "my-trainer" / "vtrain.yaml").is_file()
     assert '"workerPoolSpecs"' in quickstart_run.stdout
+    # The quickstart rehearses on its image's stack (tf-cpu.2-17: TensorFlow 2.17.1 on Python 3.10), built in the
+    # run's first use of it, with no notice that the image's TensorFlow differs from what ran.
+    said = quickstart_run.stdout + quickstart_run.stderr
+    assert "runtime: stack: the default for a prebuilt image: the image's stack, tf-cpu.2-17 (TensorFlow 2.17.1" in said
+    assert "local results can differ" not in said
     assert "workerPoolSpecs:" in (quickstart_run.folder / "job.yaml").read_text()

@@ -1,8 +1,7 @@
-"""Issue 21 item 1: the emulator refuses the hardware Vertex refuses, from its own table
-(vtrain/emulator/hardware.py), and that table is held against vtrain's own rules
-(vtrain/catalog.py through vtrain.jobfile.rules.machines.check_machine) for every combination.
-
-A disagreement is either a bug fixed in one of the tables or listed in KNOWN with its reason."""
+"""Issue 21 item 1, issue 44: the emulator refuses the hardware Vertex refuses, in Vertex's words, from the
+catalog's one verdict (vtrain/catalog/shapes.py), and vtrain's rules (vtrain.jobfile.rules.machines.check_machine)
+agree with it on every combination: the emulator's deliberate differences (a TPU VM's own AcceleratorType) are
+ones where both accept. tests/scenarios/test_catalog_verdicts.py walks whole jobs through both."""
 
 from __future__ import annotations
 
@@ -22,7 +21,7 @@ from vtrain.jobfile.rules.base import Rules
 from vtrain.jobfile.rules.machines import check_machine
 
 JOBS = "/v1/projects/test-project/locations/us-central1/customJobs"
-ACCELERATORS = ("",) + catalog.ACCELERATOR_TYPES + ("NVIDIA_TESLA_K80", "TPU_V5_LITEPOD")
+ACCELERATORS = ("",) + tuple(catalog.BY_ENUM)
 COUNTS = (0, 1, 2, 3, 4, 8, 16, 32)
 MACHINES = sorted(MACHINE_TYPES | set(catalog.ALL_MACHINE_TYPES) | {"n1-standard-3", "a2-highgpu-3g"})
 
@@ -47,28 +46,13 @@ def vtrain_sends(machine: str, accelerator: str, count: int) -> tuple[str, str, 
     return sent.machine_type, sent.accelerator or "", sent.accelerator_count
 
 
-def known(machine: str, accelerator: str, count: int) -> str | None:
-    """Why the two tables may disagree on this combination (documented in the README), or None."""
-    if machine.startswith("n4-"):
-        return "n4: in vtrain's catalog, not on the Vertex training machine list the emulator cites"
-    if machine == "cloud-tpu" and accelerator in ("TPU_V2", "TPU_V3") and count in (16, 32):
-        return "TPU pods: vtrain takes multiples of 32 cores; Vertex's training page names 8 only"
-    if machine.startswith("ct5lp-") and accelerator == "TPU_V5_LITEPOD" and count:
-        return "TPU VM: the emulator also takes the enum Vertex's REST samples send; vtrain sends none"
-    if accelerator == "NVIDIA_TESLA_K80" or accelerator == "TPU_V5_LITEPOD":
-        return "not an accelerator vtrain writes (K80 is past end of support)"
-    return None
-
-
 COMBINATIONS = list(itertools.product(MACHINES, ACCELERATORS, COUNTS))
 
 
-def test_every_combination_agrees_with_vtrains_rules_or_is_known() -> None:
+def test_every_combination_agrees_with_vtrains_rules() -> None:
     disagree = []
     for machine, accelerator, count in COMBINATIONS:
         sent = vtrain_sends(machine, accelerator, count)
-        if known(machine, accelerator, count) is not None:
-            continue
         if sent is None and accelerator_problem(machine, accelerator, count) is None:
             disagree.append((machine, accelerator, count, "vtrain refuses, the emulator accepts"))
         elif sent is not None and accelerator_problem(*sent) is not None:
@@ -121,6 +105,20 @@ REFUSED = {
     "pd-balanced": (body("n1-standard-4", bootDiskType="pd-balanced"),
                     'Boot disk type "pd-balanced" is not supported; use one of pd-ssd, pd-standard, '
                     "hyperdisk-balanced."),
+    # issue 44
+    "pd-ssd on A3 Ultra": (body("a3-ultragpu-8g", bootDiskType="pd-ssd", bootDiskSizeGb=200),
+                           'Boot disk type "pd-ssd" is not supported for machine type "a3-ultragpu-8g".'),
+    "K80": (body("n1-standard-4", "NVIDIA_TESLA_K80", 1),
+            'Accelerator "NVIDIA_TESLA_K80" is not supported for machine type "n1-standard-4".'),
+    "v5e enum on v6e": (with_spec(body("ct6e-standard-4t", "TPU_V5_LITEPOD", 4), tpuTopology="2x2"),
+                        'Accelerator "TPU_V5_LITEPOD" is not supported for machine type "ct6e-standard-4t".'),
+    "v5e topology": (with_spec(body("ct5lp-hightpu-4t"), tpuTopology="3x3"),
+                     'TPU topology "3x3" is not supported for machine type "ct5lp-hightpu-4t".'),
+    "reservation path": (with_spec(body("a3-ultragpu-8g"), reservationAffinity={
+        "reservationAffinityType": "SPECIFIC_RESERVATION", "key": "compute.googleapis.com/reservation-name",
+        "values": ["projects/p/zones/z/reservations/r/blocks/b"]}),
+        'A specific reservation needs key "compute.googleapis.com/reservation-name" and values naming a reservation, '
+        "reservation block or reservation sub-block."),
 }
 
 
@@ -141,7 +139,15 @@ def test_each_refusal_is_a_400_in_vertexs_words(emu: Emulator, job: dict[str, An
                                  body("n1-standard-4", bootDiskType="hyperdisk-balanced", bootDiskSizeGb=64000),
                                  with_spec(body("a2-highgpu-1g", "NVIDIA_TESLA_A100", 1), gpuPartitionSize="1g.5gb"),
                                  with_spec(body("ct5p-hightpu-4t"), tpuTopology="2x2x2"),
-                                 with_spec(body("ct4p-hightpu-4t"), tpuTopology="2x2x1")])
+                                 with_spec(body("ct4p-hightpu-4t"), tpuTopology="2x2x1"),
+                                 # issue 44: a TPU VM's own enum, a reservation sub-block, Hyperdisk on A4
+                                 with_spec(body("ct5lp-hightpu-4t", "TPU_V5_LITEPOD", 4), tpuTopology="2x2"),
+                                 with_spec(body("a4-highgpu-8g", bootDiskType="hyperdisk-balanced"),
+                                           reservationAffinity={
+                                               "reservationAffinityType": "SPECIFIC_RESERVATION",
+                                               "key": "compute.googleapis.com/reservation-name",
+                                               "values": ["projects/p/zones/z/reservations/r/reservationBlocks/b/"
+                                                          "reservationSubBlocks/s"]})])
 def test_legal_hardware_is_accepted(emu: Emulator, job: dict[str, Any]) -> None:
     answer = requests.post(emu.url + JOBS, json=job, timeout=30)
     assert answer.status_code == 200, answer.text

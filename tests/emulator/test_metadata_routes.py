@@ -79,6 +79,11 @@ def test_each_route_answers_what_the_discovery_document_declares(emu: Emulator) 
     api.call("PATCH", "/metadataStores/default/executions/e1", {"state": "COMPLETE"})
     api.call("POST", "/metadataStores/default/executions/e1:addExecutionEvents",
              {"events": [{"artifact": art["name"], "type": "OUTPUT"}]})  # fmt: skip
+    graph = api.call("GET", "/metadataStores/default/executions/e1:queryExecutionInputsAndOutputs")
+    assert [(e["artifact"], e["execution"], e["type"]) for e in graph["events"]] == [(art["name"], ex["name"],
+                                                                                      "OUTPUT")]
+    assert [a["name"] for a in graph["artifacts"]] == [art["name"]]
+    assert graph["executions"] == [api.call("GET", "/metadataStores/default/executions/e1")]
     api.call("POST", "/metadataStores/default/contexts/exp-r1:addContextArtifactsAndExecutions",
              {"artifacts": [art["name"]], "executions": [ex["name"]]})  # fmt: skip
     in_run = api.call("GET", "/metadataStores/default/artifacts", filter=f'in_context("{run["name"]}")')
@@ -89,6 +94,8 @@ def test_each_route_answers_what_the_discovery_document_declares(emu: Emulator) 
     assert "parentContexts" not in api.call("GET", "/metadataStores/default/contexts/exp-r1")
     deleted = api.call("DELETE", "/metadataStores/default/artifacts/m1")
     assert deleted["done"] and api.call("GET", "/metadataStores/default/artifacts/m1", status=404)
+    assert api.call("GET", "/metadataStores/default/executions/e1:queryExecutionInputsAndOutputs") == {
+        "executions": [api.call("GET", "/metadataStores/default/executions/e1")]}  # a deleted artifact's event goes
     api.call("DELETE", "/metadataStores/default/executions/e1")
     api.call("DELETE", "/metadataStores/default/contexts/exp-r1")
 

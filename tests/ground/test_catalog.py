@@ -24,15 +24,26 @@ def test_normalize_accelerator(given: str, enum: str) -> None:
     assert catalog.normalize_accelerator(given) == enum
 
 
-@pytest.mark.parametrize("given", ["t5", "nvidia-tesla-t4", "k80", "", "tpu-v4"])
+@pytest.mark.parametrize("given", ["t5", "nvidia-tesla-t4", "", "tpu-v9"])
 def test_unknown_accelerators(given: str) -> None:
     assert catalog.normalize_accelerator(given) is None
 
 
+@pytest.mark.parametrize(("given", "enum"), [("k80", "NVIDIA_TESLA_K80"), ("tpu-v4", "TPU_V4_POD"),
+                                             ("v5e", "TPU_V5_LITEPOD"), ("TPU_V5_LITEPOD", "TPU_V5_LITEPOD")])
+def test_every_enum_value_is_known_a_retired_one_too(given: str, enum: str) -> None:
+    """Issue 44: TPU_V4_POD and TPU_V5_LITEPOD were "unknown accelerator", K80 unknown rather than retired."""
+    assert catalog.normalize_accelerator(given) == enum
+    assert (enum in catalog.ACCELERATOR_TYPES) is (enum != "NVIDIA_TESLA_K80")
+    assert catalog.BY_ENUM["NVIDIA_TESLA_K80"].status == "retired"
+
+
 def test_every_alias_names_a_real_accelerator() -> None:
-    assert set(catalog.ACCELERATOR_ALIASES.values()) <= set(catalog.ACCELERATOR_TYPES)
+    assert set(catalog.ACCELERATOR_ALIASES.values()) <= set(catalog.BY_ENUM)
     assert all(alias == alias.lower() for alias in catalog.ACCELERATOR_ALIASES)
-    assert set(catalog.accelerator_spellings()) == set(catalog.ACCELERATOR_TYPES) | set(catalog.ACCELERATOR_ALIASES)
+    offered = {k for k, v in catalog.ACCELERATOR_ALIASES.items() if v in catalog.ACCELERATOR_TYPES}
+    assert set(catalog.accelerator_spellings()) == set(catalog.ACCELERATOR_TYPES) | offered
+    assert "k80" not in catalog.accelerator_spellings()  # a retired value is never suggested
 
 
 def test_gpu_tables_are_consistent() -> None:

@@ -1,4 +1,4 @@
-"""vtrain.foreigndata, the one reader of what others wrote: regular files, a size cap, a depth cap
+"""vtrain.foreign.data, the one reader of what others wrote: regular files, a size cap, a depth cap
 (100,000-deep JSON is no RecursionError), numbers finite and of their type, one line naming the source."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from vtrain.foreigndata import Doc, Unreadable, parse_json, read_json
+from vtrain.foreign.data import Doc, Unreadable, parse_json, read_json
 
 DEEP = "[" * 100_000 + "]" * 100_000
 SECRET = "s3cr3t-line-from-the-file"

@@ -53,9 +53,15 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
 
 
 def test_importing_vtrain_imports_nothing_else_of_vtrain() -> None:
+    """Only the constants (standard library's dataclasses alone), where the version is written once."""
     code = "import sys, vtrain; print(sorted(m for m in sys.modules if m.startswith('vtrain')))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
-    assert done.stdout.strip() == "['vtrain']"
+    assert done.stdout.strip() == "['vtrain', 'vtrain.constants']"
+
+
+def test_the_version_is_pyproject_toml_s() -> None:
+    text = (REPO / "pyproject.toml").read_text()
+    assert f'\nversion = "{vtrain.__version__}"\n' in text
 
 
 SNIPPET = """\

@@ -11,8 +11,9 @@ import copy
 from pathlib import Path
 from typing import Any
 
+from vtrain.jobfile.assemble import build_config
 from vtrain.jobfile.json_schema import key_paths
-from vtrain.jobfile.model import JobConfig, build_config
+from vtrain.jobfile.model import JobConfig
 from vtrain.jobfile.schema import JOB_SCHEMA, Bool, Obj, Str, check_job
 from vtrain.jobfile.yamlpos import Positions
 

@@ -65,7 +65,11 @@ def test_the_tag_follows_the_trainers_files_and_the_requirements(tmp_path: Path)
 
 @pytest.mark.parametrize(("build", "path", "words"), [
     ("    repository: us-central1-docker.pkg.dev/p/r/demo:v1\n", "trainer.build.repository", "without a tag"),
-    ("    repository: Us-Central1-docker.pkg.dev/p/R/demo\n", "trainer.build.repository", "is not valid"),
+    ("    repository: Us-Central1-docker.pkg.dev/p/R/demo\n", "trainer.build.repository",
+     "it has upper-case letters: an image's registry host and repository are lower-case (only a tag may have upper "
+     "case); try 'us-central1-docker.pkg.dev/p/r/demo'"),
+    ("    repository: us-central1-docker.pkg.dev/p/r/de mo\n", "trainer.build.repository",
+     "it has whitespace or a control character in it"),
     (f"    repository: {REPO}\n    requirements: [missing.txt]\n", "trainer.build.requirements[0]",
      "requirements file not found"),
     (f"    repository: {REPO}\n    requirements: ['numpy==1', '--pre']\n", "trainer.build.requirements[1]",

@@ -86,7 +86,7 @@ def test_n1_gpu_vcpu_limit_is_inclusive(accel: str, count: int) -> None:
 @pytest.mark.parametrize(
     ("machine", "accel", "count", "fragment"),
     [
-        ("n1-standard-32", "t4", 1, "allows at most 24"),
+        ("n1-standard-32", "t4", 1, "allows at most 16; nearest legal: n1-standard-32 with 2 × NVIDIA_TESLA_T4"),
         ("n1-highmem-32", "p100", 1, "allows at most 16"),
         ("n1-standard-96", "p100", 4, "allows at most 64"),
         ("n1-standard-64", "p100", 4, "use n1-highcpu-64"),

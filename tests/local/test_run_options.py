@@ -26,6 +26,7 @@ BEFORE = {"output_dir": None, "max_replicas": None, "timeout": None, "keep": Tru
           "allow_credentials": False, "startup_timeout": 120.0, "worker_grace": 30.0, "kill_grace": 5.0,
           "restart_policy": "vertex", "faults": (), "preempt_grace": 30.0,
           "containers": "auto",  # new since: image jobs in containers where this machine can run them
+          "runtime": "auto",  # new since: a prebuilt-image job on the image's stack (vtrain.local.runtimes)
           "check_output": None}  # new since: what the output must be (`model:`'s SavedModel check), none by default
 
 
@@ -67,8 +68,8 @@ def test_run_local_keeps_taking_the_old_keywords(tmp_path: Path, monkeypatch: py
         seen.update(kw)
         raise BackendError("stop here")
 
-    monkeypatch.setattr(runner, "prepare_trainer", lambda *a: (None, None))
-    monkeypatch.setattr(runner, "prepare_images", lambda *a: None)  # no registry to pull example.com/i:1 from
+    monkeypatch.setattr(runner, "prepare_trainer", lambda *a: (None, None, {}))
+    monkeypatch.setattr(runner, "prepare_images", lambda *a: {})  # no registry to pull example.com/i:1 from
     monkeypatch.setattr(runner, "run_job", fake_run_job)
     path = container_job(tmp_path)
     with pytest.raises(BackendError):

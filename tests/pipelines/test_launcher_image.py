@@ -26,12 +26,13 @@ from tests.trainer.image_helpers import Registry, make_trainer, needs_registry, 
 from vtrain.cli import cli
 from vtrain.errors import PackagingError
 from vtrain.trainer.credentials import credential_name_reason
-from vtrain.trainer.image.launcher import launcher_files
+from vtrain.trainer.image.launcher import LauncherFiles, launcher_files
 from vtrain.trainer.image.layers import Entry
 
 pytest.importorskip("kfp", reason="the pipelines extra is not installed")
 pytest.importorskip("google_cloud_pipeline_components", reason="google-cloud-pipeline-components is not installed")
 from vtrain.pipelines import launcher_image, planned_launcher_image  # noqa: E402
+from vtrain.pipelines.image import launcher_job  # noqa: E402
 
 KFP_WHEELS = Path(os.environ.get("KFP_WHEELS", "/tmp/pipelines_whl"))
 #: A PEM private key with its body (code that only names the header, as a secret scanner does, is no key).
@@ -178,18 +179,24 @@ def test_the_launcher_image_runs_vtrain_and_the_step_with_the_job_at_its_path(
     assert text.exit_code == 0 and f"launcher {pushed.image}  (nothing sent: the registry had it)" in text.stdout
 
 
-def test_a_credential_in_the_job_folder_is_refused_before_anything_is_built(tmp_path: Path) -> None:
+def _files(job: Path, *, allow_credentials: bool = False) -> LauncherFiles:
+    """What the launcher image of `job` holds, as vtrain.pipelines and `package --launcher` choose it."""
+    named = launcher_job(job, allow_credentials=allow_credentials)
+    return launcher_files(job, named.package, files=named.files, allow_credentials=allow_credentials)
+
+
+def test_a_credential_in_the_trainer_folder_is_refused_before_anything_is_built(tmp_path: Path) -> None:
     job = _job(tmp_path / "jobs" / "launched")
     (job.parent / "service-account.json").write_text(json.dumps({"type": "service_account", "private_key": "x"}))
     with pytest.raises(PackagingError, match="service-account.json"):
-        launcher_files(job)
-    files = launcher_files(job, allow_credentials=True)
+        _files(job)
+    files = _files(job, allow_credentials=True)
     assert any(name.endswith("service-account.json") for name, _, _ in files.job)
 
 
 def test_the_job_folder_goes_in_at_its_absolute_path_with_the_job_file_and_vtrains_own_files(tmp_path: Path) -> None:
     job = _job(tmp_path / "jobs" / "launched")
-    files = launcher_files(job)
+    files = _files(job)
     names = [name for name, _, _ in files.job]
     assert str(job.absolute()).lstrip("/") in names
     assert str(job.parent / "trainer" / "task.py").lstrip("/") in names
@@ -238,9 +245,10 @@ def test_a_trainer_outside_the_job_folder_goes_in_at_its_own_path(tmp_path: Path
         cluster:
           chief: {machine_type: n1-standard-4}
         """)
-    names = [name for name, _, _ in launcher_files(job, trainer).job]
+    names = [name for name, _, _ in _files(job).job]
     assert str(trainer / "trainer" / "task.py").lstrip("/") in names
-    assert str(tmp_path / "configs" / "requirements.txt").lstrip("/") in names  # the job folder needs no pyproject
+    # the job file names no requirements.txt (no trainer.build): the rest of its folder stays out
+    assert str(tmp_path / "configs" / "requirements.txt").lstrip("/") not in names
     (trainer / "id_rsa").write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
     with pytest.raises(PackagingError, match="id_rsa"):
         launcher_files(job, trainer)

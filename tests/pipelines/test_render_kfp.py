@@ -86,9 +86,9 @@ def test_render_kfp_writes_a_component_that_loads_and_runs_renders_job(tmp_path:
     from kfp import components, dsl
 
     from tests.pipelines.compiled import compile_to_spec, custom_jobs, with_op_defaults
+    from vtrain.jobfile.artifacts import plan_artifacts
     from vtrain.jobfile.load import load_config
     from vtrain.request.build import build_request
-    from vtrain.trainer.artifacts import plan_artifacts
 
     code, out, err = run("render", str(QUICKSTART), "-o", "kfp", "--region", "europe-west4")
     assert code == 0, err

@@ -43,7 +43,7 @@ def _compiled_job(tmp_path: Path, job_file: Path, args: Any = None, params: dict
 @pytest.mark.parametrize("path", CUSTOM_JOBS, ids=[str(p.relative_to(REPO)) for p in CUSTOM_JOBS])
 def test_the_compiled_custom_job_is_renders_field_by_field(tmp_path: Path, path: Path) -> None:
     request = build_request(*planned(load_config(path)))
-    job = _compiled_job(tmp_path, path)
+    job = _compiled_job(tmp_path, path, allow_credentials=True)  # spot.yaml's env has a WANDB_API_KEY
     body = request.body
     assert job.pop("_location") == request.config.region
     assert job.pop("_project") == (request.config.project or "{{$.pipeline_google_cloud_project_id}}")

@@ -10,9 +10,9 @@ import pytest
 
 from tests.helpers import write_job
 from tests.trainer.image_helpers import make_trainer
+from vtrain.jobfile.artifacts import STAND_IN_IMAGE, Artifacts, plan_artifacts
 from vtrain.jobfile.load import load_config
 from vtrain.request.build import build_request
-from vtrain.trainer.artifacts import STAND_IN_IMAGE, Artifacts, plan_artifacts
 
 PACKAGED = """\
 name: pure
@@ -58,8 +58,8 @@ def test_a_job_that_ships_its_folder_needs_its_artifacts(tmp_path: Path, text: s
     make_trainer(tmp_path / "t")
     (tmp_path / "reqs.txt").write_text("tinyreq==1.0\n")
     config = load_config(write_job(tmp_path, text))
-    with pytest.raises(ValueError, match=r"named by its files: pass the planned artifacts \(vtrain\.trainer\."
-                                         r"artifacts\.plan_artifacts\(config\)\)"):
+    with pytest.raises(ValueError, match=r"named by its files: pass the planned artifacts "
+                                         r"\(vtrain\.plan_artifacts\(config\)\)"):
         build_request(config)
     shutil.rmtree(tmp_path / "t")
     shape = build_request(config, Artifacts.stand_ins()).body  # replica labels: the shape, from no file

@@ -65,7 +65,7 @@ BUILT = [c for c in CONFIGS if "build:" in c.read_text(encoding="utf-8")]
 @pytest.mark.parametrize("path", BUILT, ids=[c.stem for c in BUILT])
 def test_built_images_are_tagged_with_the_hash_of_their_inputs(path: Path) -> None:
     """The tag the golden file hides is the one the image library plans from the same files."""
-    from vtrain.trainer.artifacts import image_specs
+    from vtrain.jobfile.artifacts import image_specs
     from vtrain.trainer.image.build import planned_image
 
     config = load_config(path)

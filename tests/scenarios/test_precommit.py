@@ -4,7 +4,7 @@ pre-commit installs this repository into a fresh virtualenv (from the package re
 way a user's `.pre-commit-config.yaml` would, then runs the hook on the files of a temporary git
 repository. One test, two runs on one installed environment. The development set has pre-commit-uv, so uv
 makes that environment (~16 s for the test, where pip took ~46 s); without it, or with
-DISABLE_PRE_COMMIT_UV_PATCH=1, pip does, and the test is the same.
+DISABLE_PRE_COMMIT_UV_PATCH=1, pip does, and the test is the same. Either installs the versions uv.lock pins.
 """
 
 from __future__ import annotations
@@ -80,8 +80,13 @@ def test_pre_commit_try_repo_passes_the_good_file_and_fails_the_bad_one(tmp_path
     # when pip makes the environment (uv compiles nothing unless asked): it installs without byte-compiling
     # aiplatform's thousands of modules, which took half the test's time (88 s → 49 s) and is not what the hook's
     # behaviour depends on.
+    # The hook's environment resolves vtrain's requirements from the index as a user's would, constrained to what
+    # uv.lock pins (UV_CONSTRAINT for uv, PIP_CONSTRAINT for pip), so a release on the index cannot turn the suite red.
+    pins = tmp_path / "lock-constraints.txt"
+    subprocess.run([str(Path(sys.executable).with_name("uv")), "export", "--frozen", "--no-hashes", "--no-emit-project",
+                    "--quiet", "-o", str(pins)], cwd=REPO, check=True, capture_output=True)  # fmt: skip
     env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home"), "PRE_COMMIT_COLOR": "never",
-           "PIP_NO_COMPILE": "0"}  # fmt: skip
+           "PIP_NO_COMPILE": "0", "UV_CONSTRAINT": str(pins), "PIP_CONSTRAINT": str(pins)}  # fmt: skip
     pre_commit = [sys.executable, "-m", "pre_commit", "try-repo", str(hooks), "vtrain-validate", "--files"]
 
     good = subprocess.run([*pre_commit, "good.vtrain.yaml", "notes.yaml"], cwd=work, env=env,

@@ -86,8 +86,8 @@ def test_a_valid_lustre_mount_passes(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("text", "said"), [
     (HEAD.replace("us-docker.pkg.dev/p/r/t:1", "localhost:99999/r/t:1") + "cluster: {chief: {machine_type: "
-     "n1-standard-4}}\n", "job.yaml:3:26: trainer.container.image_uri: registry port 99999 in 'localhost:99999' is "
-     "not a TCP port (1 to 65535)"),
+     "n1-standard-4}}\n", "job.yaml:3:26: trainer.container.image_uri: image 'localhost:99999/r/t:1': registry port "
+     "99999 in 'localhost:99999' is not a TCP port (1 to 65535)"),
     (HEAD + "cluster:\n  chief:\n    machine_type: n1-standard-4\n    nfs_mounts: [{server: '10.0.0.1:70000', path: "
      "/s, mount_point: d}]\nnetwork: projects/1/global/networks/n\n",
      "job.yaml:7:27: cluster.chief.nfs_mounts[0].server: '10.0.0.1:70000' has a port (:70000)"),

@@ -226,3 +226,54 @@ def unpack_bundle(layout: Path, tag: str, bundle: Path, timeout: float = 300) ->
     subprocess.run(["umoci", "raw", "runtime-config", "--image", image, "--rootfs", str(rootfs),
                     str(bundle / "config.json")], check=True, capture_output=True, timeout=timeout)
     return rootfs
+
+
+#: What the stand-in for a prebuilt training image says it is: a test reads it from inside a replica.
+STANDIN_OS_RELEASE = b'PRETTY_NAME="vtrain stand-in for a Vertex AI prebuilt training image"\nID=vtrain-standin\n'
+
+
+def prebuilt_standin_entries() -> list[Entry] | None:
+    """A stand-in for a prebuilt training image, from this machine's files, offline: /usr/bin/python3.11 (and
+    python3) with its whole standard library and the libraries its extension modules load, pip, setuptools and
+    wheel (as the prebuilt images have them: they pip-install a job's packages) and an /etc/os-release of its
+    own. None where this machine lacks Debian's python3.11."""
+    import sysconfig
+
+    base = python_rootfs_entries()
+    if base is None:
+        return None
+    python = Path("/usr/bin/python3.11")
+    stdlib = Path("/usr/lib/python3.11")
+    entries: dict[str, Entry] = {path: (path, source, executable) for path, source, executable in base}
+    entries["usr/bin/python3"] = ("usr/bin/python3", python, True)
+    libraries: set[str] = set()
+    for root, dirs, files in os.walk(stdlib):
+        dirs[:] = [d for d in dirs if d not in ("__pycache__", "test", "idlelib", "tkinter", "turtledemo")]
+        for name in files:
+            path = Path(root) / name
+            if name == "EXTERNALLY-MANAGED" or not path.is_file() or path.is_symlink():
+                continue  # PEP 668's marker would stop pip; a prebuilt image's Python takes pip installs
+            entries[str(path).lstrip("/")] = (str(path).lstrip("/"), path, False)
+            if name.endswith(".so"):
+                libraries.add(str(path))
+    for library in sorted(libraries):
+        listed = subprocess.run(["ldd", library], capture_output=True, text=True, check=False).stdout
+        for line in listed.splitlines():
+            parts = line.split()
+            found = parts[2] if "=>" in parts and len(parts) > 3 else ""
+            if found.startswith("/") and os.path.isfile(found):
+                entries.setdefault(found.lstrip("/"), (found.lstrip("/"), Path(found), False))
+    here = Path(sysconfig.get_paths()["purelib"])
+    names = ("pip", "setuptools", "_distutils_hack", "wheel", "pkg_resources", "packaging")
+    for item in sorted(here.iterdir()):
+        keep = item.name in names or item.name == "distutils-precedence.pth" or (
+            item.name.endswith(".dist-info") and item.name.split("-")[0] in names)
+        if not keep:
+            continue
+        files = [item] if item.is_file() else [p for p in item.rglob("*")
+                                               if p.is_file() and "__pycache__" not in p.parts]
+        for path in files:
+            inside = f"usr/lib/python3/dist-packages/{path.relative_to(here).as_posix()}"
+            entries[inside] = (inside, path, False)
+    entries["etc/os-release"] = ("etc/os-release", STANDIN_OS_RELEASE, False)
+    return list(entries.values())

@@ -12,7 +12,7 @@ from vtrain.errors import PackagingError
 from vtrain.trainer.image import config as cfg
 from vtrain.trainer.image.build import planned_image
 from vtrain.trainer.image.layers import Layer
-from vtrain.trainer.image.reference import base_url, parse_reference, parse_repository
+from vtrain.trainer.image.reference import base_url, parse_reference, parse_repository, reference_problem
 
 BASE_CONFIG = {
     "architecture": "amd64", "os": "linux",
@@ -52,6 +52,23 @@ def test_bad_references_are_one_line(text: str) -> None:
     with pytest.raises(PackagingError) as err:
         parse_reference(text)
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    (" ubuntu", "whitespace or a control character in it, which no image reference has; try 'ubuntu'"),
+    ("ubuntu\n", "try 'ubuntu'"),
+    ("https://localhost:5000/a/b:1", "an image reference has no scheme"),
+    ("Localhost:5000/a/B:Tag", "upper-case letters: an image's registry host and repository are lower-case (only a "
+                               "tag may have upper case); try 'localhost:5000/a/b:Tag'"),
+    ("a/" + "b" * 10**6, "it is 1,000,002 characters; an image reference is at most 456"),
+])  # fmt: skip
+def test_the_one_reference_check_strips_nothing_and_is_bounded(text: str, said: str) -> None:
+    """Every reader of an image reference (a build's base and target, the launcher image, the job file's image
+    URIs, the emulator's uploads) goes through it: it used to strip whitespace and read any length."""
+    with pytest.raises(PackagingError) as err:
+        parse_reference(text, what="base image")
+    assert said in str(err.value) and str(err.value).startswith("base image '") and len(str(err.value)) < 600
+    assert reference_problem(text) == str(err.value).replace("base image", "image", 1)
 
 
 def test_a_push_target_has_no_tag_and_loopback_is_plain_http() -> None:
@@ -132,8 +149,10 @@ def test_the_tag_hashes_every_input() -> None:
                cfg.image_tag(_spec(args=("--x",)), "t" * 12, "r" * 12),
                cfg.image_tag(_spec(env=(("A", "1"),)), "t" * 12, "r" * 12),
                cfg.image_tag(_spec(module="trainer.other"), "t" * 12, "r" * 12),
-               cfg.image_tag(_spec(dependencies=False), "t" * 12, "r" * 12)]
-    assert len({tag, *changed}) == 9
+               cfg.image_tag(_spec(dependencies=False), "t" * 12, "r" * 12),
+               cfg.image_tag(_spec(arch="arm64"), "t" * 12, "r" * 12)]
+    assert len({tag, *changed}) == 10
+    assert tag == "fbdd0793ef37"  # an amd64 image's tag is what it was before arch was an input
     # requirement order and spacing do not matter; the pip index does not go into the image
     assert cfg.image_tag(_spec(requirements=("b", "a")), "t" * 12, "r" * 12) == cfg.image_tag(
         _spec(requirements=("a ", "b"), index_args=("--no-index",)), "t" * 12, "r" * 12)

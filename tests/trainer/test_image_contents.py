@@ -129,9 +129,9 @@ def test_links_inside_the_folder_count_only_when_what_they_name_is_packaged(tmp_
 def test_the_job_file_and_the_schema_are_not_trainer_files(tmp_path: Path) -> None:
     """`vtrain init`'s layout: the job file and vtrain.schema.json in the trainer folder. Changing only
     `args` (or any key) changes neither the sdist's name nor the image's tag."""
+    from vtrain.jobfile.artifacts import planned_images
     from vtrain.jobfile.load import load_config
     from vtrain.request.build import build_request
-    from vtrain.trainer.artifacts import planned_images
 
     root = make_trainer(tmp_path / "t")
     (root / SCHEMA_FILE).write_text("{}\n")

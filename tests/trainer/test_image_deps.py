@@ -25,7 +25,7 @@ from tests.trainer.image_helpers import (
     unpack_bundle,
 )
 from vtrain.errors import PackagingError
-from vtrain.trainer.artifacts import base_packages, base_platform
+from vtrain.jobfile.artifacts import base_packages, base_platform
 from vtrain.trainer.image import wheels
 from vtrain.trainer.image.build import build_and_push
 from vtrain.trainer.image.config import ImageSpec

@@ -166,6 +166,10 @@ def test_a_manifest_list_base_gives_its_linux_amd64_image(registry: Registry, tm
     built = build_image(_spec(registry), make_trainer(tmp_path / "t"), tmp_path / "out", client)
     assert built.base.digest == entries[1]["digest"]
     assert built.base.config["architecture"] == "amd64"
+    # issue 44: a pool on an Arm machine (A4X) builds on the base's arm64 variant, under a tag of its own
+    arm = build_image(_spec(registry, arch="arm64"), make_trainer(tmp_path / "t"), tmp_path / "out-arm", client)
+    assert (arm.base.digest, arm.base.config["architecture"]) == (entries[0]["digest"], "arm64")
+    assert json.loads(arm.config)["architecture"] == "arm64" and arm.target != built.target
     with pytest.raises(PackagingError, match=r"has no linux/s390x variant \(it has: linux/amd64, linux/arm64\)"):
         read_base(client, parse_reference(f"{registry.host}/base/py:base"), arch="s390x")
 

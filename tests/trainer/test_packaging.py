@@ -262,7 +262,7 @@ def test_runtime_sdist_installs_and_imports(tmp_path: Path) -> None:
                      for p in (REPO / "vtrain" / sub).rglob("*.py"))
     assert members == sorted([
         "PKG-INFO", "pyproject.toml", "vtrain/__init__.py", "vtrain/constants.py", "vtrain/errors.py",
-        "vtrain/strategies.py", "vtrain/foreign.py", "vtrain/py.typed", *runtime])
+        "vtrain/strategies.py", "vtrain/foreign/__init__.py", "vtrain/py.typed", *runtime])
     # Written by vtrain, not a backend: the same sources are the same bytes, and nothing is left beside it.
     assert R.build_runtime_sdist(tmp_path / "again").read_bytes() == sdist.read_bytes()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["again", sdist.name]

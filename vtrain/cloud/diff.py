@@ -298,9 +298,9 @@ def diff_job(
 
 def render_body(job_file: str | Path, overrides: Iterable[str], where: Any) -> dict[str, Any]:
     """The body `vtrain render -o json` prints for this file (same region resolution)."""
+    from vtrain.jobfile.artifacts import plan_artifacts
     from vtrain.jobfile.load import load_config
     from vtrain.request.build import build_request
-    from vtrain.trainer.artifacts import plan_artifacts
 
     config = load_config(job_file, overrides)
     region, project = where.region_for(config), where.project_for(config)

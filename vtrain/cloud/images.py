@@ -37,7 +37,7 @@ def push_images(config: JobConfig, planned: set[str], *, allow_credentials: bool
     """Build and push the job's images (`config` with the target region applied); each must be one of
     `planned`. `credentials`: a registry Credentials for every registry (tests), else the default;
     `on_blob` hears of each layer as it is sent (or found there), `on_image` of each image pushed."""
-    from vtrain.trainer.artifacts import image_specs
+    from vtrain.jobfile.artifacts import image_specs
     from vtrain.trainer.image.auth import default_credentials
     from vtrain.trainer.image.build import build_and_push
 

@@ -15,19 +15,24 @@ from vtrain.cloud.target import Where
 if TYPE_CHECKING:
     from vtrain.cloud.vertex import VertexBackend, VertexJob
     from vtrain.handle import JobHandle
+    from vtrain.jobfile.model import JobConfig
 
 
 # ---- existing jobs ----------------------------------------------------------------------------
-def open_backend(job: str | None = None, where: Where | None = None, *, poll: float | None = None) -> VertexBackend:
-    """A backend for `job` (an ID, or a full name that fixes project and region) or for listing."""
-    return connect((where or Where()).resolve(job=job), poll=poll)
+def open_backend(job: str | None = None, where: Where | None = None, *, poll: float | None = None,
+                 config: JobConfig | None = None) -> VertexBackend:
+    """A backend for `job` (an ID, or a full name that fixes project and region) or for listing; `config`: a job
+    file whose project and region come after the flags (:meth:`Where.resolve`)."""
+    return connect((where or Where()).resolve(config=config, job=job), poll=poll)
 
 
-def get_job(job: str, where: Where | None = None, *, poll: float | None = None) -> VertexJob:
-    """A CustomJob or HyperparameterTuningJob by ID or resource name."""
+def get_job(job: str, where: Where | None = None, *, poll: float | None = None,
+            config: JobConfig | None = None) -> VertexJob:
+    """A CustomJob or HyperparameterTuningJob by ID or resource name; a bare ID is looked for where the flags,
+    then `config` (the job file), then the environment say."""
     from vtrain.cloud.vertex.tuning import get_any
 
-    return get_any(open_backend(job, where, poll=poll), job)
+    return get_any(open_backend(job, where, poll=poll, config=config), job)
 
 
 def cancel_job(job: str, where: Where | None = None) -> tuple[VertexJob, bool]:

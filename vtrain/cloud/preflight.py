@@ -19,7 +19,9 @@ the fix:
   region's limits (Cloud Quotas API) less what this project's live jobs hold; refused with the
   numbers when it cannot fit, a warning when the limits cannot be read (:mod:`vtrain.cloud.quota`);
 - tensorboard and experiment (when the job names them): found, or to be created at submit (you may
-  list them; the job's service account is who uploads the logs).
+  list them; the job's service account is who uploads the logs);
+- model parent (when `model.parent` names one): the model exists, so the version uploaded after the
+  job succeeds has somewhere to go.
 
 Every call goes through the official clients (google-cloud-storage, aiplatform's
 JobServiceClient, google-auth's AuthorizedSession), so the emulators answer them in tests.
@@ -236,7 +238,7 @@ def _service_account(config: JobConfig, target: Target, credentials: Any) -> Che
         return Check("service account", FAIL, f"IAM answered {tested.status_code} for {email}: {_message(tested)}")
     granted: list[str] = []
     if tested.status_code < 400:
-        from vtrain.foreigndata import Doc, Unreadable, parse_json
+        from vtrain.foreign.data import Doc, Unreadable, parse_json
 
         source = "IAM's testIamPermissions answer"
         try:
@@ -355,6 +357,24 @@ def _experiment(config: JobConfig, backend: VertexBackend) -> Check:
                                      "(aiplatform.contexts.create)")  # fmt: skip
 
 
+# ---- Model Registry -----------------------------------------------------------------------------
+def _parent_model(config: JobConfig, backend: VertexBackend) -> Check:
+    """`model.parent` exists: the job's model becomes a version of it once the job SUCCEEDS, so a parent that is
+    not there would be found only after the training was paid for."""
+    from vtrain.cloud.registry import find_parent
+
+    try:
+        name, found = find_parent(backend, config)
+    except BackendError as err:
+        return Check("model parent", FAIL, str(err))
+    if found is None:
+        return Check("model parent", FAIL, f"{name} does not exist, so the job's model could not become a version of "
+                                           "it after the job succeeds: name a model that exists in "
+                                           f"{backend.region} (`gcloud ai models list --region={backend.region}`), or "
+                                           "leave model.parent out and the first upload creates the model")
+    return Check("model parent", PASS, f"{name} exists; the job's model becomes its next version")
+
+
 # ---- the whole run ------------------------------------------------------------------------------
 def run_preflight(
     target: Target,
@@ -401,8 +421,8 @@ def run_preflight(
     checks.append(_service_account(config, target, credentials))
     checks.append(_output(config, target.region, client))
     if body is None:
+        from vtrain.jobfile.artifacts import plan_artifacts
         from vtrain.request.build import build_request
-        from vtrain.trainer.artifacts import plan_artifacts
 
         body = build_request(config, plan_artifacts(config, region=target.region), region=target.region,
                              project=target.project).body
@@ -411,4 +431,6 @@ def run_preflight(
         checks.append(_tensorboard(config, backend))
     if config.experiment:
         checks.append(_experiment(config, backend))
+    if config.model is not None and config.model.parent:
+        checks.append(_parent_model(config, backend))
     return Report(tuple(checks))

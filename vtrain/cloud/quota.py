@@ -31,32 +31,15 @@ from typing import Any
 
 from vtrain import catalog
 from vtrain.foreign import printable
-from vtrain.foreigndata import Doc, parse_json
-from vtrain.foreigndata import Unreadable as ForeignUnreadable
+from vtrain.foreign.data import Doc, parse_json
+from vtrain.foreign.data import Unreadable as ForeignUnreadable
 
 SERVICE = "aiplatform.googleapis.com"
 CLOUD_QUOTAS = "https://cloudquotas.googleapis.com"
 QUOTA_PAGE = "https://console.cloud.google.com/iam-admin/quotas?project={project}&metric={metric}"
 PERMISSION = "cloudquotas.quotas.get"
-#: The quota suffix Vertex names each accelerator by (``custom_model_training_<suffix>``).
-ACCELERATOR_SUFFIX = {
-    "NVIDIA_TESLA_K80": "nvidia_k80_gpus",
-    "NVIDIA_TESLA_P4": "nvidia_p4_gpus",
-    "NVIDIA_TESLA_P100": "nvidia_p100_gpus",
-    "NVIDIA_TESLA_T4": "nvidia_t4_gpus",
-    "NVIDIA_TESLA_V100": "nvidia_v100_gpus",
-    "NVIDIA_TESLA_A100": "nvidia_a100_gpus",
-    "NVIDIA_A100_80GB": "nvidia_a100_80gb_gpus",
-    "NVIDIA_L4": "nvidia_l4_gpus",
-    "NVIDIA_H100_80GB": "nvidia_h100_gpus",
-    "NVIDIA_H100_MEGA_80GB": "nvidia_h100_mega_gpus",
-    "NVIDIA_H200_141GB": "nvidia_h200_gpus",
-    "NVIDIA_B200": "nvidia_b200_gpus",
-    "TPU_V2": "tpu_v2",
-    "TPU_V3": "tpu_v3",
-    "TPU_V4_POD": "tpu_v4_pod",
-    "TPU_V5_LITEPOD": "tpu_v5_litepod",
-}
+#: The quota suffix Vertex names each accelerator by (``custom_model_training_<suffix>``): the catalog's rows.
+ACCELERATOR_SUFFIX: dict[str, str] = {a.enum: a.quota for a in catalog.ACCELERATORS if a.quota}
 _PREEMPTIBLE = ("SPOT", "FLEX_START")
 _CPU_FAMILIES_AS_CPUS = ("n1", "e2")
 LIVE_STATES = ("JOB_STATE_PENDING", "JOB_STATE_RUNNING")
@@ -143,7 +126,7 @@ def _limit(details: Doc) -> int | None:
 def region_limit(info: Mapping[str, Any], region: str, source: str = "a QuotaInfo", path: str = "") -> int | None:
     """The limit a QuotaInfo sets in `region`: its region entry, else its default; None if neither.
 
-    A field of the wrong type or range raises :class:`vtrain.foreigndata.Unreadable` naming it."""
+    A field of the wrong type or range raises :class:`vtrain.foreign.data.Unreadable` naming it."""
     fallback = None
     for entry in Doc(info, source, path).require_object().items("dimensionsInfos"):
         entry.require_object()
@@ -183,7 +166,7 @@ def read_limits(session: Any, endpoint: str, project: str, region: str, metrics:
                 timeout: float = 30) -> dict[str, int | None]:  # fmt: skip
     """The limit of each metric in `region` (None: no such quota), paging through the service's QuotaInfos.
 
-    Every answer is read bounded and checked (:mod:`vtrain.foreigndata`): HTML, an array, a string or
+    Every answer is read bounded and checked (:mod:`vtrain.foreign.data`): HTML, an array, a string or
     ``1e999`` where a limit belongs is :class:`Unreadable`, which preflight turns into its warning."""
     from requests.exceptions import RequestException
 

@@ -14,9 +14,9 @@ job's output is never uploaded. The client is aiplatform_v1's ModelServiceClient
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from vtrain.cloud.vertex.registered import Registered
 from vtrain.errors import BackendError, ConfigError, Problem
 from vtrain.jobfile.rules.model import MODEL_HASH_LABEL, MODEL_JOB_LABEL
 from vtrain.request.model_upload import build_upload, parent_model
@@ -27,29 +27,12 @@ if TYPE_CHECKING:
 
 #: How long an upload's operation may take (Vertex copies nothing: it checks and registers the dir).
 UPLOAD_TIMEOUT = 1800.0
-MODEL_CONSOLE = ("https://console.cloud.google.com/vertex-ai/models/locations/{region}/models/{id}/versions/"
-                 "{version}?project={project}")  # fmt: skip
 #: Models whose versions `model_of_job` looks through when the job's version is not a default one.
 LOOKUP_MODELS = 10
 
 
-@dataclass(frozen=True)
-class Registered:
-    model: str  # projects/P/locations/R/models/ID
-    version_id: str
-    uploaded: bool  # False: an earlier upload (a retry, or an identical run) made it
-    why: str = ""  # for a version found: what it was found by
-
-    @property
-    def name(self) -> str:
-        return f"{self.model}@{self.version_id}"
-
-    def console_url(self, project: str) -> str:
-        _, _, _, region, _, model_id = self.model.split("/")[:6]
-        return MODEL_CONSOLE.format(region=region, id=model_id, version=self.version_id, project=project)
-
-
-def _client(backend: VertexBackend) -> Any:
+def model_client(backend: VertexBackend) -> Any:
+    """aiplatform_v1's ModelServiceClient on the REST transport, with the backend's endpoint and credentials."""
     from google.cloud.aiplatform_v1 import ModelServiceClient
 
     return ModelServiceClient(transport="rest", credentials=backend.credentials,
@@ -108,7 +91,7 @@ def register_model(backend: VertexBackend, config: JobConfig, job: VertexJob) ->
         raise BackendError(f"job {job.name} has no base output directory, so Vertex set no AIP_MODEL_DIR: there is "
                            "no model to upload")
     digest = str(proto.labels.get(MODEL_HASH_LABEL, ""))  # the job's own label, of the same name
-    client = _client(backend)
+    client = model_client(backend)
     made: list[bool] = []
 
     def attempt() -> Registered:
@@ -127,8 +110,40 @@ def register_model(backend: VertexBackend, config: JobConfig, job: VertexJob) ->
         result = operation.result(timeout=UPLOAD_TIMEOUT)
         return Registered(str(result.model), str(result.model_version_id), True)
 
+    parent = parent_model(config.model, backend.project, backend.region)  # a 404 is about it, when there is one
     return backend._call(attempt, action=f"register the model of job {job.name}",
-                         resource=backend.parent, permission="aiplatform.models.upload")
+                         resource=parent or backend.parent, permission="aiplatform.models.upload")
+
+
+def register_after(job: VertexJob, config: JobConfig, state: str, *, tuning: bool = False) -> Registered | None:
+    """After `job` ended in `state`: its model registered as `config.model` says (:func:`register_model`) when it
+    SUCCEEDED and the job file has a `model:` block, and kept as ``job.registered``; None otherwise. What
+    ``vtrain.submit(..., wait=True)`` and `vtrain submit --wait` do once the job ends. A tuning study has no one
+    model (validate refuses `model:` there)."""
+    if config.model is None or tuning or state != "JOB_STATE_SUCCEEDED":
+        return None
+    job.registered = register_model(job._backend, config, job)
+    return job.registered
+
+
+def find_parent(backend: VertexBackend, config: JobConfig) -> tuple[str, Any]:
+    """`model.parent` as a full name, and the model (its default version) or None when it does not exist (for
+    preflight: the upload after the job is the first use of the parent). Other refusals are a BackendError."""
+    from google.api_core.exceptions import NotFound
+
+    assert config.model is not None
+    name = parent_model(config.model, backend.project, backend.region)
+    assert name is not None
+    client = model_client(backend)
+
+    def get() -> Any:
+        try:
+            return client.get_model(name=name, timeout=backend.timeout)
+        except NotFound:
+            return None
+
+    return name, backend._call(get, action=f"read the parent model {name}", resource=name,
+                               permission="aiplatform.models.get")
 
 
 def upload_request(plan: Any) -> dict[str, Any]:
@@ -152,7 +167,7 @@ def _json(doc: dict[str, Any]) -> str:
 def model_of_job(backend: VertexBackend, job_id: str) -> Registered | None:
     """The model version vtrain uploaded for this job, if any (for `vtrain status`): one models.list call
     when it is its model's default version, else a look through the versions of a few vtrain models."""
-    client = _client(backend)
+    client = model_client(backend)
 
     def look() -> Registered | None:
         request = {"parent": backend.parent, "filter": f"labels.{MODEL_JOB_LABEL}={_quote(job_id)}", "page_size": 1}
@@ -170,4 +185,4 @@ def model_of_job(backend: VertexBackend, job_id: str) -> Registered | None:
                          resource=backend.parent, permission="aiplatform.models.list")
 
 
-__all__ = ["Registered", "model_of_job", "register_model", "upload_request"]
+__all__ = ["Registered", "find_parent", "model_client", "model_of_job", "register_model", "upload_request"]

@@ -10,8 +10,8 @@ The steps of a submission, each usable on its own:
   project, region and endpoint, builds the REST body with the package URIs the packages *will*
   have (they are content-addressed), adds vtrain's labels. Reads files only (and runs
   `gcloud config get-value` when nothing else names the project or region).
-- :func:`dry_run`: the plan plus a local build of the trainer sdist, so a broken package fails
-  in CI; nothing is uploaded, no API is called, no credentials are read.
+- :func:`vtrain.cloud.dryrun.dry_run`: the plan plus a local build of the trainer sdist, so a broken package
+  fails in CI; nothing is uploaded, no API is called, no credentials are read.
 - :func:`submit_job`: plan → connect (credentials) → `if_changed` lookup → build and stage
   (packages already staged are neither rebuilt nor uploaded) → create.
 
@@ -32,17 +32,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, replace
-from pathlib import Path
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from vtrain import __version__
 from vtrain.cloud.target import Target, Where
-from vtrain.cloud.vertex import SUBMIT_LABEL, VertexBackend, VertexJob  # cheap: Google libraries load on use
-from vtrain.errors import BackendError, CreateOutcomeUnknown, PackagingError, VtrainError
+from vtrain.cloud.vertex import VertexBackend, VertexJob  # cheap: Google libraries load on use
+from vtrain.constants import VERSION
+from vtrain.errors import BackendError, CreateOutcomeUnknown, VtrainError
 from vtrain.handle import TERMINAL_STATES
 from vtrain.jobfile.load import load_config
 from vtrain.jobfile.model import JobConfig
@@ -117,7 +115,7 @@ def config_hash(body: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:CONFIG_HASH_LENGTH]
 
 
-def version_label(version: str = __version__) -> str:
+def version_label(version: str = VERSION) -> str:
     return "".join(c if c.isalnum() or c in "_-" else "-" for c in version.lower())[:63]
 
 
@@ -129,7 +127,7 @@ def _packages(config: JobConfig, uris: list[str]) -> tuple[PackagePlan, ...]:
         return tuple(PackagePlan("prebuilt", "", uri) for uri in uris)
     return (
         PackagePlan("trainer", str(trainer.package), uris[0]),
-        PackagePlan("runtime", f"vtrain {__version__}", uris[1]),
+        PackagePlan("runtime", f"vtrain {VERSION}", uris[1]),
     )
 
 
@@ -143,8 +141,8 @@ def with_submit_labels(body: Mapping[str, Any]) -> dict[str, Any]:
 def _plan(config: JobConfig, target: Target, package_uris: list[str] | None = None) -> SubmitPlan:
     """The plan for `config` at `target` (checked): its artifacts planned from the files, or with the package
     URIs staging returned."""
+    from vtrain.jobfile.artifacts import plan_artifacts
     from vtrain.request.custom_job import trainer_package_uris
-    from vtrain.trainer.artifacts import plan_artifacts
 
     artifacts: Planned
     # regional image URIs follow the region; the Experiments contexts name the project
@@ -168,58 +166,6 @@ def plan_submit(
     elif list(overrides):
         raise ValueError("overrides apply to a job file path, not to a loaded JobConfig")
     return _plan(config, (where or Where()).resolve(config=config))
-
-
-def dry_run(plan: SubmitPlan, *, allow_credentials: bool = False, show_secrets: bool = False) -> dict[str, Any]:
-    """Everything but the upload and the API call: build the trainer sdist locally and check it
-    is the one planned. Returns the report `submit --dry-run -o json` prints."""
-    from vtrain.trainer import packaging
-
-    packages: list[dict[str, Any]] = [asdict(p) for p in plan.packages]
-    trainer = plan.config.trainer
-    extra: dict[str, Any] = {}
-    if trainer.build is not None and trainer.package is not None:  # the image's files, checked as the build does
-        from vtrain.cloud.images import body_images
-        from vtrain.trainer.image.layers import scan_trainer
-
-        scan = scan_trainer(trainer.package, allow_credentials=allow_credentials, skip=plan.config.job_files())
-        if trainer.module:
-            packaging.check_module(scan, trainer.module)
-        extra["images"] = sorted(body_images(plan.body))
-    elif trainer.package is not None:
-        scan = packaging.check_contents(packaging.select_files(trainer.package, skip=plan.config.job_files()))
-        # trainer.module and the pools' own `module`s: each must be in the package
-        modules = dict.fromkeys(m for m in (trainer.module, *(p.module for p in plan.config.pools()
-                                                              if p.container is None)) if m)
-        for module in modules:
-            packaging.check_module(scan, module)  # layout and syntax: what submit checks
-        with tempfile.TemporaryDirectory(prefix=packaging.temp_prefix("dry-run")) as tmp:
-            sdist = packaging.build_sdist(trainer.package, Path(tmp), allow_credentials=allow_credentials,
-                                          skip=plan.config.job_files(), modules=modules)
-            if not plan.packages[0].uri.endswith("/" + sdist.name):
-                raise PackagingError(
-                    f"built {sdist.name}, but planned {plan.packages[0].uri}: did the "
-                    "trainer change while building? Run again"
-                )
-            packages[0]["size"] = sdist.stat().st_size
-    report = {
-        "request": plan.request(show_secrets=show_secrets),
-        "configHash": plan.config_hash,
-        "packages": packages,
-        **extra,
-        "addedAtSubmit": {"labels": [SUBMIT_LABEL]},
-    }
-    from vtrain.cloud.vertex.resources import filled_at_submit
-
-    resolved = filled_at_submit(plan.config, plan.target.region, "trialJobSpec" if plan.is_tuning else "jobSpec")
-    if resolved:
-        report["resolvedAtSubmit"] = resolved
-    if plan.config.model is not None and not plan.is_tuning:
-        from vtrain.cloud.registry import upload_request
-
-        report["modelUpload"] = upload_request(plan)
-    return report
-
 
 
 # ---- submitting -------------------------------------------------------------------------------
@@ -375,15 +321,34 @@ def submit(
     api_endpoint: str | None = None,
     if_changed: bool = False,
     allow_credentials: bool = False,
+    preflight: bool = True,
+    wait: bool = False,
+    timeout: float | None = None,
+    poll: float | None = None,
     backend: VertexBackend | None = None,
 ) -> VertexJob:
-    """Submit a job file (or a loaded JobConfig) to Vertex AI and return its handle at once:
-    `state`, `wait()`, `result()`, `cancel()`, `logs()`, as `run_local`'s. See :func:`submit_job`."""
-    return submit_job(
+    """Submit a job file (or a loaded JobConfig) to Vertex AI and return its handle: `state`, `wait()`,
+    `result()`, `cancel()`, `logs()`, as `run_local`'s. See :func:`submit_job`; `preflight=False` skips the cloud
+    side's checks, as ``--no-preflight`` does.
+
+    With `wait`, it returns once the job ended (WaitTimeout after `timeout` seconds; `poll` seconds between
+    polls) and, as `vtrain submit --wait` does, registers the model of a job that SUCCEEDED with a `model:` block
+    in Model Registry: ``job.registered`` is its version (:class:`~vtrain.cloud.vertex.registered.Registered`).
+    A job that FAILED is returned as it is (``job.state``, or ``job.result()``, which raises JobFailed); its model
+    is not uploaded."""
+    result = submit_job(
         config,
         overrides=overrides,
         where=Where(project, region, api_endpoint),
         if_changed=if_changed,
         allow_credentials=allow_credentials,
         backend=backend,
-    ).job
+        poll=poll,
+        preflight=preflight,
+    )
+    job = result.job
+    if wait:
+        from vtrain.cloud.registry import register_after
+
+        register_after(job, result.plan.config, job.wait(timeout, poll), tuning=result.plan.is_tuning)
+    return job

@@ -32,13 +32,15 @@ def doctor(
 ) -> None:
     """Explain where vtrain's calls would go and check that they would work: credentials (and
     whose), the project and the Vertex AI API; with JOB.yaml also its staging bucket (exists,
-    writable, in the job's region), service account (exists, you may act as it) and output dir.
+    writable, in the job's region), service account (exists, you may act as it), output dir, quota,
+    TensorBoard, experiment and `model.parent` (exists), and which runtime `vtrain local` would
+    rehearse it on, and why (the image's stack, the image itself, or this machine's Python).
 
     Reads and lists only: nothing is uploaded or created. Exit 0 when every check passes
     (warnings allowed), 1 when one fails, 2 for an invalid job file.
     """
-    from vtrain import __version__
     from vtrain.cloud.preflight import FAIL, SKIP, Check, Report, run_preflight
+    from vtrain.constants import VERSION
     from vtrain.errors import BackendError
 
     config = None
@@ -46,7 +48,9 @@ def doctor(
         from vtrain.jobfile.load import load_config
 
         config = load_config(job_file, overrides)
-    info = {"vtrain": __version__, "python": platform.python_version(), "job file": job_file or "-"}
+    info = {"vtrain": VERSION, "python": platform.python_version(), "job file": job_file or "-"}
+    if config is not None:
+        info["runtime"] = rehearsal_runtime(config)
     from vtrain.cloud.target import resolve_endpoint
 
     # Each setting is resolved on its own, so a bad one is reported under its own name.
@@ -79,3 +83,26 @@ def doctor(
         failed = len(report.failed)
         click.echo(f"{failed} of {len(report.checks)} checks failed" if failed else "all checks passed")
     raise SystemExit(0 if report.ok else 1)
+
+
+def rehearsal_runtime(config: object) -> str:
+    """What `vtrain local` would run this job's replicas on, and why (:mod:`vtrain.local.runtimes`); for the
+    image's stack also which Python it would use and whether it is built."""
+    from vtrain.errors import UsageError
+    from vtrain.jobfile.artifacts import Artifacts
+    from vtrain.local.runtimes import choose_runtime
+    from vtrain.request.custom_job import build_job_dict
+
+    try:
+        choice = choose_runtime(build_job_dict(config, Artifacts.stand_ins()))  # type: ignore[arg-type]
+    except UsageError as err:
+        return f"cannot run here: {err}"
+    text = f"{choice.runtime}: {choice.why}"
+    if choice.stack is not None and choice.runtime == "stack":
+        from vtrain.local.stacks import find_python
+
+        python, where = find_python(choice.stack.python)
+        text += (f"; Python {choice.stack.python} from {where} ({python})" if python is not None else
+                 f"; no Python {choice.stack.python} here (looked at {where}): uv installs one where it can, else "
+                 "the stack runs on this machine's Python, with a notice")
+    return text

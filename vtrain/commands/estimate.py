@@ -309,7 +309,7 @@ def _job_spec(config: Any, build_request: Any) -> Any:
     """The CustomJobSpec a run of this job got; package URIs do not enter the hash, so stand-ins do here (the
     image names do: planned)."""
     from vtrain.errors import VtrainError
-    from vtrain.trainer.artifacts import plan_artifacts
+    from vtrain.jobfile.artifacts import plan_artifacts
 
     try:
         return build_request(config, plan_artifacts(config)).body.get("jobSpec")

@@ -47,13 +47,18 @@ from vtrain.commands._options import UserPath, duration_callback, output_option,
               help="An image job (trainer.build, trainer.container): run each replica in a container (runc or crun "
               "on the unpacked image; docker or podman for trainer.container). auto: where this machine can, else "
               "on this machine's Python with one notice; always: fail instead; never: this machine's Python.")
+@click.option("--runtime", type=click.Choice(["auto", "stack", "image", "host"]), default="auto", show_default=True,
+              help="A Python package job's replicas: stack (the default for a prebuilt image: its TensorFlow and "
+              "Python, built once here), image (Vertex's own image, pulled and run with runc/crun), host (this "
+              "machine's Python and TensorFlow). auto reads VTRAIN_RUNTIME, else stack for a prebuilt image. "
+              "`vtrain doctor JOB.yaml` says which and why.")
 @set_option
 @output_option("text", "json")
 def local(job_file: str, output_dir: str | None, max_replicas: int | None, timeout: float | None,
           startup_timeout: float, keep: bool, allow_credentials: bool, max_parallel: int | None, seed: int,
           plain: bool, follow: tuple[str, ...], verbose: bool, progress_every: float | None,
           stream_logs: bool, restart_policy: str, faults: tuple[Any, ...], preempt_grace: float | None,
-          containers: str, overrides: tuple[str, ...], output: str) -> None:
+          containers: str, runtime: str, overrides: tuple[str, ...], output: str) -> None:
     """Run JOB.yaml on this machine: the CustomJob `submit` would send, one process per replica.
 
     Each replica gets the environment Vertex AI gives it (CLUSTER_SPEC, TF_CONFIG on
@@ -95,7 +100,7 @@ def local(job_file: str, output_dir: str | None, max_replicas: int | None, timeo
                              "print their lines with --stream-logs (they are always in each trial's log files)")
         run_study(config, output_dir=output_dir, max_parallel=max_parallel, seed=seed, max_replicas=max_replicas,
                   timeout=timeout, startup_timeout=startup_timeout or 120.0, allow_credentials=allow_credentials,
-                  output=output, stream_logs=stream_logs, restart_policy=restart_policy)
+                  output=output, stream_logs=stream_logs, restart_policy=restart_policy, runtime=runtime)
         return
     from vtrain.view.live import Watch, live_possible
 
@@ -107,7 +112,8 @@ def local(job_file: str, output_dir: str | None, max_replicas: int | None, timeo
         options = RunOptions(output_dir=output_dir, max_replicas=max_replicas, timeout=timeout,
                              startup_timeout=startup_timeout or 120.0, keep=keep, allow_credentials=allow_credentials,
                              restart_policy=restart_policy, faults=faults,
-                             preempt_grace=30.0 if preempt_grace is None else preempt_grace, containers=containers)
+                             preempt_grace=30.0 if preempt_grace is None else preempt_grace, containers=containers,
+                             runtime=runtime)
         if follow:
             check_follow(config, follow, max_replicas)
         job = run_local(config, options=options, out=None, notices=view.notices, on_line=view.on_line)
@@ -144,9 +150,9 @@ def local(job_file: str, output_dir: str | None, max_replicas: int | None, timeo
 def check_follow(config: Any, follow: tuple[str, ...], max_replicas: int | None) -> None:
     """--follow names replicas of this job (as --max-replicas shapes it), before anything is built."""
     from vtrain.errors import UsageError
+    from vtrain.jobfile.artifacts import Artifacts
     from vtrain.local.env import plan
     from vtrain.request.custom_job import build_job_dict
-    from vtrain.trainer.artifacts import Artifacts
 
     try:
         labels = [r.label for r in plan(build_job_dict(config, Artifacts.stand_ins()), max_replicas).replicas]

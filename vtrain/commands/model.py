@@ -3,7 +3,6 @@ Vertex AI Model Registry, for a submit that did not wait. `submit --wait` does t
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import click
@@ -40,8 +39,8 @@ def upload(job: str, job_file: str, output: str, overrides: tuple[str, ...], whe
     if config.model is None:
         raise ConfigError([Problem("model", "the job file has no model: block; add one to say how to register "
                                             "the job's model", job_file)])
-    # A bare job ID is looked up where the job file says (flags first), as submit created it.
-    handle = get_job(job, replace(where, project=where.project or config.project,
-                                  region=where.region or config.written_region()))
+    # A bare job ID is looked up where the job file says (flags first), as submit created it; a full name says
+    # where it is itself, and only a flag that disagrees with it is a mistake
+    handle = get_job(job, where, config=config)
     registered = register_model(handle._backend, config, handle)
     echo_registered(registered, handle.project, output)

@@ -20,7 +20,8 @@ def _size(n: int) -> str:
 @click.option(
     "--allow-credentials",
     is_flag=True,
-    help="Package files that look like credentials (keys, .env) instead of refusing them.",
+    help="Package files that look like credentials (keys, .env) instead of refusing them; with --launcher, also a "
+    "job whose env or args look secret (the image carries the job file).",
 )
 @click.option(
     "--target",
@@ -42,10 +43,24 @@ def _size(n: int) -> str:
     default=None,
     help="The Python base image of --launcher's image  [default: python:3.11-slim].",
 )
+@click.option(
+    "--launcher-python",
+    metavar="MAJOR.MINOR",
+    default=None,
+    help="The Python version of --launcher-base, when its config does not say it (no PYTHON_VERSION).",
+)
+@click.option(
+    "--launcher-platform",
+    metavar="TAG",
+    default=None,
+    help="The newest wheel platform tag --launcher-base runs (e.g. manylinux_2_35_x86_64), when vtrain cannot "
+    "read its C library.",
+)
 @output_option("text", "json")
 @set_option
 def package(job_file: str, allow_credentials: bool, target: str, launcher: str | None, launcher_base: str | None,
-            output: str, overrides: tuple[str, ...]) -> None:
+            output: str, overrides: tuple[str, ...], launcher_python: str | None = None,
+            launcher_platform: str | None = None) -> None:
     """Build the trainer package and stage it (with vtrain's runtime) under staging_bucket; with
     trainer.build, build the trainer's image and push it to trainer.build.repository.
 
@@ -57,16 +72,17 @@ def package(job_file: str, allow_credentials: bool, target: str, launcher: str |
     from vtrain.jobfile.load import load_config
     from vtrain.trainer.packaging import build_and_stage, builds_dir, describe
 
-    if launcher is not None or launcher_base is not None:
-        _launcher(job_file, launcher, launcher_base, allow_credentials, output, overrides)
+    if launcher is not None or any(v is not None for v in (launcher_base, launcher_python, launcher_platform)):
+        _launcher(job_file, launcher, (launcher_base, launcher_python, launcher_platform), allow_credentials, output,
+                  overrides)
         return
     config = load_config(job_file, overrides, target=target)
     trainer = config.trainer
     if trainer.build is not None:  # the image: built on its base and pushed, as `submit` does before the create
         from vtrain.cloud.images import blob_line, body_images, push_images, summary
         from vtrain.cloud.images import describe as describe_images
+        from vtrain.jobfile.artifacts import plan_artifacts
         from vtrain.request.build import build_request
-        from vtrain.trainer.artifacts import plan_artifacts
 
         text = output == "text"
         body = build_request(config, plan_artifacts(config)).body
@@ -100,24 +116,30 @@ def package(job_file: str, allow_credentials: bool, target: str, launcher: str |
         click.echo(f"{role:<8} {state:<15} {obj.uri}  ({_size(obj.size)})")
 
 
-def _launcher(job_file: str, repository: str | None, base: str | None, allow_credentials: bool, output: str,
-              overrides: tuple[str, ...]) -> None:
-    """`package --launcher REPOSITORY`: the launcher step's image (vtrain.trainer.image.launcher), built and pushed."""
+def _launcher(job_file: str, repository: str | None, settings: tuple[str | None, str | None, str | None],
+              allow_credentials: bool, output: str, overrides: tuple[str, ...]) -> None:
+    """`package --launcher REPOSITORY`: the launcher step's image (vtrain.trainer.image.launcher), built and pushed:
+    the job file judged by the one secret policy and what it names (vtrain.jobfile.artifacts.launcher_job)."""
     from vtrain.errors import UsageError
     from vtrain.trainer.image.launcher import DEFAULT_BASE, launcher_image
 
+    base, python_version, platform = settings
     if repository is None:
-        raise UsageError("--launcher-base needs --launcher REPOSITORY (where the launcher image goes)")
+        given = [flag for flag, value in zip(("--launcher-base", "--launcher-python", "--launcher-platform"), settings,
+                                             strict=True) if value is not None]
+        raise UsageError(f"{', '.join(given)} {'needs' if len(given) == 1 else 'need'} --launcher REPOSITORY (where "
+                         "the launcher image goes)")
     if overrides:
         raise UsageError("--set does not apply to --launcher: the image holds the job file as it is on disk (give "
                          "launcher_op its args instead)")
     from vtrain.cloud.images import blob_line
-    from vtrain.jobfile.load import load_config
+    from vtrain.pipelines.image import launcher_job  # no kfp: vtrain.pipelines loads its names when used
 
-    config = load_config(job_file)  # checked before anything is built; its trainer folder goes in too
+    # checked and judged for secrets before anything is built; its trainer folder and named files go in too
+    job = launcher_job(job_file, allow_credentials=allow_credentials, allow="pass --allow-credentials to ship them")
     text = output == "text"
-    pushed = launcher_image(job_file, repository, base=base or DEFAULT_BASE, package=config.trainer.package,
-                            allow_credentials=allow_credentials,
+    pushed = launcher_image(job_file, repository, base=base or DEFAULT_BASE, package=job.package, files=job.files,
+                            python_version=python_version, platform=platform, allow_credentials=allow_credentials,
                             on_blob=(lambda b: click.echo(blob_line(b), err=True)) if text else None)
     if text:
         sent = pushed.layer_bytes()

@@ -37,10 +37,10 @@ def render(
     `pipelines` extra; docs: Pipelines guide).
     """
     from vtrain.cloud.target import Where
+    from vtrain.jobfile.artifacts import plan_artifacts
     from vtrain.jobfile.load import load_config
     from vtrain.request.build import build_request
     from vtrain.request.render import render as render_job
-    from vtrain.trainer.artifacts import plan_artifacts
 
     if output == "kfp":
         return _kfp(job_file, overrides, project, region, model_request, show_secrets)
@@ -86,18 +86,16 @@ def _kfp(job_file: str, overrides: tuple[str, ...], project: str | None, region:
                          "(docs: Pipelines guide)") from None
     from vtrain.pipelines.training import component_yaml
     where = Where(project, region)
-    if not show_secrets:  # the component must carry the values themselves: none is written unasked
+    if not show_secrets:  # the component must carry the values themselves: the one secret policy says if it may
+        from vtrain.jobfile.artifacts import Artifacts
         from vtrain.request.build import build_request
-        from vtrain.request.redact import redact
-        from vtrain.trainer.artifacts import Artifacts
+        from vtrain.request.secrets import job_secret_places, refuse_secrets
+        from vtrain.userpaths import shown
 
         # the secrets are in env and args: the artifacts' stand-ins give the same request without reading a file
-        body = build_request(config, Artifacts.stand_ins(), region=where.region_for(config),
-                             project=where.project_for(config)).body
-        if redact(body) != body:
-            raise UsageError(f"{config.source}: the job has secret-looking values (env or args), which the component "
-                             "would carry in clear: pass --show-secrets to write them, or read them from Secret "
-                             "Manager in the trainer")
+        body = build_request(config, Artifacts.stand_ins()).body
+        refuse_secrets(job_secret_places(body), source=shown(str(config.source)), carrier="the component",
+                       allow="pass --show-secrets to write them")
     click.echo(component_yaml(job_file, overrides=overrides, project=where.project_for(config),
                               region=where.region_for(config)), nl=False)
     if config.trainer.package is not None:

@@ -129,7 +129,6 @@ def _size(n: int) -> str:
 
 
 #: The project a dry run with none set shows in its plan (a valid ID, so the plan's URL is well formed).
-PLACEHOLDER_PROJECT = "your-project-id"
 
 
 def _echo_dry_run(report: dict[str, Any]) -> None:
@@ -208,10 +207,11 @@ def _after_end(result: Any, state: str, output: str) -> None:
     if state != "JOB_STATE_SUCCEEDED":
         click.echo(f"model: not uploaded: the job ended {state}, not SUCCEEDED", err=True)
         return
-    from vtrain.cloud.registry import register_model
+    from vtrain.cloud.registry import register_after
 
     job = result.job
-    registered = register_model(job._backend, result.plan.config, job)
+    registered = register_after(job, result.plan.config, state)
+    assert registered is not None  # a SUCCEEDED job with `model:`, not a study: checked above
     if output == "json":
         click.echo(f"model: {registered.name} ({'uploaded' if registered.uploaded else registered.why})", err=True)
     else:
@@ -311,32 +311,17 @@ def submit(
     vtrain-config-hash (a hash of the rendered request, package URIs included).
     """
     from vtrain.cloud.jobs import job_dict
-    from vtrain.cloud.submit import dry_run as plan_dry_run
-    from vtrain.cloud.submit import plan_submit, submit_job
+    from vtrain.cloud.submit import submit_job
 
     timeout = wait_timeout
     if dry_run:
-        from dataclasses import replace
+        from vtrain.cloud.dryrun import dry_run_job
 
-        from vtrain.jobfile.load import load_config
-
-        config = load_config(job_file, overrides)
-        placeholder = where.project_for(config) is None
-        if placeholder:  # a dry run needs no project: show the plan for a stand-in, and say so
-            where = replace(where, project=PLACEHOLDER_PROJECT)
-            click.echo(f"no project set: the plan shows '{PLACEHOLDER_PROJECT}' (submit needs --project, `project:` "
-                       "in the job file, VTRAIN_PROJECT or gcloud's project); preflight skipped", err=True)
-        plan = plan_submit(config, where=where)
-        checks = None
-        if preflight and not placeholder:
-            from vtrain.cloud.preflight import run_preflight
-
-            checks = run_preflight(plan.target, plan.config, body=plan.body)
-            if output == "text":
-                _echo_checks(checks)
-        report = plan_dry_run(plan, allow_credentials=allow_credentials, show_secrets=show_secrets)
-        if checks is not None:
-            report["preflight"] = checks.to_dict()
+        report, checks = dry_run_job(job_file, overrides=overrides, where=where, preflight=bool(preflight),
+                                     allow_credentials=allow_credentials, show_secrets=show_secrets,
+                                     notice=lambda text: click.echo(text, err=True))
+        if checks is not None and output == "text":
+            _echo_checks(checks)
         echo_json(report) if output == "json" else _echo_dry_run(report)
         if checks is not None:
             checks.raise_for_failures()

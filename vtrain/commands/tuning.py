@@ -63,7 +63,7 @@ class LiveTable:
 
 def run_study(config: Any, *, output_dir: str | None, max_parallel: int | None, seed: int, max_replicas: int | None,
               timeout: float | None, startup_timeout: float, allow_credentials: bool, output: str,
-              stream_logs: bool, restart_policy: str = "vertex") -> None:
+              stream_logs: bool, restart_policy: str = "vertex", runtime: str = "auto") -> None:
     """Run the study, print the table and the best trial; exit as `vtrain local` does."""
     from vtrain.handle import SUCCEEDED
     from vtrain.local.options import RunOptions
@@ -71,7 +71,7 @@ def run_study(config: Any, *, output_dir: str | None, max_parallel: int | None, 
 
     options = RunOptions(output_dir=output_dir, max_replicas=max_replicas, timeout=timeout,
                          startup_timeout=startup_timeout, allow_credentials=allow_credentials,
-                         restart_policy=restart_policy)
+                         restart_policy=restart_policy, runtime=runtime)
     display = LiveTable(sys.stderr)
     study = None
     try:

@@ -229,6 +229,12 @@ class Emulator:
         """The metadata contexts (Experiments) made here (REST dicts)."""
         return [c for _, c in sorted(self._server.metadata.contexts.items())]
 
+    def models(self) -> list[dict[str, Any]]:
+        """Every version of every model in Model Registry here (REST dicts), by model, oldest version first;
+        uploads still pending are not in it."""
+        registry = self._server.models
+        return [v for name in sorted(registry.models) for v in registry.versions(name)]
+
     def client(self) -> Any:
         """A real `JobServiceClient` pointed here: REST transport, anonymous credentials."""
         from google.auth.credentials import AnonymousCredentials

@@ -55,19 +55,22 @@ def package_uris(job: Mapping[str, Any]) -> list[str]:
 
 
 def install_packages(job: Mapping[str, Any], cache_dir: str | os.PathLike[str] | None,
-                     notice: Callable[[str], None]) -> Any:
-    """The trainer environment with the job's packageUris installed (once per cache), or None without any."""
+                     notice: Callable[[str], None], runtime: str = "auto") -> tuple[Any, dict[str, Any]]:
+    """(the trainer environment with the job's packageUris installed, once per cache, or None without any;
+    the prebuilt images to run in under --runtime image): over the image's stack for a prebuilt image, as
+    `vtrain local` runs it (`runtime`: :mod:`vtrain.local.runtimes`)."""
     from vtrain.local import envcache
-    from vtrain.local.runner import env_notices
+    from vtrain.local.runtimes import choose_runtime, python_runtime
 
     uris = package_uris(job)
     if not uris:
-        return None
+        return None, {}
+    choice = choose_runtime(job, runtime)
     cache = Path(cache_dir) if cache_dir is not None else envcache.default_cache_dir()
     notice(f"installing {len(uris)} package(s): {', '.join(uris)}")
-    trainer_env = envcache.prepare_env(envcache.fetch_packages(uris, cache), cache)
-    env_notices(trainer_env, notice)
-    return trainer_env
+    from vtrain.local.downloads import fetch_packages
+
+    return python_runtime(fetch_packages(uris, cache), cache, choice, notice)
 
 
 def pull_images(job: Mapping[str, Any], cache_dir: str | os.PathLike[str] | None,
@@ -163,8 +166,8 @@ class EmulatedRunner:
         from vtrain.local.runner import local_output_dir, run_job
 
         faults = specs_from_labels(dict(body.get("labels") or {}))  # before anything is installed
-        trainer_env = install_packages(body, self.options.cache_dir, notice)
-        images = pull_images(body, self.options.cache_dir, notice)
+        trainer_env, prebuilt = install_packages(body, self.options.cache_dir, notice, self.options.runtime)
+        images = {**pull_images(body, self.options.cache_dir, notice), **prebuilt}
         if ctx.cancelled.is_set():
             return None
         output_dir = local_output_dir(body)
@@ -174,6 +177,7 @@ class EmulatedRunner:
             base = (body["jobSpec"].get("baseOutputDirectory") or {}).get("outputUriPrefix")
             why = f"baseOutputDirectory {base} is not on this machine" if base else "the job has no baseOutputDirectory"
             notice(f"{why}: outputs go to {output_dir}")
+            ctx.outputs_at(output_dir)  # Model Registry reads an upload of the job's model dir there
 
         def forward(replica: Replica, text: str, stream: str) -> None:
             ctx.log(text, task=task_of(replica.pool, replica.index), severity=severity_of(stream))

@@ -94,8 +94,8 @@ def _run(self: TuningRunner, job: Any, ctx: RunContext) -> RunResult:
             ctx.log(f"[trial-{trial}] {text}", task=task, severity=severity)
 
     try:
-        trainer_env = install_packages(spec, self.options.cache_dir, notice)
-        images = pull_images(spec, self.options.cache_dir, notice)  # a trainer.build study's image
+        trainer_env, prebuilt = install_packages(spec, self.options.cache_dir, notice, self.options.runtime)
+        images = {**pull_images(spec, self.options.cache_dir, notice), **prebuilt}  # a trainer.build study's image
         if ctx.cancelled.is_set():
             return RunResult(CANCELLED)
         root = Path(self.output_root) if self.output_root is not None else default_output_root()

@@ -14,7 +14,7 @@ Under /v1/projects/P/locations/L:
     metadataStores[/S]                                 create (?metadataStoreId → Operation, done), list, get
     metadataStores/S/{contexts,artifacts,executions}[/ID]  create (?contextId...), list, get, patch, delete
     metadataStores/S/contexts/C:addContextChildren | :removeContextChildren | :addContextArtifactsAndExecutions
-    metadataStores/S/executions/X:addExecutionEvents
+    metadataStores/S/executions/X:addExecutionEvents | :queryExecutionInputsAndOutputs (its artifacts and events)
     ANY/operations/OP                                  a create's or delete's Operation
 
 Bodies are parsed strictly into the resource's `aiplatform.v1` type and its output-only fields (as the
@@ -356,6 +356,21 @@ def _add_events(res: MetadataResources, name: str, doc: dict[str, Any], _: Any) 
     return {}
 
 
+def _inputs_and_outputs(res: MetadataResources, name: str, doc: dict[str, Any], _: Any) -> dict[str, Any]:
+    """queryExecutionInputsAndOutputs: a LineageSubgraph of the execution, its events (each naming it) and the
+    artifacts they name that still exist."""
+    if doc:
+        raise invalid_argument("Invalid JSON payload received. QueryExecutionInputsAndOutputs takes no body.")
+    events = [{**e, "execution": name} for e in res.events.get(name, []) if e.get("artifact") in res.items]
+    artifacts = [res.items[n] for n in dict.fromkeys(e["artifact"] for e in events)]
+    answer: dict[str, Any] = {"executions": [res.items[name]]}
+    if artifacts:
+        answer["artifacts"] = artifacts
+    if events:
+        answer["events"] = events
+    return answer
+
+
 def _batch_create(res: MetadataResources, name: str, doc: dict[str, Any], what: str, body_key: str, id_key: str,
                   collection: str, parent_prefix: str) -> list[dict[str, Any]]:  # fmt: skip
     requests = doc.get("requests", [])
@@ -391,6 +406,7 @@ _VERBS: dict[tuple[str, str, str], Any] = {
     ("Context", "removeContextChildren", "POST"): _remove_children,
     ("Context", "addContextArtifactsAndExecutions", "POST"): _add_members,
     ("Execution", "addExecutionEvents", "POST"): _add_events,
+    ("Execution", "queryExecutionInputsAndOutputs", "GET"): _inputs_and_outputs,
     ("TensorboardExperiment", "batchCreate", "POST"): batch_create_series,
     ("TensorboardRun", "batchCreate", "POST"): batch_create_runs,
 }

@@ -12,7 +12,8 @@ own thread once the job leaves JOB_STATE_PENDING (the job is then JOB_STATE_RUNN
   stops, and ``ctx.stopping`` is set then only); ``ctx.log(message, task=...)``
   which appends a Cloud Logging entry served by the emulator's ``/v2/entries:list``
   (``task`` is the replica, ``workerpool0-0`` style, as Vertex labels its logs);
-  ``ctx.sleep(seconds)`` which returns True early if the job was cancelled.
+  ``ctx.sleep(seconds)`` which returns True early if the job was cancelled; ``ctx.outputs_at(folder)``,
+  where the job's outputs went when its baseOutputDirectory is not on this machine.
 - It returns ``RunResult(state, error)`` with ``state`` JOB_STATE_SUCCEEDED,
   JOB_STATE_FAILED or JOB_STATE_CANCELLED; ``error`` becomes ``CustomJob.error.message``
   for a failure (``code``, default 13, its ``error.code``). An exception raised by the runner
@@ -26,6 +27,7 @@ The default :func:`sleep_runner` waits and succeeds. ``vtrain emulator --run-job
 from __future__ import annotations
 
 import importlib
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -59,6 +61,12 @@ class RunContext:
     #: The emulator's own endpoint (``http://127.0.0.1:PORT``): where a job's replicas reach its API (the
     #: chief logs its Experiment Run there); "" when the runner is used without a server.
     api_url: str = ""
+    _outputs: Callable[[str], None] = lambda folder: None
+
+    def outputs_at(self, folder: str | os.PathLike[str]) -> None:
+        """Say where the job's outputs really are when its baseOutputDirectory is not on this machine: Model
+        Registry then reads an upload's artifactUri under that base there (:mod:`vtrain.emulator.artifacts`)."""
+        self._outputs(os.fspath(folder))
 
     def log(self, message: str, *, task: str = "workerpool0-0", severity: str = "INFO") -> None:
         self._sink(message, task, severity)

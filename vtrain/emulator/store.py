@@ -15,6 +15,7 @@ import secrets
 import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 from google.cloud.aiplatform_v1.types import CustomJob
@@ -55,6 +56,7 @@ class _Record:
     entries: list[dict[str, Any]] = field(default_factory=list)
     thread: threading.Thread | None = None
     trial_times: dict[str, list[Any]] = field(default_factory=dict)  # a tuning job's trials: [start, end]
+    output_dir: Path | None = None  # where the runner wrote the outputs of a gs:// baseOutputDirectory
 
 
 class JobStore:
@@ -149,6 +151,20 @@ class JobStore:
                     ]
             return []
 
+    def local_outputs(self, uri: str) -> Path | None:
+        """Where `uri` (under a job's gs:// baseOutputDirectory) really is, for a job this emulator ran with its
+        outputs on this machine (the newest such job whose folder holds it, else the newest such job's path);
+        None for any other path."""
+        wanted = uri.rstrip("/")
+        with self._lock:
+            records = sorted((r for r in self._jobs.values() if r.output_dir is not None), key=lambda r: -r.seq)
+            bases = [(r.job.job_spec.base_output_directory.output_uri_prefix.rstrip("/"), r.output_dir)
+                     for r in records]
+        found = [folder.joinpath(*parts) for base, folder in bases if folder is not None and base
+                 and (wanted == base or wanted.startswith(base + "/"))
+                 for parts in [[p for p in wanted[len(base):].split("/") if p]] if not {".", ".."} & set(parts)]
+        return next((path for path in found if path.exists()), found[0] if found else None)
+
     def snapshot(self) -> builtins.list[Any]:
         with self._lock:
             return [self._copy(r.job) for r in sorted(self._jobs.values(), key=lambda r: r.seq)]
@@ -224,8 +240,12 @@ class JobStore:
 
     def _context(self, rec: _Record, job_id: str) -> RunContext:
         """What the runner gets (a TuningStore's runner also publishes trials through it)."""
+        def outputs(folder: str) -> None:
+            with self._lock:
+                rec.output_dir = Path(folder)
+
         return RunContext(job_id=job_id, cancelled=rec.cancel, stopping=self._closing, api_url=self.api_url,
-                          _sink=lambda m, t, s: self._log(rec, m, t, s))
+                          _sink=lambda m, t, s: self._log(rec, m, t, s), _outputs=outputs)
 
     def _finish_cancelled(self, rec: _Record) -> None:
         if not self._closing.is_set():

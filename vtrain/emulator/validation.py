@@ -24,8 +24,11 @@ from vtrain.emulator.wire import MAX_DEPTH, json_body
 PROJECT_RE = re.compile(r"^(?:[a-z][a-z0-9-]{4,28}[a-z0-9]|[0-9]{1,20})$")
 LOCATION_RE = re.compile(r"^[a-z]+(?:-[a-z]+)+[0-9]+$")
 JOB_ID_RE = re.compile(r"^[0-9]{1,20}$")
-LABEL_KEY_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
-LABEL_VALUE_RE = re.compile(r"^[a-z0-9_-]{0,63}$")
+#: "Label keys and values can be no longer than 64 characters (Unicode codepoints), can only contain lowercase
+#: letters, numeric characters, underscores and dashes. International characters are allowed." (v1 reference,
+#: CustomJob.labels and Model.labels); keys start with a letter.
+LABEL_KEY_RE = re.compile(r"^[a-z\u0080-\U0010ffff][a-z0-9_\u0080-\U0010ffff-]{0,62}$")
+LABEL_VALUE_RE = re.compile(r"^[a-z0-9_\u0080-\U0010ffff-]{0,63}$")
 MAX_POOLS = 4
 OUTPUT_ONLY = (
     "name",
@@ -178,14 +181,43 @@ def negative_values(message: Any, path: str = "") -> list[tuple[str, str]]:
     return problems
 
 
+def display_name_problems(name: str, where: str = "display_name") -> list[tuple[str, str]]:
+    """A resource's display name: required, at most MAX_DISPLAY_NAME characters (CustomJob, Model)."""
+    if not name:
+        return [(where, "display_name is required.")]
+    if len(name) > MAX_DISPLAY_NAME:
+        return [(where, f"display_name is longer than {MAX_DISPLAY_NAME} characters.")]
+    return []
+
+
+def label_problems(labels: Any, where: str = "labels") -> list[tuple[str, str]]:
+    """Labels as Vertex takes them on every resource (CustomJob, Model and its versions): at most
+    MAX_LABELS, keys and values of lowercase letters, digits, '_' and '-' (keys start with a letter)."""
+    problems: list[tuple[str, str]] = []
+    if len(labels) > MAX_LABELS:
+        problems.append((where, f"At most {MAX_LABELS} labels are allowed, got {len(labels)}."))
+    for key, value in labels.items():
+        if not LABEL_KEY_RE.match(key):
+            problems.append((f"{where}.{_shown(key)}", "Label keys must start with a lowercase letter and hold "
+                                                       "at most 63 lowercase letters, digits, '_' or '-'."))
+        if not LABEL_VALUE_RE.match(value):
+            problems.append((f"{where}.{_shown(key)}",
+                             "Label values hold at most 63 lowercase letters, digits, '_' or '-'."))
+    return problems
+
+
+def _shown(text: str) -> str:
+    """A key others wrote, fit for a message: control characters escaped, length capped."""
+    from vtrain.foreign import printable
+
+    return printable(text, limit=80)
+
+
 def check_custom_job(job: Any) -> None:
     """Every create-time rule; the message names the first problem, details list them all."""
     problems: list[tuple[str, str]] = negative_values(job)
     machines: list[tuple[str, str]] = []  # hardware Vertex refuses: worded as Vertex words it (hardware.py)
-    if not job.display_name:
-        problems.append(("display_name", "display_name is required."))
-    elif len(job.display_name) > MAX_DISPLAY_NAME:
-        problems.append(("display_name", f"display_name is longer than {MAX_DISPLAY_NAME} characters."))
+    problems.extend(display_name_problems(job.display_name))
     pools = job.job_spec.worker_pool_specs
     if not pools:
         problems.append(("job_spec.worker_pool_specs", "At least one worker pool spec is required."))
@@ -199,23 +231,56 @@ def check_custom_job(job: Any) -> None:
     else:
         for i, pool in enumerate(pools):
             _check_pool(i, pool, problems, machines)
-    if len(job.labels) > MAX_LABELS:
-        problems.append(("labels", f"At most {MAX_LABELS} labels are allowed."))
-    for key, value in job.labels.items():
-        if not LABEL_KEY_RE.match(key):
-            problems.append(
-                (
-                    f"labels.{key}",
-                    "Label keys must start with a lowercase letter and hold "
-                    "at most 63 lowercase letters, digits, '_' or '-'.",
-                )
-            )
-        if not LABEL_VALUE_RE.match(value):
-            problems.append(
-                (f"labels.{key}", "Label values hold at most 63 lowercase letters, digits, '_' or '-'.")
-            )
+    problems.extend(label_problems(job.labels))
     if machines:
         raise invalid_argument(machines[0][1], machines + problems)
+    if problems:
+        field, message = problems[0]
+        raise invalid_argument(f"{field}: {message}", problems)
+
+
+#: Model.version_aliases: "The format is [a-z][a-zA-Z0-9-]{0,126}[a-z0-9] to distinguish from version_id."
+ALIAS_RE = re.compile(r"^[a-z][a-zA-Z0-9-]{0,126}[a-z0-9]$")
+#: UploadModelRequest.model_id: "up to 63 characters, and valid characters are [a-z0-9_-]. The first
+#: character cannot be a number or hyphen."
+MODEL_ID_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,62}$")
+#: Model.artifact_uri: a Cloud Storage directory (bucket names: 3-63 characters, up to 222 with dots).
+GCS_DIR_RE = re.compile(r"^gs://[a-z0-9][a-z0-9._-]{1,220}[a-z0-9](?:/[^\s]*)?$")
+
+
+def check_model_upload(request: Any) -> None:
+    """An UploadModelRequest's create-time rules, by the checks customJobs.create uses where the field is the same
+    (display name, labels, negative values, a required image) plus the Model's own: the image is a well-formed
+    reference, artifactUri a gs:// directory, each version alias well-formed and listed once, model_id
+    well-formed. The message names the first problem, details list them all."""
+    from vtrain.trainer.image.reference import reference_problem
+
+    model = request.model
+    problems = negative_values(model, "model")
+    problems += display_name_problems(model.display_name, "model.display_name")
+    problems += label_problems(model.labels, "model.labels")
+    image = model.container_spec.image_uri
+    if not image:
+        problems.append(("model.container_spec.image_uri", "image_uri is required."))
+    else:
+        bad_image = reference_problem(image, what="image_uri")
+        if bad_image:
+            problems.append(("model.container_spec.image_uri", bad_image + "."))
+    uri = model.artifact_uri
+    if uri and (not GCS_DIR_RE.match(uri) or not uri.isprintable()):
+        problems.append(("model.artifact_uri", f"artifact_uri must be a Cloud Storage directory gs://BUCKET/PATH, "
+                                               f"got '{_shown(uri)}'."))
+    seen: set[str] = set()
+    for alias in model.version_aliases:
+        if not ALIAS_RE.match(alias):
+            problems.append(("model.version_aliases", f"Invalid version alias '{_shown(alias)}': it must match "
+                                                      "[a-z][a-zA-Z0-9-]{0,126}[a-z0-9]."))
+        elif alias in seen:
+            problems.append(("model.version_aliases", f"The version alias '{alias}' is listed twice."))
+        seen.add(alias)
+    if request.model_id and not MODEL_ID_RE.match(request.model_id):
+        problems.append(("model_id", f"Invalid model_id '{_shown(request.model_id)}': up to 63 of [a-z0-9_-], not "
+                                     "starting with a digit or '-'."))
     if problems:
         field, message = problems[0]
         raise invalid_argument(f"{field}: {message}", problems)
@@ -230,4 +295,5 @@ def check_job_name(project: str, location: str, job_id: str) -> None:
         )
 
 
-__all__ = ["ApiError", "check_custom_job", "check_job_name", "check_parent", "parse_custom_job"]
+__all__ = ["ApiError", "check_custom_job", "check_job_name", "check_model_upload", "check_parent",
+           "display_name_problems", "label_problems", "parse_custom_job"]

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from vtrain.errors import EstimateError
 from vtrain.estimate.advice import KINDS, Recommendation, recommend
-from vtrain.estimate.costs import Costs, LowComm, costs, low_communication
+from vtrain.estimate.costs import Costs, LowComm, costs, low_communication, verdict_line
 from vtrain.estimate.diloco import DilocoTraffic, diloco_bytes_per_learner_per_step, diloco_traffic
 from vtrain.estimate.fromrun import Run, Source, last_run, load_run
 from vtrain.estimate.jobs import JobCluster, estimate_hint, job_cluster
@@ -57,7 +57,7 @@ from vtrain.estimate.precision import PrecisionAdvice, precision_advice
 from vtrain.estimate.prices import Prices, cluster_prices, load_prices
 from vtrain.estimate.rehearsal import RunAdvice, advise_from_run, format_from_run
 from vtrain.estimate.report import SCHEMA_VERSION, Inputs, Report, advise
-from vtrain.estimate.text import format_report, verdict_line
+from vtrain.estimate.text import format_report
 
 __all__ = [
     "DEFAULT_ALPHA_S",

@@ -109,3 +109,37 @@ def low_communication(
     return rows
 
 
+def human_seconds(s: float | None) -> str:
+    """12.5 ms, 3.20 s, '-' for unknown."""
+    if s is None:
+        return "-"
+    if s == 0:
+        return "0 s"
+    return f"{s * 1e3:.1f} ms" if s < 1 else f"{s:.2f} s"
+
+
+def verdict_line(est: Estimate, money: Costs | None) -> str:
+    """Whether reducers pay in time and in cost, and where they stop paying."""
+    if est.workers < 2:
+        return "verdict: one replica exchanges no gradients over the network; reducers cannot help."
+    rs = est.reduction_server
+    if est.speedup > 1:
+        time = f"reducers pay in time: {est.speedup:.2f}× the steps/sec of the ring"
+    else:
+        time = f"reducers do not pay in time ({est.speedup:.2f}× the ring)"
+        if rs.reducer_bound and est.min_reducers_to_beat_ring is not None:
+            time += f": {rs.reducers} are too few, {est.min_reducers_to_beat_ring} would beat the ring"
+    if money is None:
+        if est.speedup <= 1:
+            return f"verdict: {time}; so not in cost either."
+        return (
+            f"verdict: {time}; in cost while one reducer-hour costs less than "
+            f"{est.break_even_worker_hours:.3g} worker-VM-hours (give --prices for money)."
+        )
+    ring_cost, rs_cost = money.ring_per_1000_steps, money.reduction_server_per_1000_steps
+    cost = f"in cost {'too' if money.reducers_cheaper else 'not'} (${rs_cost:.2f} vs ${ring_cost:.2f} per 1,000 steps)"
+    if money.break_even_reducer_price:
+        cost += f"; they stop paying above ${money.break_even_reducer_price:.2f} per reducer-hour"
+    if money.break_even_step_compute_s:
+        cost += f" or once a step computes more than {human_seconds(money.break_even_step_compute_s)}"
+    return f"verdict: {time}; {cost}."

@@ -24,7 +24,7 @@ from vtrain.estimate.memory import Device
 from vtrain.estimate.peaks import GPU_PEAK_TFLOPS, TPU_PEAK_TFLOPS
 from vtrain.estimate.profile import check_profile, read_profile
 from vtrain.foreign import printable
-from vtrain.foreigndata import Doc, Unreadable, kind, read_json, source_name
+from vtrain.foreign.data import Doc, Unreadable, kind, read_json, source_name
 
 DEFAULT_UTILISATION = 0.4
 UTILISATION_RANGE = (0.3, 0.6)

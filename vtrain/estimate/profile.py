@@ -6,7 +6,7 @@ Infinity``, ``"count_params": true`` or ``"gradient_bytes": -4``. The advisor wo
 number into a confident verdict, so :func:`check_profile` refuses a profile whose fields are of the
 wrong type or range, naming the file and the field (``chief-0.json: unreadable: steps.median_s is
 inf; allowed: a finite number ≥ 0``); :func:`read_profile` reads one bounded
-(:func:`vtrain.foreigndata.read_json`). Fields the advisor does not read are left as they are.
+(:func:`vtrain.foreign.data.read_json`). Fields the advisor does not read are left as they are.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from vtrain.foreigndata import Doc, Unreadable, read_json, source_name
+from vtrain.foreign.data import Doc, Unreadable, read_json, source_name
 
 #: A profile is ~2 KB; a trainer's own extras may add some.
 MAX_PROFILE_BYTES = 4 * 1024 * 1024

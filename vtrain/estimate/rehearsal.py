@@ -11,11 +11,11 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from vtrain.errors import EstimateError
+from vtrain.estimate.costs import verdict_line
 from vtrain.estimate.fromrun import UTILISATION_RANGE, Run, Source, measured_inputs, memory_check
 from vtrain.estimate.jobs import exchanging_pools
 from vtrain.estimate.memory import human_bytes, pool_device
 from vtrain.estimate.report import Inputs, Report, advise
-from vtrain.estimate.text import verdict_line
 
 if TYPE_CHECKING:
     from vtrain.jobfile.model import JobConfig

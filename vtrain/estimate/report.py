@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from vtrain.errors import EstimateError
 from vtrain.estimate.advice import Recommendation, recommend
-from vtrain.estimate.costs import Costs, LowComm, costs, low_communication
+from vtrain.estimate.costs import Costs, LowComm, costs, low_communication, verdict_line
 from vtrain.estimate.diloco import DilocoTraffic, diloco_traffic
 from vtrain.estimate.dtensor import MeshPlan, mesh_plan
 from vtrain.estimate.jobs import JobCluster, exchanging_pools, job_cluster
@@ -73,8 +73,6 @@ class Report:
     mesh: MeshPlan | None = None  # a DTensor job's own mesh: memory and traffic per device
 
     def to_dict(self) -> dict[str, object]:
-        from vtrain.estimate.text import verdict_line
-
         i = self.inputs
         return {
             "schema_version": SCHEMA_VERSION,

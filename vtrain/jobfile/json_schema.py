@@ -72,7 +72,8 @@ def node_schema(node: Any, path: PathKey = ()) -> dict[str, Any]:
         out = {
             "anyOf": [
                 {"type": "string", "pattern": _DURATION_PATTERN},
-                {"type": "number", "exclusiveMinimum": 0, "maximum": nodes.MAX_DURATION_S},
+                {"type": "number", **({"minimum": 0} if node.zero_ok else {"exclusiveMinimum": 0}),
+                 "maximum": nodes.MAX_DURATION_S},
             ]
         }
     elif isinstance(node, nodes.EnvValue):

@@ -19,7 +19,8 @@ import yaml
 
 from vtrain.errors import ConfigError, Problem
 from vtrain.jobfile import rules, schema
-from vtrain.jobfile.model import JobConfig, build_config
+from vtrain.jobfile.assemble import build_config
+from vtrain.jobfile.model import JobConfig
 from vtrain.jobfile.yamlpos import MAX_BYTES, MAX_NODES, PathKey, Position, Positions, format_path, load_yaml
 from vtrain.userpaths import absolute, describe_oserror, path_problem, read_bounded, shown
 
@@ -85,6 +86,42 @@ def apply_overrides(data: Any, overrides: Iterable[str], positions: Positions) -
                 positions.values[sub] = where
                 positions.keys[sub] = where
     return data, problems
+
+
+def override(key: str, value: Any) -> str:
+    """The `--set KEY=VALUE` item that reads back as exactly `value` (strings, whole numbers, booleans, None, lists
+    and mappings of them): YAML in flow style, every string double-quoted with each character that is not printable
+    ASCII written as YAML's escape of its code point (``\\x..``, ``\\u....``, ``\\U........``). JSON is not
+    that: it writes a character outside Unicode's basic plane as two ``\\u`` escapes, which YAML reads as two
+    lone surrogates, and leaves U+0085 and U+2028 raw, which YAML reads as line breaks."""
+    return f"{key}={_yaml_flow(value)}"
+
+
+def _yaml_flow(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return '"' + "".join(_yaml_char(c) for c in value) + '"'
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{_yaml_flow(str(k))}: {_yaml_flow(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_yaml_flow(v) for v in value) + "]"
+    raise TypeError(f"no YAML for a {type(value).__name__}")
+
+
+def _yaml_char(char: str) -> str:
+    code = ord(char)
+    if char in '"\\':
+        return "\\" + char
+    if 0x20 <= code < 0x7F:
+        return char
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 class _Unbounded(ValueError):
@@ -311,4 +348,5 @@ def _plain(value: Any, path: PathKey, problems: list[Problem], count: list[int])
     return None
 
 
-__all__ = ["MAPPING_SOURCE", "TEXT_SOURCE", "apply_overrides", "fallback_overrides", "load_config", "parse_config"]
+__all__ = ["MAPPING_SOURCE", "TEXT_SOURCE", "apply_overrides", "fallback_overrides", "load_config", "override",
+           "parse_config"]

@@ -219,18 +219,18 @@ class Bool(Declared):
 
 @dataclass(frozen=True)
 class Duration(Declared):
+    zero_ok: bool = False  # 0 is a value of its own (scheduling.max_wait: wait indefinitely)
+
     def check(self, value: Any, path: PathKey, ck: Checker) -> Any:
-        seconds = parse_duration(value)
-        if seconds is None:
-            ck.add(path, f"expected a duration like {DURATION_EXAMPLES}, got {_type_name(value)}")
-            return None
-        if seconds <= 0:
-            ck.add(path, "must be longer than 0s")
-            return None
-        if seconds > MAX_DURATION_S:
-            ck.add(path, f"must be at most {MAX_DURATION_S}s (10,000 years, the longest a protobuf Duration holds)")
-            return None
-        return seconds
+        if (seconds := parse_duration(value)) is None:
+            problem = f"expected a duration like {DURATION_EXAMPLES}, got {_type_name(value)}"
+        elif seconds <= 0 and not (seconds == 0 and self.zero_ok):
+            problem = "must be longer than 0s"
+        elif seconds > MAX_DURATION_S:
+            problem = f"must be at most {MAX_DURATION_S}s (10,000 years, the longest a protobuf Duration holds)"
+        else:
+            return seconds
+        return ck.add(path, problem)  # None: the problem is reported
 
 
 @dataclass(frozen=True)

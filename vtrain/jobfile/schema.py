@@ -61,7 +61,7 @@ TUNING_SCALES = ("linear", "log", "reverse_log")
 TUNING_ALGORITHMS = ("default", "random", "grid")
 TUNING_EARLY_STOPPING = ("median", "decay_curve", "convex", "none")
 TUNING_MEASUREMENTS = ("last", "best")
-BOOT_DISK_TYPES = ("pd-ssd", "pd-standard", "hyperdisk-balanced")
+BOOT_DISK_TYPES = catalog.BOOT_DISK_TYPES
 RESERVATION_AFFINITIES = ("none", "any", "specific")
 #: tf-tpu has no 2-17 image: each family's example is its default version
 IMAGE_EXAMPLES = (f"tf.{catalog.DEFAULT_TF_VERSION}",
@@ -79,8 +79,12 @@ def reservation_node(doc: str) -> Obj:
             "affinity": Str(RESERVATION_AFFINITIES, default="any",
                             doc="none, any reservation, or a specific one named by `name`; left out: specific "
                             "when `name` is given, else any."),
-            "name": Str(examples=("projects/my-project/zones/us-central1-a/reservations/my-reservation",),
-                        doc="The reservation (projects/P/zones/Z/reservations/NAME) for affinity: specific."),
+            "name": Str(examples=("projects/my-project/zones/us-central1-a/reservations/my-reservation",
+                                  "projects/my-project/zones/us-central1-a/reservations/my-reservation/"
+                                  "reservationBlocks/my-block"),
+                        doc="For affinity: specific, the reservation (projects/P/zones/Z/reservations/NAME), one of "
+                        "its blocks (.../reservationBlocks/BLOCK) or sub-blocks "
+                        "(.../reservationBlocks/BLOCK/reservationSubBlocks/SUBBLOCK)."),
         },
         doc=doc,
     )
@@ -151,7 +155,10 @@ def pool(doc: str, *, reducers: bool = False) -> Obj:
             "tpu_topology": Str(examples=("2x2",), doc="TPU slice topology for TPU VM machine types, e.g. 2x2."),
             "boot_disk": Obj(
                 {
-                    "type": Str(BOOT_DISK_TYPES, default="pd-ssd", doc="Boot disk type."),
+                    "type": Str(BOOT_DISK_TYPES, examples=("pd-ssd",),
+                                doc="Boot disk type. Left out: the machine's default, pd-ssd, or hyperdisk-balanced "
+                                "on machines that take Hyperdisk only (A3 Ultra, A4, A4X, N4), which refuse pd-*; "
+                                "`vtrain catalog machines` lists each machine's."),
                     "size_gb": Int(default=100, examples=(200,), doc="Boot disk size in GB (100 to 64000)."),
                 },
                 doc="Boot disk of each replica.",
@@ -514,8 +521,9 @@ JOB_SCHEMA = Obj(
                 "strategy": Str(SCHEDULING_STRATEGIES, default="standard", vertex_default=True,
                                 doc="standard (on-demand), spot (preemptible, cheaper) or flex_start (waits for "
                                 "capacity)."),
-                "max_wait": Duration(examples=("2h",),
-                                     doc="flex_start only: how long to wait for capacity before giving up."),
+                "max_wait": Duration(examples=("2h",), zero_ok=True,
+                                     doc="flex_start only: how long to wait for capacity before giving up; 0 waits "
+                                     "indefinitely; left out, Vertex waits 24 hours."),
                 "fallback": ListOf(
                     Obj({"region": Str(), "machine_type": Str(), "accelerator": Str(), "accelerator_count": Int(1)}),
                     examples=([{"region": "europe-west4"}],),

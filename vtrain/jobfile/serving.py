@@ -8,18 +8,26 @@ from __future__ import annotations
 import re
 
 from vtrain import catalog
+from vtrain.catalog import images as catalog_images
 
 #: Prebuilt TensorFlow *prediction* images (what a registered model is served with): tf2-cpu.2-NN and
-#: tf2-gpu.2-NN for these versions, in the us, europe and asia registries; none after 2.15:
-#: https://cloud.google.com/vertex-ai/docs/predictions/pre-built-containers#tensorflow
-PREDICTION_REGISTRY = "docker.pkg.dev/vertex-ai/prediction"
-PREDICTION_TF = tuple(f"2-{n}" for n in range(1, 16))
+#: tf2-gpu.2-NN, in the us, europe and asia registries: the catalog's rows (vtrain.catalog.images).
+PREDICTION_REGISTRY = catalog_images.PREDICTION_REGISTRY
+PREDICTION_TF = tuple(dict.fromkeys(i.version for i in catalog_images.PREDICTION_IMAGES))
+PREDICTION_SOURCE = catalog_images.PREDICTION_IMAGES[0].source
 #: `model.serving_image` alias grammar: tf2-cpu.2-15, tf2-gpu.2-15.
 SERVING_ALIAS_RE = re.compile(r"^tf2-(?P<family>cpu|gpu)\.(?P<version>\d+-\d+)$")
 PREDICTION_URI_RE = re.compile(
     r"^(?P<multi>us|europe|asia)-docker\.pkg\.dev/vertex-ai/prediction/"
     r"tf2-(?P<family>cpu|gpu)\.(?P<version>\d+-\d+):latest$"
 )
+
+
+def maybe_published(version: str) -> bool:
+    """A version after the newest the catalog lists while that list could not be checked again: Vertex may
+    publish it by now, so the rules warn instead of refusing (catalog.sources.PREBUILT_PREDICTION is unverified)."""
+    return not PREDICTION_SOURCE.verified and catalog.tf_version_tuple(version) > catalog.tf_version_tuple(
+        PREDICTION_TF[-1])
 
 
 def serving_aliases() -> list[str]:
@@ -39,5 +47,5 @@ def training_tf_version(image: str | None) -> str | None:
     return found["version"] if found else None
 
 
-__all__ = ["PREDICTION_REGISTRY", "PREDICTION_TF", "PREDICTION_URI_RE", "SERVING_ALIAS_RE", "prediction_image_uri",
-           "serving_aliases", "training_tf_version"]
+__all__ = ["PREDICTION_REGISTRY", "PREDICTION_SOURCE", "PREDICTION_TF", "PREDICTION_URI_RE", "SERVING_ALIAS_RE",
+           "maybe_published", "prediction_image_uri", "serving_aliases", "training_tf_version"]

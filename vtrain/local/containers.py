@@ -212,8 +212,8 @@ class ContainerImage:
     runtime: Runtime
 
     def replica(self, pool: Mapping[str, Any], *, name: str, bundle: Path, workdir: Path, tmp: Path,
-                output_dir: Path, job_env: Mapping[str, str],
-                vertex: Mapping[str, str]) -> tuple[Container, dict[str, str]]:
+                output_dir: Path, job_env: Mapping[str, str], vertex: Mapping[str, str],
+                extra_mounts: Sequence[tuple[str, str, bool]] = ()) -> tuple[Container, dict[str, str]]:
         """One replica's container and its environment: the image's Env, the pool's env over it, then what
         Vertex sets (CLUSTER_SPEC, TF_CONFIG, AIP_*, CLOUD_ML_JOB_ID) and PYTHONUNBUFFERED=1. Its root is
         writable as on Vertex (an overlay: :class:`Overlay`); where no overlay can be mounted (rootless, an
@@ -240,6 +240,7 @@ class ContainerImage:
                     raise BackendError(f"cannot copy the image's WorkingDir {inside} into {workdir}: {err}") from None
                 mounts.append((str(workdir), inside, True))
         mounts.append((str(output_dir), str(output_dir), True))
+        mounts.extend(extra_mounts)  # (host path, container path, writable): a prebuilt image's packages
         user = (0, 0) if self.runtime.rootless else image.user()
         spec = runtime_spec(rootfs=overlay.target if overlay else image.rootfs, args=argv, env=env, cwd=inside,
                             mounts=mounts, rootless=self.runtime.rootless, user=user, readonly=overlay is None)

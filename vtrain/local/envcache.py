@@ -57,15 +57,20 @@ _PIP = ("-m", "pip", "install", "--no-input", "--disable-pip-version-check", "--
 
 
 class Lease:
-    """A shared hold on one environment (or the whole cache) while it is used; `release` when done."""
+    """A shared hold on one environment (or the whole cache) while it is used; `release` when done. A trainer
+    environment layered over the image's stack holds both (`also`)."""
 
-    def __init__(self, file: IO[str] | None) -> None:
+    def __init__(self, file: IO[str] | None, also: Lease | None = None) -> None:
         self._file = file
+        self._also = also
 
     def release(self) -> None:
         if self._file is not None:
             self._file.close()
             self._file = None
+        if self._also is not None:
+            self._also.release()
+            self._also = None
 
 
 @dataclass(frozen=True)
@@ -81,6 +86,20 @@ class TrainerEnv:
     cached: bool
     seconds: float
     notices: tuple[str, ...] = field(default=())
+    lease: Lease | None = field(default=None, compare=False, repr=False)
+    tensorflow: str | None = None  # the image's stack's TensorFlow; None: this machine's (host runtime)
+
+
+@dataclass(frozen=True)
+class Base:
+    """What a trainer environment layers over: an interpreter and the site directories that stand for the image
+    (this machine's, or the image's stack: :mod:`vtrain.local.stacks`)."""
+
+    python: str
+    site_dirs: tuple[str, ...]
+    key: str  # names the base in the environment's key
+    who: str = "this machine"  # in notices: "this machine has numpy 2.1"
+    tensorflow: str | None = None
     lease: Lease | None = field(default=None, compare=False, repr=False)
 
 
@@ -137,12 +156,14 @@ def _sha256(fh: IO[bytes]) -> str:
     return digest.hexdigest()
 
 
-def env_key(sdists: Sequence[Path], python: str, site_dirs: Sequence[str]) -> str:
+def env_key(sdists: Sequence[Path], python: str, site_dirs: Sequence[str], base: str = "") -> str:
     """Content hash of what the environment holds (:func:`package_digest`) and of the interpreter it layers
-    over."""
+    over (`base` names an image's stack)."""
     contents = sorted(package_digest(p) for p in sdists)
     data = {"format": ENV_FORMAT, "sdists": contents,
             "python": os.path.realpath(python), "version": sys.version, "site": list(site_dirs)}
+    if base:
+        data["base"] = base
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:20]
 
 
@@ -153,7 +174,8 @@ def canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def check_requirements(requires: Iterable[str], installed: Mapping[str, str]) -> tuple[list[str], list[str]]:
+def check_requirements(requires: Iterable[str], installed: Mapping[str, str],
+                       who: str = "this machine") -> tuple[list[str], list[str]]:
     """Split a trainer's requirements into (to install, notices) against the image's packages.
 
     `installed` maps canonical names to versions. A requirement whose marker does not apply
@@ -178,8 +200,8 @@ def check_requirements(requires: Iterable[str], installed: Mapping[str, str]) ->
         if have is None:
             install.append(text)
         elif req.specifier and not req.specifier.contains(have, prereleases=True):
-            notices.append(f"the trainer requires {req}; this machine has {req.name} {have}, kept "
-                           "(local runs use this interpreter's packages as the image; check the "
+            notices.append(f"the trainer requires {req}; {who} has {req.name} {have}, kept "
+                           f"(local runs use {who}'s packages as the image's; check the "
                            "pin matches trainer.image before submitting)")
     return install, notices
 
@@ -205,7 +227,14 @@ def _run(argv: list[str], what: str) -> None:
 
 
 def _site_packages(venv: Path) -> Path:
+    """The venv's site-packages, for whichever Python made it (this one's, or the image's stack's minor)."""
+    found = sorted(venv.glob("lib/python3.*/site-packages"))
+    if found:
+        return found[0]
     return venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+
+
+site_packages = _site_packages
 
 
 def _requires(child_site: Path) -> list[str]:
@@ -224,7 +253,8 @@ def remove(path: Path) -> None:
         shutil.rmtree(path)
 
 
-def _build(venv: Path, sdists: Sequence[Path], python: str, site_dirs: Sequence[str]) -> list[str]:
+def _build(venv: Path, sdists: Sequence[Path], python: str, site_dirs: Sequence[str],
+           who: str = "this machine") -> list[str]:
     remove(venv)  # a half-built environment from an interrupted run, or whatever is in its place
     subprocess.run([python, "-m", "venv", "--without-pip", str(venv)], check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -242,7 +272,7 @@ def _build(venv: Path, sdists: Sequence[Path], python: str, site_dirs: Sequence[
         _run([*base, *files], "installing the trainer package")
     requires = _requires(child_site)
     host = installed_versions([str(child_site), *site_dirs])
-    missing, notices = check_requirements(requires, host)
+    missing, notices = check_requirements(requires, host, who)
     if missing:
         constraints = venv / "host-constraints.txt"
         constraints.write_text("".join(f"{n}=={v}\n" for n, v in sorted(installed_versions(site_dirs).items())),
@@ -297,7 +327,7 @@ def read_marker(venv: Path) -> dict[str, Any] | None:
     return data
 
 
-def _write_marker(venv: Path, data: dict[str, object]) -> None:
+def write_marker(venv: Path, data: dict[str, object]) -> None:
     tmp = venv / f".{READY}.tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(data, f, indent=2)
@@ -306,7 +336,7 @@ def _write_marker(venv: Path, data: dict[str, object]) -> None:
     os.replace(tmp, venv / READY)  # the marker is whole or absent
 
 
-def _installed_files(venv: Path) -> list[str]:
+def installed_files(venv: Path) -> list[str]:
     """Every file the packages in the environment's own site-packages installed (venv-relative)."""
     site_dir = _site_packages(venv)
     out: list[str] = []
@@ -323,7 +353,7 @@ def damage(venv: Path, marker: dict[str, object]) -> str | None:
     """Why a cached environment cannot be trusted any more, or None when it is whole."""
     if not os.access(venv / "bin" / "python", os.X_OK):
         return "its python is gone"
-    if not (_site_packages(venv) / IMAGE_PTH).is_file():
+    if marker.get("kind") != "stack" and not (_site_packages(venv) / IMAGE_PTH).is_file():
         return f"{IMAGE_PTH} is gone"
     files = marker.get("files")
     if not isinstance(files, list) or not files:
@@ -334,14 +364,18 @@ def damage(venv: Path, marker: dict[str, object]) -> str | None:
     return None
 
 
-def prepare_env(sdists: Sequence[Path], cache_dir: Path, python: str | None = None) -> TrainerEnv:
-    """The environment for these sdists, built once and reused (a lock keeps runs from racing).
+def prepare_env(sdists: Sequence[Path], cache_dir: Path, python: str | None = None, *,
+                base: Base | None = None) -> TrainerEnv:
+    """The environment for these sdists, built once and reused (a lock keeps runs from racing), layered over
+    this machine's packages or, with `base`, over the image's stack (:func:`vtrain.local.stacks.prepare_stack`).
 
     A reused environment is verified first; a damaged one is rebuilt, with a notice.
     """
-    python = python or sys.executable
-    site_dirs = host_site_dirs()
-    key = env_key(sdists, python, site_dirs)
+    if base is not None:
+        python, site_dirs = base.python, list(base.site_dirs)
+    else:
+        python, site_dirs = python or sys.executable, host_site_dirs()
+    key = env_key(sdists, python, site_dirs, base.key if base is not None else "")
     cache_dir_ready(cache_dir, "envs")
     envs = cache_dir / "envs"
     venv = envs / key
@@ -355,7 +389,7 @@ def prepare_env(sdists: Sequence[Path], cache_dir: Path, python: str | None = No
             why = damage(venv, marker)
         cached = marker is not None and why is None
         use = envs / f"{key}.use"
-        lease = locked(use, fcntl.LOCK_SH) if cached else _exclusive_use(use, venv)
+        lease = locked(use, fcntl.LOCK_SH) if cached else exclusive_use(use, venv)
         try:
             if cached:
                 assert marker is not None
@@ -363,19 +397,21 @@ def prepare_env(sdists: Sequence[Path], cache_dir: Path, python: str | None = No
             else:
                 if why is not None:
                     rebuilt.append(f"the cached environment {venv} was not usable ({why}): rebuilt it")
-                notices = _build(venv, sdists, python, site_dirs)
-                _write_marker(venv, {"format": ENV_FORMAT, "sdists": [str(p) for p in sdists],
-                                     "notices": notices, "files": _installed_files(venv)})
+                notices = _build(venv, sdists, python, site_dirs, base.who if base is not None else "this machine")
+                write_marker(venv, {"format": ENV_FORMAT, "sdists": [str(p) for p in sdists],
+                                     "notices": notices, "files": installed_files(venv)})
                 fcntl.flock(lease, fcntl.LOCK_SH)  # built: from now on, only a use like any other
             os.utime(lease.fileno())  # when it was last used, for `vtrain cache info`
         except BaseException:
             lease.close()
             raise
     return TrainerEnv(venv=venv, python=str(venv / "bin" / "python"), sdists=tuple(sdists), cached=cached,
-                      seconds=time.perf_counter() - start, notices=tuple(rebuilt + notices), lease=Lease(lease))
+                      seconds=time.perf_counter() - start, notices=tuple(rebuilt + notices),
+                      lease=Lease(lease, base.lease if base is not None else None),
+                      tensorflow=base.tensorflow if base is not None else None)
 
 
-def _exclusive_use(path: Path, venv: Path) -> IO[str]:
+def exclusive_use(path: Path, venv: Path) -> IO[str]:
     """The use lock alone, to (re)build an environment: refused while a running job uses it."""
     try:
         return locked(path, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -384,43 +420,16 @@ def _exclusive_use(path: Path, venv: Path) -> IO[str]:
                              "run again when it ends") from None
 
 
-def fetch_packages(uris: Sequence[str], cache_dir: Path) -> list[Path]:
-    """Local paths for a job's prebuilt ``package_uris``: file:// and paths as they are, gs:// fetched."""
-    from vtrain.trainer.staging import uri_to_path
-
-    out: list[Path] = []
-    for uri in uris:
-        if uri.startswith("gs://"):
-            out.append(_download(uri, cache_dir / "downloads"))
-            continue
-        path = uri_to_path(uri) or Path(uri).expanduser()
-        if not path.is_file():
-            raise PackagingError(f"trainer package {uri} not found")
-        out.append(path)
-    return out
-
-
-def _download(uri: str, directory: Path) -> Path:
-    from google.api_core import exceptions as gexc
-
-    from vtrain.trainer.staging import default_client
-
-    bucket, _, name = uri[len("gs://"):].partition("/")
-    cache_dir_ready(directory.parent, directory.name)
-    dest = directory / hashlib.sha256(uri.encode()).hexdigest()[:16] / Path(name).name
-    cache_dir_ready(dest.parent)
-    try:
-        default_client().bucket(bucket).blob(name).download_to_filename(str(dest))
-    except gexc.GoogleAPICallError as err:
-        raise PackagingError(f"cannot download {uri}: {err.message}") from err
-    return dest
-
-
 __all__ = [
+    "Base",
     "Lease",
     "TrainerEnv",
     "cache_dir_ready",
     "damage",
+    "exclusive_use",
+    "installed_files",
+    "write_marker",
+    "site_packages",
     "locked",
     "read_marker",
     "remove",
@@ -428,7 +437,6 @@ __all__ = [
     "default_cache_dir",
     "env_key",
     "package_digest",
-    "fetch_packages",
     "host_site_dirs",
     "prepare_env",
 ]

@@ -131,7 +131,7 @@ def _key(layers: Sequence[Layer | str]) -> str:
 def build_local(config: JobConfig, cache: Path, *, allow_credentials: bool = False,
                 notice: Callable[[str], None] = lambda text: None) -> dict[str, LocalImage]:
     """imageUri → the image's layers built here and unpacked, for each image the job's pools name."""
-    from vtrain.trainer.artifacts import image_specs, planned_images
+    from vtrain.jobfile.artifacts import image_specs, planned_images
     from vtrain.trainer.image.config import python_path
     from vtrain.trainer.image.layers import runtime_layer, scan_trainer, src_layout, trainer_layer
     from vtrain.trainer.image.wheels import requirements_layer
@@ -167,12 +167,12 @@ def pull_local(uri: str, cache: Path, *, credentials: Any = None) -> LocalImage 
     image is not one vtrain built. A registry that refuses or is unreachable is a one-line BackendError."""
     from vtrain.local.rootfs import fetch_blob
     from vtrain.trainer.image.build import read_base
+    from vtrain.trainer.image.mirrors import pull_client
     from vtrain.trainer.image.reference import parse_reference
-    from vtrain.trainer.image.registry import RegistryClient
 
     try:
         ref = parse_reference(uri)
-        client = RegistryClient(ref.registry, credentials)
+        client = pull_client(ref.registry, credentials)
         image = read_base(client, ref)  # the manifest for linux/amd64 and the config
         history = [h for h in image.config.get("history", []) if not h.get("empty_layer")]
         ours = [h for h in history if str(h.get("created_by", "")).startswith("vtrain: ")]
@@ -244,11 +244,11 @@ def _pull_credentials(registry: str) -> tuple[str, str] | None:
 def _build_unpacked(config: JobConfig, cache: Path, credentials: Any, allow_credentials: bool, rootless: bool,
                     notice: Callable[[str], None]) -> dict[str, Unpacked]:
     """Each image of a `trainer.build` job built as `submit` builds it (nothing pushed), then unpacked."""
+    from vtrain.jobfile.artifacts import image_specs, planned_images
     from vtrain.local import rootfs
-    from vtrain.trainer.artifacts import image_specs, planned_images
     from vtrain.trainer.image.build import build_image
+    from vtrain.trainer.image.mirrors import pull_client
     from vtrain.trainer.image.reference import parse_reference
-    from vtrain.trainer.image.registry import RegistryClient
 
     package = config.trainer.package
     assert package is not None
@@ -256,7 +256,7 @@ def _build_unpacked(config: JobConfig, cache: Path, credentials: Any, allow_cred
     out: dict[str, Unpacked] = {}
     blobs = _mkdir(cache / "image-blobs")
     for base, spec in image_specs(config).items():
-        client = RegistryClient(parse_reference(spec.base, what="base image").registry, credentials)
+        client = pull_client(parse_reference(spec.base, what="base image").registry, credentials)
         with tempfile.TemporaryDirectory(prefix="vtrain-image-") as tmp:
             built = build_image(spec, Path(package), Path(tmp), client, allow_credentials=allow_credentials,
                                 cache=cache / "image-layers")
@@ -278,11 +278,11 @@ def _pull_unpacked(uri: str, cache: Path, credentials: Any, rootless: bool,
     from vtrain.local import rootfs
     from vtrain.trainer.image.build import read_base
     from vtrain.trainer.image.config import canonical
+    from vtrain.trainer.image.mirrors import pull_client
     from vtrain.trainer.image.reference import parse_reference
-    from vtrain.trainer.image.registry import RegistryClient
 
     ref = parse_reference(uri)
-    client = RegistryClient(ref.registry, credentials)
+    client = pull_client(ref.registry, credentials)
     image = read_base(client, ref)
     found = rootfs.cached(cache, uri, image.digest)
     if found is not None:

@@ -25,6 +25,7 @@ from typing import Any
 from vtrain.local.faults import DEFAULT_PREEMPT_GRACE, FaultSpec
 
 CONTAINER_MODES = ("auto", "always", "never")
+RUNTIME_MODES = ("auto", "stack", "image", "host")  # vtrain.local.runtimes.RUNTIMES
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,10 @@ class RunOptions:
     # An image job's replicas: "auto" in containers where this machine can run them (else on this machine's
     # Python, said once), "always" in containers or not at all, "never" on this machine's Python
     containers: str = "auto"
+    # A Python package job's replicas: "auto" (the image's stack for a prebuilt image, else this machine's;
+    # VTRAIN_RUNTIME may say otherwise), "stack", "image" (Vertex's own image, in a container) or "host"
+    # (this machine's Python and TensorFlow): vtrain.local.runtimes
+    runtime: str = "auto"
     #: After the chief succeeded: the output dir → a problem that fails the run (`model:`'s SavedModel check).
     check_output: Callable[[Path], str | None] | None = None
 
@@ -59,6 +64,8 @@ class RunOptions:
         object.__setattr__(self, "faults", tuple(self.faults))  # a list given stays the caller's
         if self.containers not in CONTAINER_MODES:
             raise ValueError(f"containers={self.containers!r}: one of {', '.join(CONTAINER_MODES)}")
+        if self.runtime not in RUNTIME_MODES:
+            raise ValueError(f"runtime={self.runtime!r}: one of {', '.join(RUNTIME_MODES)}")
 
     def replace(self, **changes: Any) -> RunOptions:
         """A copy with `changes` (the field names of RunOptions)."""

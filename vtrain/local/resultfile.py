@@ -3,8 +3,8 @@
 `vtrain local` writes result.json (:meth:`vtrain.local.job.LocalJob`), but the folder a user points
 at holds whatever is there: a file edited by hand, one from another tool, a copy cut short, a
 binary, ``NaN`` where a time belongs. :func:`read_result` reads it bounded
-(:func:`vtrain.foreigndata.read_json`) and :func:`check_result` checks every field the timeline
-draws; anything wrong is one :class:`~vtrain.foreigndata.Unreadable` line naming the file and the
+(:func:`vtrain.foreign.data.read_json`) and :func:`check_result` checks every field the timeline
+draws; anything wrong is one :class:`~vtrain.foreign.data.Unreadable` line naming the file and the
 field (``run/result.json: unreadable: processes[0].start is NaN; allowed: a finite number``).
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from vtrain.foreigndata import Doc, read_json, source_name
+from vtrain.foreign.data import Doc, read_json, source_name
 
 #: result.json keeps at most MAX_STEP_POINTS points per replica: a few MB at the most.
 MAX_RESULT_BYTES = 16 * 1024 * 1024

@@ -30,8 +30,6 @@ import contextlib
 import json
 import os
 import re
-import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -50,12 +48,14 @@ from vtrain.local.options import RunOptions, run_options
 from vtrain.local.policy import policy_for_job
 from vtrain.local.ports import free_ports
 from vtrain.local.restarts import Proc
+from vtrain.local.runtimes import local_gpus
 
 if TYPE_CHECKING:
     from vtrain.jobfile.model import JobConfig
     from vtrain.local.containers import ContainerHandle, ContainerImage
     from vtrain.local.envcache import TrainerEnv
     from vtrain.local.image import LocalImage
+    from vtrain.local.prebuilt import PackageImage
 
 
 class TextSink(Protocol):
@@ -74,20 +74,6 @@ def _docker_ready() -> str:
     if engine is None:
         raise BackendError(f"this job runs a container (trainer.container), but docker cannot run it: {why}")
     return engine
-
-
-def local_gpus(env: Mapping[str, str]) -> list[str]:
-    """GPU ids this machine offers: CUDA_VISIBLE_DEVICES when set, else what nvidia-smi lists."""
-    if "CUDA_VISIBLE_DEVICES" in env:
-        return [g for g in env["CUDA_VISIBLE_DEVICES"].split(",") if g.strip() and g.strip() != "-1"]
-    if shutil.which("nvidia-smi") is None:
-        return []
-    try:
-        done = subprocess.run(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"], capture_output=True,
-                              text=True, timeout=20, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    return [line.strip() for line in done.stdout.splitlines() if line.strip()] if done.returncode == 0 else []
 
 
 def _host_tensorflow() -> str | None:
@@ -111,12 +97,13 @@ RESTART_ENV = (RESTART_COUNT_ENV, JOB_ATTEMPT_ENV, STATUS_FILE_ENV)  # set at ea
 
 def build_procs(plan: Plan, *, python: str | None, venv: str | None, output_dir: Path, run_dir: Path,
                 job_id: str, host_env: Mapping[str, str], gpus: Mapping[Replica, str],
-                images: Mapping[str, LocalImage | ContainerImage] | None = None,
+                images: Mapping[str, LocalImage | ContainerImage | PackageImage] | None = None,
                 engine: str = "docker") -> list[Proc]:
     """argv, environment, working dir and log (in this run's folder) of every replica; ports chosen here.
     A container pool whose image is in `images` runs in an OCI runtime's container (a ContainerImage) or
     from its unpacked vtrain layers on this machine's Python (a LocalImage); any other under `engine`."""
     from vtrain.local.containers import ContainerImage, DockerContainer, container_name
+    from vtrain.local.prebuilt import PackageImage
 
     ports = dict(zip(plan.replicas, free_ports(len(plan.replicas)), strict=True))
     devices = localenv.dtensor_devices(plan)
@@ -128,7 +115,9 @@ def build_procs(plan: Plan, *, python: str | None, venv: str | None, output_dir:
         if devices is not None and r.pool in (0, 1):  # the job's own VTRAIN_LOCAL_DEVICES wins
             job_env.setdefault(LOCAL_DEVICES_ENV, str(devices))
         container: ContainerHandle | None = None
-        image = (images or {}).get(str((pool.get("containerSpec") or {}).get("imageUri", "")))
+        uri = (pool.get("containerSpec") or {}).get("imageUri") or (pool.get("pythonPackageSpec") or {}).get(
+            "executorImageUri", "")  # a Python package pool's image only under --runtime image
+        image = (images or {}).get(str(uri))
         if image is not None or "containerSpec" not in pool:
             # Each replica's own TMPDIR in the run folder (TensorFlow's autograph files, a killed replica's
             # leftovers stay there, not in the user's /tmp); the job's env may still set its own.
@@ -136,7 +125,7 @@ def build_procs(plan: Plan, *, python: str | None, venv: str | None, output_dir:
             tmp.mkdir(parents=True, exist_ok=True)
             scratch = {name: str(tmp) for name in ("TMPDIR", "TMP", "TEMP")}
         workdir = run_dir / "work" / r.label
-        if isinstance(image, ContainerImage):  # the image's Env, the pool's env, Vertex's: in the container
+        if isinstance(image, (ContainerImage, PackageImage)):  # the image's Env, the pool's env, Vertex's
             made, env = image.replica(pool, name=container_name(job_id, r.label), workdir=workdir, tmp=tmp,
                                       bundle=run_dir / "containers" / r.label, output_dir=output_dir,
                                       job_env=job_env, vertex=vertex)
@@ -205,21 +194,26 @@ def prepare_trainer(
     cache_dir: str | os.PathLike[str] | None,
     allow_credentials: bool,
     notice: Callable[[str], None],
-) -> tuple[TrainerEnv | None, list[str] | None]:
-    """The packaged trainer installed into its cached environment (None for a container trainer), and
+    runtime: str = "auto",
+) -> tuple[TrainerEnv | None, list[str] | None, dict[str, PackageImage]]:
+    """The packaged trainer installed into its cached environment (None for a container trainer, or under
+    --runtime image, whose prebuilt image comes third), and
     the packageUris to put in the request: None (the staged or prebuilt ones `submit` would send), or,
     for a local package with no staging location, the cache's file:// URIs. Shared by a single run
-    and a tuning study, so both run exactly what `submit` would send."""
+    and a tuning study, so both run exactly what `submit` would send. `runtime` as
+    :func:`vtrain.local.runtimes.choose` takes it."""
     cache = _cache(cache_dir)
     if config.trainer.container is not None or config.trainer.build is not None:
-        return None, None
-    from vtrain.local import envcache as localpkg
+        return None, None, {}
+    from vtrain.jobfile.artifacts import Artifacts
+    from vtrain.local.runtimes import choose_runtime, python_runtime
+    from vtrain.request.custom_job import build_job_dict
 
+    choice = choose_runtime(build_job_dict(config, Artifacts.stand_ins()), runtime)  # before anything is built
     sdists, package_uris = _packages(config, cache, allow_credentials)
-    trainer_env = localpkg.prepare_env(sdists, cache)
-    env_notices(trainer_env, notice)
+    trainer_env, images = python_runtime(sdists, cache, choice, notice)
     local_only = config.trainer.package is not None and config.staging_bucket is None
-    return trainer_env, package_uris if local_only else None
+    return trainer_env, package_uris if local_only else None, images
 
 
 def run_local(
@@ -250,11 +244,11 @@ def run_local(
     replica's daemonized descendants are adopted and ended with the job; this stays set.
     """
     from vtrain.errors import UsageError
+    from vtrain.jobfile.artifacts import Artifacts, plan_artifacts
     from vtrain.jobfile.load import load_config
     from vtrain.jobfile.model import JobConfig
     from vtrain.request.build import TUNING_JOB, build_request, kind_of
     from vtrain.request.custom_job import build_job_dict
-    from vtrain.trainer.artifacts import Artifacts, plan_artifacts
 
     if not isinstance(config, JobConfig):
         config = load_config(config, target="local")
@@ -273,8 +267,9 @@ def run_local(
             shape = build_job_dict(config, Artifacts.stand_ins())  # replica labels only: no file read
             labels = [r.label for r in localenv.plan(shape, opts.max_replicas).replicas]
             check_replicas(opts.faults, labels)
-    trainer_env, package_uris = prepare_trainer(config, opts.cache_dir, opts.allow_credentials, notice)
-    images = prepare_images(config, opts.cache_dir, opts.allow_credentials, notice, opts.containers)
+    trainer_env, package_uris, prebuilt = prepare_trainer(config, opts.cache_dir, opts.allow_credentials, notice,
+                                                          opts.runtime)
+    images = {**prepare_images(config, opts.cache_dir, opts.allow_credentials, notice, opts.containers), **prebuilt}
     job = build_request(config, plan_artifacts(config) if package_uris is None else package_uris).body
     if config.model is not None and opts.check_output is None:  # what Vertex's prediction container needs
         opts = opts.replace(check_output=saved_model_check(trainer_env))
@@ -288,13 +283,6 @@ def saved_model_check(trainer_env: TrainerEnv | None) -> Callable[[Path], str | 
 
     python = trainer_env.python if trainer_env is not None else sys.executable
     return lambda output_dir: check_saved_model(output_dir / "model", python)
-
-
-def env_notices(trainer_env: TrainerEnv, notice: Callable[[str], None]) -> None:
-    notice(f"environment {trainer_env.venv} ({'cached' if trainer_env.cached else 'installed'} "
-           f"in {trainer_env.seconds:.1f} s)")
-    for text in trainer_env.notices:
-        notice(text)
 
 
 def local_output_dir(job: Mapping[str, Any]) -> Path | None:
@@ -317,7 +305,7 @@ def run_job(
     out: IO[str] | None = None,
     notice: Callable[[str], None] = lambda text: None,
     on_line: Callable[[Replica, str, str], None] | None = None,
-    images: Mapping[str, LocalImage | ContainerImage] | None = None,
+    images: Mapping[str, LocalImage | ContainerImage | PackageImage] | None = None,
     **keywords: Any,
 ) -> LocalJob:
     """Start a CustomJob REST body here (what `submit` sends, or what the emulator stored).
@@ -351,12 +339,13 @@ def run_job(
     engine = "docker"
     if any("containerSpec" in s and s["containerSpec"].get("imageUri") not in built for s in specs):
         engine = _docker_ready()
-    if trainer_env is None and any("pythonPackageSpec" in s for s in specs):
+    if trainer_env is None and any("pythonPackageSpec" in s and s["pythonPackageSpec"].get("executorImageUri")
+                                   not in built for s in specs):
         raise BackendError("this job runs Python packages, but no environment with them was prepared")
     for text in the_plan.notices:
         notice(text)
     if trainer_env is not None:
-        tf_notice = localenv.image_tf_notice(the_plan, _host_tensorflow())
+        tf_notice = localenv.image_tf_notice(the_plan, trainer_env.tensorflow or _host_tensorflow())
         if tf_notice:
             notice(tf_notice)
     host_env = dict(os.environ)
@@ -365,10 +354,12 @@ def run_job(
     for text in gpu_notices:
         notice(text)
     from vtrain.local.containers import ContainerImage
+    from vtrain.local.prebuilt import PackageImage
 
-    boxed = {uri for uri, image in built.items() if isinstance(image, ContainerImage)}  # in an OCI runtime
+    boxed = {uri for uri, image in built.items() if isinstance(image, (ContainerImage, PackageImage))}  # runc/crun
     if any(gpus.get(r) for r in the_plan.replicas
-           if str((the_plan.pool_spec(r).get("containerSpec") or {}).get("imageUri", "")) in boxed):
+           if str((the_plan.pool_spec(r).get("containerSpec") or {}).get("imageUri", "")
+                  or (the_plan.pool_spec(r).get("pythonPackageSpec") or {}).get("executorImageUri", "")) in boxed):
         notice("GPUs are not passed into runc/crun containers (NVIDIA's container hooks are not set up): those "
                "replicas run on CPU")
     if any(p.get("machineSpec", {}).get("acceleratorType", "").startswith("TPU") for p in the_plan.pools if p):
@@ -421,7 +412,9 @@ def _packages(config: Any, cache: Path, allow_credentials: bool) -> tuple[list[P
     from vtrain.trainer.staging import uri_to_path
 
     if config.trainer.package is None:
-        paths = localpkg.fetch_packages(config.trainer.package_uris, cache)
+        from vtrain.local.downloads import fetch_packages
+
+        paths = fetch_packages(config.trainer.package_uris, cache)
         return paths, [p.as_uri() for p in paths]
     localpkg.cache_dir_ready(cache, "sdists")
     staging = cache / "sdists"

@@ -42,16 +42,16 @@ def run_local_tuning(
     fields as keywords, as before: ``timeout=``, ``restart_policy=``, ...) apply to every trial;
     `timeout` limits each trial (default: scheduling.timeout). Outputs: `output_dir`, else the
     job's local base_output_dir, else a new temporary dir (kept: it holds the study's results).
-    Each trial writes under OUTPUT/<trial id>/. Replica lines go to `out` prefixed
+    Each trial writes under `OUTPUT/<trial id>/`. Replica lines go to `out` prefixed
     `[trial-N chief-0]` (None: only to each trial's log files); `on_change(study)` is called
     whenever a trial starts, reports or ends. `faults` are refused (UsageError): they apply to a
     single job.
     """
+    from vtrain.jobfile.artifacts import plan_artifacts
     from vtrain.jobfile.load import load_config
     from vtrain.jobfile.model import JobConfig
     from vtrain.local.runner import local_output_dir, prepare_images, prepare_trainer
     from vtrain.request.build import TUNING_JOB, build_request, kind_of, trial_job_spec
-    from vtrain.trainer.artifacts import plan_artifacts
 
     if not isinstance(config, JobConfig):
         config = load_config(config, target="local")
@@ -67,8 +67,9 @@ def run_local_tuning(
     opts = run_options(options, keywords, "run_local_tuning")
     if opts.faults:
         raise UsageError("faults apply to a single job: a job file with `tuning:` runs a study of many trials")
-    trainer_env, package_uris = prepare_trainer(config, opts.cache_dir, opts.allow_credentials, notice)
-    images = prepare_images(config, opts.cache_dir, opts.allow_credentials, notice, opts.containers)
+    trainer_env, package_uris, prebuilt = prepare_trainer(config, opts.cache_dir, opts.allow_credentials, notice,
+                                                          opts.runtime)
+    images = {**prepare_images(config, opts.cache_dir, opts.allow_credentials, notice, opts.containers), **prebuilt}
     body = build_request(config, plan_artifacts(config) if package_uris is None else package_uris).body
     bound = machine_parallelism(body, opts.max_replicas)
     wanted = tuning.parallel_trials if max_parallel is None else max_parallel

@@ -54,32 +54,40 @@ def vtrain_launcher_with_model(job_file: str, args: list, recover: int,  # type:
 
 
 def launcher_op(job_file: str | os.PathLike[str], args: Sequence[Any] | None = None, *, recover: int = 0,
-                image: str | None = None, repository: str | None = None, base: str | None = None) -> Any:
+                image: str | None = None, repository: str | None = None, base: str | None = None,
+                python_version: str | None = None, platform: str | None = None,
+                allow_credentials: bool = False) -> Any:
     """Inside a ``@dsl.pipeline``: a task that runs `vtrain submit --wait` on `job_file` with `args` (strings
     and pipeline parameters) appended to every trainer pool's args. Checked now, at compile time (vtrain's
     ``ConfigError``/``UsageError``). `recover`: submit's ``--recover N``. `image`: where the step runs on
     Vertex AI Pipelines, an image with vtrain[pipelines] and the job file at the same path: what
     :func:`vtrain.pipelines.launcher_image` (or `vtrain package JOB --launcher REPOSITORY`) pushed, its
-    ``Pushed.image`` (``REPOSITORY:TAG@DIGEST``). Or `repository` (and `base`, the launcher image's base):
-    the image is planned now, offline, as `vtrain package JOB --launcher REPOSITORY [--launcher-base BASE]` will
-    push it (:func:`vtrain.pipelines.planned_launcher_image`; run that before the pipeline)."""
+    ``Pushed.image`` (``REPOSITORY:TAG@DIGEST``). Or `repository` (and `base`, `python_version`, `platform`, as
+    the launcher image's): the image is planned now, offline, as `vtrain package JOB --launcher REPOSITORY
+    [--launcher-base BASE]` will push it (:func:`vtrain.pipelines.planned_launcher_image`; run that before the
+    pipeline). The compiled pipeline holds `args`, and the image the job file: a job with secret-looking env or
+    args (what `vtrain render` shows as ``<redacted>``) is refused unless `allow_credentials`."""
     from vtrain.errors import UsageError
+    from vtrain.pipelines.step import refuse_step_secrets
     from vtrain.pipelines.training import is_parameter
 
     if isinstance(recover, bool) or not isinstance(recover, int) or recover < 0:
         raise UsageError(f"recover must be a whole number of resubmissions (0 or more), got {recover!r}")
     step = load_step(job_file, args, is_parameter=is_parameter)
+    if not allow_credentials:
+        refuse_step_secrets(step, "launcher_op", "the compiled pipeline and the launcher image")
     if repository is not None:
-        from vtrain.trainer.image.launcher import DEFAULT_BASE, planned_launcher_image
+        from vtrain.pipelines.image import planned_launcher_image
+        from vtrain.trainer.image.launcher import DEFAULT_BASE
 
         if image is not None:
             raise UsageError("give launcher_op either image (one you pushed) or repository (where `vtrain package "
                              "JOB --launcher REPOSITORY` pushes it), not both")
-        image = planned_launcher_image(Path(job_file), repository, base or DEFAULT_BASE,
-                                       package=step.config.trainer.package)
-    elif base is not None:
-        raise UsageError("launcher_op's base is the base of the launcher image planned in repository: give "
-                         "repository too")
+        image = planned_launcher_image(job_file, repository, base or DEFAULT_BASE, python_version=python_version,
+                                       platform=platform, allow_credentials=allow_credentials)
+    elif base is not None or python_version is not None or platform is not None:
+        raise UsageError("launcher_op's base, python_version and platform are the launcher image's, planned in "
+                         "repository: give repository too")
     component = _component(with_model=step.config.model is not None, image=image or DEFAULT_IMAGE)
     return component(job_file=str(Path(job_file).absolute()), args=list(step.args), recover=recover)
 
@@ -97,11 +105,15 @@ def launch(job_file: str, args: Sequence[str], recover: int, model_dir: Any, mod
     from vtrain.errors import UsageError, VtrainError
     from vtrain.foreign import printable
     from vtrain.jobfile.load import load_config
-    from vtrain.pipelines.step import args_overrides
+    from vtrain.pipelines.step import arg_problem, args_overrides
 
     try:
         if not all(isinstance(a, str) for a in args):
             raise UsageError("args must be strings")
+        for i, arg in enumerate(args):
+            problem = arg_problem(arg)
+            if problem is not None:
+                raise UsageError(f"args[{i}] {problem}")
         sets = args_overrides(load_config(job_file), list(args))
     except VtrainError as err:  # the file changed since compiling, or a parameter's value is refused
         err.show()

@@ -12,7 +12,6 @@ with the values then known (:func:`args_overrides`). Pure: no KFP, no network.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -36,18 +35,35 @@ class Step:
     config: JobConfig
     body: dict[str, Any]
     args: tuple[Any, ...]
+    secrets: tuple[str, ...] = ()  # where the body holds secret-looking values (vtrain.request.secrets)
 
 
 def args_overrides(config: JobConfig, extra: Sequence[str]) -> list[str]:
     """The `--set` overrides that append `extra` to every trainer pool's args: `trainer.args`, and the
-    `args` of each pool that has its own (replacing the trainer's for that pool)."""
+    `args` of each pool that has its own (replacing the trainer's for that pool). Each reads back as exactly
+    the list it was made of, whatever characters it holds (:func:`vtrain.jobfile.load.override`)."""
+    from vtrain.jobfile.load import override
+
     if not extra:
         return []
-    sets = [f"trainer.args={json.dumps([*config.trainer.args, *extra])}"]
+    sets = [override("trainer.args", [*config.trainer.args, *extra])]
     for pool in config.pools():
         if pool.args is not None and pool.role not in _NO_TRAINER_ARGS:
-            sets.append(f"cluster.{pool.role}.args={json.dumps([*pool.args, *extra])}")
+            sets.append(override(f"cluster.{pool.role}.args", [*pool.args, *extra]))
     return sets
+
+
+def arg_problem(arg: str) -> str | None:
+    """Why a string cannot be an argument of a process (argv), or None: a NUL ends a C string, and a lone
+    surrogate is no text (UTF-8 cannot hold it)."""
+    if "\x00" in arg:
+        return f"holds a NUL character at character {arg.index(chr(0)) + 1}, which no process argument can"
+    try:
+        arg.encode("utf-8")
+    except UnicodeEncodeError as err:
+        return (f"holds a lone surrogate (\\u{ord(arg[err.start]):04x}) at character {err.start + 1}, which is not "
+                "text: UTF-8 cannot hold it")
+    return None
 
 
 def _checked_args(args: Sequence[Any] | None, is_parameter: Callable[[Any], bool]) -> list[Any]:
@@ -59,6 +75,9 @@ def _checked_args(args: Sequence[Any] | None, is_parameter: Callable[[Any], bool
     for i, arg in enumerate(args):
         if not isinstance(arg, str) and not is_parameter(arg):
             raise UsageError(f"args[{i}] is a {type(arg).__name__}: give strings (str(...)) or pipeline parameters")
+        problem = arg_problem(arg) if isinstance(arg, str) else None
+        if problem is not None:
+            raise UsageError(f"args[{i}] {problem}")
     return list(args)
 
 
@@ -68,9 +87,10 @@ def load_step(job_file: str | os.PathLike[str], args: Sequence[Any] | None = Non
     """Load and check `job_file` (with `--set` `overrides`) with `args` appended; its request is vtrain's own
     (``build_request``, with the artifacts planned as render plans them). `is_parameter` says which items of
     `args` are pipeline parameters (KFP's channels)."""
+    from vtrain.jobfile.artifacts import plan_artifacts
     from vtrain.jobfile.load import load_config
     from vtrain.request.build import TUNING_JOB, build_request
-    from vtrain.trainer.artifacts import plan_artifacts
+    from vtrain.request.secrets import secret_places
 
     extra = _checked_args(args, is_parameter)
     stand_in = [PARAMETER.format(i) if is_parameter(a) else a for i, a in enumerate(extra)]
@@ -82,7 +102,16 @@ def load_step(job_file: str | os.PathLike[str], args: Sequence[Any] | None = Non
                          "pipeline step here runs one CustomJob (remove `tuning:`, or use Google's "
                          "HyperparameterTuningJobRunOp)")
     body = _with_parameters(request.body, extra, is_parameter)
-    return Step(request.config, body, tuple(extra))
+    return Step(request.config, body, tuple(extra), secret_places(request.body))
+
+
+def refuse_step_secrets(step: Step, op: str, carrier: str) -> None:
+    """The one secret policy (:mod:`vtrain.request.secrets`) for a pipeline op that writes `step` into the
+    compiled pipeline (or its image): refused unless the op was given ``allow_credentials=True``."""
+    from vtrain.request.secrets import refuse_secrets
+
+    refuse_secrets(step.secrets, source=_shown(step.config.source or "the job file"), carrier=carrier,
+                   allow=f"pass {op}(..., allow_credentials=True) to write them")
 
 
 def _with_parameters(body: dict[str, Any], extra: Sequence[Any], is_parameter: Callable[[Any], bool]) -> dict[str, Any]:
@@ -108,4 +137,4 @@ def _shown(path: str | os.PathLike[str]) -> str:
     return shown(str(Path(path)))
 
 
-__all__ = ["PARAMETER", "Step", "args_overrides", "load_step"]
+__all__ = ["PARAMETER", "Step", "arg_problem", "args_overrides", "load_step", "refuse_step_secrets"]

@@ -17,7 +17,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from vtrain.pipelines.step import Step, load_step
+from vtrain.pipelines.step import Step, load_step, refuse_step_secrets
 
 #: CustomJobSpec fields (REST names) that CustomTrainingJobOp takes as inputs, and the input each goes to.
 OP_INPUTS: dict[str, str] = {
@@ -77,12 +77,16 @@ def op_inputs(step: Step) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any
 
 
 def training_op(job_file: str | os.PathLike[str], args: Sequence[Any] | None = None, *,
-                project: str | None = None, region: str | None = None) -> Any:
+                project: str | None = None, region: str | None = None, allow_credentials: bool = False) -> Any:
     """Inside a ``@dsl.pipeline``: the job file as a ``CustomTrainingJobOp`` task whose spec is exactly
     `vtrain render`'s jobSpec, with `args` (strings and pipeline parameters) appended to every trainer
     pool's args. The job file is checked now, at compile time: a mistake raises vtrain's ``ConfigError``
-    or ``UsageError`` (one line per problem). `project`/`region` as `vtrain render --project/--region`."""
+    or ``UsageError`` (one line per problem). `project`/`region` as `vtrain render --project/--region`.
+    The compiled pipeline holds the spec in clear: a job with secret-looking env or args (what `vtrain render`
+    shows as ``<redacted>``) is refused unless `allow_credentials` (docs/reference/secrets.md)."""
     step = load_step(job_file, args, is_parameter=is_parameter, project=project, region=region)
+    if not allow_credentials:
+        refuse_step_secrets(step, "training_op", "the compiled pipeline")
     inputs, extra, extra_scheduling = op_inputs(step)
     return component_for(extra, extra_scheduling)(**inputs)
 

@@ -58,7 +58,7 @@ def build_request(
     it names the Experiments contexts of `experiment: NAME`). Pure: no I/O.
 
     `artifacts`: what the trainer's files name, planned for the same region
-    (:func:`vtrain.trainer.artifacts.plan_artifacts`), or the package URIs alone (given or staged). A job
+    (:func:`vtrain.jobfile.artifacts.plan_artifacts`), or the package URIs alone (given or staged). A job
     that ships its trainer folder needs them (ValueError without); prebuilt URIs and containers do not."""
     if region and region != config.region:
         config = replace(config, region=region)

@@ -1,7 +1,7 @@
 """JobConfig → the Vertex AI CustomJob request. Pure: no network, no environment, no file read.
 
 What the trainer's files decide (package URIs, image names) comes in planned
-(:class:`vtrain.trainer.artifacts.Artifacts`, or the package URIs alone); a job that
+(:class:`vtrain.jobfile.artifacts.Artifacts`, or the package URIs alone); a job that
 needs them and is given none is a ValueError, never a scan of the folder.
 
 :func:`build_job_dict` returns the REST body exactly as
@@ -10,6 +10,12 @@ keys in field-number order, int64 as strings, durations as ``"3600s"``,
 defaults omitted), so `render` needs no Google library; the tests prove the two
 equal through a strict round trip. :func:`build_job` parses that body into the
 real proto, the only step that imports google-cloud-aiplatform.
+
+A `trainer.build` pool runs the image vtrain builds on the pool's base (:meth:`JobConfig.base_image
+<vtrain.jobfile.model.JobConfig.base_image>`, the rule the planner reads too), with its entry point said in full
+(``python3 -m MODULE``). The image holds no environment of the job's and no arguments: both stay in each pool's
+containerSpec, so changing an env value or a pool's args rebuilds nothing. The Reduction Server pool keeps
+Google's image.
 """
 
 from __future__ import annotations
@@ -20,7 +26,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from vtrain import catalog
-from vtrain.constants import DILOCO_ENV, DILOCO_SYNCER_MODULE, DTENSOR_MESH_ENV, STRATEGY_ENV
+from vtrain.catalog import capacity
+from vtrain.constants import DILOCO_ENV, DILOCO_SYNCER_MODULE, DTENSOR_MESH_ENV, IMAGE_PYTHON, STRATEGY_ENV
 from vtrain.jobfile.model import JobConfig, PoolConfig
 from vtrain.jobfile.schema import plain_fields
 
@@ -29,14 +36,12 @@ if TYPE_CHECKING:
 
     from google.cloud.aiplatform_v1 import CustomJob
 
-    from vtrain.trainer.artifacts import Artifacts
+    from vtrain.jobfile.artifacts import Artifacts
 
     #: The artifacts' names: planned (images too), or the package URIs alone (given, or staged).
     Planned: TypeAlias = Artifacts | Sequence[str] | None
 
-RESERVATION_KEY = "compute.googleapis.com/reservation-name"
-_SCHEDULING_STRATEGY = {"standard": "STANDARD", "spot": "SPOT", "flex_start": "FLEX_START"}
-_RESERVATION_TYPE = {"none": "NO_RESERVATION", "any": "ANY_RESERVATION", "specific": "SPECIFIC_RESERVATION"}
+RESERVATION_KEY = capacity.RESERVATION_KEY
 #: Plain Vertex fields: (JobConfig attribute, where the CustomJob REST body holds it), in the order
 #: MessageToDict writes them (field-number order), declared on the schema nodes (`rest=`), so a plain
 #: field needs no code here. A value left unset (None, False, empty) is left out, as proto3 leaves out defaults.
@@ -54,14 +59,12 @@ def _composed() -> dict[str, Callable[[JobConfig], Any]]:
 def executor_image(config: JobConfig, pool: PoolConfig) -> str:
     """The prebuilt executor image for a pool (its own `image`, else trainer.image): alias → regional URI,
     `tf.` picks by hardware; with trainer.build, the base of the image vtrain builds for the pool."""
-    from vtrain.request.image import base_image  # one rule for both: the base is the executor image
-
-    return base_image(config, pool)
+    return config.base_image(pool)  # the artifacts planner reads the same rule
 
 
 def _unplanned(what: str) -> ValueError:
     return ValueError(f"this job's {what} {'is' if what.endswith('image') else 'are'} named by its files: pass the "
-                      "planned artifacts (vtrain.trainer.artifacts.plan_artifacts(config)) to build its request")
+                      "planned artifacts (vtrain.plan_artifacts(config)) to build its request")
 
 
 def trainer_package_uris(config: JobConfig, artifacts: Planned = None) -> list[str]:
@@ -94,7 +97,7 @@ def _reservation_affinity(config: JobConfig, pool: PoolConfig) -> dict[str, Any]
     res = pool.reservation or (config.reservation if pool.role != "reduction_server" else None)
     if res is None:
         return None
-    affinity: dict[str, Any] = {"reservationAffinityType": _RESERVATION_TYPE[res.affinity]}
+    affinity: dict[str, Any] = {"reservationAffinityType": capacity.AFFINITY_ENUM[res.affinity]}
     if res.affinity == "specific" and res.name:
         affinity["key"] = RESERVATION_KEY
         affinity["values"] = [res.name]
@@ -130,8 +133,10 @@ def _pool_spec(config: JobConfig, pool: PoolConfig, package_uris: Sequence[str],
     }
     if pool.nfs_mounts:
         spec["nfsMounts"] = _camel(pool.nfs_mounts)
-    if pool.boot_disk is not None:
-        spec["diskSpec"] = {"bootDiskType": pool.boot_disk.type, "bootDiskSizeGb": pool.boot_disk.size_gb}
+    if pool.boot_disk is not None:  # a size alone: the machine's own default type (Hyperdisk-only machines)
+        row = catalog.MACHINES.get(pool.machine_type)
+        default = row.boot_disk_default if row is not None else catalog.BOOT_DISK_TYPES[0]
+        spec["diskSpec"] = {"bootDiskType": pool.boot_disk.type or default, "bootDiskSizeGb": pool.boot_disk.size_gb}
     if pool.role == "reduction_server":
         spec["containerSpec"] = {"imageUri": catalog.reduction_server_image(config.region)}
         return spec
@@ -149,8 +154,6 @@ def _pool_spec(config: JobConfig, pool: PoolConfig, package_uris: Sequence[str],
         env[DTENSOR_MESH_ENV] = format_mesh(config.used_dtensor.mesh)
     image = pool.container or trainer.container
     if trainer.build is not None and pool.container is None:  # the image vtrain builds on this pool's base
-        from vtrain.request.image import IMAGE_PYTHON
-
         module = DILOCO_SYNCER_MODULE if syncer else pool.module or trainer.module
         built: dict[str, Any] = {"imageUri": _image_for(executor_image(config, pool), artifacts),
                                  "command": [IMAGE_PYTHON, "-m", str(module)]}  # its entry point, said in full
@@ -190,7 +193,7 @@ def _scheduling(config: JobConfig) -> dict[str, Any] | None:
     if s.restart_job_on_worker_restart:
         out["restartJobOnWorkerRestart"] = True
     if s.strategy is not None:
-        out["strategy"] = _SCHEDULING_STRATEGY[s.strategy]
+        out["strategy"] = capacity.STRATEGY_ENUM[s.strategy]
     if s.disable_retries:
         out["disableRetries"] = True
     if s.max_wait_s is not None:

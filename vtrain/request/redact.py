@@ -46,6 +46,10 @@ _KEY_KINDS = {"api", "access", "secret", "private", "ssh", "signing", "encryptio
 #: Not "header": an X_AUTH_HEADER holds the credential itself.
 _NOT_SECRET_SUFFIX = {"file", "path", "dir", "directory", "url", "uri", "name", "type", "id", "ttl",
                       "length", "len", "size", "count", "format", "expiry", "env", "version"}  # fmt: skip
+#: A first word that makes the name an instruction about secrets, not a secret: a switch (--show-secrets,
+#: --allow-credentials, NO_AUTH) whose "value" after it is the next word of a sentence or another flag.
+#: Only verbs of a switch: SCAN_API_KEY or PRINT_TOKEN may name a service's key, and stays secret.
+_ACTIONS = {"show", "allow", "hide", "no", "skip", "redact", "mask", "ignore"}
 _WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
 
@@ -56,7 +60,7 @@ def _words(name: str) -> list[str]:
 def is_secret_name(name: str) -> bool:
     """Does this env variable or argument name say its value is a secret?"""
     words = _words(name.rsplit(".", 1)[-1])
-    if not words or words[-1] in _NOT_SECRET_SUFFIX:
+    if not words or words[-1] in _NOT_SECRET_SUFFIX or (len(words) > 1 and words[0] in _ACTIONS):
         return False
     if any(w in _WEAK or w.endswith(_STRONG) for w in words):
         return True

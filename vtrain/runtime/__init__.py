@@ -157,7 +157,6 @@ __all__ = [
     "profile",
     "profile_callback",
     "metric_reporter",
-    "model_dir",
     "read_reports",
     "report_metric",
     "remove_scratch",

@@ -39,10 +39,12 @@ def model_dir() -> str:
 
 
 def checkpoint_dir() -> str:
+    """AIP_CHECKPOINT_DIR, or ./vtrain-out/checkpoints when run outside a launcher."""
     return _dir("AIP_CHECKPOINT_DIR", "checkpoints")
 
 
 def tensorboard_dir() -> str:
+    """AIP_TENSORBOARD_LOG_DIR, or ./vtrain-out/logs when run outside a launcher."""
     return _dir("AIP_TENSORBOARD_LOG_DIR", "logs")
 
 
@@ -91,7 +93,7 @@ def weights_checksum(values: Iterable[Any]) -> str:
 def write_weights_record(values: Iterable[Any], final: str | None = None, **extra: Any) -> dict[str, Any]:
     """Write weights.json (checksum and role) in this replica's output dir; log it too.
 
-    Chief: <final>/weights.json. Others: <scratch_dir(final)>/weights.json, kept after the
+    Chief: `<final>/weights.json`. Others: `<scratch_dir(final)>/weights.json`, kept after the
     scratch model is removed so a launcher can prove every replica ended with the same weights.
     """
     import tensorflow as tf

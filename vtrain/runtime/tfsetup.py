@@ -13,6 +13,7 @@ from functools import cache
 from types import ModuleType
 from typing import Any, cast
 
+from vtrain.constants import LOCAL_DEVICES_ENV
 from vtrain.errors import RuntimeMismatch
 from vtrain.runtime.decision import Decision, Info, _role, decide, detect_tpu
 from vtrain.runtime.restarts import job_attempt, restart_count
@@ -97,13 +98,25 @@ def _one_device(d: Decision, tf: Any) -> Any:
     return tf.distribute.OneDeviceStrategy(device)
 
 
+def _mirrored(tf: Any) -> Any:
+    """MirroredStrategy over the local GPUs; on a machine without any, over VTRAIN_LOCAL_DEVICES logical CPU devices
+    when it asks for more than one (a multi-GPU host rehearsed on CPUs: each device a replica in sync)."""
+    raw = os.environ.get(LOCAL_DEVICES_ENV, "").strip()
+    count = int(raw) if raw.isdigit() else 0
+    if count > 1 and not tf.config.list_physical_devices("GPU"):
+        cpus = tf.config.list_physical_devices("CPU")
+        tf.config.set_logical_device_configuration(cpus[0], [tf.config.LogicalDeviceConfiguration()] * count)
+        return tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(count)])
+    return tf.distribute.MirroredStrategy()
+
+
 #: One builder per value of :attr:`vtrain.strategies.Strategy.builds` (auto is decided before building).
 _BUILDERS: dict[str, Callable[[Decision, Any], Any]] = {
     "mesh": _mesh,
     "TPUStrategy": _tpu,
     "MultiWorkerMirroredStrategy": _multi_worker_mirrored,
     "ParameterServerStrategy": _parameter_server,
-    "MirroredStrategy": lambda d, tf: tf.distribute.MirroredStrategy(),
+    "MirroredStrategy": lambda d, tf: _mirrored(tf),
     "learner": _learner,
     "rank": _rank,
     "OneDeviceStrategy": _one_device,
@@ -222,8 +235,28 @@ def keras() -> ModuleType:
     the `keras` TensorFlow ships (or tf_keras when TF_USE_LEGACY_KERAS is already set).
     Without tf_keras, a multi-worker job stops here with what to do, not on a paid cluster
     halfway through model.fit.
+
+    Single-host MirroredStrategy over more than one device gets tf_keras when it is installed: on the
+    images vtrain targets (tf-cpu.2-17's Keras 3.6.0) and on TensorFlow 2.21 (Keras 3.15), Keras 3's
+    model.fit trains there, but a training loop that applies a Keras 3 optimizer inside
+    ``strategy.run`` fails (InvalidArgumentError; keras-team/keras#21069, tensorflow#72686), where
+    tf_keras does both (tests/runtime/test_keras_mirrored.py). Without tf_keras it stays Keras 3, whose
+    model.fit works.
     """
-    d = _cached()[0]
+    d, built = _cached()
+    mirrored = d.row.builds == "MirroredStrategy" and getattr(built, "num_replicas_in_sync", 1) > 1
+    if mirrored and not d.multi_worker and not _legacy_keras():
+        import keras as module
+
+        if _keras_major(module) >= 3:
+            try:
+                import tf_keras
+            except ImportError:
+                return cast(ModuleType, module)  # model.fit works; a custom loop on its optimizer does not
+            os.environ["TF_USE_LEGACY_KERAS"] = "1"  # tf.keras agrees
+            log.info("vtrain: %s over %d devices with Keras 3 installed: using tf_keras (keras-team/keras#21069)",
+                     d.strategy, built.num_replicas_in_sync)
+            return cast(ModuleType, tf_keras)
     if not d.multi_worker and not _legacy_keras():
         import keras as module
 

@@ -124,16 +124,17 @@ def check_module(scan: Scan, module: str) -> None:
         raise PackagingError(problem)
 
 
-def refuse_credentials(scan: Scan) -> None:
+def refuse_credentials(scan: Scan, fix: str = "list them in .vtrainignore, or pass --allow-credentials") -> None:
     """A PackagingError listing every file that looks like a secret, if any (the sdist and the image alike):
-    nothing is built or sent. Names are shown escaped (they are the folder's, not vtrain's)."""
+    nothing is built or sent. Names are shown escaped (they are the folder's, not vtrain's). `fix`: how to
+    leave them out, where the files were chosen."""
     if not scan.credentials:
         return
     lines = [f"  {printable(rel)}: {why}" for rel, why in scan.credentials]
     n = len(lines)
     raise PackagingError(
         f"refusing to package {n} file{'s' if n != 1 else ''} in {printable(str(scan.root))} that look like "
-        "credentials (list them in .vtrainignore, or pass --allow-credentials):\n" + "\n".join(lines)
+        f"credentials ({fix}):\n" + "\n".join(lines)
     )
 
 

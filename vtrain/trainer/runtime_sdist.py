@@ -15,7 +15,7 @@ import os
 import tarfile
 from pathlib import Path
 
-from vtrain import __version__
+from vtrain.constants import VERSION
 from vtrain.trainer.select import hash_entries
 from vtrain.trainer.staging import parse_staging
 
@@ -41,7 +41,7 @@ vtrain = ["py.typed"]
 
 #: What replicas import of vtrain, and so all that ships to them: editing the CLI, the rules or the
 #: emulator leaves the runtime sdist's hash (and every job's config hash) as it was.
-RUNTIME_FILES = ("errors.py", "foreign.py", "constants.py", "strategies.py", "py.typed")
+RUNTIME_FILES = ("errors.py", "foreign/__init__.py", "constants.py", "strategies.py", "py.typed")  # not foreign/data
 RUNTIME_PACKAGES = ("runtime", "diloco", "horovod")
 _RUNTIME_INIT = '''"""vtrain's runtime as shipped to Vertex AI replicas: `from vtrain import runtime`."""
 
@@ -53,8 +53,8 @@ def runtime_entries() -> list[tuple[str, Path | bytes]]:
     """What ships of vtrain, sorted: (path in the sdist, file or content); the sdist and the image alike."""
     pkg = Path(__file__).resolve().parents[1]  # vtrain/, which runtime/, diloco/ and horovod/ are in
     out: list[tuple[str, Path | bytes]] = [
-        ("pyproject.toml", _RUNTIME_PYPROJECT.format(version=__version__).encode()),
-        ("vtrain/__init__.py", _RUNTIME_INIT.format(version=__version__).encode()),
+        ("pyproject.toml", _RUNTIME_PYPROJECT.format(version=VERSION).encode()),
+        ("vtrain/__init__.py", _RUNTIME_INIT.format(version=VERSION).encode()),
     ]
     out += [(f"vtrain/{name}", pkg / name) for name in RUNTIME_FILES if (pkg / name).is_file()]
     for sub in RUNTIME_PACKAGES:
@@ -69,7 +69,7 @@ def runtime_entries() -> list[tuple[str, Path | bytes]]:
 
 def runtime_name(entries: list[tuple[str, Path | bytes]]) -> str:
     """The runtime sdist's file name: vtrain's version and the hash of what it holds."""
-    return f"vtrain-{__version__}-{hash_entries(entries)}.tar.gz"
+    return f"vtrain-{VERSION}-{hash_entries(entries)}.tar.gz"
 
 
 def planned_runtime_uri(staging: str) -> str:
@@ -104,13 +104,13 @@ def write_runtime(entries: list[tuple[str, Path | bytes]], name: str, out_dir: P
     out_dir.mkdir(parents=True, exist_ok=True)
     final = out_dir / name
     partial = out_dir / f".{name}.{os.getpid()}.partial"
-    members = [("PKG-INFO", _RUNTIME_PKG_INFO.format(version=__version__).encode()), *entries]
+    members = [("PKG-INFO", _RUNTIME_PKG_INFO.format(version=VERSION).encode()), *entries]
     try:
         with open(partial, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz, \
                 tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
             for rel, value in members:
                 data = value if isinstance(value, bytes) else value.read_bytes()
-                info = tarfile.TarInfo(f"vtrain-{__version__}/{rel}")
+                info = tarfile.TarInfo(f"vtrain-{VERSION}/{rel}")
                 info.size, info.mode, info.mtime = len(data), 0o644, _RUNTIME_MTIME
                 tar.addfile(info, io.BytesIO(data))
         os.replace(partial, final)

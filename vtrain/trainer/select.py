@@ -2,8 +2,9 @@
 
 Exclusion follows ``.gitignore`` files (in every directory) and a root ``.vtrainignore`` (applied
 last, so it may re-include with ``!``), on top of junk that is never packaged (VCS data,
-virtualenvs, caches, stale build output) and of vtrain's own files beside a trainer (the job file
-in use, job files `vtrain init` wrote, ``vtrain.schema.json``): editing `args` changes no artifact.
+virtualenvs, caches, shell and REPL histories, stale build output) and of vtrain's own files
+beside a trainer (the job file in use, job files `vtrain init` wrote, ``vtrain.schema.json``):
+editing `args` changes no artifact.
 
 Never a byte from outside the folder: a symlink that resolves outside it (a dataset, ``/etc/passwd``,
 ``~/.aws/credentials``) is left out, with one notice naming it, rather than refused: a link to a
@@ -50,9 +51,17 @@ _ALWAYS_DIRS = {
     ".nox",
     ".ipynb_checkpoints",
     ".eggs",
+    # a home directory's: caches, installed packages and trash, IPython's history database
+    ".cache",
+    ".local",
+    ".ipython",
+    ".Trash",
 }
 _ALWAYS_ROOT_DIRS = {"build", "dist"}  # stale build output at the package root
-_ALWAYS_FILES = re.compile(r"(.*\.py[co]|\.DS_Store|\.coverage)$")
+#: Bytecode, OS litter, coverage data, and what shells, REPLs and editors remember of a session (commands typed
+#: with tokens in them): .bash_history, .zsh_history, .python_history, .psql_history, .Rhistory, .viminfo...
+_ALWAYS_FILES = re.compile(r"(.*\.py[co]|\.DS_Store|\.coverage|\.[\w.-]*history|\.histfile|\.lesshst|\.viminfo|"
+                           r"\.wget-hsts)$")
 
 
 def is_always_excluded(rel: str, *, is_dir: bool) -> bool:
@@ -134,16 +143,6 @@ def select_files(package_dir: Path, *, skip: Iterable[Path] = ()) -> Scan:
     root = check_package_dir(package_dir)
     with readable_errors(root):
         scan = _select(root, skip)
-    _notice(scan)
-    return scan
-
-
-def select_folder(folder: Path) -> Scan:
-    """Any folder's files as a trainer's are selected (the same ignores and exclusions, `.vtrainignore`
-    included), though it need not be a Python package: a job file's folder, for the launcher image."""
-    root = Path(folder).absolute()
-    with readable_errors(root):
-        scan = _select(root, ())
     _notice(scan)
     return scan
 

@@ -244,7 +244,7 @@ def draw_run(run_dir: Path, result: Mapping[str, Any] | None = None, into: Path 
     result.json is read when `result` is None); the files written."""
     if result is None:
         from vtrain.errors import UsageError
-        from vtrain.foreigndata import Unreadable
+        from vtrain.foreign.data import Unreadable
         from vtrain.local.resultfile import read_result
 
         try:

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 from vtrain.cloud.vertex.logreader import SCOPES, JobLogReader
 from vtrain.cloud.vertex.logs import entry_parts, log_line, replica_label, task_name
+from vtrain.cloud.vertex.registered import Registered
 from vtrain.cloud.vertex.retry import (
     RetryPolicy,
     TransientExhausted,
@@ -53,6 +54,9 @@ class VertexJob(JobHandle):
     """A CustomJob on Vertex AI (or the emulator); `proto` is the last fetched CustomJob."""
 
     default_poll = 10.0
+    #: The Model Registry version this job's model was registered as, once ``vtrain.submit(..., wait=True)`` saw
+    #: the job SUCCEED with a `model:` block (None before, and for a job without one).
+    registered: Registered | None = None
 
     def __init__(self, backend: VertexBackend, proto: Any) -> None:
         super().__init__(proto.name)

@@ -6,18 +6,25 @@ A mixin of :class:`~vtrain.cloud.vertex.client.VertexBackend`, which provides `_
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, Protocol
 
 from vtrain.cloud.vertex.logs import entries_request, iter_log_lines
 from vtrain.handle import TERMINAL_STATES, Waiting
 
-if TYPE_CHECKING:
-    from vtrain.cloud.vertex.client import VertexJob
-
-
-
 SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
+
+
+class FollowedJob(Protocol):
+    """What following a job's log reads of the job (a :class:`~vtrain.cloud.vertex.client.VertexJob`, which imports
+    this module: the reader names the shape, not the class)."""
+
+    _sleep: Callable[[float], None]
+
+    @property
+    def job_id(self) -> str: ...
+
+    def refresh(self) -> str: ...
 
 
 class JobLogReader:
@@ -66,7 +73,7 @@ class JobLogReader:
         )
 
     def _logs(
-        self, job: VertexJob, *, follow: bool, poll: float, task: str | None, format: Any,
+        self, job: FollowedJob, *, follow: bool, poll: float, task: str | None, format: Any,
         waiting: Waiting | None = None,
     ) -> Iterator[str]:
         pause = [poll]

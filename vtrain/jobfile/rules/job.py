@@ -14,15 +14,16 @@ from vtrain.jobfile.rules.base import (
     _EXPERIMENT,
     _GCS_URI,
     _KMS_KEY,
-    _LABEL_KEY,
-    _LABEL_VALUE,
     _NETWORK,
     _PROJECT,
     _REGION,
     _SERVICE_ACCOUNT,
     _TENSORBOARD,
     Rules,
+    check_label,
+    checked_fix,
     pool_path,
+    try_fix,
     with_suggestion,
 )
 from vtrain.jobfile.rules.pools import check_reservation
@@ -31,10 +32,7 @@ from vtrain.userpaths import path_problem
 
 #: https://cloud.google.com/vertex-ai/docs/training/schedule-jobs-dws#requirements
 FLEX_START_MAX_TIMEOUT_S = 7 * 24 * 3600
-FLEX_START_GPUS = frozenset({
-    "NVIDIA_L4", "NVIDIA_TESLA_A100", "NVIDIA_A100_80GB", "NVIDIA_H100_80GB", "NVIDIA_H100_MEGA_80GB",
-    "NVIDIA_H200_141GB", "NVIDIA_B200",
-})
+FLEX_START_GPUS = frozenset(a.enum for a in catalog.ACCELERATORS if a.flex_start)
 
 # --------------------------------------------------------------------------- job-level fields
 
@@ -81,12 +79,7 @@ def check_job_fields(r: Rules, config: JobConfig) -> None:
         if key in VTRAIN_LABELS:
             r.add(("labels", key), f"label '{key}' is set by vtrain itself; use another key")
     for key, value in config.labels.items():
-        if not _LABEL_KEY.match(key) or key != key.lower():
-            r.add(("labels", key), f"label key '{key}' must start with a lower-case letter and use only "
-                                   f"lower-case letters, digits, _ and - (≤ 63 chars); try '{_label_fix(key)}'")
-        if not _LABEL_VALUE.match(value) or value != value.lower():
-            r.add(("labels", key), f"label value '{value}' may use only lower-case letters, digits, _ and - "
-                                   f"(≤ 63 chars); try '{_label_fix(value)}'")
+        check_label(r, ("labels", key), key, value, VTRAIN_LABELS)
     if config.service_account and not _SERVICE_ACCOUNT.match(config.service_account):
         r.add(("service_account",), f"'{config.service_account}' is not a service account email like "
                                     "NAME@PROJECT.iam.gserviceaccount.com")
@@ -115,14 +108,10 @@ def _experiment(config: JobConfig, r: Rules) -> None:
     if config.experiment is None or "/" in config.experiment:  # a full name: checked with experiment_run
         return
     if not _EXPERIMENT.match(config.experiment):
-        fixed = re.sub(r"[^a-z0-9-]", "-", config.experiment.lower()).strip("-")[:128] or "my-experiment"
+        fixed = checked_fix(lambda e: bool(_EXPERIMENT.match(e)),
+                            re.sub(r"[^a-z0-9-]", "-", config.experiment.lower()).strip("-")[:128], "my-experiment")
         r.add(("experiment",), f"an experiment name is lowercase letters, digits and '-' (at most 128, not starting "
                                f"with '-'), as Vertex requires; got '{config.experiment}', try '{fixed}'")
-
-
-def _label_fix(text: str) -> str:
-    fixed = re.sub(r"[^a-z0-9_-]", "-", text.lower())[:63]
-    return fixed if fixed[:1].isalpha() else f"x{fixed}"[:63]
 
 
 def check_env(r: Rules, config: JobConfig) -> None:
@@ -147,9 +136,9 @@ def check_env(r: Rules, config: JobConfig) -> None:
 
 def _env_name_message(key: str) -> str:
     fixed = re.sub(r"[^A-Za-z0-9_]", "_", key)
-    fixed = fixed if fixed[:1].isalpha() or fixed[:1] == "_" else f"_{fixed}"
+    fixed = fixed if fixed[:1].isascii() and (fixed[:1].isalpha() or fixed[:1] == "_") else f"_{fixed}"
     return (f"'{key}' is not a valid environment variable name (letters, digits and _, not starting with a "
-            f"digit); try '{fixed}'")
+            "digit)" + try_fix(lambda k: bool(_ENV_NAME.match(k)), fixed))
 
 
 def check_scheduling(r: Rules, config: JobConfig) -> None:

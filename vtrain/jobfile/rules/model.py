@@ -9,7 +9,7 @@ from vtrain.constants import MAX_DISPLAY_NAME, MAX_LABELS
 from vtrain.jobfile import serving
 from vtrain.jobfile.model import JobConfig, ModelConfig
 from vtrain.jobfile.nodes import did_you_mean
-from vtrain.jobfile.rules.base import _LABEL_KEY, _LABEL_VALUE, Rules, with_suggestion
+from vtrain.jobfile.rules.base import Rules, check_label, try_fix, with_suggestion
 
 #: Labels vtrain puts on every model version it uploads (the upload's idempotency keys).
 MODEL_JOB_LABEL = "vtrain-job-id"
@@ -19,6 +19,8 @@ MODEL_LABELS = (MODEL_JOB_LABEL, MODEL_HASH_LABEL)
 _ALIAS = re.compile(r"^[a-z][a-zA-Z0-9-]{0,126}[a-z0-9]$")
 _PARENT = re.compile(r"^projects/([^/]+)/locations/([^/]+)/models/([^/@]+)$")
 _MODEL_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
+#: ModelContainerSpec.predict_route/health_route: an HTTP path (RFC 3986's path characters) on the container.
+_ROUTE = re.compile(r"^/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*$")
 
 
 def training_tf_version(config: JobConfig) -> str | None:
@@ -48,20 +50,51 @@ def check_model(r: Rules, config: JobConfig) -> None:
     seen: set[str] = set()
     for i, alias in enumerate(model.version_aliases):
         where = ("model", "version_aliases", i)
-        if alias == "default":
-            r.add(where, "the alias `default` is Vertex's own (it moves to a model's default version); use another")
-        elif not _ALIAS.match(alias):
-            fixed = re.sub(r"[^a-zA-Z0-9-]", "-", alias).strip("-")
-            fixed = (fixed if fixed[:1].islower() else f"v{fixed}")[:127].rstrip("-") or "candidate"
-            r.add(where, f"version alias '{alias}' must match [a-z][a-zA-Z0-9-]{{0,126}}[a-z0-9] (starting with a "
-                         f"lower-case letter, no '_' or '.'); try '{fixed}'")
+        if not _ALIAS.match(alias):
+            r.add(where, f"version alias '{alias}' must match [a-z][a-zA-Z0-9-]{{0,126}}[a-z0-9] (2 to 128 "
+                         "characters, starting with a lower-case letter, no '_' or '.')"
+                         + try_fix(_is_alias, *_alias_fixes(alias)))
         elif alias in seen:
-            r.add(where, f"version alias '{alias}' is listed twice")
+            r.add(where, f"version alias '{alias}' is listed twice; remove one (an alias names one version)")
         seen.add(alias)
     for key, route in (("predict", model.predict_route), ("health", model.health_route)):
-        if route is not None and not route.startswith("/"):
-            r.add(("model", "routes", key), f"a route is an HTTP path starting with '/', got '{route}'; "
-                                            f"try '/{route.lstrip('/')}'")
+        if route is not None and not _is_route(route):
+            r.add(("model", "routes", key), f"a route is an HTTP path on the serving container, starting with '/' "
+                                            f"(no scheme or host, query, spaces or control characters), got "
+                                            f"'{route}'" + try_fix(_is_route, _route_fix(route)))
+
+
+def _is_alias(alias: str) -> bool:
+    return bool(_ALIAS.match(alias))
+
+
+def _alias_fixes(alias: str) -> list[str]:
+    """What an alias may have meant: its first letter in lower case, other characters as '-' and a leading 'v'
+    where it starts with no lower-case letter; then all of it in lower case; then with a digit added (one letter
+    is too short)."""
+    def fix(text: str) -> str:
+        fixed = re.sub(r"[^a-zA-Z0-9-]+", "-", text).strip("-")
+        return (fixed if fixed[:1].isascii() and fixed[:1].islower() else f"v{fixed}")[:128].rstrip("-")
+
+    lowered = fix(alias.lower())
+    return [fix(alias[:1].lower() + alias[1:]), lowered, f"{lowered[:127].rstrip('-')}1"]
+
+
+def _is_route(route: str) -> bool:
+    return bool(_ROUTE.match(route)) and "://" not in route
+
+
+def _route_fix(route: str) -> str:
+    """The path a route meant: a URL's own path, else the text with one leading '/'."""
+    from urllib.parse import urlsplit
+
+    if "://" in route:
+        try:
+            path = urlsplit(route.strip()).path
+        except ValueError:
+            return ""
+        return f"/{path.lstrip('/')}"
+    return f"/{route.strip().lstrip('/')}"
 
 
 def _serving_image(r: Rules, config: JobConfig, model: ModelConfig) -> None:
@@ -72,6 +105,11 @@ def _serving_image(r: Rules, config: JobConfig, model: ModelConfig) -> None:
         if version is None:
             r.add(("model",), "the trainer runs no prebuilt TensorFlow image, so vtrain cannot pick a serving image: "
                               "set model.serving_image (tf2-cpu.2-15, tf2-gpu.2-15 or an image URI)")
+        elif serving.maybe_published(version):
+            r.warn(("model",), f"the job trains with TensorFlow {version.replace('-', '.')}: vtrain serves the model "
+                               f"with tf2-cpu.{version}, after the newest prediction image its list has "
+                               f"({serving.PREDICTION_TF[-1].replace('-', '.')}){serving.PREDICTION_SOURCE.doubt()}; "
+                               "if the upload is refused, set model.serving_image")
         elif version not in serving.PREDICTION_TF:
             newest = serving.PREDICTION_TF[-1]
             r.add(("model",), f"the job trains with TensorFlow {version.replace('-', '.')}, which has no prebuilt "
@@ -84,12 +122,18 @@ def _serving_image(r: Rules, config: JobConfig, model: ModelConfig) -> None:
         if found is None and "/vertex-ai/prediction/tf2-" in image:
             r.add(where, f"'{image}' looks like a prebuilt prediction image but is not one: "
                          "{us,europe,asia}-docker.pkg.dev/vertex-ai/prediction/tf2-cpu.2-NN:latest")
+        elif found is not None and serving.maybe_published(found["version"]):
+            r.warn(where, f"TensorFlow {found['version'].replace('-', '.')} is after the newest prediction image "
+                          f"vtrain lists ({serving.PREDICTION_TF[-1]}){serving.PREDICTION_SOURCE.doubt()}")
         elif found is not None and found["version"] not in serving.PREDICTION_TF:
             r.add(where, f"there is no prebuilt prediction image for TensorFlow {found['version'].replace('-', '.')}; "
                          f"Vertex publishes {serving.PREDICTION_TF[0]} to {serving.PREDICTION_TF[-1]}")
         return
     alias = serving.SERVING_ALIAS_RE.match(image)
-    if alias is None or alias["version"] not in serving.PREDICTION_TF:
+    if alias is not None and serving.maybe_published(alias["version"]):
+        r.warn(where, f"'{image}' is after the newest prediction image vtrain lists (tf2-{alias['family']}."
+                      f"{serving.PREDICTION_TF[-1]}){serving.PREDICTION_SOURCE.doubt()}")
+    elif alias is None or alias["version"] not in serving.PREDICTION_TF:
         if alias is not None:  # a version with no image: the newest there is, not the nearest spelling
             hint = f" did you mean 'tf2-{alias['family']}.{serving.PREDICTION_TF[-1]}' (the newest)?"
         else:
@@ -125,8 +169,4 @@ def _labels(r: Rules, model: ModelConfig) -> None:
         where = ("model", "labels", key)
         if key in MODEL_LABELS:
             r.add(where, f"label '{key}' is set by vtrain itself (it finds the version a job made); use another key")
-        elif not _LABEL_KEY.match(key) or key != key.lower():
-            r.add(where, f"label key '{key}' must start with a lower-case letter and use only lower-case letters, "
-                         "digits, _ and - (≤ 63 chars)")
-        if not _LABEL_VALUE.match(value) or value != value.lower():
-            r.add(where, f"label value '{value}' may use only lower-case letters, digits, _ and - (≤ 63 chars)")
+        check_label(r, where, key, value, MODEL_LABELS)

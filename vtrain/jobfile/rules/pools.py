@@ -5,8 +5,8 @@ Sources: the installed `aiplatform_v1` protos' field docs (NfsMount: `path` star
 /mnt/nfs/MOUNT_POINT; LustreMount under /mnt/lustre/MOUNT_POINT; MachineSpec.gpu_partition_size: "the
 accelerator_count should be set to 1"; DnsPeeringConfig.domain "must end with a dot"; CustomJobSpec.experiment
 and experiment_run formats; protected_artifact_location_id "only when the location is different"); MIG
-profiles per GPU from NVIDIA's MIG user guide (https://docs.nvidia.com/datacenter/tesla/mig-user-guide/),
-which the proto points at through https://cloud.google.com/kubernetes-engine/docs/how-to/gpus-multi.
+profiles per GPU in the catalog's accelerator rows (sources.MIG); reservation names in its three forms
+(:mod:`vtrain.catalog.capacity`).
 """
 
 from __future__ import annotations
@@ -15,19 +15,21 @@ import ipaddress
 import re
 
 from vtrain import catalog
+from vtrain.catalog.capacity import RESERVATION_FORMS, reservation_form
 from vtrain.jobfile.model import JobConfig, PoolConfig, ReservationConfig
 from vtrain.jobfile.nodes import did_you_mean
-from vtrain.jobfile.rules.base import _PROJECT, _REGION, _RESERVATION, Rules, pool_path, with_suggestion
+from vtrain.jobfile.rules.base import (
+    _PROJECT,
+    _REGION,
+    Rules,
+    checked_fix,
+    pool_path,
+    with_suggestion,
+)
 from vtrain.jobfile.yamlpos import PathKey
 
-#: MIG profiles (gpu_partition_size) each GPU offers.
-MIG_PROFILES: dict[str, tuple[str, ...]] = {
-    "NVIDIA_TESLA_A100": ("1g.5gb", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"),
-    "NVIDIA_A100_80GB": ("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"),
-    "NVIDIA_H100_80GB": ("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"),
-    "NVIDIA_H100_MEGA_80GB": ("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"),
-    "NVIDIA_H200_141GB": ("1g.18gb", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"),
-}
+#: MIG profiles (gpu_partition_size) each GPU offers (the catalog's accelerator rows).
+MIG_PROFILES: dict[str, tuple[str, ...]] = {a.enum: a.mig for a in catalog.ACCELERATORS if a.mig}
 _MOUNT_POINT = re.compile(r"^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$")
 _HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.:-]{0,252})$")
 _LABEL = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
@@ -163,8 +165,10 @@ def check_reservation(r: Rules, res: ReservationConfig, path: PathKey) -> None:
               at=(*path, "affinity"))
     elif res.name and res.affinity != "specific":
         r.add((*path, "affinity"), "a reservation name is only used with affinity: specific")
-    elif res.name and not _RESERVATION.match(res.name):
-        r.add((*path, "name"), "reservation name must look like projects/P/zones/Z/reservations/R")
+    elif res.name and reservation_form(res.name) is None:
+        forms = "; ".join(f"a {f.name}: {f.template}" for f in RESERVATION_FORMS)
+        r.add((*path, "name"), f"'{res.name}' is not the resource name of a reservation, a reservation block or a "
+                               f"sub-block; the forms are {forms}")
 
 
 def check_services(r: Rules, config: JobConfig) -> None:
@@ -227,9 +231,11 @@ def _check_run_name(r: Rules, run: str, experiment: str | None) -> None:
     from vtrain.constants import RUN_ID_MAX
 
     if not _RUN_NAME.match(run):
-        fixed = re.sub(r"[^a-z0-9-]", "-", run.lower()).strip("-") or "run-1"
+        room = RUN_ID_MAX - (len(experiment) + 1 if experiment is not None else 0)  # the context ID's length
+        fixed = checked_fix(lambda n: bool(_RUN_NAME.match(n)) and len(n) <= room,
+                            re.sub(r"[^a-z0-9-]", "-", run.lower()).strip("-")[:room].strip("-"), "run-1")
         r.add(("experiment_run",), f"a run name is lowercase letters, digits and '-' (not starting with '-'): its "
-                                   f"context is EXPERIMENT-RUN; got '{run}', try '{fixed}'")
+                                   f"context is EXPERIMENT-RUN; got '{run}'" + (f", try '{fixed}'" if fixed else ""))
     elif experiment is not None and len(f"{experiment}-{run}") > RUN_ID_MAX:
         r.add(("experiment_run",), f"the run's context ID '{experiment}-{run}' has {len(experiment) + len(run) + 1} "
                                    f"characters; the SDK allows at most {RUN_ID_MAX}: shorten the run's name")

@@ -44,7 +44,8 @@ def check_trainer(r: Rules, config: JobConfig) -> None:
                 own = "its own container" if pool.container is not None else "trainer.container"
                 r.add(pool_path(pool, key), f"{key} is for python-package pools, and this pool runs {own}; set "
                                             f"{format_path(pool_path(pool, 'container', 'command'))} instead")
-    check_image_ports(r, config)
+    check_image_references(r, config)
+    check_arch(r, config)
     modules = [(pool_path(p, "module"), p.module) for p in pools if p.container is None and p.module is not None]
     for path, module in modules:
         if not _MODULE.match(module):
@@ -71,6 +72,8 @@ def check_trainer(r: Rules, config: JobConfig) -> None:
             r.add(("trainer", "package"), "a local trainer package is staged before submitting: set "
                                           "staging_bucket: gs://BUCKET/staging")
     check_image(r, config)
+    if t.package is not None:
+        check_image_python(r, config, t.package)
     if t.build is not None and t.package is not None:
         check_build(r, config)
 
@@ -157,21 +160,25 @@ def check_image(r: Rules, config: JobConfig) -> None:
             _check_image(r, pool_path(pool, "image"), pool.image, [pool], build)
 
 
-def check_image_ports(r: Rules, config: JobConfig) -> None:
-    """Every container image's registry port is a TCP port (a port above 65535 would fail at the pull)."""
-    from vtrain.trainer.image.reference import port_problem
-
-    found: list[tuple[PathKey, str]] = [(("trainer", "container", "image_uri"), config.trainer.container.image_uri)] \
-        if config.trainer.container is not None else []  # fmt: skip
-    found += [(pool_path(p, "container", "image_uri"), p.container.image_uri) for p in config.pools()
+def check_image_references(r: Rules, config: JobConfig) -> None:
+    """Every field that holds an image reference, through the one reference grammar (bounded, ports included):
+    trainer.container.image_uri and each pool's, trainer.image and each pool's `image` when they are not a
+    prebuilt alias (with trainer.build any image is a base), and model.serving_image when it is a URI."""
+    found: list[tuple[PathKey, str, str]] = []
+    if config.trainer.container is not None:
+        found.append((("trainer", "container", "image_uri"), config.trainer.container.image_uri, "image"))
+    found += [(pool_path(p, "container", "image_uri"), p.container.image_uri, "image") for p in config.pools()
               if p.container is not None and p.container is not config.trainer.container]
-    if config.trainer.build is None:  # else check_build reads them as base images, ports included
-        found += [(pool_path(p, "image"), p.image) for p in config.pools() if p.image]
-        found += [(("trainer", "image"), config.trainer.image)] if config.trainer.image else []
-    for path, uri in found:
-        problem = port_problem(uri)
-        if problem:
-            r.add(path, f"{problem}; e.g. localhost:5000/REPO/IMAGE:TAG")
+    build = config.trainer.build is not None
+    what = "base image" if build else "image"
+    images = [(("trainer", "image"), config.trainer.image)] + [(pool_path(p, "image"), p.image) for p in config.pools()]
+    found += [(path, image, what) for path, image in images
+              if image and (build or "/" in image) and not catalog.IMAGE_ALIAS_RE.match(image)]
+    serving = config.model.serving_image if config.model is not None else None
+    if serving is not None and "/" in serving:
+        found.append((("model", "serving_image"), serving, "serving image"))
+    for path, image, noun in found:
+        check_reference(r, path, image, noun)
 
 
 def _check_image(r: Rules, path: PathKey, image: str, pools: list[PoolConfig], build: bool) -> None:
@@ -179,8 +186,8 @@ def _check_image(r: Rules, path: PathKey, image: str, pools: list[PoolConfig], b
     uri = catalog.PREBUILT_URI_RE.match(image)
     where = format_path(path)
     if alias is None and uri is None:
-        if build:  # any image may be the base of one vtrain builds
-            check_reference(r, path, image, "base image")
+        if build:  # any image may be the base of one vtrain builds: check_image_references reads it
+            pass
         elif "/" not in image:
             v, tpu = catalog.DEFAULT_TF_VERSION, catalog.default_tf_version("tpu")
             r.add(path, f"'{image}' is neither a prebuilt image alias nor an image URI; use "
@@ -213,6 +220,91 @@ def _check_image(r: Rules, path: PathKey, image: str, pools: list[PoolConfig], b
             return
 
 
+def image_pythons(config: JobConfig) -> dict[str, str]:
+    """The Python (MAJOR.MINOR) of each image the trainer's package runs on, with the image's name: the catalog's
+    prebuilt rows, or trainer.build.python_version for another base; images of unknown Python left out."""
+    t = config.trainer
+    found: dict[str, str] = {}
+    for pool in config.pools():
+        if pool.role == "reduction_server" or pool.container is not None:
+            continue
+        image = pool.image or t.image
+        row = catalog.prebuilt_image(image, pool.hardware)
+        python = t.build.python_version if t.build is not None and t.build.python_version else None
+        python = python or (row.python if row is not None else None)
+        if python and re.fullmatch(r"3\.[0-9]+", python.strip()):
+            found.setdefault(python.strip(), row.alias if row is not None else str(image))
+    return found
+
+
+def check_image_python(r: Rules, config: JobConfig, package: Path) -> None:
+    """Issue 42: every trainer file parsed with the grammar of the image's Python, and its imports held against
+    that Python's standard library (tomllib on 3.10, distutils on 3.12), offline, with file:line."""
+    if any(p.path == "trainer.package" and p.severity == "error" for p in r.problems):
+        return  # the package path is said wrong already (and may be one the OS cannot even look at)
+    try:
+        if not package.is_dir():
+            return
+    except OSError:
+        return
+    pythons = image_pythons(config)
+    if not pythons:
+        return
+    from vtrain.trainer.imagepython import python_problems
+    from vtrain.trainer.select import select_files
+
+    try:
+        files = select_files(package).files
+    except (PackagingError, OSError):
+        return  # check_package_dir said why, or `package` will
+    for python, image in sorted(pythons.items(), key=lambda item: catalog.tf_version_tuple(
+            item[0].replace(".", "-"))):
+        for problem in python_problems(package, files, python, image):
+            r.add(("trainer", "package"), f"{package / problem.file}:{problem.line}: {problem.message}")
+
+
+def check_arch(r: Rules, config: JobConfig) -> None:
+    """Arm machines (A4X: NVIDIA Grace) run aarch64 images, and Vertex's prebuilt images are x86_64 only: a
+    python-package pool there is refused (its replicas would fail to start); trainer.build builds for aarch64
+    on an Arm base; a container of the user's gets a reminder."""
+    t = config.trainer
+    for pool in config.pools():
+        row = catalog.MACHINES.get(pool.machine_type)
+        if row is None or row.arch == catalog.X86 or pool.role == "reduction_server":
+            continue
+        cpu = f"{row.name} runs on Arm ({row.arch}: NVIDIA Grace CPUs; {catalog.sources.A4X_ARM.url})"
+        if pool.container is not None or (t.container is not None and t.build is None):
+            path = pool_path(pool, "container", "image_uri") if pool.container is not None else \
+                ("trainer", "container", "image_uri")
+            r.warn(path, f"{cpu}: the image must have a linux/arm64 variant, or every replica fails to start")
+            continue
+        image = pool.image or t.image
+        where = pool_path(pool, "image") if pool.image else ("trainer", "image") if t.image else \
+            pool_path(pool, "machine_type")
+        prebuilt = catalog.prebuilt_image(image, pool.hardware)
+        if prebuilt is not None:
+            fix = ("set trainer.image to a base with a linux/arm64 variant (NVIDIA's TensorFlow containers have one)"
+                   if t.build is not None else
+                   "build an arm64 image with trainer.build on a base with a linux/arm64 variant, or use a "
+                   "container image built for linux/arm64")
+            r.add(where, f"{cpu}, and the prebuilt image {prebuilt.alias} is built for {prebuilt.arch} only "
+                         f"(no Arm variant is published): every replica would fail to start; {fix}")
+        elif t.build is not None and t.build.platform and not t.build.platform.strip().endswith(f"_{row.arch}"):
+            r.add(("trainer", "build", "platform"), f"{cpu}, and trainer.build.platform is {t.build.platform}; "
+                                                    f"use a {row.arch} tag (manylinux_2_NN_{row.arch}) or leave "
+                                                    "platform out to read it from the base")
+    bases: dict[str, set[str]] = {}
+    if t.build is not None:
+        for pool in config.pools():
+            row = catalog.MACHINES.get(pool.machine_type)
+            if row is not None and pool.role != "reduction_server" and pool.container is None:
+                bases.setdefault(config.base_image(pool), set()).add(row.arch)
+    for base, arches in bases.items():
+        if len(arches) > 1:
+            r.add(("trainer", "build"), f"pools on Arm and x86_64 machines share the base {base}, and trainer.build "
+                                        "makes one image per base: give the Arm pools an `image` of their own")
+
+
 # --------------------------------------------------------------------------- strategy
 
 
@@ -225,6 +317,13 @@ def check_strategy(r: Rules, config: JobConfig) -> None:
     has_workers = config.workers is not None and bool(config.workers.replicas)
     is_tpu = catalog.is_tpu_machine(config.chief.machine_type)
     has_ps = config.parameter_servers is not None and bool(config.parameter_servers.replicas)
+    generation = catalog.tpu_generation(config.chief.machine_type, config.chief.accelerator)
+    if generation is not None and (row.auto or row.tpu) and not catalog.TPU_MEMORY[generation].tensorflow:
+        where = path if path in r.config.positions.values else ("cluster", "chief", "machine_type")
+        r.warn(where, f"{config.chief.machine_type} is a TPU {generation} VM, and Google documents TensorFlow on "
+                      f"Vertex TPU VMs for v2, v3 and v5e only ({catalog.sources.TPU_TRAINING.url}): a TensorFlow "
+                      "trainer may not find the TPU there; use a ct5lp-hightpu-* (v5e) machine, or try it on the "
+                      "TPU before a long run")
     if row.auto:
         return
     if is_tpu and not row.tpu:
@@ -256,17 +355,17 @@ def check_strategy(r: Rules, config: JobConfig) -> None:
 
 
 def check_reference(r: Rules, path: PathKey, text: str, what: str) -> None:
-    from vtrain.trainer.image.reference import parse_reference
+    """`text` through the one image reference grammar; a problem is said at `path` (file:line:key)."""
+    from vtrain.trainer.image.reference import reference_problem
 
-    try:
-        parse_reference(text, what=what)
-    except PackagingError as err:
-        r.add(path, str(err))
+    problem = reference_problem(text, what=what)
+    if problem is not None:
+        r.add(path, problem)
 
 
 def check_build(r: Rules, config: JobConfig) -> None:
     """The repository's form and region, and the requirements (files read here, as the build reads them)."""
-    from vtrain.jobfile.model import is_requirements_file
+    from vtrain.jobfile.assemble import is_requirements_file
     from vtrain.trainer.image.libc import platform_problem
     from vtrain.trainer.image.reference import parse_repository
     from vtrain.trainer.image.requirements import read_requirements
@@ -277,7 +376,8 @@ def check_build(r: Rules, config: JobConfig) -> None:
     try:
         target = parse_repository(build.repository)
     except PackagingError as err:
-        r.add((*path, "repository"), f"{err}; e.g. {config.region}-docker.pkg.dev/PROJECT/REPO/NAME")
+        example = "" if "; try '" in str(err) else f"; e.g. {config.region}-docker.pkg.dev/PROJECT/REPO/NAME"
+        r.add((*path, "repository"), f"{err}{example}")
     else:
         check_registry_region(r, (*path, "repository"), target.registry, config.region)
     if build.python_version is not None and not re.fullmatch(r"3\.[0-9]+", build.python_version.strip()):

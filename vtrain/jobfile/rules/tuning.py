@@ -16,7 +16,7 @@ from typing import Any
 
 from vtrain.jobfile.model import JobConfig
 from vtrain.jobfile.nodes import did_you_mean
-from vtrain.jobfile.rules.base import Rules, with_suggestion
+from vtrain.jobfile.rules.base import Rules, try_fix, with_suggestion
 from vtrain.tuning.model import ParameterConfig, TuningConfig
 from vtrain.tuning.search import matches
 
@@ -183,12 +183,14 @@ def check_tuning(r: Rules, config: JobConfig) -> None:
     if not tuning.parameters:
         r.add(("tuning", "parameters"), "needs at least one parameter, e.g. learning_rate: {type: double, "
                                         "min: 0.001, max: 0.1}")
+    taken = {q.name for q in tuning.parameters}
     for p in tuning.parameters:
         if not _FLAG_NAME.match(p.name):
-            fixed = re.sub(r"[^A-Za-z0-9_-]", "_", p.name).lstrip("_-0123456789") or "param"
+            fixed = re.sub(r"[^A-Za-z0-9_-]", "_", p.name).lstrip("_-0123456789")
             r.add(("tuning", "parameters", p.name), f"'{p.name}' is passed to the trainer as --{p.name}=VALUE, so it "
-                                                    f"must be a flag name (a letter, then letters, digits, _ or -); "
-                                                    f"try '{fixed}'")
+                                                    "must be a flag name (a letter, then letters, digits, _ or -)"
+                                                    + try_fix(lambda n: bool(_FLAG_NAME.match(n)) and n not in taken,
+                                                              fixed, "param"))
         if p.type in ("double", "integer"):
             _check_range(r, p)
         else:

@@ -44,9 +44,11 @@ from vtrain.trainer.image.layers import (
     trainer_layer,
 )
 from vtrain.trainer.image.libc import arch_of, platform_tags, read_libc
+from vtrain.trainer.image.mirrors import pull_client
 from vtrain.trainer.image.reference import ImageRef, parse_reference, parse_repository
 from vtrain.trainer.image.registry import Credentials, RegistryClient
 from vtrain.trainer.image.requirements import declared_requirements
+from vtrain.trainer.image.settings import ImageSettings
 from vtrain.trainer.image.wheels import requirements_layer
 from vtrain.trainer.packaging import check_module, scan_package
 from vtrain.trainer.select import Scan
@@ -140,13 +142,14 @@ def read_base(client: RegistryClient, ref: ImageRef, os_name: str = "linux", arc
     return BaseImage(ref=ref, media_type=kind, manifest=document, config=config, digest=digest)
 
 
-def base_platform(base: BaseImage, client: RegistryClient, *, cache: Path | None = None) -> str:
+def base_platform(base: BaseImage, client: RegistryClient, *, cache: Path | None = None,
+                  setting: str = ImageSettings.platform) -> str:
     """The newest wheel platform tag `base` runs, read from its C library (its layers, bottom-up, until
-    one has it; cached by its config digest)."""
+    one has it; cached by its config digest). `setting`: where to state it when it cannot be read."""
     layers = [(str(d.get("mediaType", "")), str(d["digest"]), partial(client.open_blob, base.ref.repository,
                                                                        str(d["digest"])))
               for d in base.manifest.get("layers", [])]
-    found = read_libc(layers, str(base.ref), str(base.manifest["config"]["digest"]), cache=cache)
+    found = read_libc(layers, str(base.ref), str(base.manifest["config"]["digest"]), cache=cache, setting=setting)
     return found.tag(arch_of(base.config))
 
 
@@ -169,7 +172,7 @@ def build_image(spec: ImageSpec, package_dir: Path, out_dir: Path, base_client: 
     base_ref = parse_reference(spec.base, what="base image")
     scan = scan_trainer(package_dir, allow_credentials=allow_credentials, skip=skip)
     check_module(scan, spec.module)
-    base = read_base(base_client, base_ref)
+    base = read_base(base_client, base_ref, arch=spec.arch)
     version = python_version(base.config, str(base_ref), spec.python_version)
     layers = [trainer_layer(scan, out_dir), runtime_layer(out_dir)]
     declared = declared_requirements(scan.root, scan.files, scan.digest, cache=cache)
@@ -241,8 +244,7 @@ def build_and_push(spec: ImageSpec, package_dir: Path, *, credentials: Credentia
     target = parse_repository(spec.repository)
     base_ref = parse_reference(spec.base, what="base image")
     client = RegistryClient(target.registry, credentials, chunk_size=chunk_size)
-    base_client = client if base_ref.registry == target.registry else RegistryClient(
-        base_ref.registry, base_credentials)
+    base_client = client if base_ref.registry == target.registry else pull_client(base_ref.registry, base_credentials)
     with tempfile.TemporaryDirectory(prefix="vtrain-image-") as tmp:
         built = build_image(spec, package_dir, Path(tmp), base_client, allow_credentials=allow_credentials,
                             cache=cache, skip=skip)

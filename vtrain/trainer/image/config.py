@@ -22,9 +22,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from vtrain import __version__
+from vtrain.constants import VERSION
 from vtrain.errors import PackagingError
 from vtrain.trainer.image.layers import DEPS_DIR, RUNTIME_DIR, TRAINER_DIR, Layer, source_date_epoch
+from vtrain.trainer.image.settings import ImageSettings
 from vtrain.trainer.image.wheels import normalized
 from vtrain.trainer.select import hash_entries
 
@@ -62,6 +63,8 @@ class ImageSpec:
     python: str = "python3"
     workdir: str = f"/{TRAINER_DIR}"
     index_args: tuple[str, ...] = field(default=(), compare=False)  # pip's index options; not part of the tag
+    settings: ImageSettings = field(default=ImageSettings(), compare=False)  # where errors say to set things
+    arch: str = "amd64"  # the base's variant to build on (OCI name): arm64 for Arm machines (A4X)
 
 
 def image_tag(spec: ImageSpec, trainer_digest: str, runtime_digest: str, *, src_layout: bool = False) -> str:
@@ -81,6 +84,7 @@ def image_tag(spec: ImageSpec, trainer_digest: str, runtime_digest: str, *, src_
         "env": [list(pair) for pair in spec.env],
         "workdir": spec.workdir,
         "src": src_layout,
+        **({"arch": spec.arch} if spec.arch != "amd64" else {}),  # amd64 tags stay what they were
     }
     return hash_entries([("image", json.dumps(inputs, sort_keys=True).encode())])
 
@@ -96,9 +100,10 @@ def pick_platform(index: dict[str, Any], image: str, os_name: str = "linux", arc
     raise PackagingError(f"base image {image} has no {os_name}/{arch} variant (it has: {', '.join(have) or 'none'})")
 
 
-def python_version(config: dict[str, Any], image: str, override: str | None = None) -> str:
+def python_version(config: dict[str, Any], image: str, override: str | None = None, *,
+                   setting: str = ImageSettings.python_version) -> str:
     """MAJOR.MINOR of the base's Python, from its config: env PYTHON_VERSION, else a python-version
-    label; `override` (the job's say) wins. Never guessed: unknown is a one-line error."""
+    label; `override` (the job's say) wins. Never guessed: unknown is a one-line error naming `setting`."""
     if override:
         found = _VERSION.fullmatch(override.strip())
         if not found:
@@ -113,7 +118,7 @@ def python_version(config: dict[str, Any], image: str, override: str | None = No
         if _LABEL.search(name) and (found := _VERSION.fullmatch(str(value).strip())):
             return found.group(1)
     raise PackagingError(f"cannot tell which Python base image {image} has: its config sets no PYTHON_VERSION and "
-                         "no python-version label; state the version (e.g. 3.10) with the image's build settings")
+                         f"no python-version label; set {setting} (e.g. 3.10)")
 
 
 def _merge_env(base: list[str], env: Sequence[tuple[str, str]], pythonpath: list[str], *,
@@ -186,7 +191,7 @@ def image_config(base_config: dict[str, Any], spec: ImageSpec, layers: Sequence[
     config["rootfs"] = rootfs
     history = list(config.get("history") or [])
     history += [{"created": stamp, "created_by": _HISTORY.get(layer.role, f"vtrain: {layer.role}"),
-                 "comment": f"vtrain {__version__}"} for layer in layers]
+                 "comment": f"vtrain {VERSION}"} for layer in layers]
     config["history"] = history
     config.setdefault("os", "linux")
     config.setdefault("architecture", "amd64")

@@ -15,12 +15,13 @@ Python base image (``python:3.11-slim`` unless told otherwise). Its layers, on t
                    aiplatform<2; what the step imports of it needs only kfp)
     vtrain         the installed ``vtrain`` package's files (no bytecode) and a ``dist-info`` with its version,
                    in the same site dir
-    job            the job file's folder at its absolute path, as vtrain selects a trainer's files (the same
-                   ignores; every file that looks like a secret refused unless ``allow_credentials``), the
-                   job file itself included; the trainer's folder too, at its absolute path, when it lies
-                   outside the job file's
+    job            the job file and what it names, each at its absolute path: the trainer's folder
+                   (``trainer.package``) selected as its sdist is (the same ignores and exclusions), and the
+                   requirements files of ``trainer.build``; every file that looks like a secret refused
+                   unless ``allow_credentials``. Nothing else of the job file's folder (a job file in a home
+                   directory ships no histories, documents or caches)
 
-The tag is a hash of the inputs (the base as written, the requirement list, vtrain's files, the job folder's
+The tag is a hash of the inputs (the base as written, the requirement list, vtrain's files, the job's
 files), planned offline (:func:`planned_launcher_image`): rebuilding an unchanged launcher pushes nothing.
 The image's working directory is the job file's folder; its entry point ``python3 -m vtrain``.
 """
@@ -40,11 +41,20 @@ from vtrain.errors import PackagingError
 from vtrain.foreign import printable
 from vtrain.trainer.image.auth import default_credentials
 from vtrain.trainer.image.build import BuiltImage, Pushed, base_platform, push_image, read_base
-from vtrain.trainer.image.config import ImageSpec, canonical, image_config, image_manifest, image_tag, python_version
+from vtrain.trainer.image.config import (
+    ImageSpec,
+    canonical,
+    image_config,
+    image_manifest,
+    image_tag,
+    python_version,
+)
 from vtrain.trainer.image.layers import Entry, Layer, write_layer
 from vtrain.trainer.image.libc import platform_tags
+from vtrain.trainer.image.mirrors import pull_client
 from vtrain.trainer.image.reference import parse_reference, parse_repository
 from vtrain.trainer.image.registry import Credentials, RegistryClient
+from vtrain.trainer.image.settings import ImageSettings
 from vtrain.trainer.image.wheels import cache_dir, site_dir
 from vtrain.trainer.image.wheels import canonical as canonical_name
 from vtrain.trainer.select import hash_entries
@@ -58,6 +68,11 @@ COMPONENTS = "google-cloud-pipeline-components"
 #: Dependencies that publish only an sdist of pure Python: built here as py3-none-any wheels.
 _SDIST_ONLY = ("kfp-server-api",)
 _PURE = re.compile(r"-(py3|py2\.py3)-none-any\.whl$")
+#: Where the launcher image's builder takes what vtrain cannot read from the base: `package --launcher`'s flags
+#: and the keywords of vtrain.pipelines.launcher_image (no trainer.build: the requirements are vtrain's own).
+SETTINGS = ImageSettings(python_version="--launcher-python (python_version= in vtrain.pipelines.launcher_image)",
+                         platform="--launcher-platform (platform= in vtrain.pipelines.launcher_image)",
+                         requirements=None)
 
 
 @dataclass(frozen=True)
@@ -65,7 +80,7 @@ class LauncherFiles:
     """What of this machine goes into the launcher image, and its content hashes (the tag's inputs)."""
 
     job_file: Path  # absolute
-    job: list[Entry]  # the job folder's selected files (and the trainer's, outside it) at their absolute paths
+    job: list[Entry]  # the job file, its trainer's selected files and the files it names, at their absolute paths
     job_digest: str
     vtrain: list[Entry]  # relative to the site dir
     vtrain_digest: str
@@ -100,49 +115,61 @@ def launcher_spec(job_file: str | Path, repository: str, base: str = DEFAULT_BAS
                   python_version: str | None = None, platform: str | None = None,
                   index_args: Sequence[str] = ()) -> ImageSpec:
     """The launcher image's spec: its requirements, entry point (``python3 -m vtrain``) and working directory
-    (the job file's folder)."""
+    (the job file's folder). A `python_version` or `platform` that is none is refused here, before any base is
+    read, naming the setting."""
+    from vtrain.trainer.image.libc import platform_problem
+
+    if python_version is not None and not re.fullmatch(r"3\.[0-9]+", python_version.strip()):
+        raise PackagingError(f"{SETTINGS.python_version}: '{printable(python_version)}' is not a Python version "
+                             "MAJOR.MINOR such as 3.11")
+    problem = platform_problem(platform) if platform is not None else None
+    if problem is not None:
+        raise PackagingError(f"{SETTINGS.platform}: {problem}")
     resolved, exact = launcher_requirements()
     return ImageSpec(base=base, repository=repository, module="vtrain",
                      requirements=(*resolved, *(f"{r} --no-deps" for r in exact)),
                      python_version=python_version, platform=platform,
-                     workdir=str(Path(job_file).absolute().parent), index_args=tuple(index_args))
+                     workdir=str(Path(job_file).absolute().parent), index_args=tuple(index_args), settings=SETTINGS)
 
 
-def launcher_files(job_file: str | Path, package: Path | None = None, *,
+def launcher_files(job_file: str | Path, package: Path | None = None, *, files: Sequence[Path] = (),
                    allow_credentials: bool = False) -> LauncherFiles:
-    """The job folder's files (selected and judged for secrets as a trainer's are; the job file included) and
-    vtrain's own; the trainer's folder too (`package`: the job file's ``trainer.package``) when it lies outside
-    the job file's. Refuses credentials (one error listing them) unless `allow_credentials`. The job file is
-    not read here (the caller has loaded it: :mod:`vtrain.pipelines.image`, ``vtrain package --launcher``)."""
-    import vtrain
+    """The job file, what it names and vtrain's own files, each at its absolute path: the trainer's folder
+    (`package`: the job file's ``trainer.package``), selected and judged for secrets as its sdist is, and the
+    other `files` the job file names (its requirements files), judged by name and content. Nothing else of the
+    job file's folder. Refuses credentials (one error listing them) unless `allow_credentials`. The job file is
+    not read here: the caller loaded it and judged its values (:func:`vtrain.jobfile.artifacts.launcher_job`)."""
+    from vtrain.constants import VERSION
     from vtrain.trainer.credentials import check_contents
     from vtrain.trainer.packaging import refuse_credentials
-    from vtrain.trainer.select import readable_errors, select_files, select_folder
+    from vtrain.trainer.select import Scan, readable_errors, select_files
 
     path = Path(job_file).absolute()
-    folders = [path.parent]
-    if package is not None and not Path(package).absolute().is_relative_to(path.parent):
-        folders.append(Path(package).absolute())
     chosen: dict[str, Path] = {path.as_posix().lstrip("/"): path}
-    for folder in folders:
-        scan = check_contents(select_folder(folder) if folder == path.parent else select_files(folder))
+    named = "the job file names it: name another file, or pass --allow-credentials"
+    scans = [(Scan(root=f.parent, files=[f.name]), named) for f in map(Path, files)]
+    if package is not None:
+        scans.insert(0, (select_files(Path(package), skip=[path]), "list them in .vtrainignore, or pass "
+                                                                   "--allow-credentials"))
+    for scan, fix in scans:
+        check_contents(scan)
         if not allow_credentials:
-            refuse_credentials(scan)
+            refuse_credentials(scan, fix)
         with readable_errors(scan.root):
             for rel in scan.files:
                 full = scan.root / rel
-                chosen[(folder / rel).as_posix().lstrip("/")] = full
+                chosen[full.absolute().as_posix().lstrip("/")] = full
     job: list[Entry] = [(name, full, _executable(full)) for name, full in sorted(chosen.items())]
-    package_dir = Path(vtrain.__file__).resolve().parent
+    package_dir = Path(__file__).resolve().parents[2]  # vtrain/
     own: list[Entry] = []
     for full in sorted(package_dir.rglob("*")):
         rel = full.relative_to(package_dir).as_posix()
         if "__pycache__" in rel.split("/") or full.suffix in (".pyc", ".pyo") or not full.is_file():
             continue
         own.append((f"vtrain/{rel}", full, False))
-    meta = f"Metadata-Version: 2.1\nName: vtrain\nVersion: {vtrain.__version__}\n".encode()
-    own.append((f"vtrain-{vtrain.__version__}.dist-info/METADATA", meta, False))
-    own.append((f"vtrain-{vtrain.__version__}.dist-info/INSTALLER", b"vtrain launcher image\n", False))
+    meta = f"Metadata-Version: 2.1\nName: vtrain\nVersion: {VERSION}\n".encode()
+    own.append((f"vtrain-{VERSION}.dist-info/METADATA", meta, False))
+    own.append((f"vtrain-{VERSION}.dist-info/INSTALLER", b"vtrain launcher image\n", False))
     return LauncherFiles(job_file=path, job=job, job_digest=hash_entries([(n, v) for n, v, _ in job]),
                          vtrain=own, vtrain_digest=hash_entries([(n, v) for n, v, _ in own]))
 
@@ -155,14 +182,14 @@ def _executable(path: Path) -> bool:
 
 
 def planned_launcher_image(job_file: str | Path, repository: str, base: str = DEFAULT_BASE, *,
-                           package: Path | None = None, python_version: str | None = None,
+                           package: Path | None = None, files: Sequence[Path] = (), python_version: str | None = None,
                            platform: str | None = None, allow_credentials: bool = False) -> str:
     """``REPOSITORY:TAG`` the launcher image will have; reads the files, sends nothing."""
     spec = launcher_spec(job_file, repository, base, python_version=python_version, platform=platform)
     target = parse_repository(spec.repository)
     parse_reference(spec.base, what="base image")
-    files = launcher_files(job_file, package, allow_credentials=allow_credentials)
-    return str(target.with_tag(image_tag(spec, files.job_digest, files.vtrain_digest)))
+    chosen = launcher_files(job_file, package, files=files, allow_credentials=allow_credentials)
+    return str(target.with_tag(image_tag(spec, chosen.job_digest, chosen.vtrain_digest)))
 
 
 def pure_wheels(requirements: Sequence[str], index_args: Sequence[str], cache: Path) -> list[str]:
@@ -219,15 +246,16 @@ def build_launcher(spec: ImageSpec, files: LauncherFiles, out_dir: Path, base_cl
     target = parse_repository(spec.repository)
     base_ref = parse_reference(spec.base, what="base image")
     base = read_base(base_client, base_ref)
-    version = python_version(base.config, str(base_ref), spec.python_version)
-    platforms = platform_tags(spec.platform or base_platform(base, base_client, cache=cache))
+    version = python_version(base.config, str(base_ref), spec.python_version, setting=spec.settings.python_version)
+    platforms = platform_tags(spec.platform or base_platform(base, base_client, cache=cache,
+                                                             setting=spec.settings.platform))
     cache = cache_dir() if cache is None else cache
     resolved, exact = launcher_requirements()
     index_args = [*spec.index_args, *pure_wheels(resolved, spec.index_args, cache)]
     layers: list[Layer] = []
     for wanted, deps in ((resolved, True), (exact, False)):
         layer = requirements_layer(wanted, version, platforms=platforms, index_args=index_args, cache=cache,
-                                   dependencies=deps)
+                                   dependencies=deps, settings=spec.settings)
         if layer is not None:
             layers.append(layer)
     site = site_dir(version)
@@ -242,12 +270,14 @@ def build_launcher(spec: ImageSpec, files: LauncherFiles, out_dir: Path, base_cl
 
 
 def launcher_image(job_file: str | Path, repository: str, *, base: str = DEFAULT_BASE, package: Path | None = None,
-                   python_version: str | None = None, platform: str | None = None, index_args: Sequence[str] = (),
+                   files: Sequence[Path] = (), python_version: str | None = None, platform: str | None = None,
+                   index_args: Sequence[str] = (),
                    allow_credentials: bool = False, cache: Path | None = None,
                    credentials: Credentials | None = default_credentials,
                    base_credentials: Credentials | None = default_credentials,
                    on_blob: Callable[[dict[str, object]], None] | None = None) -> Pushed:
-    """Build the launcher image for `job_file` (`package`: its ``trainer.package``) on `base` and push it to
+    """Build the launcher image for `job_file` (`package`: its ``trainer.package``; `files`: the other files it
+    names, :func:`vtrain.jobfile.artifacts.launcher_job`) on `base` and push it to
     `repository` (``REPOSITORY:TAG@DIGEST`` in the answer's ``image``: give it to ``launcher_op(..., image=...)``).
     Every check (secrets, the requirements' wheels) passes before anything is sent; what the registry has is not
     sent again."""
@@ -255,12 +285,11 @@ def launcher_image(job_file: str | Path, repository: str, *, base: str = DEFAULT
                          index_args=index_args)
     target = parse_repository(spec.repository)
     base_ref = parse_reference(spec.base, what="base image")
-    files = launcher_files(job_file, package, allow_credentials=allow_credentials)
+    chosen = launcher_files(job_file, package, files=files, allow_credentials=allow_credentials)
     client = RegistryClient(target.registry, credentials)
-    base_client = client if base_ref.registry == target.registry else RegistryClient(base_ref.registry,
-                                                                                     base_credentials)
+    base_client = client if base_ref.registry == target.registry else pull_client(base_ref.registry, base_credentials)
     with tempfile.TemporaryDirectory(prefix="vtrain-launcher-") as tmp:
-        built = build_launcher(spec, files, Path(tmp), base_client, cache=cache)
+        built = build_launcher(spec, chosen, Path(tmp), base_client, cache=cache)
         return push_image(built, client, base_client, on_blob=on_blob)
 
 

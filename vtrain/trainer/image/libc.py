@@ -30,6 +30,7 @@ from typing import Any
 
 from vtrain.errors import PackagingError
 from vtrain.foreign import printable
+from vtrain.trainer.image.settings import ImageSettings
 from vtrain.userpaths import cache_dir
 
 #: Prebuilt Vertex TensorFlow training images: glibc 2.31 (see the module docstring).
@@ -134,7 +135,7 @@ def _glibc_from(member: tarfile.TarInfo, tar: tarfile.TarFile) -> Libc | None:
     return None
 
 
-def _scan(layers: Iterator[tuple[str, Callable[[], Any]]]) -> Libc | None:
+def _scan(layers: Iterator[tuple[str, Callable[[], Any]]], setting: str = ImageSettings.platform) -> Libc | None:
     """The C library of the first layer (bottom-up) that has one."""
     alpine: tuple[int, int] | None = None
     for media_type, opener in layers:
@@ -158,7 +159,7 @@ def _scan(layers: Iterator[tuple[str, Callable[[], Any]]]) -> Libc | None:
                         return found
         except (tarfile.TarError, OSError, EOFError) as err:
             raise PackagingError(f"cannot read a layer of the base image to find its C library: {err}; set "
-                                 "trainer.build.platform (e.g. manylinux_2_35_x86_64)") from None
+                                 f"{setting} (e.g. manylinux_2_35_x86_64)") from None
         finally:
             close = getattr(stream, "close", None)
             if close is not None:
@@ -169,19 +170,19 @@ def _scan(layers: Iterator[tuple[str, Callable[[], Any]]]) -> Libc | None:
 
 
 def read_libc(layers: Sequence[tuple[str, str, Callable[[], Any]]], image: str, config_digest: str, *,
-              cache: Path | None = None) -> Libc:
+              cache: Path | None = None, setting: str = ImageSettings.platform) -> Libc:
     """The base's C library from its layers, (media type, digest, opener) bottom-up; cached by the
-    base's config digest. None found is one line that says how to state it."""
+    base's config digest. None found is one line that says how to state it (`setting`)."""
     entry = (cache_dir() if cache is None else cache) / "image-bases" / f"{config_digest.replace(':', '-')}.json"
     try:
         known = json.loads(entry.read_text())
         return Libc(str(known["family"]), int(known["major"]), int(known["minor"]))
     except (OSError, ValueError, KeyError, TypeError):
         pass
-    found = _scan((media, opener) for media, _, opener in layers)
+    found = _scan(((media, opener) for media, _, opener in layers), setting)
     if found is None:
         raise PackagingError(f"cannot tell which C library base image {printable(image)} has (no libc.so.6 or "
-                             "ld-musl in its layers), so not which wheels it runs; set trainer.build.platform, e.g. "
+                             f"ld-musl in its layers), so not which wheels it runs; set {setting}, e.g. "
                              "manylinux_2_35_x86_64 for glibc 2.35")
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)

@@ -29,6 +29,7 @@ machine is refused). Every body is read bounded (a manifest 4 MiB, a token answe
 another JSON shape, HTML, text, bytes) becomes one printable line (:func:`vtrain.foreign.printable`).
 
 ``sent`` counts the blob bytes this client sent, the figure the tests and the benchmark report.
+Every pull goes through :func:`vtrain.trainer.image.mirrors.pull_client` (registry mirrors).
 """
 
 from __future__ import annotations
@@ -93,6 +94,8 @@ class _Counted:
 
 class RegistryClient:
     """One registry: ``RegistryClient("us-docker.pkg.dev", credentials)``."""
+
+    mirror_of: str | None = None  # the registry this client stands in for (mirrors.pull_client)
 
     def __init__(self, registry: str, credentials: Credentials | None = None, *,
                  chunk_size: int | None = None, session: requests.Session | None = None) -> None:

@@ -68,6 +68,7 @@ class RequirementSet:
     requirements: tuple[str, ...] = ()
     index_args: tuple[str, ...] = ()
     constraints: tuple[str, ...] = ()
+    files: tuple[Path, ...] = ()  # every requirements and constraints file read (included ones too), absolute
 
 
 def control_position(text: str) -> tuple[int, str] | None:
@@ -116,17 +117,18 @@ def read_requirements(entries: Sequence[str], is_file: Sequence[bool], *,
     reqs: list[str] = []
     options: list[str] = []
     constraints: list[str] = []
+    files: list[Path] = []
     for entry, file in zip(entries, is_file, strict=True):
         if file:
             path = Path(entry)
             top = absolute(root) if root is not None else absolute(path).parent
-            _read_file(path, _Reading(reqs, options, constraints, top), 0, constraint=False)
+            _read_file(path, _Reading(reqs, options, constraints, top, files), 0, constraint=False)
             continue
         problem = requirement_problem(entry)
         if problem is not None:
             raise PackagingError(problem)
         reqs.append(entry.strip())
-    return RequirementSet(tuple(reqs), tuple(options), tuple(constraints))
+    return RequirementSet(tuple(reqs), tuple(options), tuple(constraints), tuple(dict.fromkeys(files)))
 
 
 @dataclass
@@ -135,6 +137,7 @@ class _Reading:
     options: list[str]
     constraints: list[str]
     root: Path
+    files: list[Path]
 
 
 def _file_text(path: Path, what: str) -> str:
@@ -190,6 +193,7 @@ def _read_file(path: Path, reading: _Reading, depth: int, *, constraint: bool) -
         raise PackagingError(f"{printable(str(path))}: requirements files include each other more than {_MAX_DEPTH} "
                              "deep (a loop?)")
     text = _file_text(path, what)
+    reading.files.append(absolute(path))
     for number, line in _logical_lines(text, path):
         where = f"{printable(str(path))}:{number}"
         if not line.startswith("-"):

@@ -47,6 +47,7 @@ from vtrain.errors import PackagingError
 from vtrain.foreign import printable
 from vtrain.trainer.image.layers import DEPS_DIR, Entry, Layer, tree_entries, write_layer
 from vtrain.trainer.image.libc import describe_tags
+from vtrain.trainer.image.settings import ImageSettings
 from vtrain.userpaths import cache_dir as vtrain_cache_dir
 from vtrain.userpaths import describe_oserror, read_bounded
 
@@ -110,8 +111,11 @@ def describe_target(python_version: str, platforms: Sequence[str]) -> str:
     return f"Python {python_version} ({tag}) on {describe_tags(list(platforms))}"
 
 
-def pip_failure(output: str, python_version: str, platforms: Sequence[str]) -> str:
-    """pip's failure as one line: the requirement without a wheel, a conflict, or the index unreachable."""
+def pip_failure(output: str, python_version: str, platforms: Sequence[str],
+                settings: ImageSettings | None = None) -> str:
+    """pip's failure as one line: the requirement without a wheel, a conflict, or the index unreachable; what to
+    change named where the image's builder takes it (`settings`: a job file's trainer.build by default)."""
+    settings = settings or ImageSettings()
     where = describe_target(python_version, platforms)
     if any(sign in output for sign in _UNREACHABLE):
         return ("cannot reach the package index to fetch the image's requirements; check the network, "
@@ -121,22 +125,24 @@ def pip_failure(output: str, python_version: str, platforms: Sequence[str]) -> s
         name = printable(found.group(1))
         return (f"requirement {name!r} has no wheel for {where} (only an sdist, or no such version): an image's "
                 "requirements must be wheels, vtrain builds nothing for the image; pick a version that has wheels, "
-                "drop it, or set trainer.build.platform if the base runs newer wheels")
+                f"drop it, or set {settings.platform} if the base runs newer wheels")
     if "ResolutionImpossible" in output or "conflict is caused by" in output:
         starts = ("The user requested", "The conflict", "tensorflow")
         lines = [line.strip() for line in output.splitlines() if line.strip().startswith(starts)]
         why = "; ".join(printable(line) for line in lines[:3]) or "pip found no versions that fit together"
+        if settings.requirements is None:
+            return f"the image's requirements conflict for {where}: {why}"
         return (f"the image's requirements conflict for {where}: {why}; on a prebuilt TensorFlow base they must "
-                "fit its TensorFlow (name tensorflow in trainer.build.requirements to install another over it)")
+                f"fit its TensorFlow (name tensorflow in {settings.requirements} to install another over it)")
     lines = [line.strip() for line in output.splitlines() if line.strip()]
     last = next((line for line in reversed(lines) if line.startswith("ERROR")), lines[-1] if lines else "")
     return f"resolving the image's requirements for {where} failed: {printable(last) or 'pip exited with an error'}"
 
 
-def _run(cmd: list[str], python_version: str, platforms: Sequence[str]) -> None:
+def _run(cmd: list[str], python_version: str, platforms: Sequence[str], settings: ImageSettings | None) -> None:
     done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False)
     if done.returncode != 0:
-        raise PackagingError(pip_failure(done.stdout, python_version, platforms))
+        raise PackagingError(pip_failure(done.stdout, python_version, platforms, settings))
 
 
 def _marker_env(python_version: str, platforms: Sequence[str]) -> dict[str, str]:
@@ -209,11 +215,12 @@ def requirements_layer(requirements: Sequence[str], python_version: str, *,
                        platforms: Sequence[str] = (), index_args: Sequence[str] = (),
                        cache: Path | None = None, refresh: bool = False, dependencies: bool = True,
                        declared: Sequence[str] = (), constraints: Sequence[str] = (),
-                       provided: Sequence[str] = ()) -> Layer | None:
+                       provided: Sequence[str] = (), settings: ImageSettings | None = None) -> Layer | None:
     """The layer of `requirements` and the trainer's `declared` dependencies, installed for the image
     (None when nothing is left to install); cached. `platforms`: the tags the base runs (none: this
     machine's); `provided`: what the base has (not installed unless `requirements` names it);
-    ``dependencies=False`` installs exactly the lists (pip --no-deps)."""
+    ``dependencies=False`` installs exactly the lists (pip --no-deps). `settings`: where an error says to change
+    something (a job file's trainer.build by default)."""
     from packaging.requirements import Requirement
 
     explicit = normalized(requirements)
@@ -253,7 +260,7 @@ def requirements_layer(requirements: Sequence[str], python_version: str, *,
         if roots:
             report_path = work / "report.json"
             _run([*base, "--dry-run", "--report", str(report_path), *extra, *wanted, *roots],
-                 python_version, platforms)
+                 python_version, platforms, settings)
             try:
                 report = json.loads(read_bounded(report_path, _MAX_REPORT))
             except (OSError, ValueError) as err:
@@ -263,9 +270,9 @@ def requirements_layer(requirements: Sequence[str], python_version: str, *,
             if not pins:
                 meta.write_text(json.dumps({"empty": True, "requirements": wanted, "python": python_version}))
                 return None
-            _run([*base, "--no-deps", *pins], python_version, platforms)
+            _run([*base, "--no-deps", *pins], python_version, platforms, settings)
         else:
-            _run([*base, *extra, *wanted], python_version, platforms)
+            _run([*base, *extra, *wanted], python_version, platforms, settings)
         layer = write_layer(_layer_entries(target, python_version), work / "layer.tar.gz", role="requirements")
         os.replace(layer.path, blob)
     meta.write_text(json.dumps({"digest": layer.digest, "diff_id": layer.diff_id, "size": layer.size,

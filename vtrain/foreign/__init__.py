@@ -1,4 +1,6 @@
-"""Text that someone else wrote, made safe to print: the one way vtrain shows foreign text.
+"""What others wrote: its text made safe to print (here) and its data read bounded (:mod:`vtrain.foreign.data`).
+
+Text that someone else wrote, made safe to print: the one way vtrain shows foreign text.
 
 A trainer's output, a log entry, a registry's or Vertex's error message, a file name, a string in a
 profile: none of it is vtrain's, and any of it can carry bytes a terminal obeys. An OSC sequence

@@ -81,10 +81,11 @@ def plan_artifacts(config: JobConfig, *, region: str | None = None) -> Artifacts
 
 # --- images ------------------------------------------------------------------------------------
 
-def image_spec(config: JobConfig, base: str) -> ImageSpec:
-    """What goes into the image on `base` (requirement files read here: PackagingError names the line)."""
-    from vtrain.jobfile.model import is_requirements_file
-    from vtrain.request.image import IMAGE_PYTHON
+def image_spec(config: JobConfig, base: str, arch: str = "amd64") -> ImageSpec:
+    """What goes into the image on `base`, built on its `arch` variant (requirement files read here:
+    PackagingError names the line)."""
+    from vtrain.constants import IMAGE_PYTHON
+    from vtrain.jobfile.assemble import is_requirements_file
     from vtrain.trainer.image.config import ImageSpec
     from vtrain.trainer.image.requirements import read_requirements
 
@@ -96,7 +97,7 @@ def image_spec(config: JobConfig, base: str) -> ImageSpec:
                      requirements=found.requirements, dependencies=build.dependencies,
                      python_version=build.python_version or catalog.prebuilt_python(base), python=IMAGE_PYTHON,
                      platform=(build.platform or "").strip() or base_platform(base), constraints=found.constraints,
-                     provided=base_packages(base), index_args=found.index_args)
+                     provided=base_packages(base), index_args=found.index_args, arch=arch)
 
 
 def job_dir(config: JobConfig) -> Path:
@@ -123,15 +124,15 @@ def base_packages(base: str) -> tuple[str, ...]:
 
 def image_specs(config: JobConfig) -> dict[str, ImageSpec]:
     """One spec per distinct base among the pools that run the trainer (Reduction Server and pools with a
-    container of their own left out)."""
-    from vtrain.request.image import base_image
-
+    container of their own left out), built for the CPU architecture of the pools' machines (A4X: arm64; the
+    rules refuse one base serving both)."""
     out: dict[str, ImageSpec] = {}
     for pool in config.pools():
         if pool.role != "reduction_server" and pool.container is None:
-            base = base_image(config, pool)
+            base = config.base_image(pool)
             if base not in out:
-                out[base] = image_spec(config, base)
+                row = catalog.MACHINES.get(pool.machine_type)
+                out[base] = image_spec(config, base, catalog.OCI_ARCH[row.arch] if row is not None else "amd64")
     return out
 
 
@@ -151,5 +152,35 @@ def planned_images(config: JobConfig) -> dict[str, str]:
     return {base: image_name(spec, scan) for base, spec in specs.items()}
 
 
-__all__ = ["STAND_IN_IMAGE", "Artifacts", "base_packages", "base_platform", "image_spec",
-           "image_specs", "job_dir", "plan_artifacts", "planned_images"]
+# --- the launcher image ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class LauncherJob:
+    """What of a job the launcher image carries besides vtrain (:mod:`vtrain.trainer.image.launcher`): the job
+    file, the trainer folder it names (``trainer.package``, selected as its sdist is), and the other files it
+    names (``trainer.build.requirements`` files, and those they include). Nothing else of the job file's folder:
+    a job file in a home directory must not ship its histories, documents and caches."""
+
+    job_file: Path
+    package: Path | None = None
+    files: tuple[Path, ...] = ()
+
+
+def launcher_job(config: JobConfig) -> LauncherJob:
+    """What of `config` (loaded from its file) the launcher image carries: reads the requirements files (and
+    those they include) as planning an image does. Judging its values for secrets is the caller's, before this
+    (:func:`vtrain.pipelines.image.launcher_job`)."""
+    from vtrain.jobfile.assemble import is_requirements_file
+    from vtrain.trainer.image.requirements import read_requirements
+
+    assert config.source is not None, "the launcher image carries a job file"
+    files: tuple[Path, ...] = ()
+    build = config.trainer.build
+    if build is not None:
+        files = read_requirements(build.requirements, [is_requirements_file(e) for e in build.requirements],
+                                  root=job_dir(config)).files
+    return LauncherJob(config.source, config.trainer.package, files)
+
+
+__all__ = ["STAND_IN_IMAGE", "Artifacts", "LauncherJob", "base_packages", "base_platform", "image_spec",
+           "image_specs", "job_dir", "launcher_job", "plan_artifacts", "planned_images"]
