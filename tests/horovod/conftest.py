@@ -39,7 +39,8 @@ def migrate(root: Path) -> Path:
 
 
 def run_job(tmp_path: Path, cache: Path, package: Path, script: str, strategy: str,
-            env: dict[str, str] | None = None, restart_policy: str = "vertex") -> tuple[Any, str]:
+            env: dict[str, str] | None = None, restart_policy: str = "vertex",
+            runtime: str = "host") -> tuple[Any, str]:
     """A chief and a worker running trainer.harness on `script`; its handle once ended, and what it printed."""
     from vtrain.local.runner import run_local
 
@@ -58,7 +59,10 @@ def run_job(tmp_path: Path, cache: Path, package: Path, script: str, strategy: s
         scheduling: {{restart_job_on_worker_restart: true}}
     """)
     out = io.StringIO()
-    handle = run_local(job, output_dir=tmp_path / "out", cache_dir=cache, out=out, restart_policy=restart_policy)
+    # runtime: this machine's TensorFlow by default, as the suite's other jobs (a session fixture starts before
+    # the autouse one that sets VTRAIN_RUNTIME=host); "stack" is tf-cpu.2-17's TensorFlow, the job's image's
+    handle = run_local(job, output_dir=tmp_path / "out", cache_dir=cache, out=out, restart_policy=restart_policy,
+                       runtime=runtime)
     handle.wait(900)
     return handle, out.getvalue()
 

@@ -17,13 +17,30 @@ and zero elsewhere. What a tensor travels as, and how it is scaled, is :mod:`vtr
 
 from __future__ import annotations
 
-import operator
-import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from vtrain.horovod import agreement
 from vtrain.horovod.agreement import Descriptor
+from vtrain.horovod.ops import (
+    MERGE,
+    Adasum,
+    Average,
+    Max,
+    Min,
+    Product,
+    Sum,
+    agree,
+    check_op,
+    check_process_set,
+    check_root,
+    check_sparse,
+    collective,
+    differentiable,
+    gather,
+    global_process_set,
+    rank_order,
+)
 from vtrain.horovod.ring import (
     GROUP_KEY,
     ccl_built,
@@ -42,21 +59,13 @@ from vtrain.horovod.ring import (
     mpi_enabled,
     mpi_threads_supported,
     nccl_built,
-    next_key,
     rank,
     rocm_built,
     shutdown,
     size,
-    state,
 )
 from vtrain.horovod.unsupported import NotSupported, fail
 from vtrain.horovod.wire import check_dtype, scale, to_wire
-
-#: Horovod's reduction ops, with Horovod's own values (horovod.common.basics).
-Average, Sum, Adasum, Min, Max, Product = 0, 1, 2, 3, 4, 5
-_MERGE = {Average: "Add", Sum: "Add", Min: "Min", Max: "Max", Product: "Mul"}
-_OP_NAMES = {Average: "Average", Sum: "Sum", Adasum: "Adasum", Min: "Min", Max: "Max", Product: "Product"}
-_last_in_graph: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
 
 class _NoCompression:
@@ -96,127 +105,6 @@ class Compression:
     fp16 = _FP16Compression
 
 
-class _GlobalProcessSet:
-    """Horovod's global_process_set: all ranks (the only set there is here)."""
-
-    process_set_id = 0
-
-    def __repr__(self) -> str:
-        return "ProcessSet(process_set_id=0, ranks=all)"
-
-
-global_process_set = _GlobalProcessSet()
-
-
-# --------------------------------------------------------------------------- the ops
-
-
-def _collective(make: Callable[[int, float], Any], after: Sequence[Any] = ()) -> Any:
-    """Make one collective op with the next instance key, after the last one made in this graph (and
-    after the ops in `after`, the agreement's check)."""
-    import tensorflow as tf
-
-    key, timeout = next_key(), state().timeout
-    if tf.executing_eagerly():
-        return make(key, timeout)
-    graph = tf.compat.v1.get_default_graph()
-    last = _last_in_graph.get(graph)
-    with tf.control_dependencies([*([last] if last is not None else []), *after]):
-        out = make(key, timeout)
-    _last_in_graph[graph] = out
-    return out
-
-
-def _gather(wire: Any, after: Sequence[Any] = ()) -> Any:
-    """Every rank's tensor concatenated along dimension 0, in TensorFlow's order (not the ranks')."""
-    import tensorflow as tf
-
-    return _collective(lambda key, timeout: tf.raw_ops.CollectiveGatherV2(
-        input=wire, group_size=size(), group_key=GROUP_KEY, instance_key=key, ordering_token=[],
-        communication_hint="auto", timeout_seconds=timeout), after)
-
-
-class _Agreed:
-    """What the agreement step gives the call it precedes: the ranks' rows (a [size, WIDTH] int64 tensor,
-    in gather order) and, in a graph, the check its collectives must run after."""
-
-    def __init__(self, table: Any = None, check: Any = None) -> None:
-        self.table, self.check = table, check
-
-    @property
-    def after(self) -> list[Any]:
-        return [] if self.check is None else [self.check]
-
-
-def _agree(call: str, desc: Descriptor) -> _Agreed:
-    """Gather every rank's description of this call; a disagreement is one error on every rank, raised
-    before any of the call's data moves. Nothing to agree on for a ring of one."""
-    import tensorflow as tf
-
-    if size() == 1:
-        return _Agreed()
-    table = tf.reshape(_gather(agreement.encode(tf, desc, rank())[tf.newaxis]), [size(), agreement.WIDTH])
-    if not tf.executing_eagerly():
-        return _Agreed(table, agreement.graph_check(tf, call, desc, table))
-    found = agreement.problem(call, desc, table.numpy().tolist())
-    if found:
-        raise tf.errors.FailedPreconditionError(None, None, found)
-    return _Agreed(table)
-
-
-def _rank_order(table: Any) -> Any:
-    """For each rank, its row in the gather order (TensorFlow orders a gather by device name)."""
-    import tensorflow as tf
-
-    return tf.argsort(table[:, agreement.WIDTH - 1])
-
-
-def _check_op(op: int | None, average: bool | None, call: str = "hvd.allreduce") -> int:
-    if op is not None and average is not None:
-        raise ValueError(f"{call}: give op or the deprecated average, not both")
-    chosen = (Average if average in (None, True) else Sum) if op is None else op
-    if chosen == Adasum:
-        fail("op=hvd.Adasum")
-    if chosen not in _MERGE:
-        raise ValueError(f"{call}: op={chosen!r} is not one of hvd.Average, Sum, Min, Max, Product")
-    return chosen
-
-
-def _check_process_set(process_set: Any) -> None:
-    if process_set is not None and process_set is not global_process_set:
-        fail("process_set=... (a process set)")
-
-
-def _check_sparse(op: int, prescale: float, postscale: float, call: str) -> None:
-    """Horovod's refusals for tf.IndexedSlices (NotImplementedError, as Horovod raises them)."""
-    if op not in (Average, Sum):
-        raise NotSupported(f"vtrain.horovod: {call} of tf.IndexedSlices supports op=hvd.Average and hvd.Sum only, "
-                           f"not {_OP_NAMES[op]} (as Horovod); pass sparse_as_dense=True or reduce a dense tensor")
-    if prescale != 1.0 or postscale != 1.0:
-        raise NotSupported(f"vtrain.horovod: {call} of tf.IndexedSlices takes no prescale_factor or "
-                           "postscale_factor (as Horovod); scale the values yourself")
-
-
-def _differentiable(forward: Callable[..., Any], backward: Callable[..., Any], tensors: Sequence[Any]) -> Any:
-    """forward(*tensors) with `backward` as its gradient when the tensors are floating (a tape can watch them)."""
-    import tensorflow as tf
-
-    if not all(t.dtype.is_floating for t in tensors):
-        return forward(*tensors)
-
-    @tf.custom_gradient  # type: ignore[untyped-decorator]
-    def op(*xs: Any) -> Any:
-        out = forward(*xs)
-
-        def grad(*dys: Any) -> Any:
-            dys = tuple(tf.zeros_like(o) if d is None else d for d, o in zip(dys, tf.nest.flatten(out), strict=True))
-            return backward(*dys)
-
-        return out, grad
-
-    return op(*tensors)
-
-
 # --------------------------------------------------------------------------- allreduce
 
 
@@ -227,15 +115,15 @@ def allreduce(tensor: Any, average: bool | None = None, device_dense: str = "", 
     """Reduce a tensor (or tf.IndexedSlices) over all ranks; every rank gets the result (Average by default)."""
     import tensorflow as tf
 
-    chosen = _check_op(op, average)
-    _check_process_set(process_set)
+    chosen = check_op(op, average)
+    check_process_set(process_set)
     if isinstance(tensor, tf.IndexedSlices):
-        _check_sparse(chosen, prescale_factor, postscale_factor, "hvd.allreduce")
+        check_sparse(chosen, prescale_factor, postscale_factor, "hvd.allreduce")
         return _sparse_reduce(tensor, chosen)
     x = tf.convert_to_tensor(tensor)
     desc = Descriptor(agreement.ALLREDUCE, [x], op=chosen, name=name, prescale=prescale_factor,
                       postscale=postscale_factor)
-    return _differentiable(
+    return differentiable(
         lambda t: _reduce_dense([t], desc, compression)[0],
         lambda dy: allreduce(dy, op=chosen, prescale_factor=prescale_factor, postscale_factor=postscale_factor),
         [x])
@@ -248,13 +136,13 @@ def grouped_allreduce(tensors: Sequence[Any], average: bool | None = None, devic
     """allreduce of a list (tensors and tf.IndexedSlices), the dense ones packed: one collective per dtype."""
     import tensorflow as tf
 
-    chosen = _check_op(op, average, "hvd.grouped_allreduce")
-    _check_process_set(process_set)
+    chosen = check_op(op, average, "hvd.grouped_allreduce")
+    check_process_set(process_set)
     tensors = list(tensors)
     if not tensors:
         return tensors
     if any(isinstance(t, tf.IndexedSlices) for t in tensors):
-        _check_sparse(chosen, prescale_factor, postscale_factor, "hvd.grouped_allreduce")
+        check_sparse(chosen, prescale_factor, postscale_factor, "hvd.grouped_allreduce")
     out: list[Any] = [None] * len(tensors)
     dense = [i for i, t in enumerate(tensors) if t is not None and not isinstance(t, tf.IndexedSlices)]
     for i, t in enumerate(tensors):
@@ -264,7 +152,7 @@ def grouped_allreduce(tensors: Sequence[Any], average: bool | None = None, devic
         xs = [tf.convert_to_tensor(tensors[i]) for i in dense]
         desc = Descriptor(agreement.GROUPED_ALLREDUCE, xs, op=chosen, name=name, prescale=prescale_factor,
                           postscale=postscale_factor)
-        reduced = _differentiable(
+        reduced = differentiable(
             lambda *ts: _reduce_dense(list(ts), desc, compression),
             lambda *dys: grouped_allreduce(list(dys), op=chosen, prescale_factor=prescale_factor,
                                            postscale_factor=postscale_factor),
@@ -281,7 +169,7 @@ def reduce_gradients(grads: Sequence[Any], *, op: int = Average, compression: An
     ones (tf.IndexedSlices) gathered (or made dense first with sparse_as_dense); None stays None."""
     import tensorflow as tf
 
-    _check_process_set(process_set)
+    check_process_set(process_set)
     out: list[Any] = list(grads)
     dense = []
     for i, g in enumerate(grads):
@@ -318,7 +206,7 @@ def _reduce_dense(tensors: list[Any], desc: Descriptor, compression: Any) -> lis
     import tensorflow as tf
 
     call = "hvd.allreduce" if desc.kind == agreement.ALLREDUCE else "hvd.grouped_allreduce"
-    agreed = _agree(call, desc)
+    agreed = agree(call, desc)
     for t in tensors:
         check_dtype(t.dtype, call, reduce=True)
     n, op = size(), desc.op
@@ -331,7 +219,7 @@ def _reduce_dense(tensors: list[Any], desc: Descriptor, compression: Any) -> lis
         parts = [scale(packed[i][0], desc.prescale) for i in idx]
         flat = tf.concat([tf.reshape(p, [-1]) for p in parts], 0) if len(parts) > 1 else tf.reshape(parts[0], [-1])
         divide = op == Average and not dtype.is_integer
-        reduced = _reduce_flat(flat, _MERGE[op], divide, agreed.after)
+        reduced = _reduce_flat(flat, MERGE[op], divide, agreed.after)
         post = desc.postscale / n if op == Average and dtype.is_integer else desc.postscale
         reduced = scale(reduced, post)
         pieces = tf.split(reduced, [tf.size(p) for p in parts]) if len(parts) > 1 else [reduced]
@@ -347,7 +235,7 @@ def _reduce_flat(flat: Any, merge: str, divide: bool, after: Sequence[Any]) -> A
     if n == 1:
         return flat
     wire, back = to_wire(flat, merge)
-    return back(_collective(lambda key, timeout: tf.raw_ops.CollectiveReduceV2(
+    return back(collective(lambda key, timeout: tf.raw_ops.CollectiveReduceV2(
         input=wire, group_size=n, group_key=GROUP_KEY, instance_key=key, ordering_token=[], merge_op=merge,
         final_op="Div" if divide else "Id", communication_hint="auto", timeout_seconds=timeout), after))
 
@@ -359,7 +247,7 @@ def allgather(tensor: Any, name: str | None = None, ignore_name_scope: bool = Fa
     """Concatenate every rank's tensor along dimension 0, in rank order; the first dimension may differ."""
     import tensorflow as tf
 
-    _check_process_set(process_set)
+    check_process_set(process_set)
     x = tf.convert_to_tensor(tensor)
     if x.shape.rank == 0:
         raise ValueError("hvd.allgather needs a tensor of rank >= 1 (it concatenates along dimension 0); "
@@ -374,7 +262,7 @@ def allgather(tensor: Any, name: str | None = None, ignore_name_scope: bool = Fa
         averaged = allreduce(dy, op=Average)
         return tf.split(averaged, box["lengths"], num=size())[rank()]
 
-    return _differentiable(forward, backward, [x])
+    return differentiable(forward, backward, [x])
 
 
 def grouped_allgather(tensors: Sequence[Any], name: str | None = None, ignore_name_scope: bool = False,
@@ -382,13 +270,13 @@ def grouped_allgather(tensors: Sequence[Any], name: str | None = None, ignore_na
     """allgather of each tensor of a list (Horovod's grouped_allgather), after one agreement on the list."""
     import tensorflow as tf
 
-    _check_process_set(process_set)
+    check_process_set(process_set)
     xs = [tf.convert_to_tensor(t) for t in tensors]
     if not xs:
         return []
     if any(x.shape.rank == 0 for x in xs):
         raise ValueError("hvd.grouped_allgather needs tensors of rank >= 1 (it concatenates along dimension 0)")
-    agreed = _agree("hvd.grouped_allgather", Descriptor(agreement.GROUPED_ALLGATHER, xs, name=name,
+    agreed = agree("hvd.grouped_allgather", Descriptor(agreement.GROUPED_ALLGATHER, xs, name=name,
                                                         any_first_dim=True))
     with tf.control_dependencies(agreed.after):  # in a graph, every gather of the group after the check
         return [allgather(x) for x in xs]
@@ -399,18 +287,18 @@ def _allgather_one(x: Any, name: str | None, call: str) -> tuple[Any, Any]:
     import tensorflow as tf
 
     desc = Descriptor(agreement.ALLGATHER, [x], name=name, any_first_dim=True)
-    agreed = _agree(call, desc)
+    agreed = agree(call, desc)
     check_dtype(x.dtype, call, reduce=False)
     n = size()
     if n == 1:
         return tf.identity(x), tf.shape(x, out_type=tf.int64)[:1]
-    order = _rank_order(agreed.table)
+    order = rank_order(agreed.table)
     lengths = tf.gather(agreed.table[:, 4], order)  # the first dimension of each rank, in rank order
     longest = tf.reduce_max(lengths)
     own = tf.shape(x, out_type=tf.int64)
     padded = tf.pad(x, tf.concat([[[0, longest - own[0]]], tf.zeros([tf.rank(x) - 1, 2], tf.int64)], 0))
     wire, back = to_wire(padded, None)
-    gathered = back(_gather(wire, agreed.after))
+    gathered = back(gather(wire, agreed.after))
     rows = tf.reshape(gathered, tf.concat([[n, longest], own[1:]], 0))
     rows = tf.gather(rows, order)
     return tf.boolean_mask(rows, tf.sequence_mask(lengths, longest)), lengths
@@ -424,12 +312,12 @@ def broadcast(tensor: Any, root_rank: int, name: str | None = None, ignore_name_
     """Rank root_rank's tensor, on every rank."""
     import tensorflow as tf
 
-    _check_process_set(process_set)
-    root_rank = _check_root(root_rank, "hvd.broadcast")
+    check_process_set(process_set)
+    root_rank = check_root(root_rank, "hvd.broadcast")
     x = tf.convert_to_tensor(tensor)
 
     def forward(t: Any) -> Any:
-        agreed = _agree("hvd.broadcast", Descriptor(agreement.BROADCAST, [t], root=root_rank, name=name))
+        agreed = agree("hvd.broadcast", Descriptor(agreement.BROADCAST, [t], root=root_rank, name=name))
         check_dtype(t.dtype, "hvd.broadcast", reduce=False)
         return _broadcast_one(t, root_rank, agreed.after)
 
@@ -437,18 +325,7 @@ def broadcast(tensor: Any, root_rank: int, name: str | None = None, ignore_name_
         averaged = allreduce(dy, op=Average)
         return averaged if rank() == root_rank else tf.zeros_like(averaged)
 
-    return _differentiable(forward, backward, [x])
-
-
-def _check_root(root_rank: Any, call: str) -> int:
-    n = size()
-    try:
-        root = operator.index(root_rank)
-    except TypeError:
-        root = -1
-    if isinstance(root_rank, bool) or not 0 <= root < n:
-        raise ValueError(f"{call}: root_rank {root_rank!r} is not a rank of this job (0..{n - 1})")
-    return root
+    return differentiable(forward, backward, [x])
 
 
 def _broadcast_one(x: Any, root_rank: int, after: Sequence[Any] = ()) -> Any:
@@ -460,11 +337,11 @@ def _broadcast_one(x: Any, root_rank: int, after: Sequence[Any] = ()) -> Any:
         return tf.identity(x)
     wire, back = to_wire(x, None)
     if rank() == root_rank:
-        out = _collective(lambda key, timeout: tf.raw_ops.CollectiveBcastSendV2(
+        out = collective(lambda key, timeout: tf.raw_ops.CollectiveBcastSendV2(
             input=wire, group_size=n, group_key=GROUP_KEY, instance_key=key, communication_hint="auto",
             timeout_seconds=timeout), after)
     else:
-        out = _collective(lambda key, timeout: tf.raw_ops.CollectiveBcastRecvV2(
+        out = collective(lambda key, timeout: tf.raw_ops.CollectiveBcastRecvV2(
             group_size=n, group_key=GROUP_KEY, instance_key=key, shape=tf.shape(wire), T=wire.dtype,
             communication_hint="auto", timeout_seconds=timeout), after)
     return back(out)
@@ -493,13 +370,13 @@ def _broadcast_assign(variables: Iterable[Any], root_rank: int, process_set: Any
                       name: str | None = None) -> list[Any]:
     import tensorflow as tf
 
-    _check_process_set(process_set)
-    root_rank = _check_root(root_rank, call)
+    check_process_set(process_set)
+    root_rank = check_root(root_rank, call)
     variables = list(variables() if callable(variables) else variables)
     if not variables:
         return []
     values = [tf.convert_to_tensor(v) for v in variables]  # tf.Variable or a Keras 3 variable
-    agreed = _agree(call, Descriptor(agreement.BROADCAST_GROUP, values, root=root_rank, name=name))
+    agreed = agree(call, Descriptor(agreement.BROADCAST_GROUP, values, root=root_rank, name=name))
     for value in values:
         check_dtype(value.dtype, call, reduce=False)
     by_dtype: dict[Any, list[int]] = {}

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from vtrain.horovod.collectives import Average, Compression, _check_op, reduce_gradients
+from vtrain.horovod.collectives import Average, Compression, reduce_gradients
+from vtrain.horovod.ops import check_op
 from vtrain.horovod.unsupported import ARGUMENTS, fail
 
 
 def _settings(*, compression: Any, sparse_as_dense: bool, op: int, gradient_predivide_factor: float,
               process_set: Any) -> dict[str, Any]:
-    chosen = _check_op(op, None)
+    chosen = check_op(op, None)
     if gradient_predivide_factor != 1.0 and chosen != Average:
         raise ValueError("gradient_predivide_factor needs op=hvd.Average (Horovod's rule)")
     if process_set is not None:

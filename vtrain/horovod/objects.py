@@ -78,10 +78,12 @@ def broadcast_object(obj: Any, root_rank: int = 0, session: Any = None, name: st
     """Rank root_rank's Python object on every rank (the root keeps its own object)."""
     import tensorflow as tf
 
-    from vtrain.horovod.collectives import _agree, _broadcast_one, _check_process_set, _check_root, rank, size
+    from vtrain.horovod.collectives import _broadcast_one
+    from vtrain.horovod.ops import agree, check_process_set, check_root
+    from vtrain.horovod.ring import rank, size
 
-    _check_process_set(process_set)
-    root = _check_root(root_rank, "hvd.broadcast_object")
+    check_process_set(process_set)
+    root = check_root(root_rank, "hvd.broadcast_object")
     mine = rank() == root
     data, why = _serialized(obj) if mine else (b"", "")
     if size() == 1:
@@ -90,7 +92,7 @@ def broadcast_object(obj: Any, root_rank: int = 0, session: Any = None, name: st
         return obj
     reason = why.encode()
     header = tf.constant([len(data), len(reason)] if mine else [0, 0], tf.int64)
-    _agree("hvd.broadcast_object", Descriptor(agreement.OBJECT, [header], root=root, name=name))
+    agree("hvd.broadcast_object", Descriptor(agreement.OBJECT, [header], root=root, name=name))
     length, reason_length = (int(v) for v in _broadcast_one(header, root).numpy())
     if reason_length:
         text = bytearray(reason_length)
@@ -113,9 +115,10 @@ def allgather_object(obj: Any, session: Any = None, name: str | None = None, pro
     """Every rank's Python object, in rank order (each deserialized from the bytes it sent, as Horovod)."""
     import tensorflow as tf
 
-    from vtrain.horovod.collectives import _agree, _check_process_set, _gather, _rank_order, size
+    from vtrain.horovod.ops import agree, check_process_set, gather, rank_order
+    from vtrain.horovod.ring import size
 
-    _check_process_set(process_set)
+    check_process_set(process_set)
     data, why = _serialized(obj)
     n = size()
     if n == 1:
@@ -124,9 +127,9 @@ def allgather_object(obj: Any, session: Any = None, name: str | None = None, pro
         return [_loads(data)]
     reason = why.encode()
     header = tf.constant([[len(data), len(reason)]], tf.int64)
-    agreed = _agree("hvd.allgather_object", Descriptor(agreement.OBJECT, [header[0]], name=name))
-    order = _rank_order(agreed.table).numpy().tolist()  # rank r's row in the gather
-    headers = _gather(header).numpy()
+    agreed = agree("hvd.allgather_object", Descriptor(agreement.OBJECT, [header[0]], name=name))
+    order = rank_order(agreed.table).numpy().tolist()  # rank r's row in the gather
+    headers = gather(header).numpy()
     lengths = [int(headers[order[r]][0]) for r in range(n)]
     reasons = [int(headers[order[r]][1]) for r in range(n)]
     longest = max(max(lengths), max(reasons))
@@ -148,14 +151,14 @@ def _gather_bytes(data: bytes, longest: int, order: list[int], lengths: list[int
     """Every rank's bytes (each up to `longest`), chunk by chunk, in rank order."""
     import tensorflow as tf
 
-    from vtrain.horovod.collectives import _gather
+    from vtrain.horovod.ops import gather
 
     n = len(order)
     buffers = [bytearray(lengths[r] if lengths else longest) for r in range(n)]
     for start in range(0, longest, CHUNK):
         stop = min(longest, start + CHUNK)
         words = _words(data, start, stop)
-        rows = tf.reshape(_gather(tf.constant(words)), [n, len(words)]).numpy()
+        rows = tf.reshape(gather(tf.constant(words)), [n, len(words)]).numpy()
         for r in range(n):
             if start < len(buffers[r]):
                 _write(buffers[r], start, rows[order[r]])

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,10 +101,14 @@ def _configure(topo: Topology, timeout: float) -> None:
                                            coordinated_jobs=jobs)
     config = ctx.config
     config.experimental.collective_group_leader = topo.leader
-    if timeout:  # every rank must register within the timeout, or the first tensor fails with who is missing
-        coordination = config.experimental.coordination_config
-        coordination.cluster_register_with_barrier = True
+    coordination = config.experimental.coordination_config
+    if timeout:  # every rank must register within the timeout, or the first tensor fails naming who is missing
         coordination.cluster_register_timeout_in_ms = int(timeout * 1000)
+        if "cluster_register_with_barrier" in coordination.DESCRIPTOR.fields_by_name:
+            coordination.cluster_register_with_barrier = True
+        else:  # TensorFlow before 2.18 (Vertex's tf-cpu.2-17): its registration wait has no bound of its own
+            threading.Thread(target=_watch_start, args=(ctx, timeout, topo), name="vtrain-horovod-start",
+                             daemon=True).start()
     del config.device_filters[:]
     config.device_filters.append(me)
     server_def = tensorflow_server_pb2.ServerDef(
@@ -111,6 +116,30 @@ def _configure(topo: Topology, timeout: float) -> None:
         job_name=topo.task_type, task_index=topo.task_index, protocol="grpc", port=topo.port,
     )
     ctx.enable_collective_ops(server_def)
+
+
+def _watch_start(ctx: Any, timeout: float, topo: Topology) -> None:
+    """End this process when its first tensor has waited `timeout` seconds for the other ranks to register.
+
+    TensorFlow before 2.18 waits for every task of the cluster in its context's start, in C++ that holds the GIL
+    and that no configuration bounds: no Python code runs until it returns. So this thread keeps a timer of the
+    C library's (faulthandler's, which needs no GIL) `timeout` seconds ahead while the start has not begun, and
+    stops when it begins (the context holds its lock from the first tensor until the cluster is up): a start held
+    that long prints where each thread waited (``ensure_initialized``) and exits 1, as a collective that times
+    out fails its rank. The timer is cancelled once the start is done."""
+    import faulthandler
+
+    lock = getattr(ctx, "_initialize_lock", None)
+    if lock is None:
+        return
+    log.info("vtrain.horovod: rank %d: TensorFlow waits for every rank's first tensor without a bound; this rank "
+             "exits 1 if the others of %s have not all started %g s (VTRAIN_COLLECTIVE_TIMEOUT) after its own",
+             topo.rank, sorted(topo.cluster), timeout)
+    while not getattr(ctx, "_initialized", True):
+        if not lock.locked():
+            faulthandler.dump_traceback_later(timeout, exit=True)  # re-armed until the start begins
+        time.sleep(0.2)
+    faulthandler.cancel_dump_traceback_later()
 
 
 def state() -> _State:

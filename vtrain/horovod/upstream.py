@@ -182,3 +182,49 @@ def reason(key: str) -> str:
     from vtrain.horovod.unsupported import ARGUMENTS, REASONS
 
     return GPU_WHY if key == GPU else REASONS.get(key) or ARGUMENTS[key]
+
+
+def _names(names: list[str]) -> str:
+    return ", ".join(f"`{n}`" for n in names) or "—"
+
+
+def _short(test: str) -> str:
+    return f"`{test.split('::', 1)[1]}`"
+
+
+def markdown(implemented: dict[str, set[str]]) -> str:
+    """The Horovod guide's generated part: what of Horovod's API is there, what is not and why, and how its TF2
+    tests are accounted for. `implemented`: the names each vtrain.horovod module has, by Horovod module."""
+    from vtrain.horovod.unsupported import ARGUMENTS, REASONS
+
+    lines = [f"### Horovod {VERSION}'s names", "",
+             "| Horovod module | in vtrain.horovod | not there (below) |", "|---|---|---|"]
+    for module, names in API.items():
+        there = [n for n in names if n in implemented[module]]
+        missing = [n for n in names if n not in implemented[module]]
+        lines.append(f"| `{module}` → `{MODULES[module]}` | {_names(there)} | {_names(missing)} |")
+    lines += ["", "Each of these stops the script **at the call** with `vtrain.errors.HorovodUnsupported` (also a "
+              "`NotImplementedError`) saying why and what to do instead:", "",
+              "| not there | why, and what to do instead |", "|---|---|"]
+    lines += [f"| `hvd.{name}` | {why} |" for name, why in sorted(REASONS.items(), key=lambda kv: kv[0].lower())]
+    lines += [f"| `{name}` | {why} |" for name, why in sorted(ARGUMENTS.items(), key=lambda kv: kv[0].lower())]
+    total = sum(TEST_COUNTS.values())
+    lines += ["", f"### Horovod {VERSION}'s TF2 tests", "",
+              f"Horovod's `test/parallel/{TF}` ({TEST_COUNTS[TF]} tests) and `{KERAS}` ({TEST_COUNTS[KERAS]}) are "
+              f"vtrain.horovod's specification: {len(COVERED)} of the {total} run as this project's own checks of "
+              "the same behaviours on 2 ranks, in one 2-replica job under `vtrain local` "
+              "(`tests/horovod/test_upstream.py`); the other "
+              f"{len(LEFT_OUT)} are left out, each for a reason above or because it needs a GPU per rank.", "",
+              "| left out because | tests |", "|---|---|"]
+    by_reason: dict[str, list[str]] = {}
+    for test, key in LEFT_OUT.items():
+        by_reason.setdefault(key, []).append(test)
+    for key, tests in sorted(by_reason.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        why = GPU_WHY if key == GPU else f"`{'hvd.' + key if key in REASONS else key}` is not there"
+        lines.append(f"| {why} | {len(tests)}: {', '.join(_short(t) for t in tests)} |")
+    lines += ["", "| check on 2 ranks | Horovod's tests it covers |", "|---|---|"]
+    by_check: dict[str, list[str]] = {}
+    for test, check in COVERED.items():
+        by_check.setdefault(check, []).append(test)
+    lines += [f"| `{check}` | {', '.join(_short(t) for t in tests)} |" for check, tests in by_check.items()]
+    return "\n".join(lines) + "\n"

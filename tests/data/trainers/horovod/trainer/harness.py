@@ -59,10 +59,8 @@ def run(name: str) -> None:
 
         api_check.main()
         return
-    if name == "conformance":
-        from trainer import conformance
-
-        conformance.main()
+    if name in ("conformance", "late_start"):
+        importlib.import_module(f"trainer.{name}").main()
         return
     if name in UPSTREAM:
         run_upstream(name)
