@@ -8,9 +8,11 @@ A Horovod script changes one line and runs as a vtrain job (`distribution_strate
 
 Each chief/worker replica is one rank (chief 0, then the workers in order; :mod:`.topology`); the
 gradients travel over the ring (CPU) or NCCL (GPU) all-reduce MultiWorkerMirroredStrategy uses
-(:mod:`.collectives`); :mod:`.gradients` has DistributedGradientTape and DistributedOptimizer and
-:mod:`.keras.callbacks` the Keras callbacks. What Horovod has and this does not (hvd.join, process sets,
-Adasum, elastic, the timeline) fails at the call with why and what to do (:mod:`.unsupported`).
+(:mod:`.collectives` on :mod:`.ops`, each call after the ranks agree on it: :mod:`.agreement`; dtypes and
+scaling: :mod:`.wire`; Python objects: :mod:`.objects`); :mod:`.gradients` has DistributedGradientTape and
+DistributedOptimizer and :mod:`.keras.callbacks` the Keras callbacks. What Horovod has and this does not
+(hvd.join, process sets, Adasum, elastic, the timeline) fails at the call with why and what to do
+(:mod:`.unsupported`); :mod:`.upstream` accounts for each of Horovod's names and TF2 tests.
 
 Horovod's scripts are written for Keras 2 (``tf.keras``, ``opt.variables()``, compile's
 ``experimental_run_tf_function``), and Keras 3 was never supported by Horovod: importing ``.keras`` or

@@ -189,7 +189,9 @@ def _names(names: list[str]) -> str:
 
 
 def _short(test: str) -> str:
-    return f"`{test.split('::', 1)[1]}`"
+    """A test's name, with `(keras)` for test_tensorflow2_keras.py's (both files have a test_elastic_state)."""
+    file, name = test.split("::", 1)
+    return f"`{name}`" + (" (keras)" if file == KERAS else "")
 
 
 def markdown(implemented: dict[str, set[str]]) -> str:
@@ -220,7 +222,7 @@ def markdown(implemented: dict[str, set[str]]) -> str:
     for test, key in LEFT_OUT.items():
         by_reason.setdefault(key, []).append(test)
     for key, tests in sorted(by_reason.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-        why = GPU_WHY if key == GPU else f"`{'hvd.' + key if key in REASONS else key}` is not there"
+        why = GPU_WHY if key == GPU else f"`{'hvd.' + key if key in REASONS else key}` is not supported (above)"
         lines.append(f"| {why} | {len(tests)}: {', '.join(_short(t) for t in tests)} |")
     lines += ["", "| check on 2 ranks | Horovod's tests it covers |", "|---|---|"]
     by_check: dict[str, list[str]] = {}
