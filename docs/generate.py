@@ -309,7 +309,7 @@ SDK_SECTIONS: dict[str, list[str]] = {
     "Read a job file": ["load_config", "JobConfig"],
     "Build the request": ["plan_artifacts", "Artifacts", "build_request", "Request", "build_job", "build_job_dict",
                           "render"],
-    "Run it here": ["run_local", "RunOptions", "run_local_tuning"],
+    "Run it here": ["run_local", "RunOptions", "run_local_tuning", "replay"],
     "Send it to Vertex AI": ["dry_run", "submit"],
     "Errors": ["VtrainError", "ConfigError", "PackagingError", "BackendError", "JobFailed"],
 }

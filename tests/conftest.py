@@ -26,6 +26,15 @@ REPO = Path(__file__).resolve().parents[1]
 _PREFIXES = ("GOOGLE_", "CLOUDSDK_", "VTRAIN_", "TF_CONFIG", "CLUSTER_SPEC", "AIP_", "STORAGE_EMULATOR_HOST")
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _host_runtime() -> Iterator[None]:
+    """The suite's default runtime (see _clean_environment) for what runs outside a test too: a module or session
+    fixture runs before the function-scoped fixture below sets it (the Horovod runs, the DTensor run)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("VTRAIN_RUNTIME", "host")
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, cache: Path) -> None:
     for name in list(os.environ):

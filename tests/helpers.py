@@ -113,6 +113,28 @@ def run_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return cache
 
 
+def assert_cache_accounted(cache: Path, *, clear: bool = True) -> dict[str, Any]:
+    """What vtrain wrote under `cache` is all in the folders `vtrain cache info` lists (issue 46, class 1): no
+    other entry, `info`'s total is every byte there, and `clear` (when asked) leaves the cache empty, freeing
+    every byte. Returns `info`'s answer, for the caller to look into."""
+    from vtrain.local import cacheadmin
+
+    entries = sorted(p.name for p in cache.iterdir())
+    assert set(entries) <= set(cacheadmin.PARTS), f"not a folder `vtrain cache` knows: {entries}"
+    on_disk = 0
+    for root, dirs, files in os.walk(cache):
+        for name in [*files, *(d for d in dirs if os.path.islink(os.path.join(root, d)))]:
+            on_disk += os.lstat(os.path.join(root, name)).st_size
+    info = cacheadmin.info(cache)
+    assert (info["size"], info["other"]) == (on_disk, [])
+    assert {name for name, part in info["folders"].items() if part["exists"]} == set(entries)
+    if clear:
+        done = cacheadmin.clear(cache)
+        assert (done["kept"], sorted(p.name for p in cache.iterdir())) == ([], [])
+        assert done["freed"] == on_disk
+    return info
+
+
 def once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], object]) -> Path:
     """The folder `name` that `make` fills, made once for the whole test run: pytest-xdist workers share it
     through a lock in the run's common temporary folder (`quickstart_run`, the DTensor runs). Tests only read it."""

@@ -24,12 +24,13 @@ if TYPE_CHECKING:  # what a type checker reads; at run time each name is importe
     from vtrain.errors import JobFailed as JobFailed
     from vtrain.errors import PackagingError as PackagingError
     from vtrain.errors import VtrainError as VtrainError
+    from vtrain.home.replay import replay as replay
+    from vtrain.home.run import run_local as run_local
     from vtrain.jobfile.artifacts import Artifacts as Artifacts
     from vtrain.jobfile.artifacts import plan_artifacts as plan_artifacts
+    from vtrain.jobfile.config import JobConfig as JobConfig
     from vtrain.jobfile.load import load_config as load_config
-    from vtrain.jobfile.model import JobConfig as JobConfig
     from vtrain.local.options import RunOptions as RunOptions
-    from vtrain.local.runner import run_local as run_local
     from vtrain.local.study_run import run_local_tuning as run_local_tuning
     from vtrain.request.build import Request as Request
     from vtrain.request.build import build_request as build_request
@@ -39,7 +40,7 @@ if TYPE_CHECKING:  # what a type checker reads; at run time each name is importe
 
 _LAZY: dict[str, str] = {
     "load_config": "vtrain.jobfile.load",
-    "JobConfig": "vtrain.jobfile.model",
+    "JobConfig": "vtrain.jobfile.config",
     "build_job": "vtrain.request.custom_job",
     "build_job_dict": "vtrain.request.custom_job",
     "build_request": "vtrain.request.build",
@@ -49,7 +50,8 @@ _LAZY: dict[str, str] = {
     "Artifacts": "vtrain.jobfile.artifacts",
     "dry_run": "vtrain.cloud.dryrun",
     "submit": "vtrain.cloud.submit",
-    "run_local": "vtrain.local.runner",
+    "run_local": "vtrain.home.run",
+    "replay": "vtrain.home.replay",
     "run_local_tuning": "vtrain.local.study_run",
     "RunOptions": "vtrain.local.options",
     "VtrainError": "vtrain.errors",
@@ -77,6 +79,7 @@ __all__ = [
     "load_config",
     "plan_artifacts",
     "render",
+    "replay",
     "run_local",
     "run_local_tuning",
     "submit",

@@ -28,6 +28,7 @@ COMMANDS: dict[str, str] = {
     "init": "vtrain.commands.trainer:init",
     "package": "vtrain.commands.package:package",
     "local": "vtrain.commands.local:local",
+    "replay": "vtrain.commands.replay:replay",
     "submit": "vtrain.commands.submit:submit",
     "status": "vtrain.commands.jobs:status",
     "logs": "vtrain.commands.jobs:logs",
@@ -45,7 +46,7 @@ COMMANDS: dict[str, str] = {
 
 #: Commands that build, install or upload: SIGTERM cleans up as Ctrl-C does (temporary files
 #: removed), no process they started outlives them, and an interruption exits 130 / 143.
-CLEAN_EXIT = frozenset({"package", "submit", "local"})
+CLEAN_EXIT = frozenset({"package", "submit", "local", "replay"})
 _CLEANUP = "vtrain.cleanup"
 
 

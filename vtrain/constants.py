@@ -1,4 +1,4 @@
-"""Values several layers need, written once: the job model, the rules, the schema, the runtime
+"""Values several layers need, written once: the job config, the rules, the schema, the runtime
 inside a replica and the target resolution all read them from here.
 
 This module imports nothing but the standard library's dataclasses, so it ships to replicas with
@@ -83,7 +83,7 @@ STATUS_FILE_ENV = "VTRAIN_STATUS_FILE"  # where runtime.report_step() writes {"s
 PREEMPTED_EXIT_CODE = 143
 @dataclass(frozen=True)
 class DilocoKnobs:
-    """The `diloco:` block's knobs and defaults, written once: the job model (``config.DilocoConfig``)
+    """The `diloco:` block's knobs and defaults, written once: the job config (``config.DilocoConfig``)
     and the replicas (``diloco.settings.Settings``) both extend it.
 
     outer_lr 1.0 with Nesterov momentum 0.6 recovered 93-96% of the single-learner→DP gap in 60

@@ -38,7 +38,7 @@ def parse_seconds(value: object, *, limit: float | None = MAX_SECONDS) -> float:
     if isinstance(value, bool) or value is None:
         raise DurationError(f"expected a duration like {EXAMPLES}")
     if isinstance(value, (int, float)):
-        seconds = float(value)
+        seconds = float(value) if not isinstance(value, int) or abs(value).bit_length() <= 1000 else math.inf
     elif isinstance(value, str):
         text = value.strip().lower().replace(" ", "")
         if _BARE.fullmatch(text):

@@ -7,7 +7,11 @@ value, so callers report it as a bad value (exit 2) before any I/O. :func:`read_
 file a user names (the job file, a price file) without hanging on a FIFO or reading /dev/zero
 forever: only regular files, and only up to a size no real job file comes near.
 
-Imports nothing of vtrain: the job model, the rules, packaging and the CLI all use it.
+vtrain's cache (:func:`cache_dir`) and the one list of the folders vtrain writes in it
+(:data:`CACHE_FOLDERS`): every writer names its folder through :func:`cache_folder`, and `vtrain cache
+info` and `clear` read the same list, so a folder cannot be written and then forgotten.
+
+Imports nothing of vtrain: the job config, the rules, packaging and the CLI all use it.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import os
 import stat
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Literal
 
 #: Linux and macOS limits: a name (one path component) and a whole path, in bytes.
 NAME_MAX = 255
@@ -70,6 +75,36 @@ def cache_dir(env: Mapping[str, str] | None = None) -> Path:
     return Path(base) / "vtrain"
 
 
+#: The folders vtrain writes under its cache, by name; a writer asks :func:`cache_folder` for one of these
+#: (mypy refuses a name not listed), so `vtrain cache info` and `clear` account for every one.
+CacheFolder = Literal["envs", "sdists", "downloads", "image-layers", "image-bases", "trainer-requires",
+                      "image-blobs", "images", "containers"]
+#: What each folder holds, in a few words (`vtrain cache info` says it).
+CACHE_FOLDERS: dict[CacheFolder, str] = {
+    "envs": "trainer environments of `vtrain local` (a venv per set of sdists)",
+    "sdists": "trainer sdists built (`local`, `package`, `submit`) and local runs' runtime sdists",
+    "downloads": "prebuilt package_uris fetched from Cloud Storage",
+    "image-layers": "requirements layers built for trainer and launcher images",
+    "image-bases": "each base image's C library, by its config digest",
+    "trainer-requires": "a trainer's dependencies as its build backend reported them",
+    "image-blobs": "base image layers pulled to run images here, by digest",
+    "images": "image layers unpacked to run on this machine's Python",
+    "containers": "images unpacked for runc/crun, and the runtime's state",
+}
+#: Folders older vtrains wrote and none writes now: counted by `cache info`, removed by `cache clear`.
+OLD_CACHE_FOLDERS: dict[str, str] = {
+    "sdist-files": "left by older vtrains; no longer read or written",
+}
+
+
+def cache_folder(name: CacheFolder, root: Path | None = None) -> Path:
+    """Folder `name` of vtrain's cache (`root`, default :func:`cache_dir`): the one way to name one."""
+    if name not in CACHE_FOLDERS:
+        raise ValueError(f"{name!r} is not one of vtrain's cache folders ({', '.join(CACHE_FOLDERS)})")
+    return (cache_dir() if root is None else Path(root)) / name
+
+
+
 def absolute(path: Path) -> Path:
     """`path` made absolute with symlinks resolved where they resolve: a loop is left as written.
 
@@ -121,4 +156,5 @@ def read_bounded(path: Path | str, limit: int) -> bytes:
         os.close(fd)
 
 
-__all__ = ["NAME_MAX", "PATH_MAX", "absolute", "describe_oserror", "path_problem", "read_bounded", "shown"]
+__all__ = ["CACHE_FOLDERS", "NAME_MAX", "OLD_CACHE_FOLDERS", "PATH_MAX", "CacheFolder", "absolute", "cache_dir",
+           "cache_folder", "describe_oserror", "path_problem", "read_bounded", "shown"]

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from vtrain.cli import cli
 
-CALLING_VERTEX = ["submit", "status", "logs", "cancel", "list", "timeline", "diff", "doctor"]
+CALLING_VERTEX = ["submit", "status", "logs", "cancel", "list", "timeline", "diff", "doctor", "local", "replay"]
 
 
 def _options(name: str) -> dict[str, click.Option]:

@@ -21,7 +21,7 @@ from vtrain.diloco.settings import Settings
 from vtrain.diloco.storage import Store
 from vtrain.diloco.syncer import Syncer
 from vtrain.errors import ConfigError, DilocoError, RuntimeMismatch
-from vtrain.jobfile.model import DilocoConfig
+from vtrain.jobfile.config import DilocoConfig
 from vtrain.request.custom_job import build_job_dict
 from vtrain.runtime.decision import choose_strategy
 

@@ -148,8 +148,8 @@ def test_a_container_job_fails_with_the_local_runners_docker_message(tmp_path: P
         """)
     code, out, err = run("submit", str(job), "--wait", "--poll", "0.05", "--api-endpoint", emu.url)
     assert code == 10
-    assert re.search(r"ended JOB_STATE_FAILED: this job runs a container \(trainer.container\), but docker cannot run "
-                     r"it|runs containers with docker, which is not installed here", err), err
+    assert re.search(r"ended JOB_STATE_FAILED: this job runs image us-docker\.pkg\.dev/p/r/trainer:1 in a container, "
+                     r"but docker cannot run it|runs containers with docker, which is not installed here", err), err
 
 
 @pytest.mark.slow
@@ -271,7 +271,7 @@ def test_a_malformed_fault_label_fails_the_job_before_it_runs(tmp_path: Path, ca
     result = EmulatedRunner(cache_dir=cache, output_root=tmp_path / "runs")(job, ctx)
     assert (result.state, result.code) == ("JOB_STATE_FAILED", 3)
     assert result.error == ("fault 'worker-0:explode@1s': kind 'explode' is not one of kill, preempt[:GRACE], "
-                            "stop:SECONDS")
+                            "stop:SECONDS, late")
     assert logged == [("", f"the job's fault labels cannot be used: {result.error}")]  # nothing fetched
 
 

@@ -16,7 +16,7 @@ import requests
 from vtrain import catalog
 from vtrain.emulator import Emulator, sleep_runner
 from vtrain.emulator.hardware import MACHINE_TYPES, accelerator_problem
-from vtrain.jobfile.model import PoolConfig
+from vtrain.jobfile.config import PoolConfig
 from vtrain.jobfile.rules.base import Rules
 from vtrain.jobfile.rules.machines import check_machine
 

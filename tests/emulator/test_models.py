@@ -1,5 +1,5 @@
 """The emulator's ModelService through aiplatform_v1's own ModelServiceClient (REST), each answer checked
-against the Discovery document; and vtrain's registration of a job's model (vtrain.cloud.registry)
+against the Discovery document; and vtrain's registration of a job's model (vtrain.cloud.model_registry)
 against it: idempotent, never for a job that did not succeed."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from tests.emulator.discovery import check, check_answer, method
 from tests.helpers import planned, write_job
 from vtrain.cli import cli
-from vtrain.cloud.registry import model_of_job, register_model
+from vtrain.cloud.model_registry import model_of_job, register_model
 from vtrain.cloud.vertex import VertexBackend
 from vtrain.cloud.vertex.retry import RetryPolicy
 from vtrain.emulator import Emulator, RunContext, RunResult

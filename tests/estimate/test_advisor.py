@@ -21,7 +21,7 @@ from vtrain.estimate import (
     pool_device,
     precision_advice,
 )
-from vtrain.jobfile.model import PoolConfig
+from vtrain.jobfile.config import PoolConfig
 
 GB = 1e9
 IMAGE = "us-docker.pkg.dev/vertex-ai/training/tf-{family}.2-{minor}:latest"

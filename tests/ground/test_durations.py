@@ -9,7 +9,7 @@ import pytest
 
 from vtrain.durations import DurationError, parse_seconds
 from vtrain.errors import EstimateError
-from vtrain.estimate.model import parse_seconds as estimate_seconds
+from vtrain.estimate.network import parse_seconds as estimate_seconds
 from vtrain.jobfile.nodes import parse_duration
 from vtrain.local.faults import FaultSpecError, parse_fault
 from vtrain.local.faults import parse_seconds as fault_seconds

@@ -73,6 +73,9 @@ job = vtrain.run_local(vtrain.load_config("vtrain.yaml"))
 reveal_type(job.result())
 reveal_type(job.summary)
 vtrain.run_locally
+vtrain.run_local("vtrain.yaml", timeout=60.0, keep=False, runtime="host")
+vtrain.run_local("vtrain.yaml", timeot=60.0)
+vtrain.run_local_tuning("vtrain.yaml", keep="no")
 """
 
 
@@ -89,7 +92,12 @@ def test_a_type_checker_sees_the_sdk_s_types_not_any(tmp_path: Path) -> None:
     assert [line for line, _ in revealed] == ["3", "4", "6", "7"], done.stdout + done.stderr
     types = {int(line): text.replace("builtins.", "") for line, text in revealed}  # mypy 2 drops the prefix
     assert types[3] != "Any" and "LocalJob" in types[3] and "JobConfig" in types[3]
-    assert "typing.Mapping[str, Any]" in types[4] and types[4].endswith("-> vtrain.jobfile.model.JobConfig")
+    assert "typing.Mapping[str, Any]" in types[4] and types[4].endswith("-> vtrain.jobfile.config.JobConfig")
     assert types[6] == "str"  # issue 30, class 7: result() is the handle's method
     assert types[7] == "dict[str, Any]"
     assert re.search(r':8: error: Module has no attribute "run_locally"', done.stdout), done.stdout
+    # the run options as keywords are typed by name (issue 47): a misspelt or mistyped one is the checker's error
+    assert ":9:" not in done.stdout, done.stdout
+    assert re.search(r':10: error: Unexpected keyword argument "timeot"', done.stdout), done.stdout
+    assert re.search(r':11: error: Argument "keep" to "run_local_tuning" has incompatible type "str"', done.stdout), \
+        done.stdout

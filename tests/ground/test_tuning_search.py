@@ -7,7 +7,7 @@ import math
 import pytest
 
 from vtrain.tuning import search
-from vtrain.tuning.model import MetricConfig, ParameterConfig, TuningConfig
+from vtrain.tuning.config import MetricConfig, ParameterConfig, TuningConfig
 
 
 def study(*params: ParameterConfig, algorithm: str = "random", goal: str = "maximize") -> TuningConfig:

@@ -10,8 +10,8 @@ import pytest
 
 from tests.helpers import planned
 from vtrain.errors import ConfigError, Problem
+from vtrain.jobfile.config import JobConfig
 from vtrain.jobfile.load import parse_config
-from vtrain.jobfile.model import JobConfig
 from vtrain.jobfile.rules.horovod import horovod_imports
 from vtrain.runtime.decision import choose_strategy
 

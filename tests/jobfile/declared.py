@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from vtrain.jobfile.assemble import build_config
+from vtrain.jobfile.config import JobConfig
 from vtrain.jobfile.json_schema import key_paths
-from vtrain.jobfile.model import JobConfig
 from vtrain.jobfile.schema import JOB_SCHEMA, Bool, Obj, Str, check_job
 from vtrain.jobfile.yamlpos import Positions
 
@@ -111,7 +111,7 @@ def candidates(path: Path_, data: dict[str, Any]) -> list[Any]:
 
 
 def build(data: dict[str, Any], root: Path) -> JobConfig:
-    """The job model of `data` as a job file in `root` would give it (schema-checked; no cross-key rules)."""
+    """The job config of `data` as a job file in `root` would give it (schema-checked; no cross-key rules)."""
     checked, problems = check_job(copy.deepcopy(data), Positions())
     assert not problems, problems
     assert checked is not None

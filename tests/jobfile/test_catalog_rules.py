@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from vtrain.errors import ConfigError, Problem
+from vtrain.jobfile.config import JobConfig
 from vtrain.jobfile.load import parse_config
-from vtrain.jobfile.model import JobConfig
 from vtrain.request.build import build_request
 
 CONTAINER = "trainer:\n  container: {image_uri: us-docker.pkg.dev/p/r/t:1}\n"

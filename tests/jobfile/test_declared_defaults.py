@@ -1,4 +1,4 @@
-"""Guard of issue 19: every default the JSON Schema shows is what the job model builds when the key is
+"""Guard of issue 19: every default the JSON Schema shows is what the job config builds when the key is
 left out, so the editor's hint and vtrain's behaviour are one fact. Defaults that Vertex applies
 (`vertex_default=`: vtrain sends nothing) are left to Vertex and only shown."""
 

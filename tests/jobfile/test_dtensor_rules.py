@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from vtrain.errors import ConfigError, Problem
+from vtrain.jobfile.config import JobConfig
 from vtrain.jobfile.load import parse_config
-from vtrain.jobfile.model import JobConfig
 from vtrain.jobfile.rules.dtensor import nearest_mesh
 
 HEAD = """\

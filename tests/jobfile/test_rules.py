@@ -9,8 +9,8 @@ import pytest
 
 from vtrain import catalog
 from vtrain.errors import ConfigError, Problem
+from vtrain.jobfile.config import DEFAULT_PS_MACHINE, JobConfig
 from vtrain.jobfile.load import load_config, parse_config
-from vtrain.jobfile.model import DEFAULT_PS_MACHINE, JobConfig
 from vtrain.jobfile.schema import parse_duration
 
 TRAINER = """\

@@ -30,6 +30,7 @@ from vtrain.local.faults import (
         ("worker-0:stop:20@0", FaultSpec("worker-0", "stop", 20.0, after=0.0)),
         (" PS-0:KILL@1m30s ", FaultSpec("ps-0", "kill", after=90.0)),
         ("evaluator-0:kill@step:1", FaultSpec("evaluator-0", "kill", step=1)),
+        ("worker-0:late@15s", FaultSpec("worker-0", "late", after=15.0)),
     ],
 )
 def test_parse_fault(text: str, spec: FaultSpec) -> None:
@@ -44,13 +45,16 @@ def test_parse_fault(text: str, spec: FaultSpec) -> None:
         ("@30s", "is not REPLICA:KIND@WHEN"),
         ("gpu-1:kill@30s", "'gpu-1' is not a replica (chief-0, worker-N, ps-N, evaluator-N)"),
         ("chief-1:kill@30s", "the chief is chief-0"),
-        ("worker-1:kil@30s", "kind 'kil' is not one of kill, preempt[:GRACE], stop:SECONDS; did you mean 'kill'?"),
+        ("worker-1:kil@30s",
+         "kind 'kil' is not one of kill, preempt[:GRACE], stop:SECONDS, late; did you mean 'kill'?"),
         ("worker-1:stop@30s", "stop needs how long, e.g. stop:20s"),
         ("worker-1:kill:5s@30s", "kill takes no argument"),
         ("worker-1:preempt:soon@30s", "'soon' is not a duration"),
         ("worker-1:kill@step:0", "step:N needs a whole number of steps >= 1, got '0'"),
         ("worker-1:kill@step:x", "step:N needs a whole number"),
         ("worker-1:kill@later", "WHEN 'later' is neither a duration (30s, 2m, 1.5s) nor step:N"),
+        ("worker-0:late@step:3", "a late start is a duration after the others started (late@15s), not a step"),
+        ("worker-0:late:5s@10s", "late takes no argument: how late is WHEN"),
     ],
 )
 def test_bad_faults_say_what_is_wrong(text: str, message: str) -> None:
@@ -157,6 +161,20 @@ def test_stop_then_cont_and_the_next_fault_waits() -> None:
         ("SIGCONT", "fault worker-0:stop:20s@2s: SIGCONT worker-0 after 20s"),
         ("SIGKILL", "fault worker-0:kill@3s: SIGKILL worker-0"),
     ]
+
+
+def test_a_late_start_is_held_back_not_signalled() -> None:
+    s = FaultScheduler([parse_fault("worker-0:late@15s"), parse_fault("worker-0:kill@step:3")])
+    assert s.late_starts() == {"worker-0": 15.0}
+    assert [str(f) for f in s.pending] == ["worker-0:late@15s", "worker-0:kill@step:3"]
+    assert s.due(20.0, {"worker-0": None}) == []  # a late start is no signal; the kill waits for a process
+    assert s.started_late("worker-0", 15.04) == "fault worker-0:late@15s: starting worker-0 15s after the others"
+    assert s.late_starts() == {} and s.fired[0]["at"] == 15.04
+    s.on_start("worker-0", 15.04)
+    assert [a.signal for a in s.due(16.0, {"worker-0": 3})] == ["SIGKILL"]
+    assert [parse_label_value(label_value(parse_fault("worker-0:late@15s")))] == [parse_fault("worker-0:late@15s")]
+    with pytest.raises(FaultSpecError, match="worker-0 already starts late"):
+        FaultScheduler([parse_fault("worker-0:late@15s"), parse_fault("worker-0:late@30s")])
 
 
 def test_the_options_parse_on_a_command() -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tests.helpers import write_job
+from tests.helpers import assert_cache_accounted, write_job
 from tests.trainer.image_helpers import Registry, make_trainer, push_base, python_rootfs_entries
 from vtrain.cli import cli
 from vtrain.errors import BackendError
@@ -123,6 +124,7 @@ def test_each_replica_runs_in_its_own_container_of_the_image(tmp_path: Path, bas
     assert job.wait(timeout=120) == "JOB_STATE_SUCCEEDED", job.error
     again.seek(0)
     assert "unpacked in" not in again.read()
+    assert_cache_accounted(cache)  # containers/, image-blobs/, …: released with the job, all cleared
 
 
 @pytest.mark.slow
@@ -308,3 +310,86 @@ def test_vtrain_local_containers_always_on_the_command_line(tmp_path: Path, base
     assert done.exit_code == 0, done.output
     assert "replicas run in runc containers" in done.output
     assert json.loads((tmp_path / "run" / "model" / "chief.json").read_text())["os_release"] == "ID=vtrain-test-base"
+
+
+def _true_entries() -> list[tuple[str, Path, bool]]:
+    """A base of this machine's `true` and the libraries ldd lists: it runs, and has no python3."""
+    true = Path(shutil.which("true") or "/bin/true").resolve()
+    false = Path(shutil.which("false") or "/bin/false").resolve()
+    entries = [("bin/true", true, True), ("bin/false", false, True)]
+    listed = subprocess.run(["ldd", str(true)], capture_output=True, text=True, timeout=30, check=False).stdout
+    for line in listed.splitlines():
+        parts = line.split()
+        path = parts[2] if "=>" in parts and len(parts) > 3 else parts[0] if parts else ""
+        if path.startswith("/") and os.path.isfile(path):
+            entries.append((path.lstrip("/"), Path(path), True))
+    return entries
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("case", "env", "user", "command", "said"), [
+    ("ok", ["PATH=/bin"], None, ["true"], None),
+    ("exits 1 once started", ["PATH=/bin"], None, ["false"], None),
+    ("no python3", ["PATH=/usr/bin:/bin"], None, ["python3", "-m", "trainer.task"],
+     'exec: "python3": executable file not found in $PATH'),
+    ("bad Env entry", ["PATH=/bin", "=oops"], None, ["true"], '"=oops"'),
+    ("impossible User", ["PATH=/bin"], "4294967295", ["true"], "uids and gids must be in range 0-2147483647"),
+])
+def test_a_container_that_cannot_start_fails_the_job_once_with_the_runtimes_reason(
+        tmp_path: Path, registry: Registry, case: str, env: list[str], user: str | None,  # noqa: F811
+        command: list[str], said: str | None) -> None:
+    """Issue 46, class 13: 20 starts, then runc's raw error seven times. Now one start, the job FAILED at once, the
+    runtime's reason (its words vary by version: matched by their gist) in its error once, escaped and bounded,
+    under the default restart policy. A process that started and exited 1 is no start failure."""
+    if (why := _missing()) is not None:
+        pytest.skip(why)
+    runtime, why = find_runtime(tmp_path / "cache")
+    if runtime is None or runtime.name != "runc":
+        pytest.skip(f"runc does not run a container here: {why}")
+    push_base(registry.client(), "base/true", _true_entries(), tmp_path, env=env, user=user)
+    path = write_job(tmp_path, f"""
+        name: nostart
+        trainer:
+          container: {{image_uri: "{registry.host}/base/true:base", command: {json.dumps(command)}}}
+        cluster:
+          chief: {{machine_type: n1-standard-4}}
+        """)
+    notices = (tmp_path / "notices.txt").open("w+")
+    never = case == "exits 1 once started"  # its restarts are the policy's as ever: one start is enough to see
+    job = run_local(load_config(path, target="local"), cache_dir=tmp_path / "cache", output_dir=tmp_path / "run",
+                    containers="always", notices=notices, restart_policy="never" if never else "vertex")
+    state = job.wait(timeout=120)
+    if said is None:
+        assert state == ("JOB_STATE_FAILED" if never else "JOB_STATE_SUCCEEDED"), job.error
+        assert not never or (job.error or "").startswith("chief-0 exited 1\nlast lines of chief-0")  # no start failure
+        return
+    assert state == "JOB_STATE_FAILED"
+    assert re.fullmatch(rf"chief-0 exited 1: its container did not start: runc: [^\n]*{re.escape(said)}[^\n]* "
+                        rf"\(full log: {re.escape(str(job.run_dir))}/chief-0.log\)", job.error or ""), job.error
+    assert [p["replica"] for p in job.summary["processes"]] == ["chief-0"]  # one start: no restart, no retry
+    notices.seek(0)
+    lines = notices.read().splitlines()
+    assert "[vtrain] chief-0's container did not start (a permanent error); failing the job without a restart" in lines
+    assert not any(said in line for line in lines)  # the reason is the error's, said once
+    assert _leftovers(tmp_path / "cache") == []
+
+
+def test_the_runtimes_reason_is_its_last_error_escaped_and_bounded(tmp_path: Path) -> None:
+    from vtrain.local.containers import DockerContainer, runtime_error
+
+    log = tmp_path / "runtime.log"
+    assert runtime_error("runc", log) is None  # no log: it ran
+    log.write_text('{"level":"warning","msg":"a warning"}\nchdir `/x` failed\n[1, 2]\n'
+                   '{"level":"error","msg":"runc run failed: unable to start container process: first"}\n'
+                   + json.dumps({"level": "error", "msg": "runc run failed: \x1b[2J\u202e" + "x" * 5000}) + "\n")
+    said = runtime_error("runc", log)
+    assert said is not None and said.startswith("runc: \\x1b[2J\\u202e") and len(said) < 340 and "\x1b" not in said
+    log.write_text('{"level":"info","msg":"all fine"}\n')
+    assert runtime_error("crun", log) is None
+    log.write_text("chdir `/x` failed: No such file or directory")  # crun, before it read --log-format
+    assert runtime_error("crun", log) == "crun: chdir `/x` failed: No such file or directory"
+    docker = DockerContainer("docker", "vtrain-x")
+    assert docker.start_error(125, "docker: Error response from daemon: no such image.") == \
+        "docker: Error response from daemon: no such image."
+    assert docker.start_error(127, "python3: command not found") is None  # the container's own 127
+    assert docker.start_error(1, "docker: whatever") is None

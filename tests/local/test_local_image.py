@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tests.helpers import write_job
+from tests.helpers import assert_cache_accounted, write_job
 from tests.trainer.image_helpers import (
     FAKE_LIBC,
     Registry,
@@ -76,6 +76,7 @@ def test_local_runs_the_entry_point_on_the_images_own_layers(tmp_path: Path) -> 
         "*") if p.is_file()) == ["pyproject.toml", "trainer/__init__.py", "trainer/task.py"]
     notices.seek(0)
     assert "the image's Python is 3.10, this machine's" in notices.read()
+    assert_cache_accounted(tmp_path / "cache")  # images/, image-layers/: the job ended, its hold on them too
 
 
 def test_a_requirement_the_image_lacks_fails_locally(tmp_path: Path) -> None:
@@ -106,7 +107,7 @@ def test_the_emulator_runs_the_pushed_image_from_its_layers(tmp_path: Path, regi
     ran = [line for line in done.output.splitlines() if " ran 1.0 " in line]
     assert len(ran) == 2 and all("/cache/images/" in line for line in ran)
     # only vtrain's layers were downloaded: the base layer's blob is not in the cache
-    blobs = sorted((tmp_path / "cache" / "image-blobs").iterdir())
+    blobs = sorted(p for p in (tmp_path / "cache" / "image-blobs").iterdir() if p.name != ".in-use")
     assert len(blobs) == 3
     for blob in blobs:
         with tarfile.open(blob) as layer:

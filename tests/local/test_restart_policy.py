@@ -176,6 +176,24 @@ def test_permanent_error_fails_at_once() -> None:
     assert p.summary()["events"][0]["permanent"] is True
 
 
+@pytest.mark.parametrize("config", [{}, {"policy": "never"}, {"disable_retries": True}])
+def test_a_container_that_never_started_fails_at_once_saying_why_once(config: dict[str, object]) -> None:
+    """Issue 46, class 13: a replica whose container never started was restarted as if transient (20 starts, then
+    the runtime's raw line seven times). Now it fails the job at once, under any policy: the runtime's reason is
+    in the error, once; the notice says only what happens; the log tail, which would repeat it, is left out."""
+    p = policy(**config)
+    why = 'runc: exec: "python3": executable file not found in $PATH'
+    d = p.on_exit(Exit("chief-0", 1, tail=(f"runc run failed: unable to start container process: {why[6:]}",),
+                       start_error=why))
+    assert (d.action, d.line, d.error, d.tail) == (
+        FAIL, "chief-0's container did not start (a permanent error); failing the job without a restart",
+        f"chief-0 exited 1: its container did not start: {why}", False)
+    assert p.restarts("chief-0") == 0 and p.summary()["events"][0]["permanent"] is True
+    # a worker's too (an evaluator's never fails the job, as before)
+    assert policy(**config).on_exit(Exit("worker-0", 1, start_error=why)).action == FAIL
+    assert policy(**config).on_exit(Exit("evaluator-0", 1, start_error=why)).action == IGNORE
+
+
 def test_never_is_fail_fast() -> None:
     p = policy(policy="never")
     d = p.on_exit(Exit("worker-0", -9))

@@ -61,6 +61,18 @@ def test_every_entry_point_takes_options_and_no_longer_lists_each_one() -> None:
         assert "options" in params and not set(FIELDS) & set(params), fn.__name__
 
 
+def test_the_typed_keywords_are_the_options_fields() -> None:
+    """RunKeywords (what a type checker reads of run_local's **keywords) has RunOptions' names and types."""
+    import typing
+
+    from vtrain.local import options
+
+    hints = typing.get_type_hints(options.RunOptions, vars(options))
+    assert typing.get_type_hints(options.RunKeywords, vars(options)) == {name: hints[name] for name in FIELDS}
+    for fn in (runner.run_local, runner.run_job, run_local_tuning):
+        assert str(inspect.signature(fn).parameters["keywords"].annotation) == "Unpack[RunKeywords]", fn.__name__
+
+
 def test_run_local_keeps_taking_the_old_keywords(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     seen: dict[str, Any] = {}
 

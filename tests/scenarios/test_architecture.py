@@ -1,5 +1,5 @@
 """The shape of the package: no import circle, every module importable on its own, modules small,
-the job model below everything that uses it. Read from the source, so a new module is covered
+the job config below everything that uses it. Read from the source, so a new module is covered
 without touching this file."""
 
 from __future__ import annotations
@@ -133,7 +133,8 @@ STAGES: list[dict[str, tuple[str, ...]]] = [
     # a job file as a Vertex AI Pipelines step: the request with its planned artifacts, as a KFP component
     {"pipelines": ("vtrain.pipelines",)},
     {"cloud": ("vtrain.cloud",), "local": ("vtrain.local",)},
-    {"view": ("vtrain.view",)},  # what a person watching a run sees: reads local and cloud rows
+    # what a person watching a run sees: reads local and cloud rows · a job brought home: read from the cloud, run here
+    {"view": ("vtrain.view",), "home": ("vtrain.home",)},
     {"emulator": ("vtrain.emulator",)},
     {"commands": ("vtrain.commands",)},
     {"faces": ("vtrain", "vtrain.cli", "vtrain.__main__")},  # the SDK's face: nothing below reads it
@@ -196,14 +197,14 @@ def test_the_top_level_stays_small() -> None:
 
 
 def test_the_job_model_imports_nothing_that_uses_it() -> None:
-    model = _reaches("vtrain.jobfile.model")
-    # userpaths (path checks, symlink-loop-safe resolve) and tuning.model (the `tuning:` part of the job
+    model = _reaches("vtrain.jobfile.config")
+    # userpaths (path checks, symlink-loop-safe resolve) and tuning.config (the `tuning:` part of the job
     # model) import nothing of vtrain either
     allowed = {"vtrain.catalog", "vtrain.constants", "vtrain.errors", "vtrain.foreign", "vtrain.jobfile.yamlpos",
-               "vtrain.userpaths", "vtrain.tuning.model", "vtrain.strategies"}
+               "vtrain.userpaths", "vtrain.tuning.config", "vtrain.strategies"}
     assert {m for m in model if not m.startswith("vtrain.catalog.")} <= allowed, model  # the catalog's own parts
     assert _reaches("vtrain.userpaths") == set()
-    assert _reaches("vtrain.tuning.model") == set()
+    assert _reaches("vtrain.tuning.config") == set()
 
 
 def test_the_request_reads_no_file() -> None:
@@ -271,6 +272,9 @@ REVIEWED_LONG: dict[str, str] = {
     "vtrain.jobfile.schema": "the job file's shape is one declaration (pools and blocks, then the top level built "
                              "from them), read top to bottom as the generated reference reads it; it was split in "
                              "two once only to stay under the threshold",
+    "vtrain.trainer.image.registry": "one registry client: the /v2/ check, the auth dance, the retry loop and every "
+                                     "operation share one session's state (tokens, verified, sent); how a blob is "
+                                     "read is already apart (answers.BlobReader)",
 }
 
 

@@ -55,7 +55,8 @@ def test_argv_that_is_not_utf8_is_refused_by_every_command(tmp_path: Path, comma
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("name", "text"), [("diloco", DILOCO), ("tuning", TUNED),
-                                            ("control character", SMALL.replace("name: small", 'name: "a\x07b"'))])
+                                            ("control character", SMALL.replace("name: small", 'name: "a\x07b"')),
+                                            ("5,000-digit integer", SMALL + f"labels: {{a: {'9' * 5000}}}\n")])
 def test_job_files_that_used_to_raise(tmp_path: Path, name: str, text: str) -> None:
     job = tmp_path / "job.yaml"
     job.write_bytes(text.replace('"a\x07b"', "a\x07b").encode())

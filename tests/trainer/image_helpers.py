@@ -123,14 +123,14 @@ def stop_registry(registry: Registry) -> None:
 
 def push_base(client: RegistryClient, repository: str, entries: list[Entry], work: Path, *,
               env: list[str] | None = None, tag: str = "base", docker: bool = False,
-              arch: str = "amd64") -> dict[str, object]:
+              arch: str = "amd64", user: str | None = None) -> dict[str, object]:
     """Push a one-layer base image (written with vtrain's layer writer), OCI or Docker v2 schema 2;
-    returns its config."""
+    returns its config. `user`: its config's User."""
     layer = write_layer(entries, work / f"base-{repository.replace('/', '_')}.tar.gz", role="base")
     config = {"architecture": arch, "os": "linux",
               "config": {"Env": env if env is not None else ["PATH=/usr/local/bin:/usr/bin:/bin",
                                                                "PYTHON_VERSION=3.11.2"],
-                         "Cmd": ["python3"]},
+                         "Cmd": ["python3"], **({"User": user} if user is not None else {})},
               "rootfs": {"type": "layers", "diff_ids": [layer.diff_id]},
               "history": [{"created_by": "test base"}]}
     body = canonical(config)

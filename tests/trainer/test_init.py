@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from vtrain.cli import cli
 from vtrain.commands.trainer import TEMPLATES, job_name, template_files
-from vtrain.jobfile.model import DtensorConfig
+from vtrain.jobfile.config import DtensorConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 

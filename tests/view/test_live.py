@@ -140,6 +140,7 @@ def test_plain_output_when_not_a_terminal(tmp_path: Path, cache: Path) -> None:
     progress = [x for x in lines if x.startswith("[vtrain] progress ")]
     story = [x for x in lines if not x.startswith("[vtrain] progress ")]
     expected = [
+        r"\[vtrain\] runtime: host: VTRAIN_RUNTIME=host: this machine's Python and TensorFlow, not the image's",
         r"\[vtrain\] environment \S+ \((cached|installed) in [\d.]+ s\)",
         *([r"\[vtrain\] the job's image has TensorFlow .*"] if "the job's image has" in done.stderr else []),
         r"\[vtrain\] job local-test \(local-[\w-]+\): chief-0, worker-0, worker-1; outputs in .*, logs in .*",

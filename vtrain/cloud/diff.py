@@ -207,6 +207,7 @@ def load_saved(path: str | Path) -> Saved:
     -o json` are accepted. UsageError when unusable."""
     from vtrain.jobfile.yamlpos import MAX_BYTES, load_plain
     from vtrain.request.build import TUNING_JOB, kind_of_body
+    from vtrain.request.read import GCLOUD_CONFIG, shape
     from vtrain.request.render import GCLOUD_TUNING_HEADER
     from vtrain.request.tuning_job import TRIAL_SPEC
     from vtrain.userpaths import describe_oserror, read_bounded, shown
@@ -222,20 +223,18 @@ def load_saved(path: str | Path) -> Saved:
         data = load_plain(text, str(file), what="a saved request")  # JSON is YAML too; the job file's limits
     except ValueError as err:
         raise UsageError(f"--against {shown(str(file))}: not a saved request ({shown(str(err))})") from None
-    planned = isinstance(data, dict) and isinstance(data.get("request"), dict) and "body" in data["request"]
-    if planned:
-        data = data["request"]["body"]  # submit --dry-run -o json
-    if isinstance(data, dict) and "workerPoolSpecs" in data:
-        return Saved({"jobSpec": data}, ("jobSpec",))  # render -o gcloud of a CustomJob: the jobSpec alone
-    if isinstance(data, dict) and isinstance(data.get(TRIAL_SPEC), dict) and kind_of_body(data) == TUNING_JOB:
-        if text.lstrip().startswith(GCLOUD_TUNING_HEADER):  # -o gcloud: labels and key went as flags
-            return Saved(data, tuple(k for k in data if k not in ("labels", "encryptionSpec")))
-        return Saved(data, None, planned)
-    if not isinstance(data, dict) or not isinstance(data.get("jobSpec"), dict):
+    found = shape(data)  # where the request sits: submit --dry-run -o json, render -o json|yaml|gcloud
+    if found is None:
         raise UsageError(
             f"--against {file}: not a saved request; save one with `vtrain render JOB.yaml > {file.name}`"
         )
-    return Saved(data, None, planned)
+    if found.form == GCLOUD_CONFIG:
+        return Saved(found.body, found.keys)  # render -o gcloud of a CustomJob: the jobSpec alone
+    data = found.body
+    tuning = isinstance(data.get(TRIAL_SPEC), dict) and kind_of_body(data) == TUNING_JOB and not found.planned
+    if tuning and text.lstrip().startswith(GCLOUD_TUNING_HEADER):  # -o gcloud: labels and key went as flags
+        return Saved(data, tuple(k for k in data if k not in ("labels", "encryptionSpec")))
+    return Saved(data, None, found.planned)
 
 
 # ---- the two sides ----------------------------------------------------------------------------

@@ -27,7 +27,7 @@ from vtrain.errors import PackagingError
 
 if TYPE_CHECKING:
     from vtrain.cloud.preflight import Report
-    from vtrain.jobfile.model import JobConfig
+    from vtrain.jobfile.config import JobConfig
 
 #: The project a dry run's plan shows when nothing names one (submit itself needs a real one).
 PLACEHOLDER_PROJECT = "your-project-id"
@@ -78,7 +78,7 @@ def dry_run_plan(plan: SubmitPlan, *, allow_credentials: bool = False, show_secr
     if resolved:
         report["resolvedAtSubmit"] = resolved
     if plan.config.model is not None and not plan.is_tuning:
-        from vtrain.cloud.registry import upload_request
+        from vtrain.cloud.model_registry import upload_request
 
         report["modelUpload"] = upload_request(plan)
     return report
@@ -98,8 +98,8 @@ def dry_run_job(
     `preflight` and a project, the cloud side's checks (also under the report's ``preflight`` key; the caller
     decides whether a failed check is an error). With no project anywhere, the plan shows
     :data:`PLACEHOLDER_PROJECT`, preflight is skipped, and `notice` says so."""
+    from vtrain.jobfile.config import JobConfig
     from vtrain.jobfile.load import load_config
-    from vtrain.jobfile.model import JobConfig
 
     if not isinstance(config, JobConfig):
         config = load_config(config, overrides)

@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 from vtrain.errors import PackagingError
 
 if TYPE_CHECKING:
-    from vtrain.jobfile.model import JobConfig
+    from vtrain.jobfile.config import JobConfig
     from vtrain.trainer.image.build import Pushed
+    from vtrain.trainer.select import Scan
 
 
 def body_images(body: Mapping[str, Any]) -> set[str]:
@@ -33,10 +34,13 @@ def body_images(body: Mapping[str, Any]) -> set[str]:
 
 def push_images(config: JobConfig, planned: set[str], *, allow_credentials: bool = False,
                 credentials: Any = None, on_image: Callable[[Pushed], None] | None = None,
-                on_blob: Callable[[dict[str, object]], None] | None = None) -> tuple[Pushed, ...]:
+                on_blob: Callable[[dict[str, object]], None] | None = None,
+                selection: Scan | None = None) -> tuple[Pushed, ...]:
     """Build and push the job's images (`config` with the target region applied); each must be one of
     `planned`. `credentials`: a registry Credentials for every registry (tests), else the default;
-    `on_blob` hears of each layer as it is sent (or found there), `on_image` of each image pushed."""
+    `on_blob` hears of each layer as it is sent (or found there), `on_image` of each image pushed;
+    `selection`: the files `planned` was hashed from (:attr:`~vtrain.jobfile.artifacts.Artifacts.selection`),
+    built from as they were read then."""
     from vtrain.jobfile.artifacts import image_specs
     from vtrain.trainer.image.auth import default_credentials
     from vtrain.trainer.image.build import build_and_push
@@ -47,7 +51,8 @@ def push_images(config: JobConfig, planned: set[str], *, allow_credentials: bool
     pushed: list[Pushed] = []
     for spec in image_specs(config).values():
         result = build_and_push(spec, Path(package), credentials=creds, base_credentials=creds,
-                                allow_credentials=allow_credentials, on_blob=on_blob, skip=config.job_files())
+                                allow_credentials=allow_credentials, on_blob=on_blob, skip=config.job_files(),
+                                scan=selection)
         name = result.image.split("@", 1)[0]
         if name not in planned:
             raise PackagingError(f"built {name}, but the request names {', '.join(sorted(planned))}: did the trainer "

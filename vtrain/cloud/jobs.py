@@ -15,7 +15,7 @@ from vtrain.cloud.target import Where
 if TYPE_CHECKING:
     from vtrain.cloud.vertex import VertexBackend, VertexJob
     from vtrain.handle import JobHandle
-    from vtrain.jobfile.model import JobConfig
+    from vtrain.jobfile.config import JobConfig
 
 
 # ---- existing jobs ----------------------------------------------------------------------------

@@ -38,7 +38,7 @@ from vtrain.errors import BackendError, PackagingError, PreflightFailed
 if TYPE_CHECKING:
     from vtrain.cloud.target import Target
     from vtrain.cloud.vertex import VertexBackend
-    from vtrain.jobfile.model import JobConfig
+    from vtrain.jobfile.config import JobConfig
 
 PASS, WARN, FAIL, SKIP = "ok", "warn", "FAIL", "skip"
 IAM_ENDPOINT = "https://iam.googleapis.com"
@@ -361,7 +361,7 @@ def _experiment(config: JobConfig, backend: VertexBackend) -> Check:
 def _parent_model(config: JobConfig, backend: VertexBackend) -> Check:
     """`model.parent` exists: the job's model becomes a version of it once the job SUCCEEDS, so a parent that is
     not there would be found only after the training was paid for."""
-    from vtrain.cloud.registry import find_parent
+    from vtrain.cloud.model_registry import find_parent
 
     try:
         name, found = find_parent(backend, config)

@@ -34,7 +34,7 @@ import json
 import os
 import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from vtrain.cloud.target import Target, Where
@@ -42,8 +42,8 @@ from vtrain.cloud.vertex import VertexBackend, VertexJob  # cheap: Google librar
 from vtrain.constants import VERSION
 from vtrain.errors import BackendError, CreateOutcomeUnknown, VtrainError
 from vtrain.handle import TERMINAL_STATES
+from vtrain.jobfile.config import JobConfig
 from vtrain.jobfile.load import load_config
-from vtrain.jobfile.model import JobConfig
 from vtrain.request.build import CUSTOM_JOB, TUNING_JOB, Kind, build_request
 
 if TYPE_CHECKING:
@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from vtrain.cloud.vertex.retry import RetryPolicy
     from vtrain.request.custom_job import Planned
     from vtrain.trainer.image.build import Pushed
+    from vtrain.trainer.select import Scan
     from vtrain.trainer.staging import StagedObject
 
 VERSION_LABEL = "vtrain-version"
@@ -95,6 +96,8 @@ class SubmitPlan:
     config_hash: str
     packages: tuple[PackagePlan, ...]
     kind: Kind = CUSTOM_JOB
+    #: The trainer files a `trainer.build` image's name was hashed from: the push builds from them.
+    selection: Scan | None = field(default=None, compare=False, repr=False)
 
     @property
     def is_tuning(self) -> bool:
@@ -141,7 +144,7 @@ def with_submit_labels(body: Mapping[str, Any]) -> dict[str, Any]:
 def _plan(config: JobConfig, target: Target, package_uris: list[str] | None = None) -> SubmitPlan:
     """The plan for `config` at `target` (checked): its artifacts planned from the files, or with the package
     URIs staging returned."""
-    from vtrain.jobfile.artifacts import plan_artifacts
+    from vtrain.jobfile.artifacts import Artifacts, plan_artifacts
     from vtrain.request.custom_job import trainer_package_uris
 
     artifacts: Planned
@@ -151,7 +154,7 @@ def _plan(config: JobConfig, target: Target, package_uris: list[str] | None = No
     request = build_request(config, artifacts, region=target.region, project=target.project)
     body = with_submit_labels(request.body)
     return SubmitPlan(request.config, target, body, body["labels"][HASH_LABEL], _packages(config, uris),
-                      request.kind)
+                      request.kind, selection=artifacts.selection if isinstance(artifacts, Artifacts) else None)
 
 
 def plan_submit(
@@ -279,7 +282,7 @@ def submit_job(
         from vtrain.cloud.images import body_images, push_images, stderr_progress
 
         images = push_images(plan.config, body_images(plan.body), allow_credentials=allow_credentials,
-                             on_blob=stderr_progress if progress else None)
+                             on_blob=stderr_progress if progress else None, selection=plan.selection)
     elif trainer.package is not None:
         from vtrain.trainer.packaging import build_and_stage, builds_dir
 
@@ -348,7 +351,7 @@ def submit(
     )
     job = result.job
     if wait:
-        from vtrain.cloud.registry import register_after
+        from vtrain.cloud.model_registry import register_after
 
         register_after(job, result.plan.config, job.wait(timeout, poll), tuning=result.plan.is_tuning)
     return job

@@ -34,7 +34,7 @@ from vtrain.constants import DEFAULT_REGION, PROJECT_PATTERN, REGION_PATTERN
 from vtrain.errors import BackendError
 
 if TYPE_CHECKING:
-    from vtrain.jobfile.model import JobConfig
+    from vtrain.jobfile.config import JobConfig
 
 ENDPOINT_ENV = "VTRAIN_API_ENDPOINT"
 PROJECT_RE = re.compile(PROJECT_PATTERN)

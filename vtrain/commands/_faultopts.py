@@ -37,9 +37,10 @@ fault_option: Callable[[Any], Any] = click.option(
     type=FAULT,
     multiple=True,
     help="Inject a fault (repeatable): REPLICA:KIND@WHEN. KIND: kill (SIGKILL), preempt[:GRACE] (SIGTERM, "
-    "SIGKILL after GRACE, default 30s, as a Spot VM), stop:SECONDS (SIGSTOP, then SIGCONT). WHEN: a duration "
-    "after the replica's process started (30s, 2m) or step:N once it reported step N. "
-    "E.g. worker-1:kill@30s, chief-0:preempt@step:200.",
+    "SIGKILL after GRACE, default 30s, as a Spot VM), stop:SECONDS (SIGSTOP, then SIGCONT), late (start the "
+    "replica WHEN after the others, as a VM Vertex brings up later). WHEN: a duration after the replica's "
+    "process started (30s, 2m) or step:N once it reported step N. "
+    "E.g. worker-1:kill@30s, chief-0:preempt@step:200, worker-0:late@15s.",
 )
 
 restart_policy_option: Callable[[Any], Any] = click.option(

@@ -91,7 +91,7 @@ def _model_rows(job: Any) -> list[tuple[str, str]]:
     if not isinstance(job, VertexJob) or "/customJobs/" not in job.name or job.state != "JOB_STATE_SUCCEEDED" \
             or HASH_LABEL not in job.proto.labels:
         return []
-    from vtrain.cloud.registry import model_of_job
+    from vtrain.cloud.model_registry import model_of_job
 
     try:
         found = model_of_job(job._backend, job.job_id)

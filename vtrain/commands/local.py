@@ -9,11 +9,12 @@ from typing import Any
 import click
 
 from vtrain.commands._faultopts import fault_option, restart_policy_option
-from vtrain.commands._options import UserPath, duration_callback, output_option, set_option
+from vtrain.commands._home import MatrixOption
+from vtrain.commands._options import UserPath, duration_callback, output_option, set_option, where_options
 
 
-@click.command()
-@click.argument("job_file", metavar="JOB.yaml", type=UserPath(dir_okay=False))
+@click.command(cls=MatrixOption)
+@click.argument("job_file", metavar="JOB", type=UserPath(dir_okay=False))
 @click.option("--output-dir", type=UserPath(file_okay=False, utf8=True),
               help="Base output dir (AIP_MODEL_DIR = DIR/model/, ...; this run's logs in "
               "DIR/vtrain-local/JOB_ID/). Default: the job's base_output_dir when it is local, else a "
@@ -52,14 +53,26 @@ from vtrain.commands._options import UserPath, duration_callback, output_option,
               "Python, built once here), image (Vertex's own image, pulled and run with runc/crun), host (this "
               "machine's Python and TensorFlow). auto reads VTRAIN_RUNTIME, else stack for a prebuilt image. "
               "`vtrain doctor JOB.yaml` says which and why.")
+@click.option("--fault-matrix", "scenarios", is_flag=False, flag_value="all", default=None, metavar="[SCENARIOS]",
+              help="Run the job under the faults users meet, one run each after a fault-free one, and print a table "
+              "(scenario, outcome, recovery, steps redone, pass/fail): kill (a worker killed mid-run), preempt (the "
+              "chief preempted), late (a worker started late), stop (a replica frozen), retry (a whole-job retry); "
+              "all, or a list: --fault-matrix kill,late. Exit 0 only if each ended as Vertex would end it. "
+              "-o github adds an annotation per scenario.")
+@where_options
 @set_option
-@output_option("text", "json")
+@output_option("text", "json", "github")
 def local(job_file: str, output_dir: str | None, max_replicas: int | None, timeout: float | None,
           startup_timeout: float, keep: bool, allow_credentials: bool, max_parallel: int | None, seed: int,
           plain: bool, follow: tuple[str, ...], verbose: bool, progress_every: float | None,
           stream_logs: bool, restart_policy: str, faults: tuple[Any, ...], preempt_grace: float | None,
-          containers: str, runtime: str, overrides: tuple[str, ...], output: str) -> None:
-    """Run JOB.yaml on this machine: the CustomJob `submit` would send, one process per replica.
+          containers: str, runtime: str, scenarios: str | None, where: Any, overrides: tuple[str, ...],
+          output: str) -> None:
+    """Run JOB on this machine: the CustomJob `submit` would send, one process per replica.
+
+    JOB is a job file (JOB.yaml), or any CustomJob: a request file (what `render -o json`, `gcloud ai custom-jobs
+    describe --format=json` or the API give; a gcloud --config file) or a job on Vertex AI by resource name or ID
+    (read with --project/--region/--api-endpoint), whose packageUris are fetched from Cloud Storage.
 
     Each replica gets the environment Vertex AI gives it (CLUSTER_SPEC, TF_CONFIG on
     127.0.0.1 ports, AIP_* dirs, CLOUD_ML_JOB_ID) and runs the packaged trainer from an
@@ -77,24 +90,28 @@ def local(job_file: str, output_dir: str | None, max_replicas: int | None, timeo
     --NAME=VALUE flags, several at a time, a live table of trials and the best one at the end;
     trial N writes under OUTPUT/N/.
     """
-    from vtrain.errors import JobFailed
+    from vtrain.commands import _home
+    from vtrain.errors import JobFailed, UsageError
     from vtrain.handle import CANCELLED, SUCCEEDED, exit_code
     from vtrain.jobfile.load import load_config
     from vtrain.local.options import RunOptions
-    from vtrain.local.runner import run_local
 
-    config = load_config(job_file, overrides, target="local")
-    for warning in config.warnings:
+    if output == "github" and scenarios is None:
+        raise UsageError("-o github annotates a --fault-matrix run; a single run prints text or json")
+    incoming = _home.incoming_job(job_file, where, overrides)  # any CustomJob; None for a job file
+    config = load_config(job_file, overrides, target="local") if incoming is None else None
+    for warning in config.warnings if config is not None else ():
         click.echo(str(warning), err=True)
     from vtrain.request.build import TUNING_JOB, kind_of
 
-    if kind_of(config) == TUNING_JOB:
+    if config is not None and kind_of(config) == TUNING_JOB:
         from vtrain.commands.tuning import run_study
         from vtrain.errors import UsageError
 
-        if faults:
-            raise UsageError("--fault applies to a single job: a job file with `tuning:` runs a study of many "
-                             "trials (remove --fault, or the tuning block with --set tuning=null)")
+        if faults or scenarios is not None:
+            what = "--fault" if faults else "--fault-matrix"
+            raise UsageError(f"{what} applies to a single job: a job file with `tuning:` runs a study of many "
+                             f"trials (remove {what}, or the tuning block with --set tuning=null)")
         if follow or verbose:
             raise UsageError(f"{'--follow' if follow else '--verbose'} applies to a single job: a study's trials "
                              "print their lines with --stream-logs (they are always in each trial's log files)")
@@ -104,23 +121,27 @@ def local(job_file: str, output_dir: str | None, max_replicas: int | None, timeo
         return
     from vtrain.view.live import Watch, live_possible
 
+    name = incoming.name if incoming is not None else config.name  # type: ignore[union-attr]
+    options = RunOptions(output_dir=output_dir, max_replicas=max_replicas, timeout=timeout,
+                         startup_timeout=startup_timeout or 120.0, keep=keep, allow_credentials=allow_credentials,
+                         restart_policy=restart_policy, faults=faults,
+                         preempt_grace=30.0 if preempt_grace is None else preempt_grace, containers=containers,
+                         runtime=runtime)
+    if scenarios is not None:
+        _home.fault_matrix(config, incoming, options, scenarios, output, job_file)
+        return
     logs = sys.stderr if output == "json" else sys.stdout
     view = Watch(live=not plain and live_possible(sys.stderr), logs=logs, follow=follow, verbose=verbose,
                  progress_every=30.0 if progress_every is None else progress_every)  # fmt: skip
     job = None
     try:
-        options = RunOptions(output_dir=output_dir, max_replicas=max_replicas, timeout=timeout,
-                             startup_timeout=startup_timeout or 120.0, keep=keep, allow_credentials=allow_credentials,
-                             restart_policy=restart_policy, faults=faults,
-                             preempt_grace=30.0 if preempt_grace is None else preempt_grace, containers=containers,
-                             runtime=runtime)
         if follow:
-            check_follow(config, follow, max_replicas)
-        job = run_local(config, options=options, out=None, notices=view.notices, on_line=view.on_line)
+            check_follow(_home.replica_labels(config, incoming, max_replicas), follow)
+        job = _home.start(config, incoming, options, view.notices, view.on_line)
         state = view.watch(job, job.wait)
     except KeyboardInterrupt as err:
         if job is None:  # packaging or installing: nothing ran yet, and nothing half-built is kept
-            raise JobFailed(f"job {config.name} ended {CANCELLED} before its replicas started", state=CANCELLED,
+            raise JobFailed(f"job {name} ended {CANCELLED} before its replicas started", state=CANCELLED,
                             exit_code=exit_code(CANCELLED)) from None
         from vtrain.proctree import interruption
 
@@ -147,16 +168,11 @@ def local(job_file: str, output_dir: str | None, max_replicas: int | None, timeo
                     f"logs: {job.run_dir}", state=state, exit_code=job.exit_code)
 
 
-def check_follow(config: Any, follow: tuple[str, ...], max_replicas: int | None) -> None:
+def check_follow(labels: list[str] | None, follow: tuple[str, ...]) -> None:
     """--follow names replicas of this job (as --max-replicas shapes it), before anything is built."""
     from vtrain.errors import UsageError
-    from vtrain.jobfile.artifacts import Artifacts
-    from vtrain.local.env import plan
-    from vtrain.request.custom_job import build_job_dict
 
-    try:
-        labels = [r.label for r in plan(build_job_dict(config, Artifacts.stand_ins()), max_replicas).replicas]
-    except ValueError:
+    if labels is None:
         return  # a job the plan refuses is reported by run_local
     for label in follow:
         if label not in labels:

@@ -31,7 +31,7 @@ def upload(job: str, job_file: str, output: str, overrides: tuple[str, ...], whe
     `model:` block says. Only a job that SUCCEEDED; idempotent (a version this job, or an identical run,
     made is named, not uploaded again)."""
     from vtrain.cloud.jobs import get_job
-    from vtrain.cloud.registry import register_model
+    from vtrain.cloud.model_registry import register_model
     from vtrain.errors import ConfigError, Problem
     from vtrain.jobfile.load import load_config
 

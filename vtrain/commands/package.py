@@ -85,10 +85,12 @@ def package(job_file: str, allow_credentials: bool, target: str, launcher: str |
         from vtrain.request.build import build_request
 
         text = output == "text"
-        body = build_request(config, plan_artifacts(config)).body
+        artifacts = plan_artifacts(config)
+        body = build_request(config, artifacts).body
         pushed = push_images(config, body_images(body), allow_credentials=allow_credentials,
                              on_image=(lambda p: click.echo(summary(p))) if text else None,
-                             on_blob=(lambda b: click.echo(blob_line(b), err=True)) if text else None)
+                             on_blob=(lambda b: click.echo(blob_line(b), err=True)) if text else None,
+                             selection=artifacts.selection)  # built from the files the names were hashed from
         if output == "json":
             echo_json(describe_images(pushed))
         return

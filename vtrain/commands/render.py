@@ -9,7 +9,7 @@ import click
 from vtrain.commands._options import UserPath, output_option, project_option, region_option, set_option
 
 if TYPE_CHECKING:
-    from vtrain.jobfile.model import JobConfig
+    from vtrain.jobfile.config import JobConfig
 
 _JOB = click.argument("job_file", metavar="JOB.yaml", type=UserPath(dir_okay=False))
 

@@ -200,14 +200,14 @@ def _wait(job: Any, output: str, timeout: float | None, poll: float, stream_logs
 
 
 def _after_end(result: Any, state: str, output: str) -> None:
-    """After a job with `model:` SUCCEEDED: its model dir in Model Registry (see vtrain.cloud.registry); with
+    """After a job with `model:` SUCCEEDED: its model dir in Model Registry (see vtrain.cloud.model_registry); with
     --recover, the model of the attempt that succeeded. A tuning study has no one model (refused by validate)."""
     if result.plan.config.model is None or result.plan.is_tuning:
         return
     if state != "JOB_STATE_SUCCEEDED":
         click.echo(f"model: not uploaded: the job ended {state}, not SUCCEEDED", err=True)
         return
-    from vtrain.cloud.registry import register_after
+    from vtrain.cloud.model_registry import register_after
 
     job = result.job
     registered = register_after(job, result.plan.config, state)

@@ -24,7 +24,7 @@ _TARGET = click.option(
 
 
 def _summary(config: object) -> str:
-    from vtrain.jobfile.model import JobConfig
+    from vtrain.jobfile.config import JobConfig
 
     assert isinstance(config, JobConfig)
     parts = []

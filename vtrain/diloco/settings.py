@@ -1,6 +1,6 @@
 """What a DiLoCo replica learns from its environment: the `diloco:` settings, who it is, where the syncer is.
 
-Standard library only, so the job model, `vtrain local` and the runtime can all read it. The launcher
+Standard library only, so the job config, `vtrain local` and the runtime can all read it. The launcher
 (Vertex AI, or `vtrain local`) says everything through environment variables:
   VTRAIN_DILOCO        the job file's `diloco:` block as JSON (spec.py writes it into every pool);
   CLUSTER_SPEC         workerpool0[0] is the syncer's host:port; workerpool1 (and workerpool2, a second
@@ -28,7 +28,7 @@ LEARNER_POOLS = ("workerpool1", "workerpool2")
 @dataclass(frozen=True)
 class Settings(DilocoKnobs):
     """The `diloco:` knobs as the syncer and the learners use them (durations in seconds); the fields
-    and defaults are :class:`vtrain.constants.DilocoKnobs`, shared with the job model."""
+    and defaults are :class:`vtrain.constants.DilocoKnobs`, shared with the job config."""
 
     @property
     def heartbeat(self) -> float:

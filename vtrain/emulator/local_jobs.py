@@ -8,8 +8,9 @@ So ``vtrain submit --wait`` against the emulator ends the way the trainer really
 and a CI pipeline can test submit → wait → logs without a cloud project.
 
 - Packages: each Python pool's ``packageUris``, fetched from Cloud Storage (the GCS emulator
-  when STORAGE_EMULATOR_HOST is set), ``file://`` or plain paths. They are installed once into
-  the cached environment that ``vtrain local`` uses (VTRAIN_CACHE_DIR, else ~/.cache/vtrain).
+  when STORAGE_EMULATOR_HOST is set; bounded and checked, :mod:`vtrain.local.downloads`), ``file://`` or plain
+  paths. They are installed once into the cached environment that ``vtrain local`` uses (VTRAIN_CACHE_DIR, else
+  ~/.cache/vtrain): :mod:`vtrain.local.bodies`, which `vtrain local REQUEST` shares.
 - Outputs: the job's baseOutputDirectory when it is on this machine (a path or file://).
   Otherwise ``$TMPDIR/vtrain-emulator/<job id>``, which stays after the job ends and is named
   in the job's log.
@@ -31,60 +32,18 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vtrain.emulator.endings import replica_failure
 from vtrain.emulator.runner import CANCELLED, FAILED, SUCCEEDED, RunContext, RunResult
 from vtrain.errors import FaultSpecError, VtrainError
+from vtrain.local.bodies import install_packages, package_uris, pull_images, with_step_log
 from vtrain.local.options import RunOptions, run_options
 
 if TYPE_CHECKING:
     from vtrain.local.job import LocalJob
-
-
-def package_uris(job: Mapping[str, Any]) -> list[str]:
-    """Every Python pool's packageUris, in pool order, each once (pools usually share them)."""
-    uris: list[str] = []
-    for pool in job["jobSpec"].get("workerPoolSpecs", []):
-        for uri in (pool.get("pythonPackageSpec") or {}).get("packageUris", []):
-            if uri not in uris:
-                uris.append(uri)
-    return uris
-
-
-def install_packages(job: Mapping[str, Any], cache_dir: str | os.PathLike[str] | None,
-                     notice: Callable[[str], None], runtime: str = "auto") -> tuple[Any, dict[str, Any]]:
-    """(the trainer environment with the job's packageUris installed, once per cache, or None without any;
-    the prebuilt images to run in under --runtime image): over the image's stack for a prebuilt image, as
-    `vtrain local` runs it (`runtime`: :mod:`vtrain.local.runtimes`)."""
-    from vtrain.local import envcache
-    from vtrain.local.runtimes import choose_runtime, python_runtime
-
-    uris = package_uris(job)
-    if not uris:
-        return None, {}
-    choice = choose_runtime(job, runtime)
-    cache = Path(cache_dir) if cache_dir is not None else envcache.default_cache_dir()
-    notice(f"installing {len(uris)} package(s): {', '.join(uris)}")
-    from vtrain.local.downloads import fetch_packages
-
-    return python_runtime(fetch_packages(uris, cache), cache, choice, notice)
-
-
-def pull_images(job: Mapping[str, Any], cache_dir: str | os.PathLike[str] | None,
-                notice: Callable[[str], None]) -> dict[str, Any]:
-    """The job's images that vtrain built and pushed to a registry on this machine, their own layers
-    downloaded and unpacked (never the base's): the replicas run what was pushed, with no docker."""
-    from vtrain.local import envcache
-    from vtrain.local.image import pull_images as pull
-
-    cache = Path(cache_dir) if cache_dir is not None else envcache.default_cache_dir()
-    images = pull(job, cache)
-    for uri, image in images.items():
-        notice(f"image {uri}: vtrain's layers unpacked in {image.root}")
-    return images
 
 
 def follow(handle: Any, ctx: RunContext, notice: Callable[[str], None], *, poll: float, parts: str, noun: str,
@@ -188,21 +147,6 @@ class EmulatedRunner:
                        on_line=forward, images=images)
 
 
-def with_step_log(body: dict[str, Any]) -> dict[str, Any]:
-    """The job with VTRAIN_STEP_LOG=1 in every pool's env (unless the job sets it): the replicas run under
-    `vtrain local`, which gives them a status file, yet should log their steps as they do on Vertex."""
-    import copy
-
-    from vtrain.runtime.steplog import STEP_LOG_ENV
-
-    out = copy.deepcopy(body)
-    for pool in out["jobSpec"].get("workerPoolSpecs", []):
-        spec = pool.get("pythonPackageSpec", pool.get("containerSpec"))
-        if spec is not None and not any(e.get("name") == STEP_LOG_ENV for e in spec.get("env", [])):
-            spec.setdefault("env", []).append({"name": STEP_LOG_ENV, "value": "1"})
-    return out
-
-
 def with_experiment_run(body: dict[str, Any], api_url: str) -> dict[str, Any]:
     """The job with what Vertex gives the replicas of a job with an experiment run (AIP_EXPERIMENT_NAME,
     AIP_EXPERIMENT_RUN_NAME, as the SDK reads them), and this emulator's endpoint for the chief to log to
@@ -239,4 +183,4 @@ def default_output_root() -> Path:
 emulator_runner = EmulatedRunner()
 
 __all__ = ["EMULATED", "EmulatedRunner", "default_output_root", "emulator_runner", "follow", "install_packages",
-           "package_uris", "task_of", "with_step_log"]
+           "package_uris", "pull_images", "task_of", "with_step_log"]

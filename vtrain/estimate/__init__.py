@@ -37,7 +37,7 @@ from vtrain.estimate.memory import (
     parse_bytes,
     pool_device,
 )
-from vtrain.estimate.model import (
+from vtrain.estimate.network import (
     DEFAULT_ALPHA_S,
     DEFAULT_INNER_STEPS,
     DTYPE_BYTES,

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from vtrain.estimate.diloco import DilocoTraffic
 from vtrain.estimate.dtensor import MeshPlan, mesh_plan, suggest_mesh
 from vtrain.estimate.memory import Fit, human_bytes
-from vtrain.estimate.model import TARGET_UTILISATION, Estimate
+from vtrain.estimate.network import TARGET_UTILISATION, Estimate
 
 #: Below this utilisation the network takes at least as long as the compute: low-communication territory.
 LOW_UTILISATION = 0.5

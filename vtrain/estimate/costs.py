@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from vtrain.estimate.model import (
+from vtrain.estimate.network import (
     DEFAULT_INNER_STEPS,
     STEPS_PER_REPORT,
     TARGET_UTILISATION,

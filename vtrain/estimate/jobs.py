@@ -6,10 +6,10 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 from vtrain.errors import EstimateError
-from vtrain.estimate.model import recommended_reducers
+from vtrain.estimate.network import recommended_reducers
 
 if TYPE_CHECKING:
-    from vtrain.jobfile.model import JobConfig, PoolConfig
+    from vtrain.jobfile.config import JobConfig, PoolConfig
 
 
 @dataclass(frozen=True)

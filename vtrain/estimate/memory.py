@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from vtrain.errors import EstimateError
 
 if TYPE_CHECKING:
-    from vtrain.jobfile.model import PoolConfig
+    from vtrain.jobfile.config import PoolConfig
 
 OPTIMIZER_SLOTS: dict[str, int] = {"sgd": 0, "momentum": 1, "adam": 2, "adafactor": 0}
 PRECISIONS = ("fp32", "mixed_bf16", "mixed_fp16")

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from vtrain.errors import EstimateError
 
 if TYPE_CHECKING:
-    from vtrain.jobfile.model import JobConfig
+    from vtrain.jobfile.config import JobConfig
 
 
 @dataclass(frozen=True)

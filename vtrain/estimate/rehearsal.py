@@ -18,7 +18,7 @@ from vtrain.estimate.memory import human_bytes, pool_device
 from vtrain.estimate.report import Inputs, Report, advise
 
 if TYPE_CHECKING:
-    from vtrain.jobfile.model import JobConfig
+    from vtrain.jobfile.config import JobConfig
 
 #: The inputs a profile can fill, in the order the text shows them.
 SOURCED = ("params", "grad_dtype", "optimizer", "precision", "activations", "step_compute_s")

@@ -17,7 +17,7 @@ from vtrain.estimate.diloco import DilocoTraffic, diloco_traffic
 from vtrain.estimate.dtensor import MeshPlan, mesh_plan
 from vtrain.estimate.jobs import JobCluster, exchanging_pools, job_cluster
 from vtrain.estimate.memory import Fit, MemoryNeed, memory_need, pool_fits
-from vtrain.estimate.model import (
+from vtrain.estimate.network import (
     DEFAULT_ALPHA_S,
     DEFAULT_INNER_STEPS,
     Estimate,
@@ -29,7 +29,7 @@ from vtrain.estimate.precision import PrecisionAdvice, precision_advice
 from vtrain.estimate.prices import Prices, cluster_prices
 
 if TYPE_CHECKING:
-    from vtrain.jobfile.model import JobConfig
+    from vtrain.jobfile.config import JobConfig
 
 SCHEMA_VERSION = 2
 

@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING, Any
 
 from vtrain.estimate.costs import human_seconds, verdict_line
 from vtrain.estimate.memory import human_bytes
-from vtrain.estimate.model import DTYPE_BYTES, TARGET_UTILISATION
+from vtrain.estimate.network import DTYPE_BYTES, TARGET_UTILISATION
 
 if TYPE_CHECKING:
     from vtrain.estimate.costs import LowComm
     from vtrain.estimate.jobs import JobCluster
-    from vtrain.estimate.model import Estimate
+    from vtrain.estimate.network import Estimate
     from vtrain.estimate.report import Report
 
 

@@ -27,8 +27,9 @@ from typing import TYPE_CHECKING
 from vtrain import catalog
 
 if TYPE_CHECKING:
-    from vtrain.jobfile.model import JobConfig
+    from vtrain.jobfile.config import JobConfig
     from vtrain.trainer.image.config import ImageSpec
+    from vtrain.trainer.select import Scan
 
 #: The image name that stands in for a planned one where only the request's shape matters.
 STAND_IN_IMAGE = "vtrain-planned-image"
@@ -43,6 +44,10 @@ class Artifacts:
     package_uris: tuple[str, ...] = ()
     images: Mapping[str, str] = field(default_factory=dict)
     stand_in: bool = False  # names that stand in for the planned ones: the request's shape only
+    #: The trainer files the image names were hashed from, each file's size and hash with them: a build given it
+    #: (`vtrain local`, `package`, `submit`) builds from these bytes, so the image is the one named, whatever
+    #: happens in the folder meanwhile (a file that changed under it is one line naming the file).
+    selection: Scan | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def stand_ins(cls, package_uris: tuple[str, ...] = ()) -> Artifacts:
@@ -70,7 +75,10 @@ def plan_artifacts(config: JobConfig, *, region: str | None = None) -> Artifacts
     if trainer.package is None or trainer.container is not None:
         return Artifacts()
     if trainer.build is not None:
-        return Artifacts(images=planned_images(config))
+        from vtrain.trainer.packaging import scan_package
+
+        scan = scan_package(trainer.package, skip=config.job_files())
+        return Artifacts(images=planned_images(config, scan), selection=scan)
     from vtrain.trainer.packaging import planned_uri
     from vtrain.trainer.runtime_sdist import planned_runtime_uri
 
@@ -136,8 +144,9 @@ def image_specs(config: JobConfig) -> dict[str, ImageSpec]:
     return out
 
 
-def planned_images(config: JobConfig) -> dict[str, str]:
-    """base → ``REPOSITORY:TAG`` of its image, from the files alone (read once for every base; no network)."""
+def planned_images(config: JobConfig, scan: Scan | None = None) -> dict[str, str]:
+    """base → ``REPOSITORY:TAG`` of its image, from the files alone (read once for every base, unless `scan`
+    gives them as read already; no network)."""
     from vtrain.trainer.image.build import check_names, image_name
     from vtrain.trainer.packaging import scan_package
 
@@ -148,7 +157,7 @@ def planned_images(config: JobConfig) -> dict[str, str]:
         check_names(spec)
     if not specs:
         return {}
-    scan = scan_package(package, skip=config.job_files())
+    scan = scan if scan is not None else scan_package(package, skip=config.job_files())
     return {base: image_name(spec, scan) for base, spec in specs.items()}
 
 

@@ -1,6 +1,6 @@
-"""A checked job file's data → :class:`~vtrain.jobfile.model.JobConfig`: :func:`build_config`.
+"""A checked job file's data → :class:`~vtrain.jobfile.config.JobConfig`: :func:`build_config`.
 
-Where the job model's defaults and inheritance are applied (workers and the evaluator take the chief's machine;
+Where the job config's defaults and inheritance are applied (workers and the evaluator take the chief's machine;
 parameter servers a CPU machine; the DiLoCo and DTensor blocks as the strategy uses them), and the paths a job
 file names are resolved against its folder. A plain key is declared on its schema node and its dataclass, not here
 (:func:`_plain`). It imports nothing that uses it; nothing here touches the network or the environment beyond the
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from vtrain.catalog import GPU_MACHINES
-from vtrain.jobfile.model import (
+from vtrain.jobfile.config import (
     DEFAULT_PS_MACHINE,
     ROLES,
     BootDisk,
@@ -34,7 +34,7 @@ from vtrain.jobfile.model import (
     VertexPassthrough,
 )
 from vtrain.jobfile.yamlpos import Positions
-from vtrain.tuning.model import build_tuning
+from vtrain.tuning.config import build_tuning
 from vtrain.userpaths import absolute
 
 _Section = TypeVar("_Section")

@@ -1,10 +1,10 @@
-"""Job file → validated :class:`~vtrain.jobfile.model.JobConfig`: the one way every command loads a job.
+"""Job file → validated :class:`~vtrain.jobfile.config.JobConfig`: the one way every command loads a job.
 
 The pipeline is: read YAML with positions (:mod:`vtrain.jobfile.yamlpos`) → apply `--set` overrides →
-check the shape (:mod:`vtrain.jobfile.schema`) → build the job model (:mod:`vtrain.jobfile.model`) →
+check the shape (:mod:`vtrain.jobfile.schema`) → build the job config (:mod:`vtrain.jobfile.config`) →
 cross-field rules (:mod:`vtrain.jobfile.rules`). Every problem from every stage is reported together in
 one :class:`~vtrain.errors.ConfigError`. Nothing here touches the network. This module sits
-above both the job model and the rules, so neither imports the other in a circle.
+above both the job config and the rules, so neither imports the other in a circle.
 """
 
 from __future__ import annotations
@@ -20,8 +20,17 @@ import yaml
 from vtrain.errors import ConfigError, Problem
 from vtrain.jobfile import rules, schema
 from vtrain.jobfile.assemble import build_config
-from vtrain.jobfile.model import JobConfig
-from vtrain.jobfile.yamlpos import MAX_BYTES, MAX_NODES, PathKey, Position, Positions, format_path, load_yaml
+from vtrain.jobfile.config import JobConfig
+from vtrain.jobfile.yamlpos import (
+    MAX_BYTES,
+    MAX_NODES,
+    PathKey,
+    Position,
+    Positions,
+    format_path,
+    job_value,
+    load_yaml,
+)
 from vtrain.userpaths import absolute, describe_oserror, path_problem, read_bounded, shown
 
 
@@ -264,7 +273,8 @@ def load_config(
     - the path of a job file (a `str` without a line break, or a path-like object);
     - the job file's YAML text (a `str` with a line break); problems point at `<string>:LINE:COL`;
     - a mapping of the same keys (`{"name": ..., "trainer": {...}, "cluster": {...}}`), plain data
-      only (mappings, lists, str, int, float, bool, None); problems point at `<mapping>` and the key.
+      only (mappings, lists, str, int, float, bool, None; a str or int enum member is its value);
+      problems point at `<mapping>` and the key.
 
     Relative paths in a job given as text or a mapping (`trainer.package: ./trainer`) are taken from
     the current directory, as a job file's are from the file's directory.
@@ -330,22 +340,22 @@ def _plain(value: Any, path: PathKey, problems: list[Problem], count: list[int])
                                         f"more than {MAX_NODES:,} values (does it contain itself?)",
                                     file=MAPPING_SOURCE))
         return None
-    if value is None or isinstance(value, (str, bool, int, float)):
-        return value
     if isinstance(value, Mapping):
         out: dict[Any, Any] = {}
         for key, item in value.items():
-            if key is None or not isinstance(key, (str, bool, int, float)):
+            plain_key, why = job_value(key)
+            if why is not None or plain_key is None:
                 problems.append(Problem(format_path(path), f"mapping keys must be text, got "
                                         f"{type(key).__name__!r}", file=MAPPING_SOURCE))
                 continue
-            out[key] = _plain(item, (*path, str(key)), problems, count)
+            out[plain_key] = _plain(item, (*path, str(plain_key)), problems, count)
         return out
     if isinstance(value, (list, tuple)):
         return [_plain(item, (*path, i), problems, count) for i, item in enumerate(value)]
-    problems.append(Problem(format_path(path), f"{type(value).__name__!r} is not job-file data; use a "
-                            "mapping, list, str, int, float, bool or None", file=MAPPING_SOURCE))
-    return None
+    plain, why = job_value(value)  # the one conversion a job file's scalars pass through too
+    if why is not None:
+        problems.append(Problem(format_path(path), why, file=MAPPING_SOURCE))
+    return plain
 
 
 __all__ = ["MAPPING_SOURCE", "TEXT_SOURCE", "apply_overrides", "fallback_overrides", "load_config", "override",

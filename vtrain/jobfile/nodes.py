@@ -90,7 +90,7 @@ def _type_name(value: Any) -> str:
 class Declared:
     """What a key declares besides its shape, written once on its node: the JSON Schema (`vtrain schema`), the
     reference table and the guard tests read it here, so a key's documentation cannot drift from the key.
-    `default`: what the job model builds when the key is left out (None: nothing, or no single value);
+    `default`: what the job config builds when the key is left out (None: nothing, or no single value);
     `vertex_default`: Vertex applies it, vtrain sends nothing; `examples`: valid values other than the default
     (editors offer them; the tests render each); `vtrain_only`: why the key never reaches the request ('' when
     it does); `rest`: the dotted CustomJob REST path a top-level plain field is copied to with no builder code,

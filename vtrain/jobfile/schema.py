@@ -3,7 +3,7 @@
 Every problem is collected, never just the first: unknown keys get the nearest
 valid key suggested, wrong types say what was expected. What passes comes out
 normalized (durations in seconds, enum words lower-case, env values as text),
-ready for :mod:`vtrain.jobfile.model` to turn into dataclasses.
+ready for :mod:`vtrain.jobfile.config` to turn into dataclasses.
 
 Each key is declared once, here: its shape, and on the same node its doc, default and examples, which
 the JSON Schema and the manual's reference table are generated from. The worker pool's keys and the
@@ -30,7 +30,7 @@ from vtrain.constants import (
     STRATEGY_ENV,
 )
 from vtrain.errors import Problem
-from vtrain.jobfile.model import DEFAULT_PS_MACHINE
+from vtrain.jobfile.config import DEFAULT_PS_MACHINE
 from vtrain.jobfile.nodes import (  # noqa: F401 - the node types, also reachable from here
     MAX_DURATION_S,
     Bool,
@@ -54,7 +54,7 @@ from vtrain.jobfile.nodes import (  # noqa: F401 - the node types, also reachabl
 )
 from vtrain.jobfile.yamlpos import Positions
 
-#: `tuning:` words; vtrain/tuning/model.py maps them to StudySpec's enums.
+#: `tuning:` words; vtrain/tuning/config.py maps them to StudySpec's enums.
 TUNING_GOALS = ("maximize", "minimize")
 TUNING_PARAMETER_TYPES = ("double", "integer", "discrete", "categorical")
 TUNING_SCALES = ("linear", "log", "reverse_log")

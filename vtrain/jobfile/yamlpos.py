@@ -4,10 +4,20 @@ Errors must point at `file:line:col`, so the job file is composed into YAML
 nodes and walked by hand: each key's and value's mark is recorded under its
 key path. Duplicate keys, which PyYAML silently accepts (last one wins), are
 reported here. Only `yaml.SafeLoader` is used: no Python object tags.
+
+:func:`job_value` is the one conversion of a job value, whoever made it: every scalar this reader
+constructs and every value of a job given as a mapping (:func:`vtrain.load_config`) passes through
+it, and it raises nothing. A whole number of more digits than Python converts (4,300: past them
+``int``/``str`` raise ``ValueError``) is a problem at its key, before PyYAML is asked to read it; so is
+a scalar PyYAML cannot construct (``!!bool maybe``, ``!!int x``, a date with month 13); a YAML 1.1
+date is the text as written (no job value is a date); ``str``/``int``/``float`` subclasses (a str enum,
+``IntEnum``, numpy's ``float64``) become the plain value, as ``json.dumps`` writes them.
 """
 
 from __future__ import annotations
 
+import enum
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +25,7 @@ from typing import Any
 import yaml
 
 from vtrain.errors import Problem
+from vtrain.userpaths import shown
 
 PathKey = tuple[str | int, ...]
 
@@ -81,6 +92,48 @@ _PLAIN_TAGS = frozenset({"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"})
 MAX_NODES = 20_000
 #: A job file is a few kB; this bounds the reading and the parsing before either starts.
 MAX_BYTES = 1 << 20
+
+
+#: The most digits a whole number may have: CPython's default limit on int/str conversion (a lower
+#: PYTHONINTMAXSTRDIGITS lowers it too). No job value is near it: Vertex takes 64-bit integers.
+MAX_INT_DIGITS = 4300
+_INT_TAG = "tag:yaml.org,2002:int"
+_TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
+#: What PyYAML's SafeLoader raises for a scalar it cannot construct besides YAMLError (`!!int x`:
+#: ValueError, `!!bool maybe`: KeyError, `!!float ""`: IndexError, `!!timestamp x`: AttributeError).
+_CONSTRUCT_ERRORS = (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError, ArithmeticError)
+
+
+def int_digits_limit() -> int:
+    """The most digits a job's whole number may have here (see :data:`MAX_INT_DIGITS`)."""
+    python = sys.get_int_max_str_digits() if hasattr(sys, "get_int_max_str_digits") else 0
+    return min(MAX_INT_DIGITS, python) if python else MAX_INT_DIGITS
+
+
+def _too_many_digits(digits: str) -> str:
+    limit = int_digits_limit()
+    return f"a whole number of {digits} digits; a job value has at most {limit:,} (Vertex takes 64-bit integers)"
+
+
+def job_value(value: Any) -> tuple[Any, str | None]:
+    """One scalar of a job (from YAML or from a caller's mapping) as job-file data: (the plain value,
+    None), or (None, why it is not one). Never raises. Plain: exact ``str``, ``int``, ``float``,
+    ``bool`` and None; a subclass of str, int or float is its plain value; a whole number of more
+    than :func:`int_digits_limit` digits is refused (``str()`` of it would raise)."""
+    if value is None or isinstance(value, bool):
+        return value, None
+    if isinstance(value, int):
+        plain, limit = int.__index__(value), int_digits_limit()
+        if plain.bit_length() > 3 * limit and abs(plain) >= 10**limit:  # under 3 bits a digit: surely fewer
+            return None, _too_many_digits(f"more than {limit:,}")
+        return plain, None
+    if isinstance(value, float):
+        return float.__float__(value), None
+    if isinstance(value, str):
+        return str.__str__(value), None
+    member = " (an enum member: give its .value)" if isinstance(value, enum.Enum) else ""
+    return None, (f"{type(value).__name__!r} is not job-file data{member}; use a mapping, list, str, int, float, "
+                  "bool or None")
 
 
 class _TooLarge(Exception):
@@ -151,7 +204,12 @@ class _Walker:
             result: dict[Any, Any] = {}
             written: set[str] = set()
             for key_node, value_node in node.value:
-                key = self.loader.construct_object(key_node, deep=True)
+                if not isinstance(key_node, yaml.ScalarNode):
+                    self._problem(path, key_node, "mapping keys must be plain scalars")
+                    continue
+                key, ok = self._scalar(key_node, path)
+                if not ok:
+                    continue
                 if not isinstance(key, (str, int, float, bool)) or key is None:
                     self._problem(path, key_node, "mapping keys must be plain scalars")
                     continue
@@ -173,12 +231,36 @@ class _Walker:
             return result
         if isinstance(node, yaml.SequenceNode):
             return [self.walk(item, (*path, i)) for i, item in enumerate(node.value)]
-        value = self.loader.construct_object(node, deep=True)
+        value, ok = self._scalar(node, path)
+        if not ok:
+            return None
         if not isinstance(value, str) and isinstance(node, yaml.ScalarNode) and node.style is None:
             self.positions.texts[path] = node.value
         if isinstance(value, str) and self._not_text(value, path, node):
             return _escaped(value)  # refused above; printable meanwhile
         return value
+
+    def _scalar(self, node: yaml.Node, path: PathKey) -> tuple[Any, bool]:
+        """A scalar node constructed as :func:`job_value` says; (None, False) with a problem when it cannot be."""
+        if node.tag == _TIMESTAMP_TAG:
+            return str(node.value), True  # YAML 1.1 reads 2024-01-01 as a date: a job value is the text
+        if node.tag == _INT_TAG:  # counted before PyYAML converts it: int() past the limit raises
+            digits = str(node.value).replace("_", "").lstrip("+-")
+            if len(digits) > int_digits_limit() + 2:  # 0x, 0b
+                self._problem(path, node, f"{_too_many_digits(f'{len(digits):,}')}; quote it if it is text")
+                return None, False
+        try:
+            value = self.loader.construct_object(node, deep=True)
+        except _CONSTRUCT_ERRORS:
+            tag = str(node.tag).replace("tag:yaml.org,2002:", "!!")
+            self._problem(path, node, f"'{shown(str(node.value))}' is not a valid {tag} value; remove the tag, or "
+                                      "quote the text")
+            return None, False
+        plain, why = job_value(value)
+        if why is not None:
+            self._problem(path, node, why)
+            return None, False
+        return plain, True
 
     def _not_text(self, value: str, path: PathKey, node: yaml.Node) -> bool:
         """A lone surrogate (a double-quoted "\\ud800" makes one; the reader refuses them written raw) is no

@@ -10,6 +10,9 @@ start its replicas. `vtrain local`, `vtrain emulator --run-jobs` and the SDK's `
 - :mod:`.rundir`    each run's own folder under the output dir, and the output dir's lock
 - :mod:`.ports`     the replicas' 127.0.0.1 ports
 - :mod:`.cacheadmin` `vtrain cache info|clear`
+- :mod:`.cachefolders` the cache's folders as runs use them: made, locked, held while a job reads them
+- :mod:`.bundle`     pure: the OCI runtime config (config.json) a replica's container runs from
+- :mod:`.containers` image replicas in runc/crun containers, the runtime's choice, its start failures
 - :mod:`.options`   RunOptions: a run's options as one value, from the CLI or the SDK to the supervisor
 - :mod:`.runner`    job file or body → plan → environment → supervisor; `run_local`
 - :mod:`.studies`   `vtrain local` on a tuning job: each trial a local job, several at a time

@@ -3,7 +3,7 @@
 Vertex runs each replica of a container pool as the image says (ENTRYPOINT/CMD, Env, WorkingDir,
 User), the pool's ``command`` replacing the ENTRYPOINT and its ``args`` the CMD, with Vertex's own
 environment on top. Here each replica is one ``runc run`` (or ``crun run``) of a bundle made for it
-(:func:`runtime_spec`):
+(:func:`vtrain.local.bundle.runtime_spec`):
 
 * the image's rootfs, unpacked once per image digest (:mod:`vtrain.local.rootfs`), shared read-only
   by every replica; what a replica may write is bound in from its own run folder: its ``/tmp``, the
@@ -42,17 +42,14 @@ from typing import Any, Protocol
 
 from vtrain import proctree
 from vtrain.errors import BackendError
+from vtrain.foreign import printable
+from vtrain.local.bundle import host_files, runtime_spec
+from vtrain.local.cachefolders import Lease
 from vtrain.local.rootfs import Unpacked
+from vtrain.userpaths import cache_folder
 
 RUNTIMES = ("runc", "crun")
 ENGINES = ("docker", "podman")
-#: Docker's default capability set: what a process in a Vertex container may do.
-CAPABILITIES = ["CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER", "CAP_MKNOD", "CAP_NET_RAW",
-                "CAP_SETGID", "CAP_SETUID", "CAP_SETFCAP", "CAP_SETPCAP", "CAP_NET_BIND_SERVICE",
-                "CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE"]
-_MASKED = ["/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list",
-           "/proc/timer_stats", "/proc/sched_debug", "/sys/firmware", "/proc/scsi"]
-_READONLY = ["/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"]
 _PREFIX = "vtrain-"
 _CLONE_NEWNS, _MS_REC, _MS_PRIVATE = 0x00020000, 0x4000, 1 << 18
 _probed: dict[tuple[str, str], str | None] = {}
@@ -70,6 +67,13 @@ class Runtime:
     def command(self, *args: str) -> list[str]:
         return [self.path, "--root", str(self.state), *args]
 
+    def logged(self, log: Path, *args: str) -> list[str]:
+        """`command(*args)` with the runtime's own messages also written to `log`, one JSON object a line (runc's
+        and crun's `--log`/`--log-format json`): what the runtime said apart from what the container's process did."""
+        options = ["--log", str(log), "--log-format", "json"] if self.name == "runc" else [
+            f"--log=file:{log}", "--log-format=json"]
+        return [self.path, "--root", str(self.state), *options, *args]
+
 
 class ContainerHandle(Protocol):
     """What the supervisor does to a replica's container (``Proc.container``)."""
@@ -81,6 +85,7 @@ class ContainerHandle(Protocol):
     def remove(self) -> None: ...  # after each end: nothing of it left
     def pid(self) -> int | None: ...  # its process on this machine, for the frozen-peer check
     def preexec(self) -> Callable[[], None] | None: ...  # run in the runtime's process before it starts
+    def start_error(self, returncode: int, last_stderr: str) -> str | None: ...  # why it never started, if so
 
 
 @dataclass
@@ -95,7 +100,12 @@ class Container:
     _pid: int | None = field(default=None, repr=False)
 
     def argv(self) -> list[str]:
-        return self.runtime.command("run", "--bundle", str(self.bundle), self.name)
+        return self.runtime.logged(self.runtime_log, "run", "--bundle", str(self.bundle), self.name)
+
+    @property
+    def runtime_log(self) -> Path:
+        """What the runtime itself said during this start (JSON lines), apart from the container's output."""
+        return self.bundle / "runtime.log"
 
     def prepare(self, env: Mapping[str, str]) -> None:
         """Write the bundle's config.json with this start's environment (the restart count differs); a fresh
@@ -103,6 +113,7 @@ class Container:
         spec = json.loads(json.dumps(self.spec))
         spec["process"]["env"] = [f"{k}={v}" for k, v in env.items()]
         self.bundle.mkdir(parents=True, exist_ok=True)
+        self.runtime_log.unlink(missing_ok=True)
         if self.overlay is not None:
             self.overlay.fresh()
         (self.bundle / "config.json").write_text(json.dumps(spec, indent=1), encoding="utf-8")
@@ -118,6 +129,11 @@ class Container:
     def remove(self) -> None:
         _quiet(self.runtime.command("delete", "--force", self.name))
         self._pid = None
+
+    def start_error(self, returncode: int, last_stderr: str) -> str | None:
+        """Why the container never ran its process (the runtime logged an error: no such executable, an
+        environment entry without '=', a user the kernel refuses), escaped and bounded; None when it ran."""
+        return runtime_error(self.runtime.name, self.runtime_log) if returncode != 0 else None
 
     def pid(self) -> int | None:
         if self._pid is None:
@@ -149,6 +165,14 @@ class DockerContainer:
         return None
 
     def preexec(self) -> Callable[[], None] | None:
+        return None
+
+    def start_error(self, returncode: int, last_stderr: str) -> str | None:
+        """docker's (podman's) own failure to run the container: exit 125 (the engine), 126 (the command cannot be
+        run) or 127 (no such command) with the engine's message, not the container process's exit code."""
+        said = last_stderr.strip()
+        if returncode in (125, 126, 127) and said.startswith(("docker:", "Error:", "Error response", "podman:")):
+            return printable(said, limit=300)
         return None
 
 
@@ -196,6 +220,37 @@ def overlay_works(lower: Path, scratch: Path) -> bool:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+#: The most of a runtime's log read back (its last error is at the end; a start writes a few lines).
+_RUNTIME_LOG_LIMIT = 64 << 10
+
+
+def runtime_error(name: str, log: Path) -> str | None:
+    """The last error the OCI runtime `name` logged in `log` (JSON lines: runc's and crun's `--log-format json`; a
+    plain line is an error crun met before its options), as one escaped line of at most 300 characters without
+    the runtime's "run failed" wrapping; None when it logged none (the container's process ran, whatever its exit)."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - _RUNTIME_LOG_LIMIT))
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    said = None
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:  # crun writes an error it meets before reading its options as plain text
+            text = line.decode(errors="replace").strip()
+            said = text or said
+            continue
+        if isinstance(entry, dict) and entry.get("level") in ("error", "fatal", "panic") and entry.get("msg"):
+            said = str(entry["msg"])
+    if said is None:
+        return None
+    for wrapping in (f"{name} run failed: ", f"{name} create failed: ", "unable to start container process: "):
+        said = said.removeprefix(wrapping)
+    return f"{name}: {printable(said, limit=300)}"
+
+
 def _quiet(argv: Sequence[str], timeout: float = 15) -> int:
     try:
         return subprocess.run(list(argv), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=timeout,
@@ -210,6 +265,7 @@ class ContainerImage:
 
     image: Unpacked
     runtime: Runtime
+    lease: Lease | None = field(default=None, compare=False, repr=False)  # `cache clear` keeps the rootfs meanwhile
 
     def replica(self, pool: Mapping[str, Any], *, name: str, bundle: Path, workdir: Path, tmp: Path,
                 output_dir: Path, job_env: Mapping[str, str], vertex: Mapping[str, str],
@@ -287,7 +343,7 @@ def find_runtime(cache: Path, env: Mapping[str, str] | None = None) -> tuple[Run
         if path is None:
             why.append(f"{name} is not installed")
             continue
-        runtime = Runtime(name, path, cache / "containers" / "state" / name, rootless)
+        runtime = Runtime(name, path, cache_folder("containers", cache) / "state" / name, rootless)
         key = (path, str(cache))
         if key not in _probed:
             _probed[key] = _probe(runtime, cache)
@@ -309,7 +365,7 @@ def _user_namespaces() -> bool:
 def _probe(runtime: Runtime, cache: Path) -> str | None:
     """Run `true` in a container (a rootfs of this machine's /bin/true and the libraries ldd lists); None when
     it worked, else the runtime's last line."""
-    rootfs = cache / "containers" / "probe" / "rootfs"
+    rootfs = cache_folder("containers", cache) / "probe" / "rootfs"
     try:
         if not (rootfs / "true").is_file():
             _probe_rootfs(rootfs)
@@ -377,54 +433,6 @@ def sweep(runtime: Runtime) -> list[str]:
 def container_name(job_id: str, label: str) -> str:
     """`vtrain-PID-JOBID-LABEL`: unique per vtrain process, and tells the sweep whose it was."""
     return f"{_PREFIX}{os.getpid()}-{job_id}-{label}"
-
-
-# --------------------------------------------------------------------------- the bundle
-
-
-def runtime_spec(*, rootfs: Path, args: Sequence[str], env: Mapping[str, str], cwd: str,
-                 mounts: Sequence[tuple[str, str, bool]], rootless: bool, user: tuple[int, int] = (0, 0),
-                 readonly: bool = True) -> dict[str, Any]:
-    """An OCI runtime config: `args` in `rootfs` with host networking and its own PID namespace; `mounts`
-    are (host path, container path, writable) binds, after the standard file systems."""
-    namespaces = [{"type": "pid"}, {"type": "ipc"}, {"type": "mount"}]
-    standard: list[dict[str, Any]] = [
-        {"destination": "/proc", "type": "proc", "source": "proc"},
-        {"destination": "/dev", "type": "tmpfs", "source": "tmpfs",
-         "options": ["nosuid", "strictatime", "mode=755", "size=65536k"]},
-        {"destination": "/dev/pts", "type": "devpts", "source": "devpts",
-         "options": ["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620",
-                     *([] if rootless else ["gid=5"])]},
-        {"destination": "/dev/shm", "type": "tmpfs", "source": "shm",
-         "options": ["nosuid", "noexec", "nodev", "mode=1777", "size=1g"]},
-        {"destination": "/dev/mqueue", "type": "mqueue", "source": "mqueue", "options": ["nosuid", "noexec", "nodev"]},
-        {"destination": "/sys", "type": "none" if rootless else "sysfs", "source": "/sys" if rootless else "sysfs",
-         "options": ["rbind", "nosuid", "noexec", "nodev", "ro"] if rootless else ["nosuid", "noexec", "nodev", "ro"]},
-    ]
-    binds = [{"destination": inside, "type": "bind", "source": host,
-              "options": ["rbind", "rw" if writable else "ro", "nosuid", "nodev"]} for host, inside, writable in mounts]
-    linux: dict[str, Any] = {"namespaces": namespaces, "maskedPaths": _MASKED, "readonlyPaths": _READONLY}
-    if rootless:
-        namespaces.append({"type": "user"})
-        linux["uidMappings"] = [{"containerID": 0, "hostID": os.geteuid(), "size": 1}]
-        linux["gidMappings"] = [{"containerID": 0, "hostID": os.getegid(), "size": 1}]
-    caps = list(CAPABILITIES)
-    return {
-        "ociVersion": "1.0.2",
-        "process": {
-            "terminal": False, "user": {"uid": user[0], "gid": user[1]}, "args": list(args),
-            "env": [f"{k}={v}" for k, v in env.items()], "cwd": cwd or "/", "noNewPrivileges": True,
-            "capabilities": {"bounding": caps, "effective": caps, "permitted": caps},
-        },
-        "root": {"path": str(rootfs), "readonly": readonly},
-        "mounts": standard + binds,
-        "linux": linux,
-    }
-
-
-def host_files() -> list[tuple[str, str, bool]]:
-    """The host's name resolution, read-only, as `docker run --network host` gives a container."""
-    return [(p, p, False) for p in ("/etc/resolv.conf", "/etc/hosts") if os.path.isfile(p)]
 
 
 __all__ = ["Container", "ContainerHandle", "ContainerImage", "DockerContainer", "Overlay", "Runtime",

@@ -25,7 +25,8 @@ Trust, but verify: the ready marker is written atomically (a temporary file rena
 place) and lists every file the environment's own packages installed; an environment is reused
 only when the marker parses and all those files are still there, otherwise it is rebuilt. A run
 holds a shared lease on its environment (``<key>.use``) for as long as it runs, so
-``vtrain cache clear`` (:mod:`vtrain.local.cacheadmin`) never deletes one in use.
+``vtrain cache clear`` (:mod:`vtrain.local.cacheadmin`) never deletes one in use (the locks and leases:
+:mod:`vtrain.local.cachefolders`).
 """
 
 from __future__ import annotations
@@ -49,28 +50,13 @@ from pathlib import Path
 from typing import IO, Any
 
 from vtrain.errors import PackagingError
+from vtrain.local.cachefolders import Lease, cache_dir_ready, locked
+from vtrain.userpaths import cache_folder
 
 ENV_FORMAT = "1"  # bump when the layout of a cached environment changes
 READY = ".vtrain-ready.json"
 IMAGE_PTH = "_vtrain_image.pth"
 _PIP = ("-m", "pip", "install", "--no-input", "--disable-pip-version-check", "--no-warn-script-location")
-
-
-class Lease:
-    """A shared hold on one environment (or the whole cache) while it is used; `release` when done. A trainer
-    environment layered over the image's stack holds both (`also`)."""
-
-    def __init__(self, file: IO[str] | None, also: Lease | None = None) -> None:
-        self._file = file
-        self._also = also
-
-    def release(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
-        if self._also is not None:
-            self._also.release()
-            self._also = None
 
 
 @dataclass(frozen=True)
@@ -283,34 +269,6 @@ def _build(venv: Path, sdists: Sequence[Path], python: str, site_dirs: Sequence[
     return notices
 
 
-def locked(path: Path, mode: int) -> IO[str]:
-    """`path` opened and flock'ed; the lock is on the file that is at `path` now, even if a
-    `vtrain cache clear` replaced it while we waited."""
-    while True:
-        f = open(path, "a+", encoding="utf-8")  # noqa: SIM115 - the caller owns the lock
-        try:
-            fcntl.flock(f, mode)
-            if os.path.exists(path) and os.path.samestat(os.fstat(f.fileno()), os.stat(path)):
-                return f
-        except BaseException:
-            f.close()
-            raise
-        f.close()
-
-
-def cache_dir_ready(cache_dir: Path, *subdirs: str) -> None:
-    """The cache and the folders named exist as directories; one line naming the path, else."""
-    for path in (cache_dir, *(cache_dir / d for d in subdirs)):
-        try:
-            path.mkdir(parents=True, exist_ok=True)
-            if not path.is_dir():
-                raise FileExistsError(17, "File exists")
-        except OSError as err:
-            hint = ("set VTRAIN_CACHE_DIR to a writable directory" if path == cache_dir
-                    else "remove it, or run `vtrain cache clear`")
-            raise PackagingError(f"cannot use the environment cache: {path}: {err.strerror or err}; {hint}") from None
-
-
 def read_marker(venv: Path) -> dict[str, Any] | None:
     """The ready marker, or None when it is missing or unreadable (never trusted half-written)."""
     try:
@@ -377,7 +335,7 @@ def prepare_env(sdists: Sequence[Path], cache_dir: Path, python: str | None = No
         python, site_dirs = python or sys.executable, host_site_dirs()
     key = env_key(sdists, python, site_dirs, base.key if base is not None else "")
     cache_dir_ready(cache_dir, "envs")
-    envs = cache_dir / "envs"
+    envs = cache_folder("envs", cache_dir)
     venv = envs / key
     start = time.perf_counter()
     rebuilt: list[str] = []

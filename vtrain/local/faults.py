@@ -7,10 +7,12 @@ A spec is ``REPLICA:KIND@WHEN``:
 * REPLICA: a replica label, ``chief-0`` (or ``chief``), ``worker-N``, ``ps-N``, ``evaluator-N``;
 * KIND: ``kill`` (SIGKILL), ``preempt`` or ``preempt:GRACE`` (SIGTERM, then SIGKILL after GRACE,
   default 30 s: the notice a Spot VM gets), ``stop:SECONDS`` (SIGSTOP, SIGCONT SECONDS later: a
-  frozen machine);
+  frozen machine), ``late`` (the replica is started WHEN after the others: a VM Vertex brought up
+  later; no signal);
 * WHEN: a duration after the replica's current process started (``45s``, ``2m``, ``1.5s``), or
   ``step:N``: once that process has reported step N (``runtime.report_step``, read from the
-  file named by VTRAIN_STATUS_FILE: :mod:`vtrain.runtime.status`).
+  file named by VTRAIN_STATUS_FILE: :mod:`vtrain.runtime.status`). For ``late``, a duration after
+  the job's other replicas started (``worker-0:late@15s``).
 
 Each spec fires once. Specs for the same replica fire in the order given, each measured from the
 process running when the previous one is done, so ``--fault worker-1:kill@10s`` twice kills
@@ -33,11 +35,13 @@ from typing import Any
 
 from vtrain.errors import FaultSpecError
 
-KINDS = ("kill", "preempt", "stop")
+KINDS = ("kill", "preempt", "stop", "late")
+KIND_NAMES = "kill, preempt[:GRACE], stop:SECONDS, late"
 DEFAULT_PREEMPT_GRACE = 30.0  # Compute Engine's preemption notice for Spot VMs
 FAULT_LABEL = "vtrain-fault"
 _REPLICA = re.compile(r"^(chief|worker|ps|evaluator)(?:-(\d+))?$")
-SYNTAX = "REPLICA:KIND@WHEN, e.g. worker-1:kill@30s, chief-0:preempt@step:200, worker-0:stop:20s@1m"
+SYNTAX = ("REPLICA:KIND@WHEN, e.g. worker-1:kill@30s, chief-0:preempt@step:200, worker-0:stop:20s@1m, "
+          "worker-0:late@15s")
 
 
 @dataclass(frozen=True)
@@ -45,7 +49,7 @@ class FaultSpec:
     """One fault: what to do to which replica, and when."""
 
     replica: str
-    kind: str  # kill | preempt | stop
+    kind: str  # kill | preempt | stop | late
     seconds: float | None = None  # stop: how long frozen; preempt: the grace before SIGKILL
     after: float | None = None  # seconds after the replica's process started
     step: int | None = None  # or: once it reported this step
@@ -98,10 +102,12 @@ def parse_fault(text: str) -> FaultSpec:
 
         near = get_close_matches(kind, KINDS, n=1)
         hint = f"; did you mean '{near[0]}'?" if near else ""
-        raise FaultSpecError(f"fault '{spec}': kind '{kind}' is not one of kill, preempt[:GRACE], stop:SECONDS{hint}")
+        raise FaultSpecError(f"fault '{spec}': kind '{kind}' is not one of {KIND_NAMES}{hint}")
     seconds = None
     if kind == "kill" and arg:
         raise FaultSpecError(f"fault '{spec}': kill takes no argument (SIGKILL is immediate)")
+    if kind == "late" and arg:
+        raise FaultSpecError(f"fault '{spec}': late takes no argument: how late is WHEN (worker-0:late@15s)")
     if kind == "stop" and not arg:
         raise FaultSpecError(f"fault '{spec}': stop needs how long, e.g. stop:20s")
     if arg:
@@ -112,6 +118,9 @@ def parse_fault(text: str) -> FaultSpec:
             raise FaultSpecError(f"fault '{spec}': {kind}:{arg} must be longer than 0s")
     when = when.strip().lower()
     if when.startswith("step:"):
+        if kind == "late":
+            raise FaultSpecError(f"fault '{spec}': a late start is a duration after the others started (late@15s), "
+                                 "not a step: the replica has reported none yet")
         step = when[5:].strip()
         if not (step.isascii() and step.isdigit()) or int(step) < 1:  # '²' is a digit to str.isdigit
             raise FaultSpecError(f"fault '{spec}': step:N needs a whole number of steps >= 1, got '{step}'")
@@ -199,9 +208,27 @@ class FaultScheduler:
     _started: dict[str, float] = field(default_factory=dict)
     _follow: dict[str, _Follow] = field(default_factory=dict)
 
+    _late: dict[str, FaultSpec] = field(default_factory=dict)
+
     def __post_init__(self) -> None:
         for spec in self.specs:
-            self._queue.setdefault(spec.replica, []).append(spec)
+            if spec.kind == "late":
+                if spec.replica in self._late:
+                    raise FaultSpecError(f"fault '{spec}': {spec.replica} already starts late "
+                                         f"({self._late[spec.replica]}); one late start per replica")
+                self._late[spec.replica] = spec
+            else:
+                self._queue.setdefault(spec.replica, []).append(spec)
+
+    def late_starts(self) -> dict[str, float]:
+        """The replicas held back at the job's start, and how many seconds after the others each starts."""
+        return {replica: spec.after or 0.0 for replica, spec in self._late.items()}
+
+    def started_late(self, replica: str, now: float) -> str:
+        """`replica`, held back, starts now (`now` seconds after the others): the line that says so."""
+        spec = self._late.pop(replica)
+        self.fired.append({**spec.to_dict(), "at": round(now, 3), "at_step": None})
+        return f"fault {spec}: starting {replica} {_fmt(round(now, 1))} after the others"
 
     def on_start(self, replica: str, at: float) -> None:
         """`replica`'s process (re)started at `at`: WHEN durations count from here."""
@@ -215,7 +242,7 @@ class FaultScheduler:
 
     @property
     def pending(self) -> list[FaultSpec]:
-        return [spec for specs in self._queue.values() for spec in specs]
+        return [*self._late.values(), *(spec for specs in self._queue.values() for spec in specs)]
 
     def due(self, now: float, steps: Mapping[str, int | None] | None = None) -> list[Action]:
         """The signals to send at `now`; `steps` = the step each replica's *current* process reported."""

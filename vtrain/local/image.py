@@ -34,19 +34,24 @@ import sys
 import tarfile
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from vtrain.errors import BackendError, PackagingError
 from vtrain.trainer.image.layers import TRAINER_DIR
+from vtrain.userpaths import CacheFolder, cache_folder
 
 if TYPE_CHECKING:
-    from vtrain.jobfile.model import JobConfig
+    from vtrain.jobfile.artifacts import Artifacts
+    from vtrain.jobfile.config import JobConfig
+    from vtrain.local.cachefolders import Lease
+    from vtrain.local.containers import ContainerImage
     from vtrain.local.rootfs import Unpacked
     from vtrain.trainer.image.layers import Layer
 
 _DONE = ".vtrain-unpacked"
+_Image = TypeVar("_Image", "LocalImage", "ContainerImage")
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,7 @@ class LocalImage:
     uri: str
     root: Path
     pythonpath: tuple[str, ...]
+    lease: Lease | None = field(default=None, compare=False, repr=False)  # `cache clear` keeps `root` meanwhile
 
     @property
     def trainer_dir(self) -> Path:
@@ -97,7 +103,7 @@ def host_python() -> str:
 
 def _unpack(layers: Sequence[Path], cache: Path, key: str) -> Path:
     """The layers extracted in order into CACHE/images/KEY (once; a half-done tree is redone)."""
-    root = cache / "images" / key
+    root = cache_folder("images", cache) / key
     if (root / _DONE).is_file():
         return root
     root.parent.mkdir(parents=True, exist_ok=True)
@@ -128,20 +134,55 @@ def _key(layers: Sequence[Layer | str]) -> str:
     return hashlib.sha256(" ".join(digests).encode()).hexdigest()[:16]
 
 
-def build_local(config: JobConfig, cache: Path, *, allow_credentials: bool = False,
-                notice: Callable[[str], None] = lambda text: None) -> dict[str, LocalImage]:
-    """imageUri → the image's layers built here and unpacked, for each image the job's pools name."""
-    from vtrain.jobfile.artifacts import image_specs, planned_images
-    from vtrain.trainer.image.config import python_path
-    from vtrain.trainer.image.layers import runtime_layer, scan_trainer, src_layout, trainer_layer
-    from vtrain.trainer.image.wheels import requirements_layer
-    from vtrain.trainer.packaging import check_module
+def _holding(cache: Path, folders: Sequence[CacheFolder], make: Callable[[], dict[str, _Image]]) -> dict[str, _Image]:
+    """What `make` returns, each image holding `folders` of the cache (one lease, released with the job that runs
+    them): `vtrain cache clear` meanwhile keeps those folders."""
+    from vtrain.local.cachefolders import hold
 
-    package = config.trainer.package
-    assert package is not None and config.trainer.module
-    scan = scan_trainer(package, allow_credentials=allow_credentials, skip=config.job_files())
+    lease = hold(cache, *folders)
+    try:
+        found = make()
+    except BaseException:
+        lease.release()
+        raise
+    if not found:
+        lease.release()
+    return {uri: replace(image, lease=lease) for uri, image in found.items()}
+
+
+def build_local(config: JobConfig, cache: Path, *, allow_credentials: bool = False,
+                notice: Callable[[str], None] = lambda text: None,
+                artifacts: Artifacts | None = None) -> dict[str, LocalImage]:
+    """imageUri → the image's layers built here and unpacked, for each image the job's pools name, built from
+    the files `artifacts` (the request's, :func:`~vtrain.jobfile.artifacts.plan_artifacts`) named them from."""
+    return _holding(cache, ("images",), lambda: _build_local(config, cache, allow_credentials, notice, artifacts))
+
+
+def _planned(config: JobConfig, artifacts: Artifacts | None) -> Artifacts:
+    """The job's planned images and the selection they were hashed from: the request's when given (one snapshot
+    of the trainer folder for the names and the build), else planned now."""
+    from vtrain.jobfile.artifacts import plan_artifacts
+
+    if artifacts is None or artifacts.selection is None:
+        return plan_artifacts(config)
+    return artifacts
+
+
+def _build_local(config: JobConfig, cache: Path, allow_credentials: bool, notice: Callable[[str], None],
+                 artifacts: Artifacts | None) -> dict[str, LocalImage]:
+    from vtrain.jobfile.artifacts import image_specs
+    from vtrain.trainer.image.config import python_path
+    from vtrain.trainer.image.layers import runtime_layer, src_layout, trainer_layer
+    from vtrain.trainer.image.wheels import requirements_layer
+    from vtrain.trainer.packaging import check_module, refuse_credentials
+
+    assert config.trainer.module
+    plan = _planned(config, artifacts)
+    scan, planned = plan.selection, dict(plan.images)
+    assert scan is not None
+    if not allow_credentials:
+        refuse_credentials(scan)
     check_module(scan, config.trainer.module)
-    planned = planned_images(config)
     out: dict[str, LocalImage] = {}
     here = host_python()
     with tempfile.TemporaryDirectory(prefix="vtrain-image-") as tmp:
@@ -151,7 +192,7 @@ def build_local(config: JobConfig, cache: Path, *, allow_credentials: bool = Fal
                        f"installed here for {here}")
             layers = [trainer_layer(scan, Path(tmp)), runtime_layer(Path(tmp))]
             deps = requirements_layer(spec.requirements, here, index_args=spec.index_args,
-                                      cache=cache / "image-layers", dependencies=spec.dependencies,
+                                      cache=cache, dependencies=spec.dependencies,
                                       constraints=spec.constraints)
             if deps is not None:
                 layers.insert(0, deps)
@@ -180,9 +221,8 @@ def pull_local(uri: str, cache: Path, *, credentials: Any = None) -> LocalImage 
             return None
         descriptors = image.manifest.get("layers", [])[-len(ours):]
         digests = [str(d["digest"]) for d in descriptors]
-        blobs = cache / "image-blobs"
-        blobs.mkdir(parents=True, exist_ok=True)
-        paths = [fetch_blob(client, ref.repository, digest, blobs) for digest in digests]
+        blobs = _mkdir(cache_folder("image-blobs", cache))
+        paths = [fetch_blob(client, ref.repository, str(d["digest"]), int(d["size"]), blobs) for d in descriptors]
     except PackagingError as err:
         raise BackendError(f"cannot run image {uri} here: {err}") from None
     env = dict(item.partition("=")[::2] for item in (image.config.get("config") or {}).get("Env") or [])
@@ -191,12 +231,13 @@ def pull_local(uri: str, cache: Path, *, credentials: Any = None) -> LocalImage 
 
 
 def container_images(config: JobConfig, cache: Path, *, allow_credentials: bool = False,
-                     notice: Callable[[str], None] = lambda text: None,
-                     credentials: Any = None) -> tuple[dict[str, Any] | None, str]:
+                     notice: Callable[[str], None] = lambda text: None, credentials: Any = None,
+                     artifacts: Artifacts | None = None) -> tuple[dict[str, Any] | None, str]:
     """imageUri → :class:`~vtrain.local.containers.ContainerImage` for each image the job's pools run, or
     (None, why not). A `trainer.build` job's images are built here; any other container pool's image is
     pulled, unless docker (or podman) answers: then docker runs those pools. `credentials` as the registry
-    client takes them (default: Google's for Google's registries, else none; anonymous when there are none)."""
+    client takes them (default: Google's for Google's registries, else none; anonymous when there are none).
+    `artifacts`: the request's planned images, whose selection a `trainer.build` image is built from."""
     from vtrain.local.containers import ContainerImage, docker_engine, find_runtime
 
     others = _container_uris(config)
@@ -209,16 +250,21 @@ def container_images(config: JobConfig, cache: Path, *, allow_credentials: bool 
     if runtime is None:
         return None, f"{no_docker}; {why}" if no_docker else why
     creds = credentials if credentials is not None else _pull_credentials
-    try:
-        found = _build_unpacked(config, cache, creds, allow_credentials, runtime.rootless, notice) \
+
+    def make() -> dict[str, ContainerImage]:
+        found = _build_unpacked(config, cache, creds, allow_credentials, runtime.rootless, notice, artifacts) \
             if config.trainer.build is not None else {}
         for uri in others:
             found[uri] = _pull_unpacked(uri, cache, creds, runtime.rootless, notice)
+        return {uri: ContainerImage(image, runtime) for uri, image in found.items()}
+
+    try:
+        images = _holding(cache, ("image-blobs", "containers"), make)
     except (PackagingError, BackendError) as err:
         return None, f"cannot make the image here: {err}"
-    for image in found.values():
-        notice(f"image {image.uri}: replicas run in {runtime.name} containers on {image.rootfs}")
-    return {uri: ContainerImage(image, runtime) for uri, image in found.items()}, ""
+    for image in images.values():
+        notice(f"image {image.image.uri}: replicas run in {runtime.name} containers on {image.image.rootfs}")
+    return images, ""
 
 
 def _container_uris(config: JobConfig) -> list[str]:
@@ -242,9 +288,10 @@ def _pull_credentials(registry: str) -> tuple[str, str] | None:
 
 
 def _build_unpacked(config: JobConfig, cache: Path, credentials: Any, allow_credentials: bool, rootless: bool,
-                    notice: Callable[[str], None]) -> dict[str, Unpacked]:
-    """Each image of a `trainer.build` job built as `submit` builds it (nothing pushed), then unpacked."""
-    from vtrain.jobfile.artifacts import image_specs, planned_images
+                    notice: Callable[[str], None], artifacts: Artifacts | None) -> dict[str, Unpacked]:
+    """Each image of a `trainer.build` job built as `submit` builds it (nothing pushed), from the files its
+    planned name was hashed from, then unpacked."""
+    from vtrain.jobfile.artifacts import image_specs
     from vtrain.local import rootfs
     from vtrain.trainer.image.build import build_image
     from vtrain.trainer.image.mirrors import pull_client
@@ -252,14 +299,15 @@ def _build_unpacked(config: JobConfig, cache: Path, credentials: Any, allow_cred
 
     package = config.trainer.package
     assert package is not None
-    planned = planned_images(config)
+    plan = _planned(config, artifacts)
+    planned = dict(plan.images)
     out: dict[str, Unpacked] = {}
-    blobs = _mkdir(cache / "image-blobs")
+    blobs = _mkdir(cache_folder("image-blobs", cache))
     for base, spec in image_specs(config).items():
         client = pull_client(parse_reference(spec.base, what="base image").registry, credentials)
         with tempfile.TemporaryDirectory(prefix="vtrain-image-") as tmp:
             built = build_image(spec, Path(package), Path(tmp), client, allow_credentials=allow_credentials,
-                                cache=cache / "image-layers")
+                                cache=cache, scan=plan.selection)
             uri = planned[base]
             found = rootfs.cached(cache, uri, built.digest)
             if found is None:
@@ -287,7 +335,7 @@ def _pull_unpacked(uri: str, cache: Path, credentials: Any, rootless: bool,
     found = rootfs.cached(cache, uri, image.digest)
     if found is not None:
         return found
-    paths = _base_blobs(client, ref.repository, image.manifest, _mkdir(cache / "image-blobs"), notice, uri)
+    paths = _base_blobs(client, ref.repository, image.manifest, _mkdir(cache_folder("image-blobs", cache)), notice, uri)
     return rootfs.unpack(cache, uri, image.digest, image.manifest, canonical(image.config), paths,
                          rootless=rootless, notice=notice)
 
@@ -297,12 +345,12 @@ def _base_blobs(client: Any, repository: str, manifest: Mapping[str, Any], into:
     """The manifest's layers in the blob cache: those missing pulled (and said, with their size)."""
     from vtrain.local.rootfs import fetch_blob
 
-    layers = [(str(d["digest"]), int(d.get("size") or 0)) for d in manifest.get("layers") or []]
+    layers = [(str(d["digest"]), int(d["size"])) for d in manifest.get("layers") or []]  # checked by read_base
     missing = [(d, n) for d, n in layers if not (into / d.replace(":", "-")).is_file()]
     if missing:
         notice(f"pulling {len(missing)} layer(s) of {name} ({sum(n for _, n in missing) / 1e6:,.1f} MB; kept for "
                "later runs)")
-    return {digest: fetch_blob(client, repository, digest, into) for digest, _ in layers}
+    return {digest: fetch_blob(client, repository, digest, size, into) for digest, size in layers}
 
 
 def _mkdir(path: Path) -> Path:
@@ -312,6 +360,10 @@ def _mkdir(path: Path) -> Path:
 
 def pull_images(job: Mapping[str, Any], cache: Path) -> dict[str, LocalImage]:
     """For the emulator: each container pool's image on a registry on this machine that vtrain built."""
+    return _holding(cache, ("image-blobs", "images"), lambda: _pull_images(job, cache))
+
+
+def _pull_images(job: Mapping[str, Any], cache: Path) -> dict[str, LocalImage]:
     from vtrain.trainer.image.reference import is_loopback, parse_reference
 
     out: dict[str, LocalImage] = {}

@@ -26,7 +26,7 @@ from vtrain.foreign import printable, printable_lines
 from vtrain.handle import CANCELLED, CANCELLING, FAILED, PENDING, RUNNING, SUCCEEDED, JobHandle, Waiting
 from vtrain.local import env as localenv
 from vtrain.local.env import Plan, Replica
-from vtrain.local.failures import describe_exit, late_peers
+from vtrain.local.failures import describe_exit, startup_state
 from vtrain.local.faults import FaultScheduler
 from vtrain.local.options import RunOptions
 from vtrain.local.policy import CHIEF_SUCCEEDED, FAIL, RESTART, RETRY_JOB, RestartPolicy, policy_for_job
@@ -35,12 +35,6 @@ from vtrain.local.restarts import TAIL_LINES, JobSide, Proc, RestartSupervisor, 
 
 if TYPE_CHECKING:
     from vtrain.handle import LogHook, StateHook
-
-
-def _frozen(p: Proc) -> bool:
-    """Whether the replica's process is stopped: the container's own process for a container replica."""
-    inside = p.container.pid() if p.container is not None else None
-    return p.popen is not None and proctree.frozen(inside or p.popen.pid)
 
 
 class LocalJob(JobHandle):
@@ -309,6 +303,7 @@ class LocalJob(JobHandle):
         servers = ("ps", "evaluator", "worker") if ps else (
             "ps", "evaluator")
         starting = bool(members)  # the start-up window: until every member is up and answering at once
+        restarted = False  # a member was restarted: one that finished since cannot rejoin
         while True:
             now = time.monotonic()
             for p in self._procs:
@@ -317,14 +312,15 @@ class LocalJob(JobHandle):
                 decision = self.restarts.decide(p)  # Vertex's restart policy (vtrain.local.policy)
                 if decision.action == CHIEF_SUCCEEDED:
                     chief_done_at = now
+                    self.restarts.release_held()  # one still held back by a late fault never starts
                     self._stop([q for q in self._procs if q.replica.role in servers])
                 elif decision.action == FAIL:
-                    return FAILED, self._failure(p, decision.error)
+                    return FAILED, self._failure(p, decision.error, tail=decision.tail)
                 elif decision.action in (RESTART, RETRY_JOB):
                     try:
                         if self.restarts.relaunch(decision, lambda: self._cancel):
                             first_listen = None if first_listen is None else now  # their servers: the full time
-                            starting = bool(members)  # a restarted member runs the cluster check again
+                            starting = restarted = bool(members)  # a restarted member runs the cluster check again
                     except OSError as err:  # e.g. out of processes or open files
                         return FAILED, f"could not restart {', '.join(decision.replicas)}: {err}"
             if self._cancel:
@@ -345,11 +341,9 @@ class LocalJob(JobHandle):
                         p.listening = listening(self._port(p))
                 if first_listen is None and any(p.listening for p in members):
                     first_listen = now
-                late = [p for p in members if p.returncode is None and (not p.listening or _frozen(p))]
-                if not late:
-                    starting = False  # every member up and answering at once: the cluster check can pass
-                elif first_listen is not None and now - first_listen >= opts.startup_timeout:
-                    return FAILED, late_peers(members, late, self._options.startup_timeout)
+                starting, failure = startup_state(members, now, first_listen, opts.startup_timeout, restarted)
+                if failure is not None:  # (starting: until every member is up and answering at once)
+                    return FAILED, failure
             if chief_done_at is None:
                 self.restarts.tick()  # step reports in, faults out
             else:
@@ -361,19 +355,22 @@ class LocalJob(JobHandle):
         spec = json.loads(p.env["CLUSTER_SPEC"])
         return int(spec["cluster"][f"workerpool{p.replica.pool}"][p.replica.index].rsplit(":", 1)[1])
 
-    def _failure(self, p: Proc, headline: str | None = None) -> str:
+    def _failure(self, p: Proc, headline: str | None = None, *, tail: bool = True) -> str:
         assert p.returncode is not None
         if p.reader is not None:
             self._stop([q for q in self._procs if q is not p])
             p.reader.join(timeout=5)
-        tail = [printable(line) for line in p.tail]
+        tail_lines = [printable(line) for line in p.tail]
         with contextlib.suppress(OSError), open(p.log_path, "rb") as f:  # every line read so far
             f.seek(max(0, f.seek(0, os.SEEK_END) - 65536))
-            tail = printable_lines(f.read())  # split at newlines only: a \r is shown, not obeyed
+            tail_lines = printable_lines(f.read())  # split at newlines only: a \r is shown, not obeyed
         self.error_reason = p.last_stderr
-        lines = [printable(headline) if headline else f"{p.label} {describe_exit(p.returncode)}",
-                 f"last lines of {p.label} (full log: {p.log_path}):"]
-        lines += [f"  | {line}" for line in tail[-TAIL_LINES:]]
+        first = printable(headline) if headline else f"{p.label} {describe_exit(p.returncode)}"
+        if not tail:  # the headline holds the reason (a container that never started): no log to repeat it
+            self.error_reason = first
+            return f"{first} (full log: {p.log_path})"
+        lines = [first, f"last lines of {p.label} (full log: {p.log_path}):"]
+        lines += [f"  | {line}" for line in tail_lines[-TAIL_LINES:]]
         return "\n".join(lines)
 
     def _stop(self, procs: list[Proc]) -> None:

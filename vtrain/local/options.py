@@ -20,7 +20,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from vtrain.local.faults import DEFAULT_PREEMPT_GRACE, FaultSpec
 
@@ -75,7 +75,29 @@ class RunOptions:
 FIELDS = tuple(f.name for f in dataclasses.fields(RunOptions))
 
 
-def run_options(options: RunOptions | None, keywords: Mapping[str, Any], where: str,
+class RunKeywords(TypedDict, total=False):
+    """RunOptions' fields as the keyword arguments `run_local`, `run_local_tuning` and `run_job` take
+    (``**keywords: Unpack[RunKeywords]``): a type checker reads each by name and type, so a misspelt option is an
+    error there, not only at run time. The same names and types as :class:`RunOptions` (a test holds them equal)."""
+
+    output_dir: str | os.PathLike[str] | None
+    max_replicas: int | None
+    timeout: float | None
+    keep: bool
+    cache_dir: str | os.PathLike[str] | None
+    allow_credentials: bool
+    startup_timeout: float
+    worker_grace: float
+    kill_grace: float
+    restart_policy: str
+    faults: Sequence[FaultSpec]
+    preempt_grace: float
+    containers: str
+    runtime: str
+    check_output: Callable[[Path], str | None] | None
+
+
+def run_options(options: RunOptions | None, keywords: RunKeywords | Mapping[str, Any], where: str,
                 base: RunOptions | None = None) -> RunOptions:
     """The run's options: `options` (else `base`, else the defaults) with the keyword arguments of
     the older SDK calls applied over it. A keyword that is no option is the TypeError Python gives."""

@@ -15,6 +15,10 @@ what a local run does under ``--restart-policy vertex`` (the default):
   A local run recognises them from the replica's last lines (:func:`classify_exit`): the entry
   module cannot be found or imported, a SyntaxError, an ImportError, the trainer's argument
   parser refusing its arguments, or vtrain's own RuntimeMismatch; none of these can heal on a restart;
+* a replica whose container never started (its runtime said why: no such executable in the image, an
+  environment entry without ``=``, a user the kernel refuses; ``Exit.start_error``) is permanent too, as Vertex
+  treats a replica it cannot start: the same image fails the same way on every start. The job ends at once
+  with the runtime's message, once, escaped and bounded, under any policy;
 * the chief's outcome is the job's outcome: once it exits 0, later exits of others change nothing.
 
 ``never`` is the debugging policy: the first failed chief/worker/ps fails the job (fail-fast).
@@ -31,7 +35,7 @@ from __future__ import annotations
 import re
 import signal
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from vtrain.constants import JOB_ATTEMPT_ENV, RESTART_COUNT_ENV
@@ -89,6 +93,7 @@ class Exit:
     at: float = 0.0  # seconds since the job started (for the summary)
     tail: tuple[str, ...] = ()
     stopped: bool = False
+    start_error: str | None = None  # its container never ran the process: the runtime's (or docker's) reason
 
     @property
     def role(self) -> str:
@@ -101,6 +106,7 @@ class Cause:
 
     permanent: bool
     reason: str
+    started: bool = True  # False: the replica's container never ran its process (Exit.start_error)
 
 
 @dataclass(frozen=True)
@@ -112,6 +118,7 @@ class Decision:
     line: str | None = None
     error: str | None = None  # for FAIL: the job's error headline (the supervisor adds the log tail)
     failed: str | None = None  # the replica whose exit led here
+    tail: bool = True  # False: the headline says it all (a container that never started: its log is the reason)
 
 
 def exit_text(returncode: int) -> str:
@@ -144,12 +151,25 @@ _PERMANENT_EXCEPTIONS = {
 }
 
 
-def classify_exit(returncode: int, tail: Sequence[str], module: str | None = None) -> Cause:
-    """Permanent (a restart cannot help) or not, from the exit code and the replica's last lines.
+def last_exception(lines: Sequence[str]) -> str | None:
+    """The last line of `lines` that reads as a Python exception (``RuntimeError: ...``), printable; None if none."""
+    for line in reversed(lines):
+        found = _EXCEPTION.match(line.strip())
+        if found is not None:
+            return printable(f"{found['name']}: {found['msg']}" if found["msg"] else found["name"])
+    return None
+
+
+def classify_exit(returncode: int, tail: Sequence[str], module: str | None = None,
+                  start_error: str | None = None) -> Cause:
+    """Permanent (a restart cannot help) or not, from the exit code and the replica's last lines, or from why its
+    container never started (`start_error`, the runtime's words: always permanent).
 
     Only what fails the same way on every restart is permanent; a signal, an OOM kill, a lost
     peer or any other exception is worth a restart, as on Vertex.
     """
+    if start_error:
+        return Cause(True, f"its container did not start: {printable(start_error, limit=400)}", started=False)
     if returncode < 0 or returncode > 128:
         return Cause(False, f"exited {exit_text(returncode)}")
     lines = [line.strip() for line in tail if line.strip()]
@@ -223,11 +243,14 @@ class RestartPolicy:
         if self.chief_succeeded:
             line = f"{event.replica} exited {code} after the chief succeeded; the job's result follows the chief"
             return Decision(IGNORE, line=line)
-        cause = classify_exit(event.returncode, event.tail, self.module)
+        cause = classify_exit(event.returncode, event.tail, self.module, event.start_error)
         state = self._replicas[event.replica]
         state.failures += 1
         state.failed_at = event.at
         who = f"{event.replica} exited {code}"
+        if not cause.started:  # the runtime's reason once, in the error; the notice only says what happens
+            line = f"{event.replica}'s container did not start (a permanent error); failing the job without a restart"
+            return replace(self._fail(event, cause, line, f"{who}: {cause.reason}"), tail=False)
         if self.config.policy == "never":
             return self._fail(event, cause, f"{who}; failing the job (--restart-policy never)", f"{who}")
         if cause.permanent:
@@ -362,5 +385,6 @@ __all__ = [
     "RestartPolicy",
     "classify_exit",
     "exit_text",
+    "last_exception",
     "policy_for_job",
 ]

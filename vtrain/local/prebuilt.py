@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from vtrain.errors import BackendError, PackagingError
+from vtrain.local.cachefolders import Lease, hold
 from vtrain.local.containers import Container, ContainerImage
 
 PACKAGES = "/vtrain/packages"
@@ -52,6 +53,11 @@ class PackageImage:
     @property
     def uri(self) -> str:
         return self.image.image.uri
+
+    @property
+    def lease(self) -> Lease | None:
+        """Its hold on the cache's image folders (`vtrain cache clear` keeps them while the job runs)."""
+        return self.image.lease
 
     def replica(self, pool: Mapping[str, Any], **kwargs: Any) -> tuple[Container, dict[str, str]]:
         """One replica's container: the pythonPackageSpec's module and args after the install, as the image runs
@@ -87,18 +93,26 @@ def prebuilt_images(uris: Sequence[str], packages: Sequence[Path], cache: Path, 
         raise BackendError(f"--runtime image runs each replica in the prebuilt image with runc or crun: {why}; "
                            "--runtime stack runs the image's TensorFlow and Python without a container")
     out: dict[str, PackageImage] = {}
-    for uri in uris:
-        pulled = cpu_variant(uri, gpu_here)
-        if pulled != uri:
-            notice(f"this machine has no GPU: the replicas of {uri} run in its CPU variant {pulled}")
-        try:
-            unpacked = _pull_unpacked(pulled, cache, credentials if credentials is not None else _pull_credentials,
-                                      runtime.rootless, notice)
-        except (PackagingError, BackendError) as err:
-            raise BackendError(f"--runtime image: cannot pull {pulled}: {err}") from None
-        notice(f"image {pulled}@{unpacked.digest}: replicas run in {runtime.name} containers on {unpacked.rootfs}, "
-               "each installing the job's packages with the image's pip first")
-        out[uri] = PackageImage(ContainerImage(unpacked, runtime), tuple(packages))
+    try:
+        lease = hold(cache, "image-blobs", "containers")  # released with the job that runs them
+    except PackagingError as err:
+        raise BackendError(f"--runtime image: {err}") from None
+    try:
+        for uri in uris:
+            pulled = cpu_variant(uri, gpu_here)
+            if pulled != uri:
+                notice(f"this machine has no GPU: the replicas of {uri} run in its CPU variant {pulled}")
+            try:
+                unpacked = _pull_unpacked(pulled, cache, credentials if credentials is not None else
+                                          _pull_credentials, runtime.rootless, notice)
+            except (PackagingError, BackendError) as err:
+                raise BackendError(f"--runtime image: cannot pull {pulled}: {err}") from None
+            notice(f"image {pulled}@{unpacked.digest}: replicas run in {runtime.name} containers on "
+                   f"{unpacked.rootfs}, each installing the job's packages with the image's pip first")
+            out[uri] = PackageImage(ContainerImage(unpacked, runtime, lease), tuple(packages))
+    except BaseException:
+        lease.release()
+        raise
     return out
 
 

@@ -94,6 +94,7 @@ class Proc:
     returncode: int | None = None
     listening: bool = False
     stopped: bool = False  # we stopped it: its exit code is not the job's concern
+    started: float = 0.0  # when its current process started, on the supervisor's clock (monotonic)
 
     @property
     def label(self) -> str:
@@ -133,6 +134,7 @@ class RestartSupervisor:
         self._popen = popen
         self._clock = clock
         self._preexec: Callable[[], None] | None = None
+        self.held: dict[str, float] = {}  # replicas a `late` fault holds back: seconds after the start
 
     def since_start(self) -> float:
         return self._clock() - self.started_at
@@ -141,14 +143,34 @@ class RestartSupervisor:
         return self.run_dir / "status" / f"{p.label}.json"
 
     def start(self, started_at: float, preexec: Callable[[], None] | None = None) -> None:
-        """Start every replica; fault times count from `started_at` (on the supervisor's clock)."""
+        """Start every replica but those a `late` fault holds back (:meth:`tick` starts them when due); fault
+        times count from `started_at` (on the supervisor's clock)."""
         self.started_at = started_at
         self._preexec = preexec
+        self.held = self.scheduler.late_starts()
         for p in self.procs:
-            self.launch(p)
+            if p.label not in self.held:
+                self.launch(p)
+
+    def release_held(self) -> None:
+        """Start no held replica any more (the chief succeeded: Vertex would not start a VM for a finished job);
+        they count as stopped."""
+        for p in self.procs:
+            if p.label in self.held:
+                p.stopped = True
+        self.held.clear()
+
+    def _start_due(self, at: float) -> None:
+        """Start each held replica whose delay has passed."""
+        for p in self.procs:
+            delay = self.held.get(p.label)
+            if delay is not None and at >= delay:
+                self._job.event(self.scheduler.started_late(p.label, at))
+                self.launch(p)
 
     def launch(self, p: Proc, *, again: bool = False) -> None:
         """Start (or restart in place) one replica: same argv, cwd, port and TF_CONFIG; the policy's env."""
+        self.held.pop(p.label, None)  # started now, with the others (a restart of everyone) or when due
         status = self.status_path(p)
         status.parent.mkdir(parents=True, exist_ok=True)
         status.unlink(missing_ok=True)  # no step of the previous process may count for this one
@@ -178,6 +200,7 @@ class RestartSupervisor:
         for thread in threads:
             thread.start()
         p.reader = Readers(threads)
+        p.started = self._clock()
         record = {"replica": p.label, "restart": self.policy.restarts(p.label), "attempt": self.policy.attempt,
                   "start": round(self.since_start(), 3), "end": None, "exit": None}  # fmt: skip
         self.processes.append(record)
@@ -205,8 +228,10 @@ class RestartSupervisor:
                             f"process group (daemonized): pid {', '.join(map(str, ended))}")
 
     def tick(self) -> None:
-        """Read the steps the replicas reported; send the faults that are due."""
+        """Start the held replicas that are due; read the steps the replicas reported; send the faults that are due."""
         at = self.since_start()
+        if self.held:
+            self._start_due(at)
         live = {p.label: p for p in self.procs if p.popen is not None and p.returncode is None}
         for p in live.values():
             self._read_steps(p, at)
@@ -247,8 +272,10 @@ class RestartSupervisor:
         self._close(p)
         if p.returncode != 0 and not p.stopped and p.reader is not None:
             p.reader.join(timeout=2)  # its last lines tell a permanent error from a transient one
+        start_error = p.container.start_error(p.returncode, p.last_stderr) \
+            if p.container is not None and p.returncode != 0 and not p.stopped else None
         decision = self.policy.on_exit(Exit(p.label, p.returncode, at=self.since_start(), tail=tuple(p.tail),
-                                            stopped=p.stopped))  # fmt: skip
+                                            stopped=p.stopped, start_error=start_error))  # fmt: skip
         if decision.line:
             self._job.event(decision.line)
         return decision

@@ -12,7 +12,6 @@ of the same image unpacks nothing; a half-done unpack is done again.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import posixpath
@@ -99,7 +98,9 @@ def _table(path: Path | None) -> list[str]:
 
 
 def _lookup(table: Path | None, name: str, column: int) -> int:
-    if name.isdigit():
+    if name.isascii() and name.isdigit():
+        if len(name) > 10 or int(name) > 0xFFFFFFFF:  # a uid is 32 bits (and int() of 5,000 digits raises)
+            raise BackendError(f"the image's User {printable(name, limit=40)} is not a uid or gid (0 to 4294967295)")
         return int(name)
     for line in _table(table):
         fields = line.split(":")
@@ -129,7 +130,9 @@ def cached(cache: Path, uri: str, digest: str) -> Unpacked | None:
 
 
 def _root(cache: Path, digest: str) -> Path:
-    return cache / "containers" / "rootfs" / digest.replace(":", "-")
+    from vtrain.userpaths import cache_folder
+
+    return cache_folder("containers", cache) / "rootfs" / digest.replace(":", "-")
 
 
 def unpack(cache: Path, uri: str, digest: str, manifest: Mapping[str, Any], config: bytes,
@@ -207,28 +210,17 @@ def _write_layout(layout: Path, manifest: Mapping[str, Any], config: bytes, blob
     (layout / "index.json").write_text(json.dumps(index), encoding="utf-8")
 
 
-def fetch_blob(client: Any, repository: str, digest: str, into: Path) -> Path:
-    """A blob from the registry into the blob cache (once), its bytes checked against its digest."""
-    import hashlib
-
-    from vtrain.errors import PackagingError
-
+def fetch_blob(client: Any, repository: str, digest: str, size: int, into: Path) -> Path:
+    """A blob from the registry into the blob cache (once): the registry client's bounded reader, its bytes
+    checked against its digest before the file is there (:meth:`~vtrain.trainer.image.registry.RegistryClient.
+    save_blob`). A cached one is trusted by its name only when its size is the declared one."""
     path = into / digest.replace(":", "-")
-    if path.is_file():
-        return path
-    hashed = hashlib.sha256()
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
     try:
-        with contextlib.closing(client.open_blob(repository, digest)) as stream, open(tmp, "wb") as out:
-            for chunk in iter(lambda: stream.read(1 << 20, decode_content=False), b""):  # the bytes as stored
-                hashed.update(chunk)
-                out.write(chunk)
-        if f"sha256:{hashed.hexdigest()}" != digest:
-            raise PackagingError(f"layer {digest[:19]} of {repository} is not what its digest says")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
+        if path.is_file() and not path.is_symlink() and path.stat().st_size == size:
+            return path
+    except OSError:
+        pass
+    return Path(client.save_blob(repository, digest, size, path))
 
 
 __all__ = ["Unpacked", "cached", "fetch_blob", "unpack"]

@@ -44,14 +44,18 @@ from vtrain.local import rundir
 from vtrain.local.env import Plan, Replica
 from vtrain.local.faults import FaultScheduler, check_replicas
 from vtrain.local.job import LocalJob
-from vtrain.local.options import RunOptions, run_options
+from vtrain.local.options import RunKeywords, RunOptions, run_options
 from vtrain.local.policy import policy_for_job
 from vtrain.local.ports import free_ports
 from vtrain.local.restarts import Proc
 from vtrain.local.runtimes import local_gpus
+from vtrain.local.unrehearsable import unrehearsable
 
 if TYPE_CHECKING:
-    from vtrain.jobfile.model import JobConfig
+    from typing_extensions import Unpack  # typing.Unpack from Python 3.11
+
+    from vtrain.jobfile.artifacts import Artifacts
+    from vtrain.jobfile.config import JobConfig
     from vtrain.local.containers import ContainerHandle, ContainerImage
     from vtrain.local.envcache import TrainerEnv
     from vtrain.local.image import LocalImage
@@ -66,13 +70,15 @@ class TextSink(Protocol):
     def flush(self) -> None: ...
 
 
-def _docker_ready() -> str:
-    """The docker (or podman) binary that runs a container pool here; BackendError when none answers."""
+def _docker_ready(uris: list[str]) -> str:
+    """The docker (or podman) binary that runs the pools of images `uris` here; BackendError naming them, else."""
+    from vtrain.foreign import printable
     from vtrain.local.containers import docker_engine
 
     engine, why = docker_engine()
     if engine is None:
-        raise BackendError(f"this job runs a container (trainer.container), but docker cannot run it: {why}")
+        raise BackendError(f"this job runs image {', '.join(printable(u, limit=200) for u in uris)} in a container, "
+                           f"but docker cannot run it: {why}")
     return engine
 
 
@@ -162,9 +168,11 @@ def _cache(cache_dir: str | os.PathLike[str] | None) -> Path:
 
 
 def prepare_images(config: JobConfig, cache_dir: str | os.PathLike[str] | None, allow_credentials: bool,
-                   notice: Callable[[str], None], containers: str = "auto") -> dict[str, LocalImage | ContainerImage]:
+                   notice: Callable[[str], None], containers: str = "auto",
+                   artifacts: Artifacts | None = None) -> dict[str, LocalImage | ContainerImage]:
     """An image job's images, ready to run here; empty for a Python package trainer (and for a
-    `trainer.container` job that docker runs). Nothing is pushed.
+    `trainer.container` job that docker runs). Nothing is pushed. `artifacts`: what the request names (from
+    :func:`~vtrain.jobfile.artifacts.plan_artifacts`); an image is built from the files its name was hashed from.
 
     `containers`: "auto" runs each replica in a container (:func:`vtrain.local.image.container_images`)
     where this machine can, else says why in one notice and runs a `trainer.build` job's layers on this
@@ -176,7 +184,8 @@ def prepare_images(config: JobConfig, cache_dir: str | os.PathLike[str] | None, 
     if containers != "never":
         from vtrain.local.image import container_images
 
-        found, why = container_images(config, cache, allow_credentials=allow_credentials, notice=notice)
+        found, why = container_images(config, cache, allow_credentials=allow_credentials, notice=notice,
+                                      artifacts=artifacts)
         if found is not None:
             return dict(found)
         if containers == "always" or config.trainer.build is None:
@@ -186,7 +195,7 @@ def prepare_images(config: JobConfig, cache_dir: str | os.PathLike[str] | None, 
         return {}
     from vtrain.local.image import build_local
 
-    return dict(build_local(config, cache, allow_credentials=allow_credentials, notice=notice))
+    return dict(build_local(config, cache, allow_credentials=allow_credentials, notice=notice, artifacts=artifacts))
 
 
 def prepare_trainer(
@@ -223,7 +232,7 @@ def run_local(
     out: IO[str] | None = None,
     notices: TextSink | None = None,
     on_line: Callable[[Replica, str, str], None] | None = None,
-    **keywords: Any,
+    **keywords: Unpack[RunKeywords],
 ) -> LocalJob:
     """Start a job on this machine and return its handle (RUNNING); `wait()` for the end.
 
@@ -245,8 +254,8 @@ def run_local(
     """
     from vtrain.errors import UsageError
     from vtrain.jobfile.artifacts import Artifacts, plan_artifacts
+    from vtrain.jobfile.config import JobConfig
     from vtrain.jobfile.load import load_config
-    from vtrain.jobfile.model import JobConfig
     from vtrain.request.build import TUNING_JOB, build_request, kind_of
     from vtrain.request.custom_job import build_job_dict
 
@@ -269,8 +278,11 @@ def run_local(
             check_replicas(opts.faults, labels)
     trainer_env, package_uris, prebuilt = prepare_trainer(config, opts.cache_dir, opts.allow_credentials, notice,
                                                           opts.runtime)
-    images = {**prepare_images(config, opts.cache_dir, opts.allow_credentials, notice, opts.containers), **prebuilt}
-    job = build_request(config, plan_artifacts(config) if package_uris is None else package_uris).body
+    # One read of the trainer folder names the images and is what they are built from (issue 46, class 10).
+    planned = plan_artifacts(config) if package_uris is None else package_uris
+    images = {**prepare_images(config, opts.cache_dir, opts.allow_credentials, notice, opts.containers,
+                               planned if isinstance(planned, Artifacts) else None), **prebuilt}
+    job = build_request(config, planned).body
     if config.model is not None and opts.check_output is None:  # what Vertex's prediction container needs
         opts = opts.replace(check_output=saved_model_check(trainer_env))
     return run_job(job, trainer_env=trainer_env, options=opts, name=config.name, out=out, notice=notice,
@@ -306,7 +318,7 @@ def run_job(
     notice: Callable[[str], None] = lambda text: None,
     on_line: Callable[[Replica, str, str], None] | None = None,
     images: Mapping[str, LocalImage | ContainerImage | PackageImage] | None = None,
-    **keywords: Any,
+    **keywords: Unpack[RunKeywords],
 ) -> LocalJob:
     """Start a CustomJob REST body here (what `submit` sends, or what the emulator stored).
 
@@ -337,12 +349,16 @@ def run_job(
     specs = [the_plan.pool_spec(r) for r in the_plan.replicas]
     built = images or {}
     engine = "docker"
-    if any("containerSpec" in s and s["containerSpec"].get("imageUri") not in built for s in specs):
-        engine = _docker_ready()
+    for_docker = sorted({str(s["containerSpec"].get("imageUri")) for s in specs
+                         if "containerSpec" in s and s["containerSpec"].get("imageUri") not in built})
+    if for_docker:
+        engine = _docker_ready(for_docker)
     if trainer_env is None and any("pythonPackageSpec" in s and s["pythonPackageSpec"].get("executorImageUri")
                                    not in built for s in specs):
         raise BackendError("this job runs Python packages, but no environment with them was prepared")
     for text in the_plan.notices:
+        notice(text)
+    for text in unrehearsable(the_plan.job):  # a reservation, a TPU topology, ...: said, never silently dropped
         notice(text)
     if trainer_env is not None:
         tf_notice = localenv.image_tf_notice(the_plan, trainer_env.tensorflow or _host_tensorflow())
@@ -375,11 +391,13 @@ def run_job(
         output_dir, temporary = tempfile.mkdtemp(prefix=f"vtrain-local-{slug}-"), True
     out_path = Path(output_dir).expanduser().absolute()
     claim = rundir.claim(out_path, job_id)  # refused while another live run writes this output dir
-    lease = trainer_env.lease if trainer_env is not None else None
+    leases = [trainer_env.lease] if trainer_env is not None and trainer_env.lease is not None else []
+    leases += list({id(lease): lease for image in built.values()
+                    if (lease := getattr(image, "lease", None)) is not None}.values())
 
     def release() -> None:
         claim.release()
-        if lease is not None:
+        for lease in leases:  # the environment's and the image folders' (vtrain cache clear keeps them meanwhile)
             lease.release()
 
     try:
@@ -410,6 +428,7 @@ def _packages(config: Any, cache: Path, allow_credentials: bool) -> tuple[list[P
     from vtrain.local import envcache as localpkg
     from vtrain.trainer import packaging
     from vtrain.trainer.staging import uri_to_path
+    from vtrain.userpaths import cache_folder
 
     if config.trainer.package is None:
         from vtrain.local.downloads import fetch_packages
@@ -417,7 +436,7 @@ def _packages(config: Any, cache: Path, allow_credentials: bool) -> tuple[list[P
         paths = fetch_packages(config.trainer.package_uris, cache)
         return paths, [p.as_uri() for p in paths]
     localpkg.cache_dir_ready(cache, "sdists")
-    staging = cache / "sdists"
+    staging = cache_folder("sdists", cache)
     staged = packaging.build_and_stage(config.trainer.package, str(staging), config.trainer.module,
                                        allow_credentials=allow_credentials, progress=False,
                                        skip=config.job_files(), builds=staging)

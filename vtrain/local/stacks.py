@@ -63,6 +63,7 @@ from vtrain.local.envcache import (
     site_packages,
     write_marker,
 )
+from vtrain.userpaths import cache_folder
 
 STACK_FORMAT = "1"  # bump when what a stack holds or how it is laid out changes
 
@@ -118,8 +119,12 @@ def stack_for(image: str, *, gpu: bool = False) -> Stack | None:
     found = _IMAGE.search(image.strip() + ":")
     if found is None or found["version"] not in STACKS:
         return None
-    py = found["py"]
-    python = f"3.{py[1:]}" if py else ("3.8" if found["family"] == "tpu" else "3.10")  # tf-tpu.2-12: Python 3.8
+    from vtrain.catalog.images import training_image
+
+    py, row = found["py"], training_image(found["family"], found["version"])
+    python = f"3.{py[1:]}" if py else row.python if row is not None else None  # the catalog's image row
+    if python is None:
+        return None
     return Stack(image=image, version=found["version"], python=python, gpu=gpu and found["family"] == "gpu",
                  row=STACKS[found["version"]])
 
@@ -220,7 +225,7 @@ def choose_python(stack: Stack, cache_dir: Path, env: Mapping[str, str]) -> Stac
         return StackChoice(path, stack.python, None)
     host = f"{sys.version_info.major}.{sys.version_info.minor}"
     fallback_key = stack_key(stack, sys.executable, host)
-    if not (cache_dir / "envs" / fallback_key / READY).is_file():
+    if not (cache_folder("envs", cache_dir) / fallback_key / READY).is_file():
         path, why = install_python(stack.python, env)
         if path is not None:
             return StackChoice(path, stack.python, None)
@@ -253,7 +258,7 @@ def prepare_stack(stack: Stack, cache_dir: Path, notice: Callable[[str], None] =
     choice = choose_python(stack, cache_dir, env)
     key = stack_key(stack, choice.python, choice.version)
     cache_dir_ready(cache_dir, "envs")
-    envs = cache_dir / "envs"
+    envs = cache_folder("envs", cache_dir)
     venv = envs / key
     start = time.perf_counter()
     notices = [choice.notice] if choice.notice else []

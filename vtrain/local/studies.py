@@ -48,7 +48,7 @@ from vtrain.local.options import RunOptions
 from vtrain.request.tuning_job import trial_custom_job
 from vtrain.runtime.hypertune import METRIC_FILE_ENV, TRIAL_ID_ENV, read_reports
 from vtrain.tuning import search
-from vtrain.tuning.model import TuningConfig
+from vtrain.tuning.config import TuningConfig
 from vtrain.tuning.table import TrialRow, format_table, format_value
 
 if TYPE_CHECKING:
@@ -102,8 +102,8 @@ class Trial:
 
 
 def tuning_from_body(body: Mapping[str, Any]) -> TuningConfig:
-    """The study of a REST body as the job model holds it (the emulator gets only the body)."""
-    from vtrain.tuning.model import ALGORITHMS, GOALS, MEASUREMENTS, SCALES, STOPPING, MetricConfig, ParameterConfig
+    """The study of a REST body as the job config holds it (the emulator gets only the body)."""
+    from vtrain.tuning.config import ALGORITHMS, GOALS, MEASUREMENTS, SCALES, STOPPING, MetricConfig, ParameterConfig
 
     study = body["studySpec"]
     goals = {v: k for k, v in GOALS.items()}

@@ -17,11 +17,13 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from vtrain.errors import BackendError, UsageError
-from vtrain.local.options import RunOptions, run_options
+from vtrain.local.options import RunKeywords, RunOptions, run_options
 from vtrain.local.studies import LocalTuningJob, machine_parallelism
 
 if TYPE_CHECKING:
-    from vtrain.jobfile.model import JobConfig
+    from typing_extensions import Unpack  # typing.Unpack from Python 3.11
+
+    from vtrain.jobfile.config import JobConfig
 
 
 def run_local_tuning(
@@ -33,7 +35,7 @@ def run_local_tuning(
     out: IO[str] | None = None,
     notices: IO[str] | None = None,
     on_change: Callable[[LocalTuningJob], None] | None = None,
-    **keywords: Any,
+    **keywords: Unpack[RunKeywords],
 ) -> LocalTuningJob:
     """Start the study of a job file with `tuning:` here and return its handle (RUNNING).
 
@@ -47,9 +49,9 @@ def run_local_tuning(
     whenever a trial starts, reports or ends. `faults` are refused (UsageError): they apply to a
     single job.
     """
-    from vtrain.jobfile.artifacts import plan_artifacts
+    from vtrain.jobfile.artifacts import Artifacts, plan_artifacts
+    from vtrain.jobfile.config import JobConfig
     from vtrain.jobfile.load import load_config
-    from vtrain.jobfile.model import JobConfig
     from vtrain.local.runner import local_output_dir, prepare_images, prepare_trainer
     from vtrain.request.build import TUNING_JOB, build_request, kind_of, trial_job_spec
 
@@ -69,8 +71,10 @@ def run_local_tuning(
         raise UsageError("faults apply to a single job: a job file with `tuning:` runs a study of many trials")
     trainer_env, package_uris, prebuilt = prepare_trainer(config, opts.cache_dir, opts.allow_credentials, notice,
                                                           opts.runtime)
-    images = {**prepare_images(config, opts.cache_dir, opts.allow_credentials, notice, opts.containers), **prebuilt}
-    body = build_request(config, plan_artifacts(config) if package_uris is None else package_uris).body
+    planned = plan_artifacts(config) if package_uris is None else package_uris  # one read names and builds
+    images = {**prepare_images(config, opts.cache_dir, opts.allow_credentials, notice, opts.containers,
+                               planned if isinstance(planned, Artifacts) else None), **prebuilt}
+    body = build_request(config, planned).body
     bound = machine_parallelism(body, opts.max_replicas)
     wanted = tuning.parallel_trials if max_parallel is None else max_parallel
     if wanted > bound:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from vtrain.errors import UsageError
-from vtrain.jobfile.model import JobConfig
+from vtrain.jobfile.config import JobConfig
 
 #: What stands in for the n-th pipeline parameter while the job file's rules check the args.
 PARAMETER = "vtrain-pipeline-parameter-{}"

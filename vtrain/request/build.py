@@ -17,7 +17,7 @@ from vtrain.request.custom_job import build_job_dict
 from vtrain.request.tuning_job import TRIAL_SPEC, build_tuning_dict
 
 if TYPE_CHECKING:
-    from vtrain.jobfile.model import JobConfig
+    from vtrain.jobfile.config import JobConfig
     from vtrain.request.custom_job import Planned
 
 Kind = Literal["customJobs", "hyperparameterTuningJobs"]

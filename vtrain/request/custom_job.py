@@ -12,7 +12,7 @@ equal through a strict round trip. :func:`build_job` parses that body into the
 real proto, the only step that imports google-cloud-aiplatform.
 
 A `trainer.build` pool runs the image vtrain builds on the pool's base (:meth:`JobConfig.base_image
-<vtrain.jobfile.model.JobConfig.base_image>`, the rule the planner reads too), with its entry point said in full
+<vtrain.jobfile.config.JobConfig.base_image>`, the rule the planner reads too), with its entry point said in full
 (``python3 -m MODULE``). The image holds no environment of the job's and no arguments: both stay in each pool's
 containerSpec, so changing an env value or a pool's args rebuilds nothing. The Reduction Server pool keeps
 Google's image.
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from vtrain import catalog
 from vtrain.catalog import capacity
 from vtrain.constants import DILOCO_ENV, DILOCO_SYNCER_MODULE, DTENSOR_MESH_ENV, IMAGE_PYTHON, STRATEGY_ENV
-from vtrain.jobfile.model import JobConfig, PoolConfig
+from vtrain.jobfile.config import JobConfig, PoolConfig
 from vtrain.jobfile.schema import plain_fields
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from vtrain.constants import RUN_ID_MAX
 
 if TYPE_CHECKING:
-    from vtrain.jobfile.model import JobConfig
+    from vtrain.jobfile.config import JobConfig
 
 DEFAULT_STORE = "default"
 EXPERIMENT_RUN_SCHEMA = ("system.ExperimentRun", "0.0.1")

@@ -1,6 +1,6 @@
 """`model:` → the UploadModel request (`POST v1/projects/P/locations/R/models:upload`) that registers a
 succeeding job's AIP_MODEL_DIR in Model Registry. Pure, like the CustomJob builder: `render --model` and
-`submit --dry-run` print it, :mod:`vtrain.cloud.registry` sends it.
+`submit --dry-run` print it, :mod:`vtrain.cloud.model_registry` sends it.
 
 The model dir is where Vertex points AIP_MODEL_DIR: `model/` under the job's base output directory. The
 serving image is the `model.serving_image` alias as a regional prebuilt prediction URI (or the URI given),
@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from vtrain.jobfile import serving
-from vtrain.jobfile.model import JobConfig, ModelConfig
+from vtrain.jobfile.config import JobConfig, ModelConfig
 from vtrain.jobfile.rules.model import MODEL_HASH_LABEL, MODEL_JOB_LABEL, training_tf_version
 
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from vtrain.jobfile.model import JobConfig
+from vtrain.jobfile.config import JobConfig
 from vtrain.request.custom_job import build_job_dict
-from vtrain.tuning.model import ALGORITHMS, GOALS, MEASUREMENTS, SCALES, STOPPING, ParameterConfig, TuningConfig
+from vtrain.tuning.config import ALGORITHMS, GOALS, MEASUREMENTS, SCALES, STOPPING, ParameterConfig, TuningConfig
 
 if TYPE_CHECKING:
     from google.cloud.aiplatform_v1 import HyperparameterTuningJob

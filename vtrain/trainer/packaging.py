@@ -68,7 +68,7 @@ def scan_package(package_dir: Path, *, skip: Iterable[Path] = ()) -> Scan:
     """
     scan = check_contents(select_files(package_dir, skip=skip))
     with readable_errors(scan.root):
-        scan.digest = hash_entries((rel, scan.root / rel) for rel in scan.files)
+        scan.digest = hash_entries(((rel, scan.root / rel) for rel in scan.files), states=scan.states)
     return scan
 
 
@@ -306,9 +306,9 @@ def build_and_stage(
 
 def builds_dir() -> Path:
     """Where trainer sdists are kept once built (``sdists/`` in vtrain's cache; `vtrain local` stages there)."""
-    from vtrain.userpaths import cache_dir
+    from vtrain.userpaths import cache_folder
 
-    return cache_dir() / "sdists"
+    return cache_folder("sdists")
 
 
 #: The most a kept ``NAME.backend.json`` may hold; a bigger one is not read (the sdist is built again).

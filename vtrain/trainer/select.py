@@ -89,12 +89,18 @@ class Scan:
     left_out: list[tuple[str, str]] = field(default_factory=list)  # (path, why): symlinks that lead out
     large: list[tuple[str, int]] = field(default_factory=list)  # (path, bytes) of files over LARGE_FILE
     links: dict[str, str] = field(default_factory=dict)  # selected symlink -> the selected file it names
+    own_output: list[str] = field(default_factory=list)  # files this vtrain is writing (its stdout, its stderr)
+    #: What each selected file was when `digest` was hashed: (bytes, sha256 hex). A build from this scan takes
+    #: exactly those bytes (:class:`vtrain.trainer.image.layers.Pinned`), so what is built is what was named.
+    states: dict[str, tuple[int, str]] = field(default_factory=dict)
 
 
 def hash_entries(entries: Iterable[tuple[str, bytes | Path]],
-                 on_data: Callable[[str, bytes], None] | None = None) -> str:
+                 on_data: Callable[[str, bytes], None] | None = None,
+                 states: dict[str, tuple[int, str]] | None = None) -> str:
     """The content hash of (path, content) entries; a Path's bytes are streamed (bounded memory at any
-    size). `on_data` sees each file's bytes as they pass (the content signatures)."""
+    size). `on_data` sees each file's bytes as they pass (the content signatures); `states` gets each file's
+    (bytes, sha256 hex) as it was hashed."""
     # Length-prefixed, so no two different trees can produce the same byte stream.
     h = hashlib.sha256()
     for rel, value in entries:
@@ -108,17 +114,21 @@ def hash_entries(entries: Iterable[tuple[str, bytes | Path]],
         with open_regular(value) as fh:
             size = os.fstat(fh.fileno()).st_size
             h.update(b"%d\0%s\0%d\0" % (len(name), name, size))
+            own = hashlib.sha256()
             left = size
             while left > 0:
                 chunk = fh.read(min(_CHUNK, left))
                 if not chunk:
                     break
                 h.update(chunk)
+                own.update(chunk)
                 left -= len(chunk)
                 if on_data is not None:
                     on_data(rel, chunk)
             if left or fh.read(1):
                 raise OSError(errno.EAGAIN, "it changed while it was read; run again", str(value))
+            if states is not None:
+                states[rel] = (size, own.hexdigest())
     return h.hexdigest()[:HASH_LEN]
 
 
@@ -167,6 +177,10 @@ def _notice(scan: Scan) -> None:
         once("out", f"trainer package {printable(str(scan.root))}: left out {len(scan.left_out)} symlink(s) that "
                     f"lead outside it or to a file it leaves out: {names}{more}; copy the file in if the trainer "
                     "needs it")
+    if scan.own_output:
+        names = ", ".join(map(printable, scan.own_output))
+        once("own", f"trainer package {printable(str(scan.root))}: left out {names}: this vtrain's own output (its "
+                    "stdout or stderr), written while it runs, is no trainer file")
     if scan.large:
         names = ", ".join(f"{printable(rel)} ({size / (1 << 30):.1f} GiB)" if size >= 1 << 30
                           else f"{printable(rel)} ({size >> 20} MiB)" for rel, size in scan.large[:5])
@@ -220,8 +234,24 @@ def _is_job_file(full: Path, name: str) -> bool:
     return head.lstrip(b"\xef\xbb\xbf").startswith(MODELINE.encode())
 
 
+def _own_outputs() -> set[tuple[int, int]]:
+    """(device, inode) of this process's stdout and stderr where they are regular files (`vtrain local vtrain.yaml
+    > run.log`): a log vtrain writes while it runs is never part of what it packages."""
+    found = set()
+    for fd in (1, 2):
+        try:
+            st = os.fstat(fd)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            found.add((st.st_dev, st.st_ino))
+    return found
+
+
 def _select(root: Path, skip: Iterable[Path]) -> Scan:
     skips = list(skip)
+    own = _own_outputs()
+    own_output: list[str] = []
     skip_set = {os.path.abspath(p) for p in skips} | {os.path.realpath(p) for p in skips}
     real_root = os.path.realpath(root)
     rules = IgnoreRules()
@@ -276,6 +306,9 @@ def _select(root: Path, skip: Iterable[Path]) -> Scan:
                     links[rel] = Path(os.path.relpath(target, real_root)).as_posix()
                     selected.append(rel)
                 continue
+            if own and (full.lstat().st_dev, full.lstat().st_ino) in own:
+                own_output.append(rel)
+                continue
             if full.is_file():
                 selected.append(rel)
     chosen = set(selected)
@@ -295,7 +328,7 @@ def _select(root: Path, skip: Iterable[Path]) -> Scan:
         if size >= LARGE_FILE:
             large.append((rel, size))
     return Scan(root=root, files=files, left_out=sorted(left_out), large=large,
-                links={rel: t for rel, t in links.items() if rel in chosen})
+                links={rel: t for rel, t in links.items() if rel in chosen}, own_output=sorted(own_output))
 
 
 def _is_utf8(name: str) -> bool:

@@ -13,7 +13,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from vtrain.tuning.model import TuningConfig
+from vtrain.tuning.config import TuningConfig
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ import statistics
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal
 
-from vtrain.tuning.model import ParameterConfig, TuningConfig
+from vtrain.tuning.config import ParameterConfig, TuningConfig
 
 Params = dict[str, Any]
 #: Completed trials the median rule needs before it stops anyone.

@@ -1,6 +1,6 @@
 """A model version a job's model was registered as in Vertex AI Model Registry: :class:`Registered`.
 
-Plain data, below both :mod:`vtrain.cloud.registry` (which uploads and finds versions) and the job handle
+Plain data, below both :mod:`vtrain.cloud.model_registry` (which uploads and finds versions) and the job handle
 (:attr:`VertexJob.registered <vtrain.cloud.vertex.client.VertexJob.registered>`, set when
 ``vtrain.submit(..., wait=True)`` registered the job's model).
 """

@@ -1,6 +1,6 @@
 """Cross-field rules: what Vertex AI would reject, found before anything is uploaded.
 
-:func:`validate` checks a built :class:`~vtrain.jobfile.model.JobConfig` and returns a
+:func:`validate` checks a built :class:`~vtrain.jobfile.config.JobConfig` and returns a
 normalized copy (accelerator aliases → enum names, machine-implied GPUs filled
 in, `replicas: auto` reducers sized, default TPU topologies) plus every problem
 found. Each message says what is wrong, what is allowed, and how to fix it.
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from vtrain.errors import Problem
-from vtrain.jobfile.model import JobConfig, PoolConfig
+from vtrain.jobfile.config import JobConfig, PoolConfig
 from vtrain.jobfile.rules.base import Rules
 from vtrain.jobfile.rules.diloco import check_diloco
 from vtrain.jobfile.rules.dtensor import check_dtensor

@@ -17,7 +17,7 @@ from vtrain.constants import (  # noqa: F401  # noqa: F401
     VTRAIN_LABELS,
 )
 from vtrain.errors import Problem
-from vtrain.jobfile.model import JobConfig, PoolConfig
+from vtrain.jobfile.config import JobConfig, PoolConfig
 from vtrain.jobfile.yamlpos import PathKey, format_path
 
 #: Labels (lower-case letters incl. international ones, digits, _ and -; limits in vtrain.constants):

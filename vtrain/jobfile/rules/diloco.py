@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from vtrain import catalog
 from vtrain.constants import DILOCO, DILOCO_SYNCER_MODULE
-from vtrain.jobfile.model import JobConfig
+from vtrain.jobfile.config import JobConfig
 from vtrain.jobfile.rules.base import Rules, pool_path
 
 #: More fragments than a model has tensor groups is no use; this also bounds validate's divisor search.

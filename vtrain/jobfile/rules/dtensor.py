@@ -15,7 +15,7 @@ import re
 
 from vtrain import catalog
 from vtrain.constants import DTENSOR
-from vtrain.jobfile.model import JobConfig, PoolConfig
+from vtrain.jobfile.config import JobConfig, PoolConfig
 from vtrain.jobfile.rules.base import Rules, pool_path
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")

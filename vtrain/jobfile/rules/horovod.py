@@ -20,7 +20,7 @@ from pathlib import Path
 
 from vtrain.constants import HOROVOD
 from vtrain.foreign import printable
-from vtrain.jobfile.model import JobConfig
+from vtrain.jobfile.config import JobConfig
 from vtrain.jobfile.rules.base import Rules, pool_path
 from vtrain.userpaths import read_bounded
 

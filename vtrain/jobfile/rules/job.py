@@ -6,7 +6,7 @@ import re
 
 from vtrain import catalog
 from vtrain.constants import FLEX_START, MAX_DISPLAY_NAME, MAX_ENV, MAX_LABELS, STRATEGY_ENV, VTRAIN_LABELS
-from vtrain.jobfile.model import JobConfig
+from vtrain.jobfile.config import JobConfig
 from vtrain.jobfile.nodes import did_you_mean
 from vtrain.jobfile.rules.base import (
     _BUCKET,

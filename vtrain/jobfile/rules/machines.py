@@ -15,7 +15,7 @@ from vtrain.catalog.shapes import (
     tpu_vm_accelerator,
 )
 from vtrain.constants import MAX_REPLICAS
-from vtrain.jobfile.model import JobConfig, PoolConfig
+from vtrain.jobfile.config import JobConfig, PoolConfig
 from vtrain.jobfile.nodes import did_you_mean
 from vtrain.jobfile.rules.base import (
     Rules,

@@ -7,7 +7,7 @@ import re
 
 from vtrain.constants import MAX_DISPLAY_NAME, MAX_LABELS
 from vtrain.jobfile import serving
-from vtrain.jobfile.model import JobConfig, ModelConfig
+from vtrain.jobfile.config import JobConfig, ModelConfig
 from vtrain.jobfile.nodes import did_you_mean
 from vtrain.jobfile.rules.base import Rules, check_label, try_fix, with_suggestion
 

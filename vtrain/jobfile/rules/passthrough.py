@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from vtrain.jobfile.model import JobConfig
+from vtrain.jobfile.config import JobConfig
 from vtrain.jobfile.nodes import did_you_mean
 from vtrain.jobfile.rules.base import Rules
 from vtrain.jobfile.schema import plain_fields

@@ -16,7 +16,7 @@ import re
 
 from vtrain import catalog
 from vtrain.catalog.capacity import RESERVATION_FORMS, reservation_form
-from vtrain.jobfile.model import JobConfig, PoolConfig, ReservationConfig
+from vtrain.jobfile.config import JobConfig, PoolConfig, ReservationConfig
 from vtrain.jobfile.nodes import did_you_mean
 from vtrain.jobfile.rules.base import (
     _PROJECT,

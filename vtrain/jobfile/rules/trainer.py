@@ -8,7 +8,7 @@ from pathlib import Path
 from vtrain import catalog
 from vtrain.constants import MAX_PACKAGE_URIS
 from vtrain.errors import PackagingError
-from vtrain.jobfile.model import JobConfig, PoolConfig
+from vtrain.jobfile.config import JobConfig, PoolConfig
 from vtrain.jobfile.nodes import did_you_mean
 from vtrain.jobfile.rules.base import (
     _MODULE,

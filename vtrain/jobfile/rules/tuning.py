@@ -14,10 +14,10 @@ import math
 import re
 from typing import Any
 
-from vtrain.jobfile.model import JobConfig
+from vtrain.jobfile.config import JobConfig
 from vtrain.jobfile.nodes import did_you_mean
 from vtrain.jobfile.rules.base import Rules, try_fix, with_suggestion
-from vtrain.tuning.model import ParameterConfig, TuningConfig
+from vtrain.tuning.config import ParameterConfig, TuningConfig
 from vtrain.tuning.search import matches
 
 _FLAG_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")

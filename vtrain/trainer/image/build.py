@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from vtrain.errors import PackagingError
+from vtrain.trainer.image.answers import MAX_BLOB, digest_problem, size_problem
 from vtrain.trainer.image.auth import default_credentials
 from vtrain.trainer.image.config import (
     INDEXES,
@@ -46,11 +47,11 @@ from vtrain.trainer.image.layers import (
 from vtrain.trainer.image.libc import arch_of, platform_tags, read_libc
 from vtrain.trainer.image.mirrors import pull_client
 from vtrain.trainer.image.reference import ImageRef, parse_reference, parse_repository
-from vtrain.trainer.image.registry import Credentials, RegistryClient
+from vtrain.trainer.image.registry import CONFIG_LIMIT, Credentials, RegistryClient
 from vtrain.trainer.image.requirements import declared_requirements
 from vtrain.trainer.image.settings import ImageSettings
 from vtrain.trainer.image.wheels import requirements_layer
-from vtrain.trainer.packaging import check_module, scan_package
+from vtrain.trainer.packaging import check_module, refuse_credentials, scan_package
 from vtrain.trainer.select import Scan
 
 
@@ -138,8 +139,27 @@ def read_base(client: RegistryClient, ref: ImageRef, os_name: str = "linux", arc
         raise PackagingError(f"base image {ref}: manifest type {kind or 'unknown'!r} is neither OCI nor Docker v2 "
                              "schema 2")
     document.setdefault("mediaType", kind)
-    config = _json(client.blob(ref.repository, str(document["config"]["digest"])), f"the config of base image {ref}")
+    check_descriptors(document, client.registry, f"the manifest of base image {ref}")
+    config = _json(client.blob(ref.repository, document["config"]["digest"], document["config"]["size"]),
+                   f"the config of base image {ref}")
     return BaseImage(ref=ref, media_type=kind, manifest=document, config=config, digest=digest)
+
+
+def check_descriptors(manifest: dict[str, Any], registry: str, what: str) -> None:
+    """The config and each layer of an image manifest (a registry's answer) name a digest vtrain can check and
+    a size it reads (:func:`~vtrain.trainer.image.registry.size_problem`): what every reader of its blobs relies
+    on. One PackagingError line for the first that does not."""
+    layers = manifest.get("layers")
+    if not isinstance(layers, list):
+        raise PackagingError(f"registry {registry}: {what} has no list of layers")
+    named = [("config", manifest.get("config")), *((f"layer {i + 1}", d) for i, d in enumerate(layers))]
+    for where, descriptor in named:
+        if not isinstance(descriptor, dict):
+            raise PackagingError(f"registry {registry}: {what}: its {where} is not a descriptor")
+        bad = digest_problem(descriptor.get("digest")) or size_problem(
+            descriptor.get("size"), CONFIG_LIMIT if where == "config" else MAX_BLOB)
+        if bad:
+            raise PackagingError(f"registry {registry}: {what}: its {where}'s {bad}")
 
 
 def base_platform(base: BaseImage, client: RegistryClient, *, cache: Path | None = None,
@@ -147,7 +167,7 @@ def base_platform(base: BaseImage, client: RegistryClient, *, cache: Path | None
     """The newest wheel platform tag `base` runs, read from its C library (its layers, bottom-up, until
     one has it; cached by its config digest). `setting`: where to state it when it cannot be read."""
     layers = [(str(d.get("mediaType", "")), str(d["digest"]), partial(client.open_blob, base.ref.repository,
-                                                                       str(d["digest"])))
+                                                                       str(d["digest"]), int(d["size"])))
               for d in base.manifest.get("layers", [])]
     found = read_libc(layers, str(base.ref), str(base.manifest["config"]["digest"]), cache=cache, setting=setting)
     return found.tag(arch_of(base.config))
@@ -165,12 +185,17 @@ def _json(body: bytes, what: str) -> dict[str, Any]:
 
 def build_image(spec: ImageSpec, package_dir: Path, out_dir: Path, base_client: RegistryClient, *,
                 allow_credentials: bool = False, cache: Path | None = None, refresh: bool = False,
-                skip: Iterable[Path] = ()) -> BuiltImage:
+                skip: Iterable[Path] = (), scan: Scan | None = None) -> BuiltImage:
     """Everything the push needs, on disk under `out_dir`; only the base's manifest and config are read.
-    The trainer's files are checked (entry module, secrets) before the registry is asked anything."""
+    The trainer's files are checked (entry module, secrets) before the registry is asked anything. `scan`:
+    the selection the image's name was planned from (:attr:`vtrain.jobfile.artifacts.Artifacts.selection`):
+    its bytes are the trainer layer's, so the tag is the planned one; none: the folder is read now."""
     target = parse_repository(spec.repository)
     base_ref = parse_reference(spec.base, what="base image")
-    scan = scan_trainer(package_dir, allow_credentials=allow_credentials, skip=skip)
+    if scan is None:
+        scan = scan_trainer(package_dir, allow_credentials=allow_credentials, skip=skip)
+    elif not allow_credentials:
+        refuse_credentials(scan)
     check_module(scan, spec.module)
     base = read_base(base_client, base_ref, arch=spec.arch)
     version = python_version(base.config, str(base_ref), spec.python_version)
@@ -206,7 +231,7 @@ def push_image(built: BuiltImage, client: RegistryClient, base_client: RegistryC
         elif same_registry and client.mount(repo, digest, base.ref.repository):
             action = "mounted"
         else:
-            client.upload(repo, digest, size, _stream(base_client, base.ref.repository, digest))
+            client.upload(repo, digest, size, _stream(base_client, base.ref.repository, digest, size))
             action = "copied"
         blobs.append({"role": "base", "digest": digest, "size": size, "action": action})
         if on_blob is not None:
@@ -231,14 +256,15 @@ def _send(client: RegistryClient, repo: str, role: str, digest: str, size: int,
     return {"role": role, "digest": digest, "size": size, "action": action}
 
 
-def _stream(base_client: RegistryClient, repository: str, digest: str) -> Callable[[], Any]:
-    return lambda: base_client.open_blob(repository, digest)
+def _stream(base_client: RegistryClient, repository: str, digest: str, size: int) -> Callable[[], Any]:
+    return lambda: base_client.open_blob(repository, digest, size)
 
 
 def build_and_push(spec: ImageSpec, package_dir: Path, *, credentials: Credentials | None = default_credentials,
                    base_credentials: Credentials | None = default_credentials, allow_credentials: bool = False,
                    cache: Path | None = None, chunk_size: int | None = None,
-                   on_blob: Callable[[dict[str, object]], None] | None = None, skip: Iterable[Path] = ()) -> Pushed:
+                   on_blob: Callable[[dict[str, object]], None] | None = None, skip: Iterable[Path] = (),
+                   scan: Scan | None = None) -> Pushed:
     """The whole step: build the image on its base and push it. Nothing is sent before every layer is built.
     Credentials default to Google's for Google registries and none elsewhere (None: anonymous)."""
     target = parse_repository(spec.repository)
@@ -247,5 +273,5 @@ def build_and_push(spec: ImageSpec, package_dir: Path, *, credentials: Credentia
     base_client = client if base_ref.registry == target.registry else pull_client(base_ref.registry, base_credentials)
     with tempfile.TemporaryDirectory(prefix="vtrain-image-") as tmp:
         built = build_image(spec, package_dir, Path(tmp), base_client, allow_credentials=allow_credentials,
-                            cache=cache, skip=skip)
+                            cache=cache, skip=skip, scan=scan)
         return push_image(built, client, base_client, on_blob=on_blob)

@@ -55,9 +55,10 @@ from vtrain.trainer.image.mirrors import pull_client
 from vtrain.trainer.image.reference import parse_reference, parse_repository
 from vtrain.trainer.image.registry import Credentials, RegistryClient
 from vtrain.trainer.image.settings import ImageSettings
-from vtrain.trainer.image.wheels import cache_dir, site_dir
 from vtrain.trainer.image.wheels import canonical as canonical_name
+from vtrain.trainer.image.wheels import site_dir
 from vtrain.trainer.select import hash_entries
+from vtrain.userpaths import cache_folder
 
 #: The base when none is given: Docker Hub's Python (its config sets PYTHON_VERSION; glibc, so manylinux wheels).
 DEFAULT_BASE = "python:3.11-slim"  # Docker Hub: registry-1.docker.io/library/python
@@ -192,7 +193,7 @@ def planned_launcher_image(job_file: str | Path, repository: str, base: str = DE
     return str(target.with_tag(image_tag(spec, chosen.job_digest, chosen.vtrain_digest)))
 
 
-def pure_wheels(requirements: Sequence[str], index_args: Sequence[str], cache: Path) -> list[str]:
+def pure_wheels(requirements: Sequence[str], index_args: Sequence[str], layers: Path) -> list[str]:
     """pip's ``--find-links`` to wheels built here for the sdist-only pure-Python dependencies among
     `requirements`' closure (kfp-server-api), as kfp's installed metadata pins them; [] when none applies.
     A build that gives anything but a ``py3-none-any`` wheel is refused: it would fit this machine only."""
@@ -214,11 +215,11 @@ def pure_wheels(requirements: Sequence[str], index_args: Sequence[str], cache: P
     if not wanted:
         return []
     key = hashlib.sha256("\n".join([*sorted(wanted), *index_args]).encode()).hexdigest()[:16]
-    folder = cache / f"launcher-wheels-{key}"
+    folder = layers / f"launcher-wheels-{key}"
     if folder.is_dir() and any(folder.glob("*.whl")):
         return ["--find-links", str(folder)]
-    cache.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="vtrain-launcher-wheels-", dir=cache) as tmp:
+    layers.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="vtrain-launcher-wheels-", dir=layers) as tmp:
         argv = [sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check", "--no-input",
                 "--no-deps", "--wheel-dir", tmp, *index_args, *wanted]
         done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False)
@@ -249,9 +250,8 @@ def build_launcher(spec: ImageSpec, files: LauncherFiles, out_dir: Path, base_cl
     version = python_version(base.config, str(base_ref), spec.python_version, setting=spec.settings.python_version)
     platforms = platform_tags(spec.platform or base_platform(base, base_client, cache=cache,
                                                              setting=spec.settings.platform))
-    cache = cache_dir() if cache is None else cache
     resolved, exact = launcher_requirements()
-    index_args = [*spec.index_args, *pure_wheels(resolved, spec.index_args, cache)]
+    index_args = [*spec.index_args, *pure_wheels(resolved, spec.index_args, cache_folder("image-layers", cache))]
     layers: list[Layer] = []
     for wanted, deps in ((resolved, True), (exact, False)):
         layer = requirements_layer(wanted, version, platforms=platforms, index_args=index_args, cache=cache,

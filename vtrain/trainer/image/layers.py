@@ -28,10 +28,13 @@ import tarfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
+from vtrain.errors import PackagingError
 from vtrain.trainer.packaging import refuse_credentials, scan_package
 from vtrain.trainer.runtime_sdist import runtime_entries
-from vtrain.trainer.select import Scan, hash_entries, readable_errors
+from vtrain.trainer.select import VTRAIN_IGNORE, Scan, hash_entries, open_regular, readable_errors
+from vtrain.userpaths import shown
 
 TAR_GZIP = "application/vnd.oci.image.layer.v1.tar+gzip"
 COMPRESS_LEVEL = 6
@@ -39,8 +42,24 @@ TRAINER_DIR = "opt/vtrain/trainer"
 RUNTIME_DIR = "opt/vtrain/runtime"
 DEPS_DIR = "opt/vtrain/deps"
 
+@dataclass(frozen=True)
+class Pinned:
+    """A trainer file as the plan read it (:attr:`vtrain.trainer.select.Scan.states`): the layer takes exactly
+    `size` bytes of it and they must hash to `sha256`, or the build stops naming the file: the image is what
+    its tag (the plan's hash) says, whatever happened to the folder meanwhile (a log appended to is read up to
+    its planned size; a file rewritten is refused)."""
+
+    path: Path
+    size: int
+    sha256: str
+    rel: str  # its name in the trainer folder, for the message
+    root: Path
+
+
 #: One file of a layer: (path inside the image, no leading "/"; a file on disk or the bytes; executable).
 Entry = tuple[str, "Path | bytes", bool]
+#: What a layer is written from: an Entry, or a trainer file as the plan read it.
+LayerEntry = tuple[str, "Path | bytes | Pinned", bool]
 
 
 @dataclass(frozen=True)
@@ -100,7 +119,7 @@ def _info(name: str, *, is_dir: bool, size: int = 0, executable: bool = False, m
     return info
 
 
-def write_layer(entries: Iterable[Entry], out: Path, *, role: str, mtime: int | None = None) -> Layer:
+def write_layer(entries: Iterable[LayerEntry], out: Path, *, role: str, mtime: int | None = None) -> Layer:
     """Write `entries` as a reproducible tar+gzip at `out`; returns its digests. Names are POSIX
     paths relative to the image root; two entries with one name are a bug (ValueError)."""
     items = sorted(entries, key=lambda e: e[0])
@@ -109,7 +128,7 @@ def write_layer(entries: Iterable[Entry], out: Path, *, role: str, mtime: int | 
         raise ValueError(f"duplicate layer entries in {role} layer")
     mtime = source_date_epoch() if mtime is None else mtime
     dirs = sorted({d for name in names for d in _parents(name)} - set(names))
-    ordered: list[tuple[str, Path | bytes | None, bool]] = [(d, None, False) for d in dirs]
+    ordered: list[tuple[str, Path | bytes | Pinned | None, bool]] = [(d, None, False) for d in dirs]
     ordered += items
     ordered.sort(key=lambda e: e[0])
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -126,11 +145,48 @@ def write_layer(entries: Iterable[Entry], out: Path, *, role: str, mtime: int | 
                         info = _info(name, is_dir=False, size=len(value), executable=executable, mtime=mtime)
                         tar.addfile(info, io.BytesIO(value))
                         continue
+                    if isinstance(value, Pinned):
+                        _add_pinned(tar, _info(name, is_dir=False, size=value.size, executable=executable,
+                                               mtime=mtime), value)
+                        continue
                     with open(value, "rb") as fh:  # streamed: a wheel's 500 MB library is never held whole
                         size = os.fstat(fh.fileno()).st_size
                         tar.addfile(_info(name, is_dir=False, size=size, executable=executable, mtime=mtime), fh)
     return Layer(path=out, digest=f"sha256:{compressed.hash.hexdigest()}",
                  diff_id=f"sha256:{plain.hash.hexdigest()}", size=compressed.size, role=role)
+
+
+class _Hashed:
+    """A file read through, hashed as it passes (what tarfile copies into the layer)."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self.raw, self.hash = raw, hashlib.sha256()
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.raw.read(n)
+        self.hash.update(data)
+        return data
+
+
+def _add_pinned(tar: tarfile.TarFile, info: tarfile.TarInfo, pinned: Pinned) -> None:
+    """`pinned`'s planned bytes into the layer, or a PackagingError naming the file when they are not there."""
+    try:
+        with open_regular(pinned.path) as fh:
+            hashed = _Hashed(fh)
+            tar.addfile(info, hashed)  # exactly info.size bytes: OSError when the file is shorter now
+    except OSError:
+        raise changed(pinned) from None
+    if hashed.hash.hexdigest() != pinned.sha256:
+        raise changed(pinned)
+
+
+def changed(pinned: Pinned) -> PackagingError:
+    """The one line for a trainer file that is not what the plan read: the file, and what to do."""
+    return PackagingError(
+        f"trainer file {shown(pinned.rel)} in {shown(str(pinned.root))} changed while vtrain was building from it "
+        f"(its first {pinned.size:,} bytes are not the ones the image's name was hashed from): is something "
+        f"writing into the trainer folder, such as a log (`vtrain local vtrain.yaml | tee run.log`)? Write it "
+        f"elsewhere, or list it in {VTRAIN_IGNORE}, and run again")
 
 
 def _executable(path: Path) -> bool:
@@ -162,9 +218,16 @@ def scan_trainer(package_dir: Path, *, allow_credentials: bool = False, skip: It
     return scan
 
 
-def trainer_entries(scan: Scan) -> list[Entry]:
+def trainer_entries(scan: Scan) -> list[LayerEntry]:
+    """The trainer's files for its layer: each as the scan read it (:class:`Pinned`) when it says, else as it is."""
     with readable_errors(scan.root):
-        return [(f"{TRAINER_DIR}/{rel}", scan.root / rel, _executable(scan.root / rel)) for rel in scan.files]
+        return [(f"{TRAINER_DIR}/{rel}", _pinned(scan, rel), _executable(scan.root / rel)) for rel in scan.files]
+
+
+def _pinned(scan: Scan, rel: str) -> Path | Pinned:
+    state = scan.states.get(rel)
+    path = scan.root / rel
+    return path if state is None else Pinned(path, state[0], state[1], rel, scan.root)
 
 
 def trainer_layer(scan: Scan, out_dir: Path) -> Layer:

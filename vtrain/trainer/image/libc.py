@@ -20,9 +20,11 @@ Where the C library comes from, first that answers:
 from __future__ import annotations
 
 import json
+import lzma
 import os
 import re
 import tarfile
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +33,7 @@ from typing import Any
 from vtrain.errors import PackagingError
 from vtrain.foreign import printable
 from vtrain.trainer.image.settings import ImageSettings
-from vtrain.userpaths import cache_dir
+from vtrain.userpaths import cache_folder
 
 #: Prebuilt Vertex TensorFlow training images: glibc 2.31 (see the module docstring).
 PREBUILT_PLATFORM = "manylinux_2_31_x86_64"
@@ -135,17 +137,28 @@ def _glibc_from(member: tarfile.TarInfo, tar: tarfile.TarFile) -> Libc | None:
     return None
 
 
+def _members(tar: tarfile.TarFile) -> Iterator[tarfile.TarInfo]:
+    """The members of a stream-mode tar one at a time, none kept: tarfile keeps every member it read, so a
+    layer of millions of tiny entries would otherwise fill memory (the layer's bytes are bounded, not its count)."""
+    while (member := tar.next()) is not None:
+        yield member
+        tar.members.clear()  # type: ignore[attr-defined]  # typeshed leaves it out; tarfile has kept it for decades
+
+
 def _scan(layers: Iterator[tuple[str, Callable[[], Any]]], setting: str = ImageSettings.platform) -> Libc | None:
-    """The C library of the first layer (bottom-up) that has one."""
+    """The C library of the first layer (bottom-up) that has one. Each layer read is read to its end before its
+    answer counts (a registry's stream checks its digest there: :class:`~vtrain.trainer.image.answers.BlobReader`),
+    so no answer comes from a layer that is not what its digest says."""
     alpine: tuple[int, int] | None = None
     for media_type, opener in layers:
         if "zstd" in media_type:
             continue  # not readable here; a lower or higher layer may still say
         stream = opener()
         musl = False
+        found: Libc | None = None
         try:
             with tarfile.open(fileobj=_Stream(stream), mode="r|*") as tar:  # type: ignore[call-overload]
-                for member in tar:
+                for member in _members(tar):
                     name = member.name.lstrip("./")
                     if name in _OS_RELEASE and member.isfile() and member.size < 65536:
                         handle = tar.extractfile(member)
@@ -156,14 +169,19 @@ def _scan(layers: Iterator[tuple[str, Callable[[], Any]]], setting: str = ImageS
                     elif re.fullmatch(r"(?:usr/)?lib(?:64)?/ld-musl-[a-z0-9_]+\.so\.1", name):
                         musl = True
                     elif "/" in name and (found := _glibc_from(member, tar)) is not None:
-                        return found
-        except (tarfile.TarError, OSError, EOFError) as err:
+                        break
+            drain = getattr(stream, "drain", None)
+            if drain is not None:
+                drain()  # the rest of the layer: its digest is checked at its end, before the answer is used
+        except (tarfile.TarError, OSError, EOFError, zlib.error, lzma.LZMAError) as err:
             raise PackagingError(f"cannot read a layer of the base image to find its C library: {err}; set "
                                  f"{setting} (e.g. manylinux_2_35_x86_64)") from None
         finally:
             close = getattr(stream, "close", None)
             if close is not None:
                 close()
+        if found is not None:
+            return found
         if musl:
             return Libc("musl", 1, 2 if alpine is not None and alpine >= (3, 13) else 1)
     return None
@@ -173,7 +191,7 @@ def read_libc(layers: Sequence[tuple[str, str, Callable[[], Any]]], image: str, 
               cache: Path | None = None, setting: str = ImageSettings.platform) -> Libc:
     """The base's C library from its layers, (media type, digest, opener) bottom-up; cached by the
     base's config digest. None found is one line that says how to state it (`setting`)."""
-    entry = (cache_dir() if cache is None else cache) / "image-bases" / f"{config_digest.replace(':', '-')}.json"
+    entry = cache_folder("image-bases", cache) / f"{config_digest.replace(':', '-')}.json"
     try:
         known = json.loads(entry.read_text())
         return Libc(str(known["family"]), int(known["major"]), int(known["minor"]))

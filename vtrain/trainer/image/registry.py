@@ -27,6 +27,10 @@ service on its host or domain, never over plain http except to this machine; an 
 machine is refused). Every body is read bounded (a manifest 4 MiB, a token answer 1 MiB, an error
 64 KiB: a 4 GiB answer costs no memory), and an error body of any shape (the OCI ``errors`` list,
 another JSON shape, HTML, text, bytes) becomes one printable line (:func:`vtrain.foreign.printable`).
+Every blob, a manifest and a config included, is read through one
+:class:`~vtrain.trainer.image.answers.BlobReader`: at most its declared size, within a time bound,
+checked against its digest before its last byte is handed over (:meth:`RegistryClient.open_blob` as a
+stream, :meth:`~RegistryClient.save_blob` into a file, :meth:`~RegistryClient.blob` whole).
 
 ``sent`` counts the blob bytes this client sent, the figure the tests and the benchmark report.
 Every pull goes through :func:`vtrain.trainer.image.mirrors.pull_client` (registry mirrors).
@@ -35,9 +39,11 @@ Every pull goes through :func:`vtrain.trainer.image.mirrors.pull_client` (regist
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any, BinaryIO, TypeAlias
 from urllib.parse import urljoin, urlsplit
 
@@ -47,6 +53,7 @@ from vtrain import network
 from vtrain.errors import PackagingError
 from vtrain.foreign import printable
 from vtrain.trainer.image import answers
+from vtrain.trainer.image.answers import digest_problem, size_problem
 from vtrain.trainer.image.config import DOCKER_LIST, DOCKER_MANIFEST, OCI_INDEX, OCI_MANIFEST
 from vtrain.trainer.image.reference import base_url, is_loopback, trusted_realm
 
@@ -63,6 +70,8 @@ DIGEST_HEADER = "Docker-Content-Digest"
 #: a token service's answer (an error body: :data:`~vtrain.trainer.image.answers.ERROR_LIMIT`).
 MANIFEST_LIMIT = 4 << 20
 TOKEN_LIMIT = 1 << 20
+#: The most an image config may hold (configs are a few kB; a base's history can make one ~100 kB).
+CONFIG_LIMIT = 16 << 20
 
 
 class _Transient(Exception):
@@ -72,6 +81,11 @@ class _Transient(Exception):
         super().__init__(why)
         self.cause = cause
         self.answered = answered  # the registry answered (a 5xx or 429), it was not unreachable
+
+    @classmethod
+    def of(cls, why: str, cause: BaseException) -> _Transient:
+        """A body cut off part-way: the registry answered, the transfer broke (BlobReader's network_error)."""
+        return cls(why, cause, answered=True)
 
 
 class _Counted:
@@ -290,41 +304,71 @@ class RegistryClient:
                     return None
                 if answer.status_code != 200:
                     raise self._failed(f"reading manifest {repository}:{reference}", answer)
-                body = answers.read(answer, MANIFEST_LIMIT, self.registry, f"manifest {repository}:{reference}")
+                by_digest = digest_problem(reference) is None
+                body = answers.BlobReader(answer, registry=self.registry, what=f"manifest {repository}:{reference}",
+                                          digest=reference if by_digest else None, size=None, limit=MANIFEST_LIMIT,
+                                          network_error=_Transient.of).read_all()
             digest = f"sha256:{hashlib.sha256(body).hexdigest()}"
-            expected = reference if reference.startswith("sha256:") else digest
-            if digest != expected:
-                raise PackagingError(f"registry {self.registry}: manifest {repository}@{reference} is not what its "
-                                     "digest says")
-            self._digest_answered(answer, digest, f"reading manifest {repository}:{reference}")
+            self._digest_answered(answer, reference if by_digest else digest,
+                                  f"reading manifest {repository}:{reference}")
             kind = answer.headers.get("Content-Type", "").split(";")[0].strip()
             return kind, body, digest
 
         return self.call(f"read manifest {repository}:{reference}", attempt)  # type: ignore[no-any-return]
 
-    def blob(self, repository: str, digest: str, limit: int = 16 << 20) -> bytes:
-        """A small blob (a config) read whole, bounded, its digest checked."""
+    def blob(self, repository: str, digest: str, size: int | None = None, limit: int = CONFIG_LIMIT) -> bytes:
+        """A small blob (a config) read whole: at most `size` bytes (its descriptor's; unknown: `limit`), within
+        the time bound, its digest checked; retried as any call."""
         def attempt() -> bytes:
-            answer = self.request("GET", f"/v2/{repository}/blobs/{digest}", _pull(repository))
-            with answer:
-                if answer.status_code != 200:
-                    raise self._failed(f"reading blob {digest[:19]} of {repository}", answer)
-                data = answers.read(answer, limit, self.registry, f"blob {digest[:19]} of {repository}")
-            if f"sha256:{hashlib.sha256(data).hexdigest()}" != digest:
-                raise PackagingError(f"registry {self.registry}: blob {digest} of {repository} is not what its "
-                                     "digest says")
-            return data
+            with self._open(repository, digest, size, limit, retried=True) as reader:
+                return reader.read_all()
 
         return self.call(f"read blob {digest[:19]}", attempt)  # type: ignore[no-any-return]
 
-    def open_blob(self, repository: str, digest: str) -> Any:
-        """A blob's bytes as a stream (urllib3's raw response), for a copy to another registry (which checks
-        the digest of what arrives)."""
+    def open_blob(self, repository: str, digest: str, size: int) -> answers.BlobReader:
+        """A blob's bytes as stored, as a stream (a base layer scanned for its C library, or copied to another
+        registry): never more than its declared `size`, within the time bound, and the last read checks the
+        digest before it returns. Opening is retried as any call; a transfer that breaks later is one line."""
+        return self.call(f"read blob {digest[:19]}",  # type: ignore[no-any-return]
+                         lambda: self._open(repository, digest, size, answers.MAX_BLOB, retried=False))
+
+    def save_blob(self, repository: str, digest: str, size: int, path: Path) -> Path:
+        """A blob into the file `path` (a layer pulled into the cache): streamed through the bounded reader into
+        a temporary file beside it, renamed into place only once the digest matched; retried (from the start)
+        when the transfer breaks. The file is never there unverified."""
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
+
+        def attempt() -> Path:
+            try:
+                with self._open(repository, digest, size, answers.MAX_BLOB, retried=True) as reader:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    with open(tmp, "wb") as out:
+                        while chunk := reader.read():
+                            out.write(chunk)
+                os.replace(tmp, path)
+            except OSError as err:
+                raise PackagingError(f"cannot write blob {digest[:19]} of {repository} to {path}: "
+                                     f"{err.strerror or err}") from None
+            finally:
+                tmp.unlink(missing_ok=True)
+            return path
+
+        return self.call(f"read blob {digest[:19]}", attempt)  # type: ignore[no-any-return]
+
+    def _open(self, repository: str, digest: str, size: int | None, limit: int, *,
+              retried: bool) -> answers.BlobReader:
+        """One GET of a blob, as a bounded reader; `retried`: a transfer broken part-way is a _Transient (the
+        attempt is retried whole), else one PackagingError line."""
+        bad = digest_problem(digest) or (size_problem(size, limit) if size is not None else None)
+        if bad:
+            raise PackagingError(f"registry {self.registry}: blob of {repository}: {bad}")
         answer = self.request("GET", f"/v2/{repository}/blobs/{digest}", _pull(repository))
         if answer.status_code != 200:
             with answer:
                 raise self._failed(f"reading blob {digest[:19]} of {repository}", answer)
-        return answer.raw
+        return answers.BlobReader(answer, registry=self.registry, what=f"blob {digest[:19]} of {repository}",
+                                  digest=digest, size=size, limit=limit,
+                                  network_error=_Transient.of if retried else None)
 
     def has_blob(self, repository: str, digest: str) -> bool:
         def attempt() -> bool:

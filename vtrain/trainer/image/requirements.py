@@ -43,7 +43,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 
 from vtrain.errors import PackagingError
 from vtrain.foreign import printable
-from vtrain.userpaths import absolute, cache_dir, describe_oserror, path_problem, read_bounded
+from vtrain.userpaths import absolute, cache_folder, describe_oserror, path_problem, read_bounded
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -259,8 +259,8 @@ def declared_requirements(root: Path, files: Sequence[str], digest: str, *, cach
     static = _static_dependencies(root)
     if static is not None:
         return static
-    cache = (cache_dir() if cache is None else cache) / "trainer-requires"
-    entry = cache / f"{digest}.json"
+    folder = cache_folder("trainer-requires", cache)
+    entry = folder / f"{digest}.json"
     try:
         known = json.loads(read_bounded(entry, MAX_FILE_BYTES))
         if isinstance(known, list) and all(isinstance(r, str) for r in known):
@@ -269,7 +269,7 @@ def declared_requirements(root: Path, files: Sequence[str], digest: str, *, cach
         pass
     found = _backend_dependencies(root, files)
     try:
-        cache.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(parents=True, exist_ok=True)
         tmp = entry.with_name(f".{entry.name}.{os.getpid()}")
         tmp.write_text(json.dumps(list(found)))
         os.replace(tmp, entry)

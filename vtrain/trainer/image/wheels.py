@@ -49,7 +49,7 @@ from vtrain.trainer.image.layers import DEPS_DIR, Entry, Layer, tree_entries, wr
 from vtrain.trainer.image.libc import describe_tags
 from vtrain.trainer.image.settings import ImageSettings
 from vtrain.userpaths import cache_dir as vtrain_cache_dir
-from vtrain.userpaths import describe_oserror, read_bounded
+from vtrain.userpaths import cache_folder, describe_oserror, read_bounded
 
 _NO_MATCH = re.compile(r"No matching distribution found for ([^\s]+)")
 _NO_VERSION = re.compile(r"Could not find a version that satisfies the requirement ([^\s]+)")
@@ -67,7 +67,7 @@ def site_dir(python_version: str) -> str:
 
 def cache_dir(env: Mapping[str, str] | None = None) -> Path:
     """Where built requirement layers are kept: vtrain's cache (VTRAIN_CACHE_DIR, …)/image-layers."""
-    return vtrain_cache_dir(env) / "image-layers"
+    return cache_folder("image-layers", vtrain_cache_dir(env))
 
 
 def canonical(name: str) -> str:
@@ -217,7 +217,8 @@ def requirements_layer(requirements: Sequence[str], python_version: str, *,
                        declared: Sequence[str] = (), constraints: Sequence[str] = (),
                        provided: Sequence[str] = (), settings: ImageSettings | None = None) -> Layer | None:
     """The layer of `requirements` and the trainer's `declared` dependencies, installed for the image
-    (None when nothing is left to install); cached. `platforms`: the tags the base runs (none: this
+    (None when nothing is left to install); cached in `cache` (vtrain's cache, default its own)'s
+    image-layers folder. `platforms`: the tags the base runs (none: this
     machine's); `provided`: what the base has (not installed unless `requirements` names it);
     ``dependencies=False`` installs exactly the lists (pip --no-deps). `settings`: where an error says to change
     something (a job file's trainer.build by default)."""
@@ -231,10 +232,10 @@ def requirements_layer(requirements: Sequence[str], python_version: str, *,
         raise PackagingError(f"the image's Python version must be MAJOR.MINOR such as 3.10, got {python_version!r}")
     asked = {canonical(Requirement(r).name) for r in explicit}
     roots = [p for p in normalized(provided) if canonical(Requirement(p).name) not in asked]
-    cache = cache_dir() if cache is None else cache
+    layers = cache_folder("image-layers", cache)
     key = cache_key(explicit, python_version, platforms, index_args, dependencies, declared=declared,
                     constraints=constraints, provided=roots)
-    blob, meta = cache / f"requirements-{key}.tar.gz", cache / f"requirements-{key}.json"
+    blob, meta = layers / f"requirements-{key}.tar.gz", layers / f"requirements-{key}.json"
     if not refresh and meta.is_file():
         try:
             known = json.loads(read_bounded(meta, 1 << 20))
@@ -246,10 +247,10 @@ def requirements_layer(requirements: Sequence[str], python_version: str, *,
         except (OSError, ValueError, KeyError, AttributeError):
             pass  # a damaged cache entry is rebuilt
     try:
-        cache.mkdir(parents=True, exist_ok=True)
+        layers.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise PackagingError(f"cannot create the layer cache {cache}: {describe_oserror(err)}") from None
-    with tempfile.TemporaryDirectory(prefix="vtrain-wheels-", dir=cache) as tmp:
+        raise PackagingError(f"cannot create the layer cache {layers}: {describe_oserror(err)}") from None
+    with tempfile.TemporaryDirectory(prefix="vtrain-wheels-", dir=layers) as tmp:
         work = Path(tmp)
         extra: list[str] = [] if dependencies else ["--no-deps"]
         if constraints:

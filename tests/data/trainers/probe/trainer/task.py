@@ -69,6 +69,9 @@ def main() -> None:
     p.add_argument("--count", type=int, default=10)
     p.add_argument("--metric", action="append", default=[], help="NAME=VALUE reported by runtime.report_metric")
     p.add_argument("--step-seconds", type=float, default=0.1)
+    p.add_argument("--raise-at", type=int, default=0, help="--steps replicas raise once they reported this step")
+    p.add_argument("--checkpoint-at", type=int, default=0,
+                   help="--steps replicas write this step to AIP_CHECKPOINT_DIR/<label>.step and resume after it")
     p.add_argument("--ignore-term", default="", help="replicas that ignore SIGTERM")
     p.add_argument("--daemonize", default="", help="replicas that leave a daemon behind (double fork + setsid)")
     p.add_argument("--native-log", default="", help="replicas that write TensorFlow-style C++ (absl) log lines")
@@ -117,11 +120,23 @@ def main() -> None:
     if args.steps and picked(args.steps, me):
         from vtrain.runtime import report_step
 
-        for step in range(1, args.count + 1):
+        saved = os.path.join(os.environ.get("AIP_CHECKPOINT_DIR", "."), f"{me}.step")
+        first = 1
+        if args.checkpoint_at and os.path.exists(saved):
+            with open(saved) as f:
+                first = int(f.read()) + 1
+            print(f"probe {me} resuming at step {first}", flush=True)
+        for step in range(first, args.count + 1):
             time.sleep(args.step_seconds)
             # The line first: a fault fired at the report of step N (`kill@step:N`) then follows the line "step N".
             print(f"{me} step {step}", flush=True)
             report_step(step)
+            if step == args.checkpoint_at:
+                os.makedirs(os.path.dirname(saved), exist_ok=True)
+                with open(saved, "w") as f:
+                    f.write(str(step))
+            if step == args.raise_at:
+                raise RuntimeError(f"probe {me} was told to raise at step {step}")
     for item in args.metric:
         from vtrain.runtime import report_metric
 

@@ -1,4 +1,4 @@
-"""Will a Reduction Server pay for this job? An α–β model of gradient exchange, and its inputs.
+"""The network model: will a Reduction Server pay for this job? An α–β model of gradient exchange, and its inputs.
 
 Pure math, independent of the job file: the CLI (`vtrain estimate`) and
 `vtrain render`'s hint turn a JobConfig into the few numbers used here.

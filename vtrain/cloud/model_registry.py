@@ -23,7 +23,7 @@ from vtrain.request.model_upload import build_upload, parent_model
 
 if TYPE_CHECKING:
     from vtrain.cloud.vertex.client import VertexBackend, VertexJob
-    from vtrain.jobfile.model import JobConfig
+    from vtrain.jobfile.config import JobConfig
 
 #: How long an upload's operation may take (Vertex copies nothing: it checks and registers the dir).
 UPLOAD_TIMEOUT = 1800.0

@@ -1,8 +1,8 @@
-"""The `tuning:` block as the job model holds it: what to optimise, over which parameters, how.
+"""The `tuning:` block as the job config holds it: what to optimise, over which parameters, how.
 
 Built from schema-checked data by :func:`build_tuning`; the cross-field rules (ranges, grid
 needs countable parameters, parallel ≤ max, ...) live in :mod:`vtrain.jobfile.rules.tuning`. Imports
-nothing of vtrain, so :mod:`vtrain.jobfile.model` can hold it without a circle.
+nothing of vtrain, so :mod:`vtrain.jobfile.config` can hold it without a circle.
 """
 
 from __future__ import annotations

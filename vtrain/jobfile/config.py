@@ -1,4 +1,4 @@
-"""The job model: frozen dataclasses for a checked job file, with their defaults.
+"""The job config: frozen dataclasses for a checked job file, with their defaults.
 
 :mod:`vtrain.jobfile.assemble` builds them from schema-checked data (inheritance between pools, paths). This
 module imports nothing that uses it: loading a file, `--set` overrides and validation live in
@@ -20,7 +20,7 @@ from vtrain.errors import Problem
 from vtrain.jobfile.yamlpos import Positions
 from vtrain.strategies import Strategy
 from vtrain.strategies import get as strategy_row
-from vtrain.tuning.model import TuningConfig
+from vtrain.tuning.config import TuningConfig
 
 ROLES = ("chief", "workers", "parameter_servers", "reduction_server", "evaluator")
 #: Vertex worker pool index of each role (pool 2 is shared by parameter servers and reducers).
