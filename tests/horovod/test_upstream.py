@@ -43,6 +43,7 @@ def test_a_left_out_test_names_a_gpu_or_a_refusal_the_guide_lists() -> None:
     assert not [t for t in upstream.COVERED if t.endswith("_gpu")]
 
 
+@pytest.mark.slow  # the first of them imports TensorFlow and tf_keras
 @has_tf
 @pytest.mark.parametrize("module", sorted(upstream.API))
 def test_every_public_horovod_name_is_implemented_or_refused_with_its_reason(module: str, monkeypatch: Any) -> None:
