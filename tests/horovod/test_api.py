@@ -127,3 +127,63 @@ def test_init_after_the_first_tensor_says_to_call_it_first(monkeypatch: pytest.M
                                         r"strategy .*call it first, as Horovod's examples do"):
         hvd.init()
     assert not hvd.is_initialized()
+
+
+def test_a_ring_of_one_checks_and_types_as_a_ring_of_two(hvd: Any, tf: Any) -> None:
+    """Issue 46, class 9 (tests/horovod/test_upstream.py compares every probe with a 2-rank run's)."""
+    with pytest.raises(TypeError, match="hvd.allreduce: cannot reduce complex64 tensors"):
+        hvd.allreduce(tf.constant([1j], tf.complex64))
+    with pytest.raises(TypeError, match="cannot reduce string tensors"):
+        hvd.allreduce(tf.constant(["a"]))
+    with pytest.raises(ValueError, match="hvd.allgather needs a tensor of rank >= 1"):
+        hvd.allgather(tf.constant(1.0))
+    fp16 = hvd.allreduce(tf.constant([1.0001]), compression=hvd.Compression.fp16)
+    assert fp16.dtype == tf.float32 and fp16.numpy().tolist() == [1.0]  # compressed, as with 2 replicas
+    scaled = hvd.allreduce(tf.constant([10, 20]), op=hvd.Sum, prescale_factor=0.19, postscale_factor=2.0)
+    assert scaled.numpy().tolist() == [2, 6]  # 10 * 0.19 = 1.9 -> 1, then * 2; the factor was cast to int (0)
+    big = hvd.allreduce(tf.constant([2**63 + 5], tf.uint64), op=hvd.Max)
+    assert big.dtype == tf.uint64 and big.numpy().tolist() == [2**63 + 5]
+    assert [int(t) for t in (hvd.rank_op(), hvd.size_op(), hvd.local_rank_op(), hvd.local_size_op())] == [0, 1, 0, 1]
+
+
+def test_gradients_of_the_collectives_with_one_replica(hvd: Any, tf: Any) -> None:
+    v = tf.Variable([1.0, 2.0])
+    with tf.GradientTape(persistent=True) as tape:
+        total = hvd.allreduce(v, op=hvd.Sum, postscale_factor=3.0)
+        gathered = hvd.allgather(v * 1.0)
+        sent = hvd.broadcast(v * 1.0, root_rank=0)
+    assert tape.gradient(total, v).numpy().tolist() == [3.0, 3.0]  # the same allreduce of the upstream gradient
+    assert tape.gradient(gathered, v, tf.constant([4.0, 5.0])).numpy().tolist() == [4.0, 5.0]
+    assert tape.gradient(sent, v).numpy().tolist() == [1.0, 1.0]
+
+
+def test_an_object_goes_through_cloudpickle_where_it_is_installed(hvd: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    if importlib.util.find_spec("cloudpickle") is not None:
+        assert hvd.broadcast_object(lambda x: x + 1)(41) == 42 and hvd.allgather_object(lambda: 7)[0]() == 7
+    monkeypatch.setitem(__import__("sys").modules, "cloudpickle", None)  # as where it is not installed
+    with pytest.raises(Exception, match=r"hvd.broadcast_object: the object could not be serialized, so no rank "
+                                        r"received it: rank 0: AttributeError: .*install cloudpickle") as info:
+        hvd.broadcast_object(lambda x: x + 1)
+    assert type(info.value).__name__ == "PicklingError"
+    with pytest.raises(Exception, match="rank 0: TypeError: cannot pickle '_thread.lock' object"):
+        hvd.allgather_object(threading.Lock())
+    assert hvd.allgather_object({"a": 1}) == [{"a": 1}]
+
+
+def test_partial_optimizer_arguments_are_refused_with_the_reason(hvd: Any, tf: Any) -> None:
+    keras = pytest.importorskip("tf_keras")
+
+    def tf_variable() -> Any:
+        return tf.Variable(1.0)
+
+    import vtrain.horovod.keras as hvd_keras
+
+    optimizer = hvd.DistributedOptimizer(keras.optimizers.SGD(0.1))
+    with pytest.raises(HorovodUnsupported, match="register_local_var is not supported: .*PartialDistributedGradient"):
+        optimizer.register_local_var(tf_variable())
+    with pytest.raises(HorovodUnsupported, match="PartialDistributedOptimizer is not supported"):
+        hvd_keras.PartialDistributedOptimizer(keras.optimizers.SGD(0.1), local_layers=[])
+    with pytest.raises(HorovodUnsupported, match="BestModelCheckpoint is not supported"):
+        hvd_keras.callbacks.BestModelCheckpoint(monitor="val_loss")

@@ -1,71 +1,24 @@
 """Horovod TF2 scripts, written for real Horovod, run under `vtrain local` as 2 replicas after changing only
 their import line (issue 34): both ranks end with identical weights, and the losses and weights match a
-MultiWorkerMirrored run of the same model and data. The API check runs every collective over the ring of 2.
-Two jobs in all (module fixtures): one Horovod job runs both examples and the API check in each rank, one
-MultiWorkerMirrored job both twins."""
+MultiWorkerMirrored run of the same model and data. The API check runs every collective over the ring of 2, and
+Horovod's own synthetic benchmarks (the tape, model.fit) run as upstream wrote them (issue 45). Two jobs in all:
+the shared Horovod job of conftest.py, one MultiWorkerMirrored job both twins."""
 
 from __future__ import annotations
 
 import importlib.util
-import io
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.helpers import write_job
-from vtrain.handle import SUCCEEDED
-from vtrain.local.runner import run_local
+from tests.horovod.conftest import run
 
 np = pytest.importorskip("numpy")
 # Not imported here: TensorFlow at collection would cost every pytest run, the ones that deselect these tests too.
 pytestmark = pytest.mark.skipif(not all(importlib.util.find_spec(name) for name in ("tensorflow", "tf_keras")),
                                 reason="TensorFlow and tf_keras are not installed")
-
-EXAMPLES = Path(__file__).resolve().parents[1] / "data" / "trainers" / "horovod"
-ONE_LINE = {"import horovod.tensorflow.keras as hvd": "import vtrain.horovod.keras as hvd",
-            "import horovod.tensorflow as hvd": "import vtrain.horovod.tensorflow as hvd"}
-
-
-@pytest.fixture(scope="module")
-def migrated(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The examples with their Horovod import line changed, and nothing else."""
-    root = tmp_path_factory.mktemp("hvd") / "examples"
-    shutil.copytree(EXAMPLES, root)
-    for name in ("keras_mnist.py", "tape_mnist.py", "api_check.py"):
-        path = root / "trainer" / name
-        before = path.read_text().splitlines()
-        after = [ONE_LINE.get(line, line) for line in before]
-        assert sum(a != b for a, b in zip(before, after, strict=True)) == 1, name
-        path.write_text("\n".join(after) + "\n")
-    return root
-
-
-def run(tmp_path: Path, cache: Path, package: Path, script: str, strategy: str) -> Path:
-    job = write_job(tmp_path, f"""
-        name: hvd
-        trainer:
-          package: {package}
-          module: trainer.harness
-          args: ["{script}"]
-        distribution_strategy: {strategy}
-        cluster:
-          chief: {{machine_type: n1-standard-4}}
-          workers: {{replicas: 1}}
-        scheduling: {{restart_job_on_worker_restart: true}}
-    """)
-    out = io.StringIO()
-    handle = run_local(job, output_dir=tmp_path / "out", cache_dir=cache, out=out)
-    assert handle.wait(600) == SUCCEEDED, out.getvalue()[-4000:]
-    return tmp_path / "out" / "model"
-
-
-@pytest.fixture(scope="module")
-def horovod_run(tmp_path_factory: pytest.TempPathFactory, cache: Path, migrated: Path) -> Path:
-    """One Horovod job runs both examples and the API check, one after the other in each rank."""
-    return run(tmp_path_factory.mktemp("horovod"), cache, migrated, "keras_mnist,tape_mnist,api_check", "horovod")
 
 
 @pytest.fixture(scope="module")
@@ -115,3 +68,14 @@ def test_every_collective_over_a_ring_of_two(horovod_run: Path) -> None:
         assert g["join"].startswith("vtrain.horovod: hvd.join is not supported")
         assert g["keras3"]["optimizer"].startswith("keras.")  # Keras 3's own optimizer, wrapped
     assert got[0]["keras3"]["weights"] == got[1]["keras3"]["weights"]  # one model on both ranks
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("example", ["upstream_tape", "upstream_fit"])
+def test_horovods_own_synthetic_benchmark_runs_with_only_its_import_line_changed(horovod_run: Path,
+                                                                                  example: str) -> None:
+    printed = [(horovod_run / f"{example}-rank{r}.txt").read_text() for r in (0, 1)]
+    assert printed[0].splitlines()[0] == printed[1].splitlines()[0]  # the digest of one model, on both ranks
+    assert "Model: MobileNetV3Small" in printed[0] and "Number of CPUs: 2" in printed[0]
+    assert "Total img/sec on 2 CPU(s)" in printed[0]  # rank 0 reports, as the script has it
+    assert "Model:" not in printed[1]

@@ -2,21 +2,45 @@
 MultiWorkerMirroredStrategy runs, without a strategy scope and without building Horovod.
 
 Each collective is one ``tf.raw_ops`` op (CollectiveReduceV2, CollectiveGatherV2,
-CollectiveBcastSendV2/RecvV2) over one group of all ranks (:mod:`vtrain.horovod.ring`). Every rank runs
-the same script, so it makes (or traces) the same collectives in the same order and the instance keys
-agree. Gradients are packed per dtype into one flat tensor, so a step costs one all-reduce (Horovod's
-tensor fusion). Ops made in one tf.function are chained by control dependencies, so every rank launches
-them in the same order (NCCL needs that). ``communication_hint="auto"`` lets TensorFlow pick NCCL for GPU
-tensors and its ring for CPU ones; VTRAIN_COLLECTIVE_TIMEOUT (default 300 s) bounds every op.
+CollectiveBcastSendV2/RecvV2) over one group of all ranks (:mod:`vtrain.horovod.ring`), after the agreement
+step (:mod:`vtrain.horovod.agreement`) that refuses a call the ranks disagree on with one error on every
+rank. Every rank runs the same script, so it makes (or traces) the same collectives in the same order and
+the instance keys agree. Gradients are packed per dtype into one flat tensor, so a step costs one all-reduce
+(Horovod's tensor fusion). Ops made in one tf.function are chained by control dependencies, so every rank
+launches them in the same order (NCCL needs that). ``communication_hint="auto"`` lets TensorFlow pick NCCL
+for GPU tensors and its ring for CPU ones; VTRAIN_COLLECTIVE_TIMEOUT (default 300 s) bounds every op.
+
+Gradients are Horovod's: an allreduce's gradient is the same allreduce of the incoming gradient, an
+allgather's is this rank's slice of its averaged gradient, a broadcast's the averaged gradient on the root
+and zero elsewhere. What a tensor travels as, and how it is scaled, is :mod:`vtrain.horovod.wire`'s.
 """
 
 from __future__ import annotations
 
-import pickle
-import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
+from vtrain.horovod import agreement
+from vtrain.horovod.agreement import Descriptor
+from vtrain.horovod.ops import (
+    MERGE,
+    Adasum,
+    Average,
+    Max,
+    Min,
+    Product,
+    Sum,
+    agree,
+    check_op,
+    check_process_set,
+    check_root,
+    check_sparse,
+    collective,
+    differentiable,
+    gather,
+    global_process_set,
+    rank_order,
+)
 from vtrain.horovod.ring import (
     GROUP_KEY,
     ccl_built,
@@ -35,20 +59,13 @@ from vtrain.horovod.ring import (
     mpi_enabled,
     mpi_threads_supported,
     nccl_built,
-    next_key,
     rank,
     rocm_built,
     shutdown,
     size,
-    state,
 )
 from vtrain.horovod.unsupported import NotSupported, fail
-
-#: Horovod's reduction ops, with Horovod's own values (horovod.common.basics).
-Average, Sum, Adasum, Min, Max, Product = 0, 1, 2, 3, 4, 5
-_MERGE = {Average: "Add", Sum: "Add", Min: "Min", Max: "Max", Product: "Mul"}
-_OP_NAMES = {Average: "Average", Sum: "Sum", Adasum: "Adasum", Min: "Min", Max: "Max", Product: "Product"}
-_last_in_graph: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+from vtrain.horovod.wire import check_dtype, scale, to_wire
 
 
 class _NoCompression:
@@ -88,101 +105,7 @@ class Compression:
     fp16 = _FP16Compression
 
 
-# --------------------------------------------------------------------------- the ops
-
-
-def _collective(make: Callable[[int, float], Any]) -> Any:
-    """Make one collective op with the next instance key, after the last one made in this graph."""
-    import tensorflow as tf
-
-    key, timeout = next_key(), state().timeout
-    if tf.executing_eagerly():
-        return make(key, timeout)
-    graph = tf.compat.v1.get_default_graph()
-    last = _last_in_graph.get(graph)
-    with tf.control_dependencies([last] if last is not None else []):
-        out = make(key, timeout)
-    _last_in_graph[graph] = out
-    return out
-
-
-def _on_the_wire(tensor: Any) -> tuple[Any, Any]:
-    """The tensor in a dtype TensorFlow's collectives carry (float16/32/64, int32/64), and its own dtype:
-    narrower integers and bool travel as int32 or int64, bfloat16 as float32."""
-    import tensorflow as tf
-
-    dtype = tensor.dtype
-    if dtype in (tf.float16, tf.float32, tf.float64, tf.int32, tf.int64):
-        return tensor, None
-    if dtype == tf.bfloat16:
-        return tf.cast(tensor, tf.float32), dtype
-    if dtype.is_integer or dtype == tf.bool:
-        wide = tf.int64 if dtype in (tf.uint32, tf.uint64) else tf.int32
-        return tf.cast(tensor, wide), dtype
-    raise TypeError(f"vtrain.horovod: TensorFlow's collectives cannot carry {dtype.name} tensors")
-
-
-def _back(tensor: Any, dtype: Any) -> Any:
-    import tensorflow as tf
-
-    return tensor if dtype is None else tf.cast(tensor, dtype)
-
-
-def _reduce_flat(flat: Any, op: int) -> Any:
-    import tensorflow as tf
-
-    n = size()
-    final = "Div" if op == Average else "Id"
-    wire, dtype = _on_the_wire(flat)
-    return _back(_collective(lambda key, timeout: tf.raw_ops.CollectiveReduceV2(
-        input=wire, group_size=n, group_key=GROUP_KEY, instance_key=key, ordering_token=[], merge_op=_MERGE[op],
-        final_op=final, communication_hint="auto", timeout_seconds=timeout)), dtype)
-
-
-def _gather_flat(tensor: Any) -> Any:
-    import tensorflow as tf
-
-    n = size()
-    wire, dtype = _on_the_wire(tensor)
-    return _back(_collective(lambda key, timeout: tf.raw_ops.CollectiveGatherV2(
-        input=wire, group_size=n, group_key=GROUP_KEY, instance_key=key, ordering_token=[],
-        communication_hint="auto", timeout_seconds=timeout)), dtype)
-
-
-def _check_op(op: int | None, average: bool | None) -> int:
-    if op is not None and average is not None:
-        raise ValueError("hvd.allreduce: give op or the deprecated average, not both")
-    chosen = (Average if average in (None, True) else Sum) if op is None else op
-    if chosen == Adasum:
-        fail("Adasum")
-    if chosen not in _MERGE:
-        raise ValueError(f"hvd.allreduce: op={chosen!r} is not one of hvd.Average, Sum, Min, Max, Product")
-    return chosen
-
-
-def _check_process_set(process_set: Any) -> None:
-    if process_set is not None and process_set is not global_process_set:
-        fail("ProcessSet")
-
-
-class _GlobalProcessSet:
-    """Horovod's global_process_set: all ranks (the only set there is here)."""
-
-    process_set_id = 0
-
-    def __repr__(self) -> str:
-        return "ProcessSet(process_set_id=0, ranks=all)"
-
-
-global_process_set = _GlobalProcessSet()
-
-
-def _scale(tensor: Any, factor: float) -> Any:
-    import tensorflow as tf
-
-    if factor == 1.0:
-        return tensor
-    return tensor * tf.cast(factor, tensor.dtype)
+# --------------------------------------------------------------------------- allreduce
 
 
 def allreduce(tensor: Any, average: bool | None = None, device_dense: str = "", device_sparse: str = "",
@@ -192,27 +115,51 @@ def allreduce(tensor: Any, average: bool | None = None, device_dense: str = "", 
     """Reduce a tensor (or tf.IndexedSlices) over all ranks; every rank gets the result (Average by default)."""
     import tensorflow as tf
 
-    chosen = _check_op(op, average)
-    _check_process_set(process_set)
+    chosen = check_op(op, average)
+    check_process_set(process_set)
     if isinstance(tensor, tf.IndexedSlices):
-        if chosen not in (Average, Sum):
-            raise ValueError(f"hvd.allreduce of tf.IndexedSlices supports Average and Sum, not {_OP_NAMES[chosen]}")
-        values = allgather(_scale(tensor.values, prescale_factor))
-        indices = allgather(tensor.indices)
-        if chosen == Average:
-            values = values / tf.cast(size(), values.dtype)
-        return tf.IndexedSlices(_scale(values, postscale_factor), indices, dense_shape=tensor.dense_shape)
-    return _reduce_dense([tf.convert_to_tensor(tensor)], chosen, compression, prescale_factor, postscale_factor)[0]
+        check_sparse(chosen, prescale_factor, postscale_factor, "hvd.allreduce")
+        return _sparse_reduce(tensor, chosen)
+    x = tf.convert_to_tensor(tensor)
+    desc = Descriptor(agreement.ALLREDUCE, [x], op=chosen, name=name, prescale=prescale_factor,
+                      postscale=postscale_factor)
+    return differentiable(
+        lambda t: _reduce_dense([t], desc, compression)[0],
+        lambda dy: allreduce(dy, op=chosen, prescale_factor=prescale_factor, postscale_factor=postscale_factor),
+        [x])
 
 
 def grouped_allreduce(tensors: Sequence[Any], average: bool | None = None, device_dense: str = "",
                       device_sparse: str = "", compression: Any = Compression.none, op: int | None = None,
                       prescale_factor: float = 1.0, postscale_factor: float = 1.0,
-                      process_set: Any = None) -> list[Any]:
-    """allreduce of a list, packed: one collective per dtype."""
-    return reduce_gradients(list(tensors), op=_check_op(op, average), compression=compression,
-                            prescale_factor=prescale_factor, postscale_factor=postscale_factor,
-                            process_set=process_set)
+                      process_set: Any = None, ignore_name_scope: bool = False, name: str | None = None) -> list[Any]:
+    """allreduce of a list (tensors and tf.IndexedSlices), the dense ones packed: one collective per dtype."""
+    import tensorflow as tf
+
+    chosen = check_op(op, average, "hvd.grouped_allreduce")
+    check_process_set(process_set)
+    tensors = list(tensors)
+    if not tensors:
+        return tensors
+    if any(isinstance(t, tf.IndexedSlices) for t in tensors):
+        check_sparse(chosen, prescale_factor, postscale_factor, "hvd.grouped_allreduce")
+    out: list[Any] = [None] * len(tensors)
+    dense = [i for i, t in enumerate(tensors) if t is not None and not isinstance(t, tf.IndexedSlices)]
+    for i, t in enumerate(tensors):
+        if isinstance(t, tf.IndexedSlices):
+            out[i] = _sparse_reduce(t, chosen)
+    if dense:
+        xs = [tf.convert_to_tensor(tensors[i]) for i in dense]
+        desc = Descriptor(agreement.GROUPED_ALLREDUCE, xs, op=chosen, name=name, prescale=prescale_factor,
+                          postscale=postscale_factor)
+        reduced = differentiable(
+            lambda *ts: _reduce_dense(list(ts), desc, compression),
+            lambda *dys: grouped_allreduce(list(dys), op=chosen, prescale_factor=prescale_factor,
+                                           postscale_factor=postscale_factor),
+            xs)
+        for i, value in zip(dense, reduced, strict=True):
+            out[i] = value
+    return out
 
 
 def reduce_gradients(grads: Sequence[Any], *, op: int = Average, compression: Any = Compression.none,
@@ -222,73 +169,142 @@ def reduce_gradients(grads: Sequence[Any], *, op: int = Average, compression: An
     ones (tf.IndexedSlices) gathered (or made dense first with sparse_as_dense); None stays None."""
     import tensorflow as tf
 
-    _check_process_set(process_set)
+    check_process_set(process_set)
     out: list[Any] = list(grads)
     dense = []
     for i, g in enumerate(grads):
         if g is None:
             continue
-        if isinstance(g, tf.IndexedSlices):
-            if sparse_as_dense:
-                dense.append(i)
-                out[i] = tf.convert_to_tensor(g)
-            else:
-                out[i] = allreduce(g, op=op, prescale_factor=prescale_factor, postscale_factor=postscale_factor)
-        else:
-            dense.append(i)
-    reduced = _reduce_dense([out[i] for i in dense], op, compression, prescale_factor, postscale_factor)
-    for i, value in zip(dense, reduced, strict=True):
-        out[i] = value
+        if isinstance(g, tf.IndexedSlices) and not sparse_as_dense:
+            out[i] = allreduce(g, op=op, prescale_factor=prescale_factor, postscale_factor=postscale_factor)
+            continue
+        dense.append(i)
+        out[i] = tf.convert_to_tensor(g)
+    if dense:
+        desc = Descriptor(agreement.GROUPED_ALLREDUCE, [out[i] for i in dense], op=op, prescale=prescale_factor,
+                          postscale=postscale_factor)
+        for i, value in zip(dense, _reduce_dense([out[i] for i in dense], desc, compression), strict=True):
+            out[i] = value
     return out
 
 
-def _reduce_dense(tensors: list[Any], op: int, compression: Any, prescale: float, postscale: float) -> list[Any]:
+def _sparse_reduce(tensor: Any, op: int) -> Any:
+    """Horovod's IndexedSlices reduction: the values and indices of every rank, gathered (Average: values
+    divided by the number of ranks)."""
     import tensorflow as tf
 
-    tensors = [_scale(t, prescale) for t in tensors]
-    if state().topology.size == 1:
-        return [_scale(t, postscale) for t in tensors]
-    packed = []
+    values = allgather(tensor.values)
+    indices = allgather(tensor.indices)
+    if op == Average:
+        values = values / tf.cast(size(), values.dtype)
+    return tf.IndexedSlices(values, indices, dense_shape=tensor.dense_shape)
+
+
+def _reduce_dense(tensors: list[Any], desc: Descriptor, compression: Any) -> list[Any]:
+    """Agree, then reduce: compressed, prescaled, packed per dtype into one collective each, postscaled.
+    Average divides floats in the collective and scales integers by 1/size in float64, as Horovod does."""
+    import tensorflow as tf
+
+    call = "hvd.allreduce" if desc.kind == agreement.ALLREDUCE else "hvd.grouped_allreduce"
+    agreed = agree(call, desc)
     for t in tensors:
-        c, ctx = compression.compress(t)
-        packed.append((c, ctx))
-    results: list[Any] = [None] * len(tensors)
+        check_dtype(t.dtype, call, reduce=True)
+    n, op = size(), desc.op
+    packed = [compression.compress(t) for t in tensors]
     by_dtype: dict[Any, list[int]] = {}
     for i, (c, _) in enumerate(packed):
         by_dtype.setdefault(c.dtype, []).append(i)
-    for idx in by_dtype.values():
-        parts = [packed[i][0] for i in idx]
-        flat = tf.concat([tf.reshape(p, [-1]) for p in parts], axis=0) if len(parts) > 1 else tf.reshape(parts[0], [-1])
-        reduced = _reduce_flat(flat, op)
+    results: list[Any] = [None] * len(tensors)
+    for dtype, idx in by_dtype.items():
+        parts = [scale(packed[i][0], desc.prescale) for i in idx]
+        flat = tf.concat([tf.reshape(p, [-1]) for p in parts], 0) if len(parts) > 1 else tf.reshape(parts[0], [-1])
+        divide = op == Average and not dtype.is_integer
+        reduced = _reduce_flat(flat, MERGE[op], divide, agreed.after)
+        post = desc.postscale / n if op == Average and dtype.is_integer else desc.postscale
+        reduced = scale(reduced, post)
         pieces = tf.split(reduced, [tf.size(p) for p in parts]) if len(parts) > 1 else [reduced]
         for i, piece, part in zip(idx, pieces, parts, strict=True):
-            value = compression.decompress(tf.reshape(piece, tf.shape(part)), packed[i][1])
-            results[i] = _scale(value, postscale)
+            results[i] = compression.decompress(tf.reshape(piece, tf.shape(part)), packed[i][1])
     return results
+
+
+def _reduce_flat(flat: Any, merge: str, divide: bool, after: Sequence[Any]) -> Any:
+    import tensorflow as tf
+
+    n = size()
+    if n == 1:
+        return flat
+    wire, back = to_wire(flat, merge)
+    return back(collective(lambda key, timeout: tf.raw_ops.CollectiveReduceV2(
+        input=wire, group_size=n, group_key=GROUP_KEY, instance_key=key, ordering_token=[], merge_op=merge,
+        final_op="Div" if divide else "Id", communication_hint="auto", timeout_seconds=timeout), after))
+
+
+# --------------------------------------------------------------------------- allgather
 
 
 def allgather(tensor: Any, name: str | None = None, ignore_name_scope: bool = False, process_set: Any = None) -> Any:
     """Concatenate every rank's tensor along dimension 0, in rank order; the first dimension may differ."""
     import tensorflow as tf
 
-    _check_process_set(process_set)
-    tensor = tf.convert_to_tensor(tensor)
+    check_process_set(process_set)
+    x = tf.convert_to_tensor(tensor)
+    if x.shape.rank == 0:
+        raise ValueError("hvd.allgather needs a tensor of rank >= 1 (it concatenates along dimension 0); "
+                         "wrap a scalar as [x]")
+    box: dict[str, Any] = {}
+
+    def forward(t: Any) -> Any:
+        out, box["lengths"] = _allgather_one(t, name, "hvd.allgather")
+        return out
+
+    def backward(dy: Any) -> Any:  # this rank's slice of the averaged gradient
+        averaged = allreduce(dy, op=Average)
+        return tf.split(averaged, box["lengths"], num=size())[rank()]
+
+    return differentiable(forward, backward, [x])
+
+
+def grouped_allgather(tensors: Sequence[Any], name: str | None = None, ignore_name_scope: bool = False,
+                      process_set: Any = None) -> list[Any]:
+    """allgather of each tensor of a list (Horovod's grouped_allgather), after one agreement on the list."""
+    import tensorflow as tf
+
+    check_process_set(process_set)
+    xs = [tf.convert_to_tensor(t) for t in tensors]
+    if not xs:
+        return []
+    if any(x.shape.rank == 0 for x in xs):
+        raise ValueError("hvd.grouped_allgather needs tensors of rank >= 1 (it concatenates along dimension 0)")
+    agreed = agree("hvd.grouped_allgather", Descriptor(agreement.GROUPED_ALLGATHER, xs, name=name,
+                                                        any_first_dim=True))
+    with tf.control_dependencies(agreed.after):  # in a graph, every gather of the group after the check
+        return [allgather(x) for x in xs]
+
+
+def _allgather_one(x: Any, name: str | None, call: str) -> tuple[Any, Any]:
+    """The gathered tensor and each rank's first dimension (in rank order)."""
+    import tensorflow as tf
+
+    desc = Descriptor(agreement.ALLGATHER, [x], name=name, any_first_dim=True)
+    agreed = agree(call, desc)
+    check_dtype(x.dtype, call, reduce=False)
     n = size()
     if n == 1:
-        return tf.identity(tensor)
-    if tensor.shape.rank == 0:
-        raise ValueError("hvd.allgather needs a tensor of rank >= 1 (it concatenates along dimension 0)")
-    length = tf.shape(tensor, out_type=tf.int64)[0]
-    # Who sent what: TensorFlow orders a gather by device, so each rank sends its rank and length too.
-    meta = _gather_flat(tf.stack([tf.constant(rank(), tf.int64), length])[tf.newaxis])
-    order = tf.argsort(meta[:, 0])
-    lengths = tf.gather(meta[:, 1], order)
-    longest = tf.reduce_max(meta[:, 1])
-    padding = [[0, longest - length]] + [[0, 0]] * (tensor.shape.rank - 1)
-    gathered = _gather_flat(tf.pad(tensor, padding))
-    rows = tf.reshape(gathered, tf.concat([[n, longest], tf.shape(tensor, out_type=tf.int64)[1:]], axis=0))
+        return tf.identity(x), tf.shape(x, out_type=tf.int64)[:1]
+    order = rank_order(agreed.table)
+    lengths = tf.gather(agreed.table[:, 4], order)  # the first dimension of each rank, in rank order
+    longest = tf.reduce_max(lengths)
+    own = tf.shape(x, out_type=tf.int64)
+    padded = tf.pad(x, tf.concat([[[0, longest - own[0]]], tf.zeros([tf.rank(x) - 1, 2], tf.int64)], 0))
+    wire, back = to_wire(padded, None)
+    gathered = back(gather(wire, agreed.after))
+    rows = tf.reshape(gathered, tf.concat([[n, longest], own[1:]], 0))
     rows = tf.gather(rows, order)
-    return tf.boolean_mask(rows, tf.sequence_mask(lengths, longest))
+    return tf.boolean_mask(rows, tf.sequence_mask(lengths, longest)), lengths
+
+
+# --------------------------------------------------------------------------- broadcast
 
 
 def broadcast(tensor: Any, root_rank: int, name: str | None = None, ignore_name_scope: bool = False,
@@ -296,23 +312,39 @@ def broadcast(tensor: Any, root_rank: int, name: str | None = None, ignore_name_
     """Rank root_rank's tensor, on every rank."""
     import tensorflow as tf
 
-    _check_process_set(process_set)
+    check_process_set(process_set)
+    root_rank = check_root(root_rank, "hvd.broadcast")
+    x = tf.convert_to_tensor(tensor)
+
+    def forward(t: Any) -> Any:
+        agreed = agree("hvd.broadcast", Descriptor(agreement.BROADCAST, [t], root=root_rank, name=name))
+        check_dtype(t.dtype, "hvd.broadcast", reduce=False)
+        return _broadcast_one(t, root_rank, agreed.after)
+
+    def backward(dy: Any) -> Any:  # the averaged gradient reaches the root; the others' inputs did not count
+        averaged = allreduce(dy, op=Average)
+        return averaged if rank() == root_rank else tf.zeros_like(averaged)
+
+    return differentiable(forward, backward, [x])
+
+
+def _broadcast_one(x: Any, root_rank: int, after: Sequence[Any] = ()) -> Any:
+    """Rank root_rank's x on every rank (no agreement: the caller agreed on it)."""
+    import tensorflow as tf
+
     n = size()
-    if not 0 <= root_rank < n:
-        raise ValueError(f"hvd.broadcast: root_rank {root_rank} is not a rank of this job (0..{n - 1})")
-    tensor = tf.convert_to_tensor(tensor)
     if n == 1:
-        return tf.identity(tensor)
-    wire, dtype = _on_the_wire(tensor)
+        return tf.identity(x)
+    wire, back = to_wire(x, None)
     if rank() == root_rank:
-        out = _collective(lambda key, timeout: tf.raw_ops.CollectiveBcastSendV2(
+        out = collective(lambda key, timeout: tf.raw_ops.CollectiveBcastSendV2(
             input=wire, group_size=n, group_key=GROUP_KEY, instance_key=key, communication_hint="auto",
-            timeout_seconds=timeout))
+            timeout_seconds=timeout), after)
     else:
-        out = _collective(lambda key, timeout: tf.raw_ops.CollectiveBcastRecvV2(
+        out = collective(lambda key, timeout: tf.raw_ops.CollectiveBcastRecvV2(
             group_size=n, group_key=GROUP_KEY, instance_key=key, shape=tf.shape(wire), T=wire.dtype,
-            communication_hint="auto", timeout_seconds=timeout))
-    return _back(out, dtype)
+            communication_hint="auto", timeout_seconds=timeout), after)
+    return back(out)
 
 
 def broadcast_variables(variables: Iterable[Any], root_rank: int, process_set: Any = None,
@@ -320,66 +352,96 @@ def broadcast_variables(variables: Iterable[Any], root_rank: int, process_set: A
     """Assign rank root_rank's values to these variables on every rank (packed: one broadcast per dtype)."""
     import tensorflow as tf
 
-    _check_process_set(process_set)
-    variables = list(variables() if callable(variables) else variables)
-    if size() == 1 or not variables:
-        return tf.no_op() if not tf.executing_eagerly() else None
-    by_dtype: dict[Any, list[tuple[Any, Any]]] = {}
-    for v in variables:  # tf.Variable or a Keras 3 variable (its dtype a name, its shape a tuple)
-        value = tf.convert_to_tensor(v)
-        by_dtype.setdefault(value.dtype, []).append((v, value))
-    assigns = []
-    for group in by_dtype.values():
-        flat = tf.concat([tf.reshape(value, [-1]) for _, value in group], axis=0)
-        values = broadcast(flat, root_rank)
-        pieces = tf.split(values, [value.shape.num_elements() for _, value in group]) if len(group) > 1 else [values]
-        for (v, value), piece in zip(group, pieces, strict=True):
-            assigns.append(v.assign(tf.reshape(piece, tf.shape(value))))
+    assigns = _broadcast_assign(variables, root_rank, process_set, "hvd.broadcast_variables")
     return None if tf.executing_eagerly() else tf.group(*assigns)
 
 
-def broadcast_object(obj: Any, root_rank: int = 0, session: Any = None, name: str | None = None,
-                     process_set: Any = None) -> Any:
-    """Rank root_rank's Python object on every rank (pickled; only the job's own ranks send it)."""
-    import numpy as np
+def broadcast_(variables: Iterable[Any], root_rank: int, name: str | None = None, process_set: Any = None) -> list[Any]:
+    """Horovod's in-place broadcast: the variables take rank root_rank's values; returns their new values."""
     import tensorflow as tf
 
-    _check_process_set(process_set)
-    if size() == 1:
-        return obj
-    data = pickle.dumps(obj) if rank() == root_rank else b""
-    length = int(broadcast(tf.constant([len(data)], tf.int64), root_rank).numpy()[0])
-    payload = np.frombuffer(data, dtype=np.uint8) if data else np.zeros(length, dtype=np.uint8)
-    received = broadcast(tf.constant(payload, tf.uint8), root_rank).numpy().tobytes()
-    return pickle.loads(received)  # noqa: S301 - bytes from rank root_rank of this same job
+    variables = list(variables)
+    assigns = _broadcast_assign(variables, root_rank, process_set, "hvd.broadcast_", name)
+    with tf.control_dependencies(assigns if not tf.executing_eagerly() else []):
+        return [tf.identity(tf.convert_to_tensor(v)) for v in variables]
 
 
-def allgather_object(obj: Any, session: Any = None, name: str | None = None, process_set: Any = None) -> list[Any]:
-    """Every rank's Python object, in rank order."""
-    import numpy as np
+def _broadcast_assign(variables: Iterable[Any], root_rank: int, process_set: Any, call: str,
+                      name: str | None = None) -> list[Any]:
     import tensorflow as tf
 
-    _check_process_set(process_set)
-    if size() == 1:
-        return [obj]
-    data = pickle.dumps(obj)
-    lengths = allgather(tf.constant([len(data)], tf.int64)).numpy().tolist()
-    blob = allgather(tf.constant(np.frombuffer(data, dtype=np.uint8), tf.uint8)).numpy().tobytes()
-    out, start = [], 0
-    for n in lengths:
-        out.append(pickle.loads(blob[start:start + n]))  # noqa: S301 - bytes from this same job's ranks
-        start += n
-    return out
+    check_process_set(process_set)
+    root_rank = check_root(root_rank, call)
+    variables = list(variables() if callable(variables) else variables)
+    if not variables:
+        return []
+    values = [tf.convert_to_tensor(v) for v in variables]  # tf.Variable or a Keras 3 variable
+    agreed = agree(call, Descriptor(agreement.BROADCAST_GROUP, values, root=root_rank, name=name))
+    for value in values:
+        check_dtype(value.dtype, call, reduce=False)
+    by_dtype: dict[Any, list[int]] = {}
+    for i, value in enumerate(values):
+        by_dtype.setdefault(value.dtype, []).append(i)
+    assigns = []
+    for idx in by_dtype.values():
+        flat = tf.concat([tf.reshape(values[i], [-1]) for i in idx], 0)
+        received = _broadcast_one(flat, root_rank, agreed.after)
+        pieces = tf.split(received, [values[i].shape.num_elements() for i in idx]) if len(idx) > 1 else [received]
+        for i, piece in zip(idx, pieces, strict=True):
+            assigns.append(variables[i].assign(tf.reshape(piece, tf.shape(values[i]))))
+    return assigns
+
+
+# --------------------------------------------------------------------------- who am I, as tensors
+
+
+def rank_op(name: str | None = None) -> Any:
+    """hvd.rank() as an int32 tensor."""
+    import tensorflow as tf
+
+    return tf.constant(rank(), tf.int32, name=name)
+
+
+def local_rank_op(name: str | None = None) -> Any:
+    """hvd.local_rank() as an int32 tensor."""
+    import tensorflow as tf
+
+    return tf.constant(local_rank(), tf.int32, name=name)
+
+
+def size_op(process_set_id: int = 0, name: str | None = None) -> Any:
+    """hvd.size() as an int32 tensor (the global process set, the only one)."""
+    import tensorflow as tf
+
+    if process_set_id != 0:
+        fail("process_set=... (a process set)")
+    return tf.constant(size(), tf.int32, name=name)
+
+
+def local_size_op(name: str | None = None) -> Any:
+    """hvd.local_size() as an int32 tensor."""
+    import tensorflow as tf
+
+    return tf.constant(local_size(), tf.int32, name=name)
+
+
+def process_set_included_op(process_set_id: int = 0, name: str | None = None) -> Any:
+    """1: this rank is in the global process set (the only one)."""
+    import tensorflow as tf
+
+    if process_set_id != 0:
+        fail("process_set=... (a process set)")
+    return tf.constant(1, tf.int32, name=name)
 
 
 __all__ = [
     "Adasum", "Average", "Compression", "Max", "Min", "NotSupported", "Product", "Sum", "allgather",
-    "allgather_object", "allreduce", "broadcast", "broadcast_object", "broadcast_variables", "ccl_built",
-    "cross_rank", "cross_size", "cuda_built", "ddl_built", "global_process_set", "gloo_built", "gloo_enabled",
-    "grouped_allreduce", "init", "is_homogeneous", "is_initialized", "local_rank", "local_size", "mpi_built",
-    "mpi_enabled", "mpi_threads_supported", "nccl_built", "rank", "reduce_gradients", "rocm_built", "shutdown",
-    "size",
+    "allreduce", "broadcast", "broadcast_", "broadcast_variables", "ccl_built", "cross_rank", "cross_size",
+    "cuda_built", "ddl_built", "global_process_set", "gloo_built", "gloo_enabled", "grouped_allgather",
+    "grouped_allreduce", "init", "is_homogeneous", "is_initialized", "local_rank", "local_rank_op", "local_size",
+    "local_size_op", "mpi_built", "mpi_enabled", "mpi_threads_supported", "nccl_built", "process_set_included_op",
+    "rank", "rank_op", "reduce_gradients", "rocm_built", "shutdown", "size", "size_op",
 ]
-_ = (NotSupported, ccl_built, cross_rank, cross_size, cuda_built, ddl_built, gloo_built, gloo_enabled, init,
-     is_homogeneous, is_initialized, local_rank, local_size, mpi_built, mpi_enabled, mpi_threads_supported,
-     nccl_built, rocm_built, shutdown)  # re-exported: the API modules take them from here
+_ = (ccl_built, cross_rank, cross_size, cuda_built, ddl_built, gloo_built, gloo_enabled, init,
+     is_homogeneous, is_initialized, mpi_built, mpi_enabled, mpi_threads_supported, nccl_built, rocm_built,
+     shutdown)  # re-exported: the API modules take them from here

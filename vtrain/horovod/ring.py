@@ -7,6 +7,12 @@ of a hang), and device filters so that a task sees only its own devices. It does
 like Horovod, a script may still pin GPUs and turn on memory growth after ``hvd.init()``; the server
 starts with the first tensor the script makes. Ranks name each collective op by an instance key counted
 in the order ops are made (:func:`next_key`), as MultiWorkerMirroredStrategy counts its own.
+
+VTRAIN_COLLECTIVE_TIMEOUT bounds the start too: the first tensor waits for every rank to register with the
+coordination service, and a rank that never comes (alive but stuck, or failed before its first tensor) fails
+that wait after the timeout instead of holding the others for the hour TensorFlow allows by default.
+``hvd.shutdown()`` then ``hvd.init()`` reads the environment again (the timeout too), as in Horovod; the
+context configured by the first init stays, since TensorFlow's server lives as long as the process.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,10 +39,11 @@ _INSTANCE_START = 0x100000
 class _State:
     topology: Topology
     timeout: float
-    next_instance: int = _INSTANCE_START
 
 
 _state: _State | None = None
+_configured: Topology | None = None  # the ring TensorFlow's context was set up for (once per process)
+_next_instance = _INSTANCE_START
 _lock = threading.Lock()
 
 
@@ -50,23 +58,26 @@ def _timeout() -> float:
 
 def init(comm: Any = None, process_sets: Any = None) -> None:
     """Read the cluster from TF_CONFIG and configure TensorFlow's collectives; a second call does nothing."""
-    global _state
+    global _state, _configured
     if comm is not None:
-        fail("init", "an MPI communicator (comm=...) has no meaning here: the ranks are the job's chief and "
-                     "worker replicas; call hvd.init() without arguments")
+        fail("hvd.init(comm=...)")
     if process_sets:
-        fail("ProcessSet")
+        fail("process_set=... (a process set)")
     with _lock:
         if _state is not None:
             return
-        topo = topology(os.environ)
-        if topo.size > 1:
-            _configure(topo)
-        _state = _State(topology=topo, timeout=_timeout())
+        topo, timeout = topology(os.environ), _timeout()
+        if topo.size > 1 and _configured is None:
+            _configure(topo, timeout)
+            _configured = topo
+        elif topo.size > 1 and topo != _configured:
+            raise RuntimeMismatch("vtrain.horovod: hvd.init() after hvd.shutdown() found another cluster in "
+                                  "TF_CONFIG than the first init; TensorFlow's server cannot move in a process")
+        _state = _State(topology=topo, timeout=timeout)
     log.info("vtrain.horovod: rank %d of %d (%s-%d)", topo.rank, topo.size, topo.task_type, topo.task_index)
 
 
-def _configure(topo: Topology) -> None:
+def _configure(topo: Topology, timeout: float) -> None:
     """Collective ops for this task, set before TensorFlow's context starts (MultiWorkerMirrored's recipe)."""
     import tensorflow as tf
     from tensorflow.core.protobuf import tensorflow_server_pb2
@@ -90,6 +101,14 @@ def _configure(topo: Topology) -> None:
                                            coordinated_jobs=jobs)
     config = ctx.config
     config.experimental.collective_group_leader = topo.leader
+    coordination = config.experimental.coordination_config
+    if timeout:  # every rank must register within the timeout, or the first tensor fails naming who is missing
+        coordination.cluster_register_timeout_in_ms = int(timeout * 1000)
+        if "cluster_register_with_barrier" in coordination.DESCRIPTOR.fields_by_name:
+            coordination.cluster_register_with_barrier = True
+        else:  # TensorFlow before 2.18 (Vertex's tf-cpu.2-17): its registration wait has no bound of its own
+            threading.Thread(target=_watch_start, args=(ctx, timeout, topo), name="vtrain-horovod-start",
+                             daemon=True).start()
     del config.device_filters[:]
     config.device_filters.append(me)
     server_def = tensorflow_server_pb2.ServerDef(
@@ -97,6 +116,30 @@ def _configure(topo: Topology) -> None:
         job_name=topo.task_type, task_index=topo.task_index, protocol="grpc", port=topo.port,
     )
     ctx.enable_collective_ops(server_def)
+
+
+def _watch_start(ctx: Any, timeout: float, topo: Topology) -> None:
+    """End this process when its first tensor has waited `timeout` seconds for the other ranks to register.
+
+    TensorFlow before 2.18 waits for every task of the cluster in its context's start, in C++ that holds the GIL
+    and that no configuration bounds: no Python code runs until it returns. So this thread keeps a timer of the
+    C library's (faulthandler's, which needs no GIL) `timeout` seconds ahead while the start has not begun, and
+    stops when it begins (the context holds its lock from the first tensor until the cluster is up): a start held
+    that long prints where each thread waited (``ensure_initialized``) and exits 1, as a collective that times
+    out fails its rank. The timer is cancelled once the start is done."""
+    import faulthandler
+
+    lock = getattr(ctx, "_initialize_lock", None)
+    if lock is None:
+        return
+    log.info("vtrain.horovod: rank %d: TensorFlow waits for every rank's first tensor without a bound; this rank "
+             "exits 1 if the others of %s have not all started %g s (VTRAIN_COLLECTIVE_TIMEOUT) after its own",
+             topo.rank, sorted(topo.cluster), timeout)
+    while not getattr(ctx, "_initialized", True):
+        if not lock.locked():
+            faulthandler.dump_traceback_later(timeout, exit=True)  # re-armed until the start begins
+        time.sleep(0.2)
+    faulthandler.cancel_dump_traceback_later()
 
 
 def state() -> _State:
@@ -190,8 +233,10 @@ def rocm_built() -> bool:
 
 
 def next_key() -> int:
-    current = state()
+    """The next collective instance key; every rank counts the same ops in the same order."""
+    global _next_instance
+    state()
     with _lock:
-        key = current.next_instance
-        current.next_instance += 1
+        key = _next_instance
+        _next_instance += 1
     return key

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vtrain.horovod import prefer_tf_keras
+from vtrain.horovod import prefer_tf_keras, unconverted
 from vtrain.horovod.collectives import (
     Adasum,
     Average,
@@ -15,10 +15,9 @@ from vtrain.horovod.collectives import (
     Product,
     Sum,
     allgather,
-    allgather_object,
     allreduce,
     broadcast,
-    broadcast_object,
+    broadcast_,
     broadcast_variables,
     ccl_built,
     cross_rank,
@@ -28,25 +27,34 @@ from vtrain.horovod.collectives import (
     global_process_set,
     gloo_built,
     gloo_enabled,
+    grouped_allgather,
     grouped_allreduce,
     init,
     is_homogeneous,
     is_initialized,
     local_rank,
+    local_rank_op,
     local_size,
+    local_size_op,
     mpi_built,
     mpi_enabled,
     mpi_threads_supported,
     nccl_built,
+    process_set_included_op,
     rank,
+    rank_op,
     rocm_built,
     shutdown,
     size,
+    size_op,
 )
-from vtrain.horovod.gradients import DistributedGradientTape, DistributedOptimizer
+from vtrain.horovod.gradients import DistributedGradientTape, DistributedOptimizer, PartialDistributedGradientTape
+from vtrain.horovod.objects import allgather_object, broadcast_object
 from vtrain.horovod.unsupported import NotSupported
 
 prefer_tf_keras()  # before the script's tf.keras resolves: Horovod scripts expect Keras 2
+unconverted(globals(), ["allgather", "allgather_object", "allreduce", "broadcast", "broadcast_", "broadcast_object",
+                        "broadcast_variables", "grouped_allgather", "grouped_allreduce"])
 
 
 def __getattr__(name: str) -> Any:
@@ -57,9 +65,10 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "Adasum", "Average", "Compression", "DistributedGradientTape", "DistributedOptimizer", "Max", "Min",
-    "NotSupported", "Product", "Sum", "allgather", "allgather_object", "allreduce", "broadcast", "broadcast_object",
-    "broadcast_variables", "ccl_built", "cross_rank", "cross_size", "cuda_built", "ddl_built", "global_process_set",
-    "gloo_built", "gloo_enabled", "grouped_allreduce", "init", "is_homogeneous", "is_initialized", "local_rank",
-    "local_size", "mpi_built", "mpi_enabled", "mpi_threads_supported", "nccl_built", "rank", "rocm_built",
-    "shutdown", "size",
+    "NotSupported", "PartialDistributedGradientTape", "Product", "Sum", "allgather", "allgather_object", "allreduce",
+    "broadcast", "broadcast_", "broadcast_object", "broadcast_variables", "ccl_built", "cross_rank", "cross_size",
+    "cuda_built", "ddl_built", "global_process_set", "gloo_built", "gloo_enabled", "grouped_allgather",
+    "grouped_allreduce", "init", "is_homogeneous", "is_initialized", "local_rank", "local_rank_op", "local_size",
+    "local_size_op", "mpi_built", "mpi_enabled", "mpi_threads_supported", "nccl_built", "process_set_included_op",
+    "rank", "rank_op", "rocm_built", "shutdown", "size", "size_op",
 ]

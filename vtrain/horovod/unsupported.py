@@ -34,22 +34,46 @@ REASONS: dict[str, str] = {
                                     "hvd.broadcast_variables or callbacks.BroadcastGlobalVariablesCallback",
     "SyncBatchNormalization": "synchronised batch normalisation is not implemented; use "
                               "tf.keras.layers.BatchNormalization (per-rank statistics)",
-    "PartialDistributedGradientTape": "local (unreduced) layers are not supported; use DistributedGradientTape",
-    "PartialDistributedOptimizer": "local (unreduced) layers are not supported; use DistributedOptimizer",
+    "PartialDistributedOptimizer": "an optimizer with local (unreduced) layers is not supported; in a custom "
+                                   "loop, hvd.PartialDistributedGradientTape(tape, local_layers=...) keeps them",
     "start_timeline": "the Horovod timeline is not available; use TensorFlow's profiler "
                       "(tf.profiler.experimental) or VTRAIN_PROFILE_DIR",
     "stop_timeline": "the Horovod timeline is not available; use TensorFlow's profiler",
-    "Adasum": "the Adasum reduction is not implemented; use op=hvd.Average or hvd.Sum",
+    "load_model": "load with tf.keras.models.load_model(path, compile=False), then compile with "
+                  "hvd.DistributedOptimizer(your optimizer)",
     "elastic": "elastic Horovod is not supported: a Vertex job keeps its replicas, and a restarted rank "
                "cannot rejoin a running ring (set scheduling.restart_job_on_worker_restart)",
     "run": "horovod.run starts processes itself; on Vertex (and under `vtrain local`) each replica is already "
            "one rank: run the script as the job's module and call train() directly",
+    "broadcast_object_fn": "TF1 graph mode (a function for a session) is not supported; call "
+                           "hvd.broadcast_object(obj, root_rank) in TF2",
+    "BestModelCheckpoint": "the callback of Horovod's Spark estimator (which sets its file path) is not "
+                           "provided; use tf.keras.callbacks.ModelCheckpoint(save_best_only=True) on rank 0",
+}
+
+#: Arguments of calls that are there, refused with why and what to do instead (the guide lists them too).
+ARGUMENTS: dict[str, str] = {
+    "hvd.DistributedOptimizer(backward_passes_per_step>1)":
+        "local gradient accumulation is not implemented; use 1, or a larger batch",
+    "hvd.DistributedOptimizer.register_local_var":
+        "local variables of an optimizer (PartialDistributedOptimizer) are not supported; use "
+        "hvd.PartialDistributedGradientTape with local_layers",
+    "hvd.DistributedOptimizer(a tf.compat.v1.train optimizer)":
+        "TF1 tf.compat.v1.train optimizers are not supported: use a tf.keras optimizer or "
+        "hvd.DistributedGradientTape",
+    "hvd.init(comm=...)":
+        "an MPI communicator has no meaning here: the ranks are the job's chief and worker replicas; call "
+        "hvd.init() without arguments",
+    "process_set=... (a process set)":
+        f"{_RING}; process sets are not supported (leave process_set out, or pass hvd.global_process_set)",
+    "op=hvd.Adasum": "the Adasum reduction is not implemented; use op=hvd.Average or hvd.Sum",
 }
 
 
 def fail(name: str, detail: str | None = None) -> NoReturn:
-    """Stop a script at an unsupported call, saying why and what to do."""
-    raise NotSupported(f"vtrain.horovod: hvd.{name} is not supported: {detail or REASONS[name]}")
+    """Stop a script at an unsupported call (a name of REASONS or ARGUMENTS), saying why and what to do."""
+    what = f"hvd.{name}" if name in REASONS else name
+    raise NotSupported(f"vtrain.horovod: {what} is not supported: {detail or REASONS.get(name) or ARGUMENTS[name]}")
 
 
 def stub(name: str) -> Callable[..., NoReturn]:
