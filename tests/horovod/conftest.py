@@ -1,7 +1,7 @@
 """The one 2-rank Horovod job the tests of this folder read (made once for the whole test run, xdist workers
 included): a chief and a worker under `vtrain local`, as a 2-replica job runs, each rank running in one process the
-Horovod-written examples (their import line changed, as the guide says), Horovod's own synthetic benchmarks, the API
-check and, last, the checks of Horovod's TF2 tests (trainer/conformance.py), whose last phase ends the ring."""
+Horovod-written examples (their import line changed, as the guide says), the API check and, last, the project's own
+checks of what Horovod's TF2 tests check (trainer/conformance.py), whose last phase ends the ring."""
 
 from __future__ import annotations
 
@@ -20,10 +20,9 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "data" / "trainers" / "horovod"
 ONE_LINE = {"import horovod.tensorflow.keras as hvd": "import vtrain.horovod.keras as hvd",
             "import horovod.tensorflow as hvd": "import vtrain.horovod.tensorflow as hvd"}
 #: The scripts written for real Horovod, and so migrated by their import line.
-HOROVOD_SCRIPTS = ("keras_mnist.py", "tape_mnist.py", "api_check.py", "upstream/tensorflow2_synthetic_benchmark.py",
-                   "upstream/tensorflow2_keras_synthetic_benchmark.py")
+HOROVOD_SCRIPTS = ("keras_mnist.py", "tape_mnist.py", "api_check.py")
 #: What the shared job runs in each rank, in this order (conformance last: it ends the ring).
-RING_SCRIPTS = "keras_mnist,tape_mnist,api_check,upstream_tape,upstream_fit,conformance"
+RING_SCRIPTS = "keras_mnist,tape_mnist,api_check,conformance"
 
 
 def migrate(root: Path) -> Path:

@@ -115,6 +115,25 @@ def test_tf_keras_is_chosen_only_while_it_can_still_take_effect(monkeypatch: pyt
     assert prefer_tf_keras(chosen) is False and chosen == {"TF_USE_LEGACY_KERAS": "0"}
 
 
+@pytest.mark.slow
+def test_a_script_that_imports_tensorflow_first_still_gets_keras_2(tmp_path: Any) -> None:
+    """Horovod's synthetic benchmark imports tensorflow, then horovod, then `from tensorflow.keras import
+    applications`: tf.keras must be tf_keras there too, as for a script that imports horovod first."""
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("tf_keras")
+    code = ("import tensorflow as tf\nimport vtrain.horovod.tensorflow as hvd\n"
+            "from tensorflow.keras import applications, layers\n"
+            "print(layers.Dense.__module__.split('.')[0], applications.MobileNetV3Small.__module__.split('.')[0])\n")
+    env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300,
+                          check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["tf_keras", "tf_keras"]
+
+
 def test_init_after_the_first_tensor_says_to_call_it_first(monkeypatch: pytest.MonkeyPatch, tf: Any) -> None:
     monkeypatch.setenv("TF_USE_LEGACY_KERAS", "0")
     import vtrain.horovod.tensorflow as hvd
