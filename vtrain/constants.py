@@ -78,6 +78,10 @@ JOB_NAME_PATTERN = r"projects/([^/]+)/locations/([^/]+)/(?:customJobs|hyperparam
 RESTART_COUNT_ENV = "VTRAIN_RESTART_COUNT"  # times this replica was restarted in this job attempt
 JOB_ATTEMPT_ENV = "VTRAIN_JOB_ATTEMPT"  # 1 for the first run of the job, 2 after one whole-job retry, ...
 STATUS_FILE_ENV = "VTRAIN_STATUS_FILE"  # where runtime.report_step() writes {"step", "restarts", ...}
+#: The steps at which `vtrain local` has a fault armed for this process (``4,200``): report_step() pauses there
+#: (at most FAULT_STEP_WAIT seconds) so the fault lands at the step it names, not a few steps later.
+FAULT_STEPS_ENV = "VTRAIN_FAULT_STEPS"
+FAULT_STEP_WAIT = 3.0
 #: The exit code of a replica that saved a checkpoint on SIGTERM and left to be restarted (128 + SIGTERM,
 #: as TensorFlow's PreemptionCheckpointHandler uses on Google Cloud).
 PREEMPTED_EXIT_CODE = 143

@@ -191,3 +191,13 @@ def test_the_options_parse_on_a_command() -> None:
     assert bad.exit_code == 2
     assert "Invalid value for '--fault': fault 'worker-1:explode@30s': kind 'explode' is not one of" in bad.output
     assert "Traceback" not in bad.output
+
+
+def test_the_steps_a_replica_pauses_at_are_its_pending_step_faults() -> None:
+    scheduler = FaultScheduler([parse_fault("worker-0:kill@step:4"), parse_fault("worker-0:preempt@30s"),
+                                parse_fault("worker-0:stop:1s@step:9"), parse_fault("chief-0:kill@step:2")])
+    assert (scheduler.armed_steps("worker-0"), scheduler.armed_steps("chief-0")) == ([4, 9], [2])
+    assert scheduler.armed_steps("worker-1") == []
+    scheduler.on_start("worker-0", 0.0)
+    [fired] = scheduler.due(1.0, {"worker-0": 4})
+    assert fired.signal == "SIGKILL" and scheduler.armed_steps("worker-0") == [9]  # the next process's

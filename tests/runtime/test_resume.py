@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -56,6 +57,26 @@ def test_report_step_writes_whole_records(tmp_path: Path, monkeypatch: pytest.Mo
     assert [p.name for p in tmp_path.iterdir()] == ["status.json"]  # no temporary file left behind
     monkeypatch.setenv("VTRAIN_STATUS_FILE", str(tmp_path / "missing-dir" / "status.json"))
     report_step(8)  # an unwritable path never stops training
+
+
+def test_report_step_pauses_once_at_each_step_a_fault_is_armed_for(tmp_path: Path) -> None:
+    """VTRAIN_FAULT_STEPS (set by `vtrain local` for a step fault): report_step pauses at the first report at or
+    past each armed step, so the launcher's signal lands there; children of the replica do not inherit it."""
+    code = (
+        "import os, sys, time\n"
+        "from vtrain.runtime import recovery\n"
+        "recovery.FAULT_STEP_WAIT = 0.4\n"
+        "times = {}\n"
+        "for step in (1, 2, 3, 5, 6, 7, 8):\n"
+        "    start = time.perf_counter(); recovery.report_step(step); times[step] = time.perf_counter() - start\n"
+        "print(sorted(s for s, t in times.items() if t >= 0.35), max(times[s] for s in (1, 2, 3, 7, 8)) < 0.3,\n"
+        "      'VTRAIN_FAULT_STEPS' in os.environ)\n"
+    )
+    env = {**os.environ, "VTRAIN_STATUS_FILE": str(tmp_path / "status.json"), "VTRAIN_FAULT_STEPS": "4,6,x"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60,
+                          check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["[5,", "6]", "True", "False"]  # 4 was skipped: the first report past it pauses
 
 
 @pytest.mark.slow

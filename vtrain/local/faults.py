@@ -240,6 +240,11 @@ class FaultScheduler:
         self._started.pop(replica, None)
         self._follow.pop(replica, None)
 
+    def armed_steps(self, replica: str) -> list[int]:
+        """The steps `replica`'s next process has a fault waiting for (its env's VTRAIN_FAULT_STEPS: the
+        runtime pauses there, so the signal lands at that step)."""
+        return sorted({spec.step for spec in self._queue.get(replica, ()) if spec.step is not None})
+
     @property
     def pending(self) -> list[FaultSpec]:
         return [*self._late.values(), *(spec for specs in self._queue.values() for spec in specs)]

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from vtrain import proctree
-from vtrain.constants import STATUS_FILE_ENV
+from vtrain.constants import FAULT_STEPS_ENV, STATUS_FILE_ENV
 from vtrain.local.env import Replica
 from vtrain.local.faults import FaultScheduler
 from vtrain.local.policy import Decision, Exit, RestartPolicy, exit_text
@@ -185,6 +185,9 @@ class RestartSupervisor:
         self.steps.pop(p.label, None)
         p.cwd.mkdir(parents=True, exist_ok=True)
         env = {**p.env, **self.policy.env(p.label), STATUS_FILE_ENV: str(status)}
+        armed = self.scheduler.armed_steps(p.label)
+        if armed:  # the runtime pauses at these steps, so a step fault lands where it says
+            env[FAULT_STEPS_ENV] = ",".join(map(str, armed))
         preexec = self._preexec
         if p.container is not None:  # its config with this start's environment; the previous one gone
             p.container.prepare(env)

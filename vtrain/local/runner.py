@@ -37,7 +37,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
-from vtrain.constants import JOB_ATTEMPT_ENV, LOCAL_DEVICES_ENV, RESTART_COUNT_ENV, STATUS_FILE_ENV
+from vtrain.constants import (
+    FAULT_STEPS_ENV,
+    JOB_ATTEMPT_ENV,
+    LOCAL_DEVICES_ENV,
+    RESTART_COUNT_ENV,
+    STATUS_FILE_ENV,
+)
 from vtrain.errors import BackendError, PackagingError
 from vtrain.local import env as localenv
 from vtrain.local import rundir
@@ -98,7 +104,7 @@ def _job_timeout(job: Mapping[str, Any]) -> float | None:
     return float(str(raw).rstrip("s")) if raw else None
 
 
-RESTART_ENV = (RESTART_COUNT_ENV, JOB_ATTEMPT_ENV, STATUS_FILE_ENV)  # set at each (re)start: restarts.py
+RESTART_ENV = (RESTART_COUNT_ENV, JOB_ATTEMPT_ENV, STATUS_FILE_ENV, FAULT_STEPS_ENV)  # set at each start: restarts.py
 
 
 def build_procs(plan: Plan, *, python: str | None, venv: str | None, output_dir: Path, run_dir: Path,

@@ -129,11 +129,14 @@ class ShardedCheckpoint:
         import tensorflow as tf
 
         folder, mine = join(self.directory, f"step-{step}"), os.path.basename(self._file(step))
-        for name in tf.io.gfile.listdir(folder) if tf.io.gfile.isdir(folder) else []:
-            if name == mine or name.startswith(f"{mine}.tmp-"):
-                tf.io.gfile.remove(join(folder, name))
-        if tf.io.gfile.isdir(folder) and not tf.io.gfile.listdir(folder):
-            tf.io.gfile.rmtree(folder)
+        try:
+            for name in tf.io.gfile.listdir(folder) if tf.io.gfile.isdir(folder) else []:
+                if name == mine or name.startswith(f"{mine}.tmp-"):
+                    tf.io.gfile.remove(join(folder, name))
+            if tf.io.gfile.isdir(folder) and not tf.io.gfile.listdir(folder):
+                tf.io.gfile.rmtree(folder)
+        except tf.errors.NotFoundError:
+            pass  # another client emptied and removed the folder between our looks: the end this wanted
 
     def _refuse_other_client_counts(self) -> None:
         """Checkpoints here from a job with another number of clients: resuming would start over silently."""

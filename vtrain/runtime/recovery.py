@@ -16,6 +16,10 @@ Signals read (set by `vtrain local`; Vertex sets none of them):
                         (``first``: the first step this process reported, where it resumed;
                         the format, writer and reader: :mod:`vtrain.runtime.status`), so the
                         launcher can inject faults at `step:N` and measure how many steps a restart redid.
+  VTRAIN_FAULT_STEPS    the steps at which the launcher has a fault armed for this process (``4,200``):
+                        :func:`report_step` pauses at the first report at or past each (at most
+                        FAULT_STEP_WAIT, 3 s), so the launcher, which reads the status file every 0.1 s,
+                        signals the replica at that step and not a few fast steps later.
   VTRAIN_STEP_LOG       on Vertex (no status file) :func:`report_step` also logs a short JSON line now and
                         then (:mod:`vtrain.runtime.steplog`); 1 forces it (the emulator), 0 turns it off.
 Standard library only at import time; TensorFlow is imported where a checkpoint is touched.
@@ -33,7 +37,13 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from vtrain.constants import PREEMPTED_EXIT_CODE, RESTART_COUNT_ENV, STATUS_FILE_ENV
+from vtrain.constants import (
+    FAULT_STEP_WAIT,
+    FAULT_STEPS_ENV,
+    PREEMPTED_EXIT_CODE,
+    RESTART_COUNT_ENV,
+    STATUS_FILE_ENV,
+)
 from vtrain.runtime import steplog
 from vtrain.runtime.outputs import Checkpoints, _learner_dir, checkpoint_dir, join
 from vtrain.runtime.restarts import _int_env, restart_count
@@ -41,6 +51,15 @@ from vtrain.runtime.status import Status, write_status
 
 log = logging.getLogger("vtrain.runtime")
 _first_step: list[int] = []  # the first step this process reported: where it resumed
+_armed: list[int] = []  # the steps a launcher's fault waits for (VTRAIN_FAULT_STEPS), not yet reached
+
+
+def _armed_steps() -> list[int]:
+    """VTRAIN_FAULT_STEPS as sorted steps, read once per process; anything but whole numbers is ignored."""
+    if not _armed and FAULT_STEPS_ENV in os.environ:
+        text = os.environ.pop(FAULT_STEPS_ENV)[:200]  # this process's, not its children's
+        _armed.extend(sorted({int(s) for s in text.split(",") if s.strip().isdigit()}))
+    return _armed
 
 
 def report_step(step: int, epoch: int | None = None) -> None:
@@ -59,6 +78,11 @@ def report_step(step: int, epoch: int | None = None) -> None:
         write_status(path, record)  # the format: vtrain.runtime.status
     except OSError as err:  # progress reports must never stop training
         log.debug("vtrain: cannot write %s: %s", path, err)
+        return
+    armed = _armed_steps()
+    if armed and armed[0] <= step:  # a fault is armed here: let the launcher's signal land at this step
+        del armed[: sum(1 for s in armed if s <= step)]
+        time.sleep(FAULT_STEP_WAIT)
 
 
 def step_reporter(keras_module: ModuleType) -> Any:
