@@ -166,6 +166,9 @@ ENVIRONMENT: dict[str, dict[str, str]] = {
         "VTRAIN_JOB_ATTEMPT": "1, then 2 after a whole-job retry, and so on.",
         "VTRAIN_STATUS_FILE": "Where `runtime.report_step` writes the step this replica last finished "
                               "(the live view's step column).",
+        "VTRAIN_FAULT_STEPS": "The steps at which a `step:N` fault is pending for this process: "
+                              "`runtime.report_step` pauses at the first report at or past each (at most 3 s), so "
+                              "the fault lands at that step.",
         "CUDA_VISIBLE_DEVICES": "The machine's GPUs split across the replicas.",
     },
     "`vtrain.runtime` sets them inside a replica, for TensorFlow": {
