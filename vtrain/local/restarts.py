@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from vtrain import proctree
-from vtrain.constants import FAULT_STEPS_ENV, STATUS_FILE_ENV
+from vtrain.constants import FAULT_STEPS_ENV, JOB_ATTEMPT_ENV, RESTART_COUNT_ENV, STATUS_FILE_ENV
 from vtrain.local.env import Replica
 from vtrain.local.faults import FaultScheduler
 from vtrain.local.policy import Decision, Exit, RestartPolicy, exit_text
@@ -44,6 +44,9 @@ if TYPE_CHECKING:
 
 TAIL_LINES = 15
 MAX_STEP_POINTS = 2000  # per replica in the result: a timeline is ~1000 px wide; long runs are thinned
+
+#: What :meth:`RestartSupervisor.launch` sets in a replica at each (re)start (a docker replica needs the names up front).
+RESTART_ENV = (RESTART_COUNT_ENV, JOB_ATTEMPT_ENV, STATUS_FILE_ENV, FAULT_STEPS_ENV)
 
 
 class SharedLog:

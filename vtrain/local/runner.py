@@ -37,13 +37,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
-from vtrain.constants import (
-    FAULT_STEPS_ENV,
-    JOB_ATTEMPT_ENV,
-    LOCAL_DEVICES_ENV,
-    RESTART_COUNT_ENV,
-    STATUS_FILE_ENV,
-)
+from vtrain.constants import LOCAL_DEVICES_ENV
 from vtrain.errors import BackendError, PackagingError
 from vtrain.local import env as localenv
 from vtrain.local import rundir
@@ -53,7 +47,7 @@ from vtrain.local.job import LocalJob
 from vtrain.local.options import RunKeywords, RunOptions, run_options
 from vtrain.local.policy import policy_for_job
 from vtrain.local.ports import free_ports
-from vtrain.local.restarts import Proc
+from vtrain.local.restarts import RESTART_ENV, Proc
 from vtrain.local.runtimes import local_gpus
 from vtrain.local.unrehearsable import unrehearsable
 
@@ -104,7 +98,6 @@ def _job_timeout(job: Mapping[str, Any]) -> float | None:
     return float(str(raw).rstrip("s")) if raw else None
 
 
-RESTART_ENV = (RESTART_COUNT_ENV, JOB_ATTEMPT_ENV, STATUS_FILE_ENV, FAULT_STEPS_ENV)  # set at each start: restarts.py
 
 
 def build_procs(plan: Plan, *, python: str | None, venv: str | None, output_dir: Path, run_dir: Path,
