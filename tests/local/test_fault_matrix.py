@@ -139,8 +139,8 @@ def test_the_custom_loop_template_survives_every_scenario(tmp_path: Path, cache:
     """The acceptance run: MultiWorkerMirrored (a chief and a worker, real TensorFlow), each scenario one run."""
     monkeypatch.setenv("VTRAIN_CACHE_DIR", str(cache))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    # 400 steps (a few seconds of training here): a fault at step 200 lands mid-run, not after a replica ended
-    path = job_file(tmp_path, ["--epochs=2", "--steps-per-epoch=200", "--batch-size=8", "--checkpoint-every=50"],
+    # 40 steps: a step fault lands at its step however fast the steps are (the replica waits there for the signal)
+    path = job_file(tmp_path, ["--epochs=2", "--steps-per-epoch=20", "--batch-size=8", "--checkpoint-every=5"],
                     ONE_WORKER, package=CUSTOM_LOOP)
     code, out, err = run("local", str(path), "--output-dir", str(tmp_path / "m"), "--preempt-grace", "20s",
                          "--fault-matrix")
