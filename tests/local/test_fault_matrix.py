@@ -87,7 +87,7 @@ def test_the_table_and_the_annotations() -> None:
 def test_the_probe_s_matrix_passes_every_scenario_with_annotations(tmp_path: Path, cache: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("VTRAIN_CACHE_DIR", str(cache))
-    path = job_file(tmp_path, ["--steps=all", "--count=30", "--step-seconds=0.1", "--sleep=chief-0", "--seconds=3"],
+    path = job_file(tmp_path, ["--steps=all", "--count=15", "--step-seconds=0.1", "--sleep=chief-0", "--seconds=3"],
                     ONE_WORKER)
     code, out, err = run("local", str(path), "--output-dir", str(tmp_path / "m"), "--preempt-grace", "2s",
                          "--fault-matrix", "-o", "github")
