@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 TAIL_LINES = 15
 MAX_STEP_POINTS = 2000  # per replica in the result: a timeline is ~1000 px wide; long runs are thinned
 
-#: What :meth:`RestartSupervisor.launch` sets in a replica at each (re)start (a docker replica needs the names up front).
+#: What :meth:`RestartSupervisor.launch` sets in a replica at each start (docker needs the names up front).
 RESTART_ENV = (RESTART_COUNT_ENV, JOB_ATTEMPT_ENV, STATUS_FILE_ENV, FAULT_STEPS_ENV)
 
 
