@@ -140,3 +140,10 @@ def watch_options(fn: Any) -> Any:
                         "not a terminal or in CI).")(fn)  # fmt: skip
 
 
+# `vtrain local` and `vtrain replay`: the shape of a rehearsal here.
+max_replicas_option = click.option(
+    "--max-replicas", type=click.IntRange(min=1), help="Shrink the cluster to at most N processes, keeping every role "
+    "(chief, >= 1 worker, ps, evaluator).")
+startup_timeout_option = click.option(
+    "--startup-timeout", callback=duration_callback, default="120s", show_default=True, metavar="DURATION",
+    help="Fail when a replica's TensorFlow server is not up this long after a peer's.")

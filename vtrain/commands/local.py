@@ -10,7 +10,15 @@ import click
 
 from vtrain.commands._faultopts import fault_option, restart_policy_option
 from vtrain.commands._home import MatrixOption
-from vtrain.commands._options import UserPath, duration_callback, output_option, set_option, where_options
+from vtrain.commands._options import (
+    UserPath,
+    duration_callback,
+    max_replicas_option,
+    output_option,
+    set_option,
+    startup_timeout_option,
+    where_options,
+)
 
 
 @click.command(cls=MatrixOption)
@@ -19,12 +27,10 @@ from vtrain.commands._options import UserPath, duration_callback, output_option,
               help="Base output dir (AIP_MODEL_DIR = DIR/model/, ...; this run's logs in "
               "DIR/vtrain-local/JOB_ID/). Default: the job's base_output_dir when it is local, else a "
               "temporary dir removed on success unless --keep.")
-@click.option("--max-replicas", type=click.IntRange(min=1), help="Shrink the cluster to at most N processes, "
-              "keeping every role (chief, >= 1 worker, ps, evaluator).")
+@max_replicas_option
 @click.option("--timeout", callback=duration_callback, metavar="DURATION",
               help="Fail the job after this long (e.g. 10m). Default: the job's scheduling.timeout.")
-@click.option("--startup-timeout", callback=duration_callback, default="120s", show_default=True, metavar="DURATION",
-              help="Fail when a replica's TensorFlow server is not up this long after a peer's.")
+@startup_timeout_option
 @click.option("--keep", is_flag=True, help="Keep the temporary output dir and the replicas' working dirs.")
 @click.option("--allow-credentials", is_flag=True, help="Package files that look like credentials.")
 @click.option("--max-parallel", type=click.IntRange(min=1), help="Tuning: run at most N trials at a time "

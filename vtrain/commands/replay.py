@@ -9,7 +9,15 @@ from typing import Any
 import click
 
 from vtrain.commands._faultopts import restart_policy_option
-from vtrain.commands._options import UserPath, duration_callback, output_option, watch_options, where_options
+from vtrain.commands._options import (
+    UserPath,
+    duration_callback,
+    max_replicas_option,
+    output_option,
+    startup_timeout_option,
+    watch_options,
+    where_options,
+)
 
 
 @click.command()
@@ -17,12 +25,10 @@ from vtrain.commands._options import UserPath, duration_callback, output_option,
 @click.option("--output-dir", type=UserPath(file_okay=False, utf8=True),
               help="Where the replay writes (its AIP_* dirs, its run folder). Default: a new temporary dir, kept. "
               "Never the job's own base_output_dir.")
-@click.option("--max-replicas", type=click.IntRange(min=1), help="Shrink the cluster to at most N processes, "
-              "keeping every role (chief, >= 1 worker, ps, evaluator).")
+@max_replicas_option
 @click.option("--timeout", callback=duration_callback, metavar="DURATION",
               help="Stop the replay after this long (e.g. 10m). Default: the job's scheduling.timeout.")
-@click.option("--startup-timeout", callback=duration_callback, default="120s", show_default=True, metavar="DURATION",
-              help="Fail when a replica's TensorFlow server is not up this long after a peer's.")
+@startup_timeout_option
 @click.option("--verbose", "-v", is_flag=True, help="Stream every line of every replica.")
 @restart_policy_option
 @watch_options
